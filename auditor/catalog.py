@@ -1,0 +1,103 @@
+"""The bundled GPU catalog: GPU models, the instance types that carry them, and on-demand prices."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from functools import cache
+from importlib import resources
+
+import yaml
+
+
+@dataclass(frozen=True)
+class GpuModel:
+    name: str
+    memory_gb: float
+    tflops: float
+
+
+@dataclass(frozen=True)
+class InstanceType:
+    provider: str
+    name: str
+    gpu_model: str
+    gpu_count: int
+    price_per_hour: Decimal  # on-demand, in the provider's price region, USD
+
+
+@dataclass(frozen=True)
+class PriceInfo:
+    region: str
+    as_of: str
+    source: str
+    typical_spot_discount: Decimal
+
+
+def family_of(provider: str, instance_type: str) -> str:
+    """The key the catalog's gpu_families uses: `p4d` for AWS, `a2-highgpu` for GCP, the size for Azure."""
+    if provider == "aws":
+        return instance_type.removeprefix("ml.").split(".", 1)[0]
+    if provider == "gcp":
+        return instance_type.rsplit("-", 1)[0]
+    return instance_type
+
+
+class Catalog:
+    def __init__(self, data: dict):
+        self.version = data.get("version", 1)
+        self.gpus = {name: GpuModel(name, float(g["memory_gb"]), float(g["tflops"]))
+                     for name, g in data["gpus"].items()}
+        self.prices: dict[str, PriceInfo] = {}
+        self.families: dict[str, dict[str, str]] = {}
+        self.types: dict[tuple[str, str], InstanceType] = {}
+        for provider, p in data["providers"].items():
+            self.prices[provider] = PriceInfo(p["price_region"], str(p["prices_as_of"]), p["price_source"],
+                                              Decimal(str(p["typical_spot_discount"])))
+            self.families[provider] = {k.lower(): v for k, v in p["gpu_families"].items()}
+            for name, (count, price) in p["instance_types"].items():
+                model = self.families[provider][family_of(provider, name).lower()]
+                self.types[(provider, name.lower())] = InstanceType(
+                    provider, name, model, int(count), Decimal(str(price)))
+        self.aws_regions: dict[str, dict] = data.get("aws_regions", {})
+
+    def instance(self, provider: str | None, instance_type: str | None) -> InstanceType | None:
+        if not provider or not instance_type:
+            return None
+        return self.types.get((provider, instance_type.removeprefix("ml.").lower()))
+
+    def gpu_model_for(self, provider: str | None, instance_type: str | None) -> str | None:
+        if not provider or not instance_type:
+            return None
+        return self.families.get(provider, {}).get(family_of(provider, instance_type).lower())
+
+    def gpu(self, model: str | None) -> GpuModel | None:
+        return self.gpus.get(model) if model else None
+
+    def instance_types(self, provider: str) -> list[InstanceType]:
+        return [t for (p, _), t in self.types.items() if p == provider]
+
+    def register(self, con) -> None:
+        """Load the catalog into DuckDB tables the billing readers join against."""
+        con.execute("CREATE OR REPLACE TABLE catalog_gpu_families (provider VARCHAR, family VARCHAR, "
+                    "gpu_model VARCHAR)")
+        con.executemany("INSERT INTO catalog_gpu_families VALUES (?, ?, ?)",
+                        [(p, fam, model) for p, fams in self.families.items() for fam, model in fams.items()])
+        con.execute("CREATE OR REPLACE TABLE catalog_instance_types (provider VARCHAR, instance_type VARCHAR, "
+                    "gpu_model VARCHAR, gpu_count INTEGER)")
+        con.executemany("INSERT INTO catalog_instance_types VALUES (?, ?, ?, ?)",
+                        [(t.provider, t.name.lower(), t.gpu_model, t.gpu_count) for t in self.types.values()])
+        con.execute("CREATE OR REPLACE TABLE aws_regions (code VARCHAR, prefix VARCHAR, name VARCHAR)")
+        rows = []
+        for code, r in self.aws_regions.items():
+            for prefix in r["prefix"]:
+                rows.append((code, prefix, None))
+            for name in r["names"]:
+                rows.append((code, None, name))
+        con.executemany("INSERT INTO aws_regions VALUES (?, ?, ?)", rows)
+
+
+@cache
+def load_catalog() -> Catalog:
+    text = resources.files("auditor.data").joinpath("catalog.yaml").read_text(encoding="utf-8")
+    return Catalog(yaml.safe_load(text))

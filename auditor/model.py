@@ -1,0 +1,203 @@
+"""The normalized entities rules read, and the findings they yield.
+
+Rules never see an SDK client or a raw export column: only these dataclasses, built by the engine
+from the DuckDB tables (see store.py).
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from decimal import ROUND_HALF_EVEN, Decimal
+from typing import Any
+
+CENT = Decimal("0.01")
+HOURS_PER_MONTH = Decimal(730)  # the convention AWS, GCP and Azure price calculators use
+
+
+def money(amount: Decimal | int | str | None) -> Decimal | None:
+    """Round once, to the cent, half to even. None stays None."""
+    if amount is None:
+        return None
+    return Decimal(amount).quantize(CENT, rounding=ROUND_HALF_EVEN)
+
+
+class Severity(enum.IntEnum):
+    INFO = 0
+    LOW = 1
+    MEDIUM = 2
+    HIGH = 3
+    CRITICAL = 4
+
+    @classmethod
+    def parse(cls, text: str) -> Severity:
+        try:
+            return cls[text.strip().upper()]
+        except KeyError:
+            names = ", ".join(s.label for s in cls)
+            raise ValueError(f"unknown severity {text!r}; use one of {names}") from None
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+@dataclass
+class GpuAsset:
+    """A GPU-bearing machine with its utilisation in the audit window and its billed cost."""
+
+    id: str
+    provider: str
+    account: str | None = None
+    region: str | None = None
+    zone: str | None = None
+    name: str | None = None
+    kind: str = "vm"
+    instance_type: str | None = None
+    gpu_model: str | None = None
+    gpu_count: int | None = None
+    gpu_memory_gb: float | None = None  # per GPU
+    lifecycle: str = "on_demand"
+    state: str | None = None
+    launch_time: datetime | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+    # utilisation over the audit window (None when no metrics were collected)
+    usage_hours: float | None = None
+    usage_samples: int | None = None
+    mean_util_pct: float | None = None
+    p95_util_pct: float | None = None
+    peak_mem_gb: float | None = None  # per GPU, the highest of its GPUs
+    usage_source: str | None = None
+    # billed cost of this resource id in the audit window, per currency
+    cost: dict[str, Decimal] = field(default_factory=dict)
+    billed_hours: Decimal | None = None
+
+
+@dataclass
+class Job:
+    """A training or batch job, live or from a manifest."""
+
+    id: str
+    platform: str
+    provider: str | None = None
+    account: str | None = None
+    region: str | None = None
+    name: str | None = None
+    state: str | None = None
+    instance_type: str | None = None
+    instance_count: int = 1
+    gpu_model: str | None = None
+    gpu_count: int | None = None  # per instance
+    spot: bool = False
+    checkpoint_uri: str | None = None
+    checkpoint_interval_min: float | None = None
+    max_runtime_s: int | None = None
+    max_wait_s: int | None = None
+    training_s: int | None = None
+    billable_s: int | None = None
+    interruptions: int | None = None
+    start_time: datetime | None = None
+    end_time: datetime | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+    source_file: str | None = None
+    source_line: int | None = None
+    cost: dict[str, Decimal] = field(default_factory=dict)
+
+
+@dataclass
+class ResourceSpend:
+    """Spend in the audit window on one resource (or, where the export has no resource id, on one
+    account/service/region group), with the tags the billing lines carry."""
+
+    id: str
+    provider: str
+    account: str | None = None
+    region: str | None = None
+    service: str | None = None
+    category: str | None = None  # gpu_compute, other_compute, storage, transfer, other
+    instance_type: str | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+    cost: dict[str, Decimal] = field(default_factory=dict)
+    lines: int = 0
+    has_resource_id: bool = True
+    # (tags, currency, cost) for each distinct tag set the resource's lines carried
+    tag_sets: list[tuple[dict[str, str], str, Decimal]] = field(default_factory=list)
+
+
+@dataclass
+class TransferFlow:
+    """Data moved between two places in the audit window, summed over billing lines."""
+
+    id: str
+    provider: str
+    kind: str  # inter_region, internet, intra_region, inter_zone
+    source: str | None
+    destination: str | None
+    account: str | None = None
+    gb: Decimal = Decimal(0)
+    cost: dict[str, Decimal] = field(default_factory=dict)
+    lines: int = 0
+    top_resources: list[str] = field(default_factory=list)
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+Entity = GpuAsset | Job | ResourceSpend | TransferFlow
+
+
+@dataclass
+class Finding:
+    rule: str
+    name: str
+    severity: Severity
+    resource: str
+    message: str
+    entity_type: str
+    provider: str | None = None
+    account: str | None = None
+    region: str | None = None
+    owner: str | None = None
+    team: str | None = None
+    evidence: dict[str, Any] = field(default_factory=dict)
+    cost: Decimal | None = None  # in the audit window
+    monthly_savings: Decimal | None = None
+    currency: str = "USD"
+    remediation: str = ""
+    clause: str | None = None
+    file: str | None = None
+    line: int | None = None
+    key: str = ""  # what makes the fingerprint unique beyond rule and resource
+    waiver: dict[str, Any] | None = None
+
+    @property
+    def fingerprint(self) -> str:
+        raw = "\x1f".join((self.rule, self.resource, self.key))
+        return hashlib.sha256(raw.encode()).hexdigest()[:16]
+
+    @property
+    def waived(self) -> bool:
+        return self.waiver is not None
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["severity"] = self.severity.label
+        d["fingerprint"] = self.fingerprint
+        d["cost"] = _num(self.cost)
+        d["monthly_savings"] = _num(self.monthly_savings)
+        d["waived"] = self.waived
+        del d["key"]
+        return d
+
+
+def _num(value: Decimal | None) -> str | None:
+    """Money goes to JSON as a string, so no reader turns it into a float."""
+    return None if value is None else str(money(value))
+
+
+def primary(cost: dict[str, Decimal]) -> tuple[str, Decimal] | None:
+    """The currency an entity was mostly billed in, and that amount (currencies are never added)."""
+    if not cost:
+        return None
+    currency = max(cost, key=lambda c: abs(cost[c]))
+    return currency, cost[currency]

@@ -1,0 +1,221 @@
+"""The written GPU policy: one YAML file, validated, with the line of every key kept for errors."""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+from dataclasses import dataclass, field
+from datetime import date
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from auditor.errors import InputError
+from auditor.model import Severity
+from auditor.rule import all_rules, get_rule, iter_clauses
+from auditor.schema import Field, Validator, record
+
+
+@dataclass
+class Team:
+    name: str
+    lead: str | None
+    budget_per_quarter: Decimal | None = None
+    projects: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Clause:
+    name: str
+    text: str
+    options: dict[str, Any]
+    severity: Severity | None = None
+    enabled: bool = True
+
+
+@dataclass
+class Waiver:
+    rule: str  # the rule's ID
+    resource: str  # a glob
+    reason: str
+    owner: str
+    expires: date
+    line: int | None = None
+
+    def matches(self, rule_id: str, resource: str) -> bool:
+        return self.rule == rule_id and fnmatch.fnmatchcase(resource, self.resource)
+
+    def expired(self, today: date) -> bool:
+        return self.expires < today
+
+
+@dataclass
+class Policy:
+    name: str
+    version: str
+    owner: str
+    currency: str
+    teams: dict[str, Team]
+    clauses: dict[str, Clause]
+    waivers: list[Waiver]
+    team_tags: list[str]
+    owner_tags: list[str]
+    project_tags: list[str] = field(default_factory=lambda: ["project"])
+    path: str | None = None
+
+    def team_of_project(self, project: str) -> str | None:
+        for team in self.teams.values():
+            if project in team.projects:
+                return team.name
+        return None
+
+    def clause(self, name: str) -> Clause | None:
+        return self.clauses.get(name)
+
+
+SEVERITIES = tuple(s.label for s in Severity)
+
+
+def policy_schema() -> Field:
+    """The policy's schema, composed from the options every rule of the pack declares."""
+    clauses = {}
+    for clause, rules in iter_clauses():
+        fields: dict[str, Field] = {
+            "text": Field("str", doc="the sentence people read"),
+            "severity": Field("str", choices=SEVERITIES, doc="override the rules' severity"),
+            "enabled": Field("bool", default=True),
+        }
+        for cls in rules:
+            fields.update(cls.options)
+        clauses[clause] = record(**fields)
+    return record(
+        policy=Field("str", required=True, doc="the policy's title"),
+        version=Field("str", default="1"),
+        owner=Field("str", required=True, doc="who owns the policy; the fallback contact"),
+        currency=Field("str", default="USD"),
+        attribution=record(
+            team_tags=Field("list", item=Field("str"), default=["team"]),
+            owner_tags=Field("list", item=Field("str"), default=["owner"]),
+            project_tags=Field("list", item=Field("str"), default=["project"]),
+        ),
+        teams=Field("map", default={}, item=record(
+            lead=Field("str", required=True),
+            budget_per_quarter=Field("money", minimum=0),
+            projects=Field("list", item=Field("str"), default=[]),
+        )),
+        clauses=record(**clauses),
+        waivers=Field("list", default=[], item=record(
+            rule=Field("str", required=True),
+            resource=Field("str", required=True),
+            reason=Field("str", required=True),
+            owner=Field("str", required=True),
+            expires=Field("date", required=True),
+        )),
+    )
+
+
+class _Lines:
+    """Line numbers (1-based) of every key and item of a YAML document, by path."""
+
+    def __init__(self, node: yaml.Node):
+        self.lines: dict[tuple, int] = {}
+        self._walk(node, ())
+
+    def _walk(self, node: yaml.Node, path: tuple) -> None:
+        self.lines[path] = node.start_mark.line + 1
+        if isinstance(node, yaml.MappingNode):
+            seen: set[str] = set()
+            for k, v in node.value:
+                key = k.value
+                if key in seen:
+                    raise InputError(f"duplicate key {key!r}", line=k.start_mark.line + 1)
+                seen.add(key)
+                self.lines[path + (key,)] = k.start_mark.line + 1
+                self._walk(v, path + (key,))
+        elif isinstance(node, yaml.SequenceNode):
+            for i, v in enumerate(node.value):
+                self._walk(v, path + (i,))
+
+    def __call__(self, path: tuple) -> int | None:
+        while path and path not in self.lines:
+            path = path[:-1]
+        return self.lines.get(path)
+
+
+class _NoAliasLoader(yaml.SafeLoader):
+    """A policy has no use for anchors and aliases, and they are how a YAML bomb expands."""
+
+    def compose_node(self, parent, index):  # noqa: D102
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise InputError("YAML aliases (*name) are not allowed in a policy", line=event.start_mark.line + 1)
+        return super().compose_node(parent, index)
+
+
+def load_policy(path: str | Path) -> Policy:
+    path = str(path)
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError("policy file not found", path=path) from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"cannot read the policy: {e}", path=path) from None
+    return parse_policy(text, path)
+
+
+def parse_policy(text: str, path: str = "<policy>") -> Policy:
+    loader = _NoAliasLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            raise InputError("the policy is empty", path=path)
+        lines = _Lines(node)
+        data = loader.construct_document(node)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        raise InputError(f"not valid YAML: {e.problem or e.context}", path=path,
+                         line=mark.line + 1 if mark else None) from None
+    except InputError as e:
+        e.path = path
+        raise
+    finally:
+        loader.dispose()
+    if not isinstance(data, dict):
+        raise InputError("a policy is a YAML mapping with keys policy, owner, clauses, ...", path=path, line=1)
+    v = Validator(path, lines)
+    doc = v.check(data, policy_schema())
+    return _build(doc, lines, path)
+
+
+def _build(doc: dict, lines: _Lines, path: str) -> Policy:
+    clauses: dict[str, Clause] = {}
+    for name, c in (doc.get("clauses") or {}).items():
+        if c is not None:
+            opts = {k: v for k, v in c.items() if k not in ("text", "severity", "enabled")}
+            clauses[name] = Clause(name, c.get("text") or "", opts,
+                                   Severity.parse(c["severity"]) if c.get("severity") else None,
+                                   c.get("enabled", True))
+    teams = {name: Team(name, t["lead"], t.get("budget_per_quarter"), t.get("projects") or [])
+             for name, t in (doc.get("teams") or {}).items()}
+    waivers = []
+    for i, w in enumerate(doc.get("waivers") or []):
+        try:
+            rule = get_rule(w["rule"])
+        except KeyError:
+            known = [r.id for r in all_rules()] + [r.name for r in all_rules()]
+            near = difflib.get_close_matches(w["rule"], known, n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else ""
+            raise InputError(f"waivers[{i}].rule: no rule {w['rule']!r}{hint}", path=path,
+                             line=lines(("waivers", i, "rule"))) from None
+        waivers.append(Waiver(rule.id, w["resource"], w["reason"], w["owner"], w["expires"],
+                              lines(("waivers", i))))
+    attribution = doc.get("attribution") or {}
+    return Policy(
+        name=doc["policy"], version=str(doc.get("version") or "1"), owner=doc["owner"],
+        currency=doc.get("currency") or "USD", teams=teams, clauses=clauses, waivers=waivers,
+        team_tags=attribution.get("team_tags") or ["team"],
+        owner_tags=attribution.get("owner_tags") or ["owner"],
+        project_tags=attribution.get("project_tags") or ["project"], path=path)
+

@@ -1,0 +1,154 @@
+"""AWS Cost and Usage Report (legacy CUR, `lineItem/UsageType` or `line_item_usage_type` spelling)
+normalized to the `costs` table, in SQL."""
+
+from __future__ import annotations
+
+import re
+
+from auditor.catalog import Catalog
+from auditor.providers.columns import MONEY, Columns, case_map, lit, q
+
+INSTANCE_TYPE_RE = r"((?:ml\.)?[a-z][a-z0-9-]*\.(?:[0-9]*xlarge|large|medium|small|micro|nano|metal[a-z0-9-]*))"
+
+# lineItem/LineItemType -> FOCUS ChargeCategory
+CHARGE_CATEGORY = {
+    "Usage": "Usage", "DiscountedUsage": "Usage", "SavingsPlanCoveredUsage": "Usage",
+    "SavingsPlanNegation": "Usage", "Tax": "Tax", "Credit": "Credit", "Refund": "Credit",
+    "BundledDiscount": "Credit", "EdpDiscount": "Credit", "PrivateRateDiscount": "Credit",
+    "Discount": "Credit", "RIFee": "Purchase", "Fee": "Purchase", "SavingsPlanRecurringFee": "Purchase",
+    "SavingsPlanUpfrontFee": "Purchase",
+}
+
+
+def region_maps(catalog: Catalog) -> tuple[dict[str, str], dict[str, str]]:
+    prefixes = {p: code for code, r in catalog.aws_regions.items() for p in r["prefix"]}
+    names = {n: code for code, r in catalog.aws_regions.items() for n in r["names"]}
+    return prefixes, names
+
+
+def _tag_entries(cols: Columns) -> str:
+    """Tags as a MAP built from the one-column-per-tag layout: `resourceTags/user:team` or
+    `resource_tags_user_team` become key `team`; AWS tags keep their `aws:` prefix."""
+    entries = []
+    for name in cols.names:
+        m = re.match(r"(?i)^resourceTags/(user|aws):(.+)$", name) or \
+            re.match(r"(?i)^resource_tags_(user|aws)_(.+)$", name)
+        if not m:
+            continue
+        key = m.group(2) if m.group(1).lower() == "user" else f"aws:{m.group(2)}"
+        entries.append(f"{{'k': {lit(key)}, 'v': NULLIF(trim(CAST({q(name)} AS VARCHAR)), '')}}")
+    if not entries:
+        return "CAST(MAP() AS MAP(VARCHAR, VARCHAR))"
+    listed = f"list_filter([{', '.join(entries)}], lambda e: e.v IS NOT NULL)"
+    return (f"CAST(map_from_entries(list_transform({listed}, lambda e: {{'key': e.k, 'value': e.v}})) "
+            "AS MAP(VARCHAR, VARCHAR))")
+
+
+def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[str, str]]]:
+    """The normalized columns as SQL expressions over one CUR file, and the source columns whose values
+    must parse (for naming the bad row when they don't)."""
+    prefixes, names = region_maps(catalog)
+    lit_type = cols.text("lineItem/LineItemType")
+    usage_type = cols.text("lineItem/UsageType")
+    transfer_type = cols.text("product/transferType")
+    unblended = cols.money("lineItem/UnblendedCost")
+
+    def zero(*c: str) -> str:
+        return f"COALESCE({cols.money(*c)}, 0)"
+
+    # Amortised cost by line item type, as AWS's own Cloud Intelligence Dashboards compute it.
+    effective = f"""CASE {lit_type}
+        WHEN 'SavingsPlanCoveredUsage' THEN {zero('savingsPlan/SavingsPlanEffectiveCost')}
+        WHEN 'SavingsPlanRecurringFee' THEN {zero('savingsPlan/TotalCommitmentToDate')}
+                                            - {zero('savingsPlan/UsedCommitment')}
+        WHEN 'SavingsPlanNegation' THEN 0
+        WHEN 'SavingsPlanUpfrontFee' THEN 0
+        WHEN 'DiscountedUsage' THEN {zero('reservation/EffectiveCost')}
+        WHEN 'RIFee' THEN {zero('reservation/UnusedAmortizedUpfrontFeeForBillingPeriod')}
+                          + {zero('reservation/UnusedRecurringFee')}
+        WHEN 'Fee' THEN CASE WHEN {cols.text('reservation/ReservationARN')} IS NOT NULL THEN 0
+                             ELSE {unblended} END
+        ELSE {unblended} END"""
+
+    region_from_prefix = case_map(f"split_part({usage_type}, '-', 1)", prefixes)
+    region = (f"COALESCE({cols.first_text('product/regionCode', 'product/region')}, "
+              f"regexp_extract({cols.text('lineItem/AvailabilityZone')}, '^(.*[0-9])[a-z]$', 1))")
+    description = cols.text("lineItem/LineItemDescription")
+    instance_type = (f"COALESCE({cols.text('product/instanceType')}, "
+                     f"NULLIF(regexp_extract({usage_type}, '(?:Usage|UnusedBox)[^:]*:([a-z0-9.-]+)$', 1), ''), "
+                     f"NULLIF(regexp_extract({description}, '\\b{INSTANCE_TYPE_RE}\\b', 1), ''))")
+
+    ut = f"COALESCE({usage_type}, '')"
+    tt = f"COALESCE({transfer_type}, '')"
+    transfer_kind = f"""CASE
+        WHEN {ut} LIKE '%-AWS-Out-Bytes' OR {ut} LIKE '%-AWS-In-Bytes' OR {tt} LIKE 'InterRegion%'
+            THEN 'inter_region'
+        WHEN {ut} LIKE '%xAZ%Bytes' OR {ut} LIKE '%DataTransfer-Regional-Bytes' OR {tt} LIKE 'IntraRegion-xAZ%'
+            THEN 'inter_zone'
+        WHEN {tt} = 'IntraRegion' THEN 'intra_region'
+        WHEN {ut} LIKE '%DataTransfer-Out-Bytes' OR {ut} LIKE '%DataTransfer-In-Bytes'
+             OR {ut} LIKE '%CloudFront-Out-Bytes' OR {tt} IN ('AWS Outbound', 'AWS Inbound')
+            THEN 'internet'
+        END"""
+    direction = f"""CASE WHEN {ut} LIKE '%-In-Bytes' OR {tt} LIKE '%Inbound' OR {tt} LIKE '%-In' THEN 'in'
+                         WHEN {ut} LIKE '%Bytes' THEN 'out' END"""
+    # Two-part usage types (`USE1-USW2-AWS-Out-Bytes`) name both ends; us-east-1 lines often have no prefix.
+    ut_src = case_map(f"split_part({usage_type}, '-', 1)", prefixes)
+    ut_dst = case_map(f"split_part({usage_type}, '-', 2)", prefixes)
+    loc_from = case_map(cols.text("product/fromLocation"), names)
+    loc_to = case_map(cols.text("product/toLocation"), names)
+    transfer_from = f"COALESCE({cols.text('product/fromRegionCode')}, {loc_from}, {ut_src})"
+    transfer_to = (f"COALESCE({cols.text('product/toRegionCode')}, {loc_to}, "
+                   f"CASE WHEN {ut} LIKE '%-AWS-%-Bytes' THEN {ut_dst} END)")
+    del region_from_prefix
+
+    family = cols.text("product/productFamily")
+    kind = f"""CASE
+        WHEN ({transfer_kind}) IS NOT NULL THEN 'transfer'
+        WHEN {family} IN ('Storage', 'Storage Snapshot', 'System Operation') OR {ut} LIKE '%EBS:%'
+             OR {ut} LIKE '%TimedStorage%' THEN 'storage'
+        WHEN {ut} LIKE '%Usage:%' OR {ut} LIKE '%BoxUsage%' OR {family} IN ('Compute Instance', 'ML Instance')
+             OR {ut} LIKE '%-Training%' OR {ut} LIKE '%-Notebk%' OR {ut} LIKE '%-Hosting%'
+            THEN 'compute'
+        ELSE 'other' END"""
+    pricing = f"""CASE
+        WHEN {ut} LIKE '%SpotUsage%' THEN 'Dynamic'
+        WHEN {lit_type} IN ('DiscountedUsage', 'SavingsPlanCoveredUsage') THEN 'Committed'
+        WHEN {cols.text('pricing/term')} = 'OnDemand' THEN 'Standard'
+        WHEN {cols.text('pricing/term')} = 'Reserved' THEN 'Committed'
+        END"""
+
+    exprs = {
+        "BilledCost": unblended,
+        "EffectiveCost": f"CAST({effective} AS {MONEY})",
+        "ListCost": f"COALESCE({cols.money('pricing/publicOnDemandCost')}, {unblended})",
+        "BillingCurrency": f"COALESCE({cols.text('lineItem/CurrencyCode')}, 'USD')",
+        "ChargePeriodStart": cols.timestamp("lineItem/UsageStartDate"),
+        "ChargePeriodEnd": cols.timestamp("lineItem/UsageEndDate"),
+        "ChargeCategory": case_map(lit_type, CHARGE_CATEGORY, "'Usage'"),
+        "ChargeDescription": description,
+        "ServiceName": cols.first_text("product/ProductName", "lineItem/ProductCode"),
+        "ProviderName": "'AWS'",
+        "BillingAccountId": cols.text("bill/PayerAccountId"),
+        "SubAccountId": cols.text("lineItem/UsageAccountId"),
+        "ResourceId": cols.text("lineItem/ResourceId"),
+        "RegionId": region,
+        "AvailabilityZone": cols.text("lineItem/AvailabilityZone"),
+        "SkuId": cols.text("product/sku"),
+        "PricingCategory": pricing,
+        "ConsumedQuantity": cols.money("lineItem/UsageAmount"),
+        "ConsumedUnit": cols.text("pricing/unit"),
+        "Tags": _tag_entries(cols),
+        "x_Provider": "'aws'",
+        "x_UsageType": usage_type,
+        "x_InstanceType": instance_type,
+        "x_TransferKind": transfer_kind,
+        "x_TransferDirection": direction,
+        "x_TransferFrom": transfer_from,
+        "x_TransferTo": transfer_to,
+        "_kind": kind,
+    }
+    checks = [(c, "money") for c in ("lineItem/UnblendedCost", "lineItem/UsageAmount",
+                                     "pricing/publicOnDemandCost") if cols.name(c)]
+    checks += [(c, "time") for c in ("lineItem/UsageStartDate", "lineItem/UsageEndDate") if cols.name(c)]
+    return exprs, [(cols.name(c), k) for c, k in checks]

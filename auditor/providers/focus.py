@@ -1,0 +1,102 @@
+"""FOCUS 1.0 to 1.2 exports, from any provider, normalized to the `costs` table, in SQL."""
+
+from __future__ import annotations
+
+from auditor.catalog import Catalog
+from auditor.providers.aws import INSTANCE_TYPE_RE, region_maps
+from auditor.providers.columns import Columns, case_map
+
+PROVIDERS = {"AWS": "aws", "Amazon Web Services": "aws", "Microsoft": "azure", "Azure": "azure",
+             "Microsoft Azure": "azure", "Google": "gcp", "Google Cloud": "gcp", "GCP": "gcp",
+             "Oracle": "oci", "OCI": "oci"}
+
+
+def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[str, str]]]:
+    _, names = region_maps(catalog)
+    provider = case_map(cols.text("ProviderName"), PROVIDERS, f"lower({cols.text('ProviderName')})")
+    desc = cols.text("ChargeDescription")
+    d = f"COALESCE({desc}, '')"
+    usage_type = cols.text("x_UsageType")
+    ut = f"COALESCE({usage_type}, '')"
+    meter = f"COALESCE({cols.first_text('x_SkuMeterSubcategory', 'SkuMeter')}, '') || ' ' || {d}"
+
+    instance_type = "COALESCE(" + ", ".join([
+        f"json_extract_string({cols.ref('SkuPriceDetails')}, '$.InstanceType')" if cols.name("SkuPriceDetails")
+        else "NULL",
+        f"json_extract_string({cols.ref('x_SkuDetails')}, '$.ServiceType')" if cols.name("x_SkuDetails")
+        else "NULL",
+        f"NULLIF(regexp_extract({ut}, '(?:Usage|UnusedBox)[^:]*:([a-z0-9.-]+)$', 1), '')",
+        f"NULLIF(regexp_extract({d}, '\\b{INSTANCE_TYPE_RE}\\b', 1), '')",
+        f"NULLIF(regexp_extract({d}, '(Standard_[A-Za-z0-9_]+)', 1), '')",
+        f"NULLIF(regexp_extract({d}, '\\b([acgn][0-9]-[a-z]+-[0-9]+g?)\\b', 1), '')",
+    ]) + ")"
+
+    # AWS descriptions read `$0.02 per GB - US West (Oregon) data transfer to EU (Ireland)`.
+    aws_to = f"regexp_extract({d}, ' - (.+) data transfer to (.+)$', ['src', 'dst'])"
+    aws_from = f"regexp_extract({d}, ' - (.+) data transfer from (.+)$', ['dst', 'src'])"
+    transfer_kind = f"""CASE
+        WHEN {ut} LIKE '%-AWS-Out-Bytes' OR {ut} LIKE '%-AWS-In-Bytes' THEN 'inter_region'
+        WHEN {ut} LIKE '%xAZ%Bytes' OR {ut} LIKE '%DataTransfer-Regional-Bytes' THEN 'inter_zone'
+        WHEN {ut} LIKE '%DataTransfer-Out-Bytes' OR {ut} LIKE '%DataTransfer-In-Bytes' THEN 'internet'
+        WHEN {d} SIMILAR TO '.* - .+ data transfer (to|from) .+' THEN 'inter_region'
+        WHEN {meter} ILIKE '%Inter-Region%' OR {meter} ILIKE '%Inter Region%'
+             OR {meter} ILIKE '%Intra Continent Data Transfer%' OR {meter} ILIKE '%Inter Continent Data Transfer%'
+            THEN 'inter_region'
+        WHEN {meter} ILIKE '%Inter Zone%' OR {meter} ILIKE '%Inter-Zone%' THEN 'inter_zone'
+        WHEN {d} ILIKE '%data transfer out%' OR {d} ILIKE '%data transfer in %'
+             OR {meter} ILIKE '%Data Transfer Out%' OR {meter} ILIKE '%Internet Egress%' THEN 'internet'
+        END"""
+    direction = f"""CASE
+        WHEN {ut} LIKE '%-In-Bytes' OR {d} SIMILAR TO '.* data transfer from .+' OR {d} ILIKE '%data transfer in %'
+             OR {meter} ILIKE '%Ingress%' OR {meter} ILIKE '%Data Transfer In%' THEN 'in'
+        ELSE 'out' END"""
+    region = cols.text("RegionId")
+    transfer_from = (f"COALESCE({case_map(f'NULLIF(({aws_to}).src, {chr(39)}{chr(39)})', names)}, "
+                     f"{case_map(f'NULLIF(({aws_from}).src, {chr(39)}{chr(39)})', names)}, {region})")
+    transfer_to = (f"COALESCE({case_map(f'NULLIF(({aws_to}).dst, {chr(39)}{chr(39)})', names)}, "
+                   f"{case_map(f'NULLIF(({aws_from}).dst, {chr(39)}{chr(39)})', names)})")
+    category = cols.text("ServiceCategory")
+    kind = f"""CASE
+        WHEN ({transfer_kind}) IS NOT NULL THEN 'transfer'
+        WHEN {category} = 'Storage' THEN 'storage'
+        WHEN {category} IN ('Compute', 'AI and Machine Learning') AND ({instance_type}) IS NOT NULL
+            THEN 'compute'
+        WHEN {category} = 'Compute' THEN 'compute'
+        ELSE 'other' END"""
+    tags = cols.name("Tags")
+    exprs = {
+        "BilledCost": cols.money("BilledCost"),
+        "EffectiveCost": cols.money("EffectiveCost"),
+        "ListCost": cols.money("ListCost"),
+        "BillingCurrency": cols.text("BillingCurrency"),
+        "ChargePeriodStart": cols.timestamp("ChargePeriodStart"),
+        "ChargePeriodEnd": cols.timestamp("ChargePeriodEnd"),
+        "ChargeCategory": cols.text("ChargeCategory"),
+        "ChargeDescription": desc,
+        "ServiceName": cols.text("ServiceName"),
+        "ServiceCategory": category,
+        "ProviderName": cols.text("ProviderName"),
+        "BillingAccountId": cols.text("BillingAccountId"),
+        "SubAccountId": cols.text("SubAccountId"),
+        "ResourceId": cols.text("ResourceId"),
+        "RegionId": region,
+        "AvailabilityZone": cols.text("AvailabilityZone"),
+        "SkuId": cols.text("SkuId"),
+        "PricingCategory": cols.text("PricingCategory"),
+        "ConsumedQuantity": cols.money("ConsumedQuantity"),
+        "ConsumedUnit": cols.text("ConsumedUnit"),
+        "Tags": (f"CAST(CAST(NULLIF(trim(CAST({cols.ref('Tags')} AS VARCHAR)), '') AS JSON) "
+                 "AS MAP(VARCHAR, VARCHAR))") if tags else "CAST(MAP() AS MAP(VARCHAR, VARCHAR))",
+        "x_Provider": provider,
+        "x_UsageType": usage_type,
+        "x_InstanceType": instance_type,
+        "x_TransferKind": transfer_kind,
+        "x_TransferDirection": f"CASE WHEN ({transfer_kind}) IS NOT NULL THEN {direction} END",
+        "x_TransferFrom": f"CASE WHEN ({transfer_kind}) IS NOT NULL THEN {transfer_from} END",
+        "x_TransferTo": f"CASE WHEN ({transfer_kind}) IS NOT NULL THEN {transfer_to} END",
+        "_kind": kind,
+    }
+    checks = [(c, "money") for c in ("BilledCost", "EffectiveCost", "ListCost", "ConsumedQuantity")]
+    checks += [(c, "time") for c in ("ChargePeriodStart", "ChargePeriodEnd")]
+    checks += [("Tags", "json")]
+    return exprs, [(cols.name(c), k) for c, k in checks if cols.name(c)]

@@ -1,0 +1,86 @@
+"""The inventory snapshot: a JSON file of GPU assets, their GPU usage and training jobs, so an audit runs
+offline and reproducibly. `gpu-auditor pull` writes it from the live clouds; tests and the demo carry one.
+
+Schema (version 1), every time UTC ISO-8601:
+
+    {"version": 1, "generated_at": "...", "source": "...",
+     "assets":    [{"id", "provider", "account", "region", "zone", "name", "kind", "instance_type",
+                    "gpu_model", "gpu_count", "gpu_memory_gb", "lifecycle", "state", "launch_time", "tags"}],
+     "gpu_usage": [{"asset_id", "window_start", "window_end", "samples", "mean_util_pct", "p95_util_pct",
+                    "peak_mem_gb", "source"}],
+     "jobs":      [{"id", "platform", "provider", "account", "region", "name", "state", "instance_type",
+                    "instance_count", "gpu_model", "gpu_count", "spot", "checkpoint_uri",
+                    "checkpoint_interval_min", "max_runtime_s", "max_wait_s", "training_s", "billable_s",
+                    "interruptions", "start_time", "end_time", "tags"}]}
+
+`gpu_model`, `gpu_count` and `gpu_memory_gb` may be left out where the catalog knows the instance type.
+`peak_mem_gb` is per GPU (the fullest GPU of the machine).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from auditor.errors import InputError
+from auditor.schema import Field, Validator, record
+
+PROVIDERS = ("aws", "gcp", "azure", "kubernetes", "oci", "other")
+LIFECYCLES = ("on_demand", "spot", "reserved", "capacity_block")
+TAGS = Field("map", item=Field("str"), default={})
+
+ASSET = record(
+    id=Field("str", required=True), provider=Field("str", required=True, choices=PROVIDERS),
+    account=Field("str"), region=Field("str"), zone=Field("str"), name=Field("str"),
+    kind=Field("str", default="vm", choices=("vm", "node", "notebook", "endpoint", "cluster")),
+    instance_type=Field("str"), gpu_model=Field("str"), gpu_count=Field("int", minimum=0),
+    gpu_memory_gb=Field("number", minimum=0), lifecycle=Field("str", default="on_demand", choices=LIFECYCLES),
+    state=Field("str"), launch_time=Field("datetime"), tags=TAGS,
+)
+USAGE = record(
+    asset_id=Field("str", required=True), window_start=Field("datetime", required=True),
+    window_end=Field("datetime", required=True), samples=Field("int", minimum=0),
+    mean_util_pct=Field("number", minimum=0, maximum=100),
+    p95_util_pct=Field("number", minimum=0, maximum=100),
+    peak_mem_gb=Field("number", minimum=0), source=Field("str"),
+)
+JOB = record(
+    id=Field("str", required=True), platform=Field("str", required=True), provider=Field("str"),
+    account=Field("str"), region=Field("str"), name=Field("str"), state=Field("str"),
+    instance_type=Field("str"), instance_count=Field("int", minimum=1, default=1), gpu_model=Field("str"),
+    gpu_count=Field("int", minimum=0), spot=Field("bool", default=False), checkpoint_uri=Field("str"),
+    checkpoint_interval_min=Field("number", minimum=0), max_runtime_s=Field("int", minimum=0),
+    max_wait_s=Field("int", minimum=0), training_s=Field("int", minimum=0),
+    billable_s=Field("int", minimum=0), interruptions=Field("int", minimum=0),
+    start_time=Field("datetime"), end_time=Field("datetime"), tags=TAGS,
+)
+SNAPSHOT = record(
+    version=Field("int", required=True, minimum=1, maximum=1),
+    generated_at=Field("datetime"), source=Field("str"),
+    window=record(start=Field("datetime"), end=Field("datetime")),
+    assets=Field("list", item=ASSET, default=[]),
+    gpu_usage=Field("list", item=USAGE, default=[]),
+    jobs=Field("list", item=JOB, default=[]),
+)
+
+
+def load_snapshot(path: str | Path) -> dict[str, Any]:
+    path = str(path)
+    try:
+        with open(path, encoding="utf-8") as f:
+            data = json.load(f)
+    except FileNotFoundError:
+        raise InputError("inventory file not found", path=path) from None
+    except json.JSONDecodeError as e:
+        raise InputError(f"not valid JSON: {e.msg}", path=path, line=e.lineno) from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"cannot read the inventory: {e}", path=path) from None
+    doc = Validator(path).check(data, SNAPSHOT)
+    ids = {a["id"] for a in doc["assets"]}
+    for i, u in enumerate(doc["gpu_usage"]):
+        if u["asset_id"] not in ids:
+            raise InputError(f"gpu_usage[{i}].asset_id: no asset {u['asset_id']!r} in assets", path=path)
+        if u["window_end"] <= u["window_start"]:
+            raise InputError(f"gpu_usage[{i}]: window_end must be after window_start", path=path)
+    return doc

@@ -1,0 +1,149 @@
+"""A small declarative validator for the policy and the inventory snapshot.
+
+Errors name the file, the line (where the document format keeps one) and the key, and suggest the
+nearest valid key for a typo.
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import date, datetime, timezone
+from decimal import Decimal, InvalidOperation
+from typing import Any
+
+from auditor.errors import InputError
+
+Path = tuple[str | int, ...]
+
+
+@dataclass(frozen=True)
+class Field:
+    kind: str  # str, int, number, money, bool, date, datetime, list, map, record, any
+    required: bool = False
+    default: Any = None
+    choices: tuple[str, ...] = ()
+    minimum: float | None = None
+    maximum: float | None = None
+    item: Field | None = None  # list items and map values
+    fields: dict[str, Field] = field(default_factory=dict)  # record keys
+    doc: str = ""
+
+
+def record(required: bool = False, doc: str = "", **fields: Field) -> Field:
+    return Field("record", required=required, fields=fields, doc=doc)
+
+
+def fmt_path(path: Path) -> str:
+    out = ""
+    for p in path:
+        out += f"[{p}]" if isinstance(p, int) else (f".{p}" if out else str(p))
+    return out or "(top level)"
+
+
+class Validator:
+    def __init__(self, source: str, locate: Callable[[Path], int | None] = lambda p: None):
+        self.source = source
+        self.locate = locate
+
+    def fail(self, path: Path, message: str) -> InputError:
+        return InputError(f"{fmt_path(path)}: {message}", path=self.source, line=self.locate(path))
+
+    def check(self, value: Any, spec: Field, path: Path = ()) -> Any:
+        kind = spec.kind
+        if value is None:
+            if spec.required:
+                raise self.fail(path, "is required")
+            return spec.default
+        if kind == "any":
+            return value
+        if kind == "record":
+            return self._record(value, spec, path)
+        if kind == "list":
+            if not isinstance(value, list):
+                raise self.fail(path, f"expected a list, got {_kind_of(value)}")
+            return [self.check(v, spec.item, path + (i,)) for i, v in enumerate(value)] if spec.item else value
+        if kind == "map":
+            if not isinstance(value, dict):
+                raise self.fail(path, f"expected a mapping, got {_kind_of(value)}")
+            return {str(k): self.check(v, spec.item, path + (str(k),)) if spec.item else v
+                    for k, v in value.items()}
+        return self._scalar(value, spec, path)
+
+    def _record(self, value: Any, spec: Field, path: Path) -> dict:
+        if not isinstance(value, dict):
+            raise self.fail(path, f"expected a mapping, got {_kind_of(value)}")
+        for key in value:
+            if key not in spec.fields:
+                near = difflib.get_close_matches(str(key), list(spec.fields), n=1, cutoff=0.6)
+                hint = f"; did you mean {near[0]!r}?" if near else \
+                    f"; valid keys: {', '.join(sorted(spec.fields))}"
+                raise self.fail(path + (str(key),), f"unknown key {key!r}{hint}")
+        return {k: self.check(value.get(k), f, path + (k,)) for k, f in spec.fields.items()}
+
+    def _scalar(self, value: Any, spec: Field, path: Path) -> Any:
+        kind = spec.kind
+        if kind == "str":
+            if not isinstance(value, str):
+                raise self.fail(path, f"expected text, got {_kind_of(value)} {value!r}")
+            if spec.choices and value not in spec.choices:
+                near = difflib.get_close_matches(value, spec.choices, n=1)
+                hint = f"; did you mean {near[0]!r}?" if near else ""
+                raise self.fail(path, f"{value!r} is not one of {', '.join(spec.choices)}{hint}")
+            return value
+        if kind == "bool":
+            if not isinstance(value, bool):
+                raise self.fail(path, f"expected true or false, got {value!r}")
+            return value
+        if kind in ("int", "number", "money"):
+            if isinstance(value, bool) or not isinstance(value, int | float | Decimal) or \
+                    (kind == "int" and not isinstance(value, int)):
+                want = "a whole number" if kind == "int" else "a number"
+                raise self.fail(path, f"expected {want}, got {_kind_of(value)} {value!r}")
+            if isinstance(value, float) and value != value or value in (float("inf"), float("-inf")):
+                raise self.fail(path, f"expected a finite number, got {value!r}")
+            if spec.minimum is not None and value < spec.minimum:
+                raise self.fail(path, f"must be at least {spec.minimum:g}, got {value}")
+            if spec.maximum is not None and value > spec.maximum:
+                raise self.fail(path, f"must be at most {spec.maximum:g}, got {value}")
+            if kind == "money":
+                try:
+                    return Decimal(str(value))
+                except InvalidOperation:
+                    raise self.fail(path, f"not an amount: {value!r}") from None
+            return value
+        if kind == "date":
+            if isinstance(value, datetime):
+                return value.date()
+            if isinstance(value, date):
+                return value
+            try:
+                return date.fromisoformat(str(value))
+            except ValueError:
+                raise self.fail(path, f"expected a date like 2027-01-31, got {value!r}") from None
+        if kind == "datetime":
+            return parse_datetime(value, lambda: self.fail(path, f"expected a UTC time like "
+                                                                 f"2026-07-01T00:00:00Z, got {value!r}"))
+        raise AssertionError(f"unknown field kind {kind}")
+
+
+def parse_datetime(value: Any, error: Callable[[], Exception]) -> datetime:
+    """An ISO-8601 time as a naive UTC datetime (times are UTC throughout)."""
+    if isinstance(value, datetime):
+        dt = value
+    elif isinstance(value, date):
+        dt = datetime(value.year, value.month, value.day)
+    else:
+        try:
+            dt = datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+        except ValueError:
+            raise error() from None
+    if dt.tzinfo is not None:
+        dt = dt.astimezone(timezone.utc).replace(tzinfo=None)
+    return dt
+
+
+def _kind_of(value: Any) -> str:
+    return {dict: "a mapping", list: "a list", str: "text", bool: "a boolean", int: "a number",
+            float: "a number"}.get(type(value), type(value).__name__)

@@ -1,0 +1,66 @@
+from __future__ import annotations
+
+from decimal import Decimal
+
+from auditor.model import ResourceSpend, Severity, money
+from auditor.rule import Rule, register
+from auditor.schema import Field
+
+
+@register
+class MissingRequiredTags(Rule):
+    """Spend on resources that lack the policy's required cost-allocation tags.
+
+    ## What it does
+    Sums, per resource, the usage cost in the audit window of billing lines that lack any of
+    `required_tags` (a key that is absent or has an empty value; keys match ignoring case), and
+    flags the resource when that untagged cost reaches `min_cost`. Lines without a resource id
+    are grouped by account, service and region.
+
+    ## Why it matters
+    Untagged spend has no owner: no team sees it in its bill, and nobody is asked to cut it.
+
+    ## Example
+    ```yaml
+    - {id: i-0untagged, provider: aws, tag_sets: [[{team: vision}, USD, "812.40"]]}
+    ```
+
+    ## How to fix
+    Add the missing tags to the resource (and to the template or launch configuration that
+    creates it), and activate them as cost-allocation tags in the billing console.
+    """
+
+    id = "TAG001"
+    name = "missing-required-tags"
+    severity = Severity.MEDIUM
+    entity = ResourceSpend
+    clause = "tagging"
+    options = {
+        "required_tags": Field("list", item=Field("str"), default=["team", "owner", "project"],
+                               doc="tag keys every resource must carry"),
+        "min_cost": Field("number", default=1, minimum=0, doc="smallest untagged cost worth a finding"),
+    }
+
+    def check(self, spend: ResourceSpend, ctx):
+        required = self.opt("required_tags")
+        untagged: dict[str, Decimal] = {}
+        missing: set[str] = set()
+        for tags, currency, cost in spend.tag_sets:
+            absent = [k for k in required if ctx.tag(tags, [k]) is None]
+            if absent:
+                missing.update(absent)
+                untagged[currency] = untagged.get(currency, Decimal(0)) + cost
+        for currency, cost in sorted(untagged.items()):
+            if cost < Decimal(str(self.opt("min_cost"))):
+                continue
+            what = spend.id if spend.has_resource_id else \
+                f"{spend.service or 'spend'} in {spend.account or '?'}/{spend.region or 'global'} (no resource id)"
+            keys = ", ".join(k for k in required if k in missing)
+            yield self.finding(
+                spend, ctx, f"{what}: {currency} {money(cost):,} of {spend.category or 'usage'} spend lacks tags "
+                f"{keys}",
+                evidence={"missing_tags": [k for k in required if k in missing], "untagged_cost": str(money(cost)),
+                          "total_cost": str(money(spend.cost.get(currency, cost))), "lines": spend.lines,
+                          "service": spend.service, "category": spend.category,
+                          "instance_type": spend.instance_type},
+                cost=cost, currency=currency, key=currency)

@@ -1,0 +1,1 @@
+"""The rule pack: one module per rule, named by its ID."""
