@@ -6,7 +6,7 @@ import calendar
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -141,7 +141,7 @@ class Audit:
     waivers: list[dict[str, Any]]
     warnings: list[str] = field(default_factory=list)
     inventory: str | None = None
-    generated_at: datetime = field(default_factory=lambda: datetime.now(timezone.utc).replace(tzinfo=None))
+    generated_at: datetime = field(default_factory=lambda: datetime.now(UTC).replace(tzinfo=None))
     partial: bool = False
 
     def active(self) -> list[Finding]:

@@ -201,3 +201,19 @@ def primary(cost: dict[str, Decimal]) -> tuple[str, Decimal] | None:
         return None
     currency = max(cost, key=lambda c: abs(cost[c]))
     return currency, cost[currency]
+
+
+def fmt_money(value: Any, currency: str | None = None) -> str:
+    """`$1,234.56` for USD, `1,234.56 EUR` otherwise; a {currency: amount} map shows each currency."""
+    if value is None or value == "":
+        return "–"
+    if isinstance(value, dict):
+        if not value:
+            return "–"
+        return " + ".join(fmt_money(v, c) for c, v in sorted(value.items()))
+    amount = money(Decimal(str(value)))
+    sign = "-" if amount < 0 else ""
+    text = f"{abs(amount):,.2f}"
+    if currency in (None, "USD"):
+        return f"{sign}${text}"
+    return f"{sign}{text} {currency}"

@@ -16,7 +16,7 @@ import jinja2
 
 from auditor.engine import Audit
 from auditor.errors import InputError
-from auditor.model import money
+from auditor.model import fmt_money
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
@@ -25,22 +25,6 @@ FORMATS = ("json", "html", "md", "csv")
 FILE_NAMES = {"json": "audit.json", "html": "report.html", "md": "report.md", "csv": "findings.csv"}
 CSV_FIELDS = ("severity", "rule", "name", "resource", "team", "owner", "provider", "account", "region",
               "currency", "cost", "monthly_savings", "waived", "message", "remediation", "fingerprint")
-
-
-def fmt_money(value: Any, currency: str | None = None) -> str:
-    """`$1,234.56` for USD, `1,234.56 EUR` otherwise; a {currency: amount} map shows each currency."""
-    if value is None or value == "":
-        return "–"
-    if isinstance(value, dict):
-        if not value:
-            return "–"
-        return " + ".join(fmt_money(v, c) for c, v in sorted(value.items()))
-    amount = money(Decimal(str(value)))
-    sign = "-" if amount < 0 else ""
-    text = f"{abs(amount):,.2f}"
-    if currency in (None, "USD"):
-        return f"{sign}${text}"
-    return f"{sign}{text} {currency}"
 
 
 def md_escape(value: Any) -> str:

@@ -11,7 +11,6 @@ import importlib
 import pkgutil
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, ClassVar
 

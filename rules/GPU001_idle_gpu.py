@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from auditor.model import GpuAsset, Severity, money, primary
+from auditor.model import GpuAsset, Severity, fmt_money, primary
 from auditor.rule import Rule, register
 from auditor.schema import Field
 
@@ -59,7 +59,7 @@ class IdleGpu(Rule):
         else:
             currency, cost, monthly, basis = "USD", None, None, "no price known"
         gpus = f"{asset.gpu_count}x {asset.gpu_model}" if asset.gpu_model else f"{asset.gpu_count} GPUs"
-        spent = f"; {currency} {money(cost):,} billed in {ctx.window.label}" if cost is not None else ""
+        spent = f"; {fmt_money(cost, currency)} billed in {ctx.window.label}" if cost is not None else ""
         yield self.finding(
             asset, ctx,
             f"{asset.instance_type or asset.kind} {asset.name or asset.id} ({gpus}) averaged "

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from auditor.model import GpuAsset, Severity, money, primary
+from auditor.model import GpuAsset, Severity, fmt_money, primary
 from auditor.rule import Rule, register
 from auditor.schema import Field
 
@@ -85,8 +85,8 @@ class OversizedGpu(Rule):
             asset, ctx,
             f"{asset.instance_type} {asset.name or asset.id} peaks at {asset.peak_mem_gb:g} GB of "
             f"{gpu.memory_gb:g} GB GPU memory and {asset.p95_util_pct:g}% utilisation: "
-            f"{best.name} ({best.gpu_count}x {best.gpu_model}) fits, saving about {currency} "
-            f"{money(monthly):,} a month",
+            f"{best.name} ({best.gpu_count}x {best.gpu_model}) fits, saving about "
+            f"{fmt_money(monthly, currency)} a month",
             evidence={"peak_mem_gb": asset.peak_mem_gb, "gpu_memory_gb": gpu.memory_gb,
                       "p95_util_pct": asset.p95_util_pct, "mean_util_pct": round(asset.mean_util_pct, 2),
                       "needed_mem_gb": round(need_mem, 2), "needed_tflops": round(need_tflops, 1),

@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from auditor.model import Job, Severity, money, primary
+from auditor.model import Job, Severity, fmt_money, primary
 from auditor.rule import Rule, register
 from auditor.schema import Field
 
@@ -54,7 +54,7 @@ class SpotWithoutCheckpoint(Rule):
         lost = ""
         if job.interruptions:
             lost = f"; interrupted {job.interruptions} times"
-        spent = f"; {currency} {money(cost):,} billed" if cost is not None else ""
+        spent = f"; {fmt_money(cost, currency)} billed" if cost is not None else ""
         yield self.finding(
             job, ctx, f"spot {job.platform} job {job.name or job.id} {problem}{lost}{spent}",
             evidence={"platform": job.platform, "instance_type": job.instance_type,

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from auditor.model import ResourceSpend, Severity, money
+from auditor.model import ResourceSpend, Severity, fmt_money, money
 from auditor.rule import Rule, register
 from auditor.schema import Field
 
@@ -57,7 +57,7 @@ class MissingRequiredTags(Rule):
                 f"{spend.service or 'spend'} in {spend.account or '?'}/{spend.region or 'global'} (no resource id)"
             keys = ", ".join(k for k in required if k in missing)
             yield self.finding(
-                spend, ctx, f"{what}: {currency} {money(cost):,} of {spend.category or 'usage'} spend lacks tags "
+                spend, ctx, f"{what}: {fmt_money(cost, currency)} of {spend.category or 'usage'} spend lacks tags "
                 f"{keys}",
                 evidence={"missing_tags": [k for k in required if k in missing], "untagged_cost": str(money(cost)),
                           "total_cost": str(money(spend.cost.get(currency, cost))), "lines": spend.lines,

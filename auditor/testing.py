@@ -1,0 +1,104 @@
+"""Per-rule YAML test cases (the sqlfluff and checkov way): entities in, the exact set of flagged ids out.
+
+A case file `fixtures/rules/<ID>.yml`:
+
+    rule: GPU001
+    options: {max_mean_util_pct: 10}        # defaults for every case (optional)
+    idle_machine_fails:
+      entities:
+        - {id: i-1, provider: aws, instance_type: p5.48xlarge, usage_hours: 720, mean_util_pct: 2}
+      fail: [i-1]                           # the exact set of flagged resource ids
+      message_contains: "2.0%"              # optional
+    busy_machine_passes:
+      options: {max_mean_util_pct: 5}       # per-case options (optional)
+      entities: [...]
+      fail: []
+
+Entity fields are those of the rule's entity class (auditor.model); money maps such as
+`cost: {USD: "812.40"}` become Decimals. The window is 2026-Q3 unless a case sets `window: 2026-Q2`.
+Public, so a third-party rule pack can test its rules the same way.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from auditor.catalog import load_catalog
+from auditor.engine import Context, parse_quarter
+from auditor.model import Finding
+from auditor.policy import parse_policy
+from auditor.rule import get_rule
+from auditor.schema import parse_datetime
+
+CASE_KEYS = {"entities", "fail", "options", "message_contains", "window", "description"}
+POLICY = "policy: rule test policy\nowner: owner@example.com\nteams:\n  vision: {lead: lead@example.com, projects: [detector]}\n"
+
+
+@dataclass
+class Case:
+    id: str
+    rule: str
+    name: str
+    entities: list[dict[str, Any]]
+    fail: set[str]
+    options: dict[str, Any] = field(default_factory=dict)
+    message_contains: str | None = None
+    window: str = "2026-Q3"
+    path: str = ""
+
+
+def load_cases(folder: str | Path) -> list[Case]:
+    cases = []
+    for path in sorted(Path(folder).glob("*.yml")):
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+        rule = doc.pop("rule")
+        defaults = doc.pop("options", None) or {}
+        for name, body in doc.items():
+            unknown = set(body) - CASE_KEYS
+            if unknown:
+                raise ValueError(f"{path}: case {name}: unknown keys {sorted(unknown)}")
+            cases.append(Case(f"{rule}-{name}", rule, name, body.get("entities") or [], set(body.get("fail") or []),
+                              {**defaults, **(body.get("options") or {})}, body.get("message_contains"),
+                              body.get("window", "2026-Q3"), str(path)))
+    return cases
+
+
+def make_entity(cls: type, data: dict[str, Any]) -> Any:
+    """An entity dataclass from plain YAML data, converting money and times."""
+    types = {f.name: str(f.type) for f in dataclasses.fields(cls)}
+    kwargs = {}
+    for key, value in data.items():
+        if key not in types:
+            raise ValueError(f"{cls.__name__} has no field {key!r}")
+        t = types[key]
+        if key == "cost":
+            value = {c: Decimal(str(v)) for c, v in value.items()}
+        elif key == "tag_sets":
+            value = [(dict(tags), currency, Decimal(str(amount))) for tags, currency, amount in value]
+        elif t.startswith("Decimal"):
+            value = Decimal(str(value))
+        elif t.startswith("datetime") and value is not None:
+            bad = ValueError(f"{cls.__name__}.{key}: bad time {value!r}")
+            value = parse_datetime(value, lambda err=bad: err)
+        kwargs[key] = value
+    return cls(**kwargs)
+
+
+def context(window: str = "2026-Q3") -> Context:
+    return Context(load_catalog(), parse_policy(POLICY, "<rule-test-policy>"), parse_quarter(window))
+
+
+def run_case(case: Case) -> list[Finding]:
+    cls = get_rule(case.rule)
+    rule = cls(case.options)
+    ctx = context(case.window)
+    findings = []
+    for data in case.entities:
+        findings.extend(rule.check(make_entity(cls.entity, data), ctx))
+    return findings
