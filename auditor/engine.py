@@ -224,7 +224,7 @@ def clause_status(policy: Policy, rules: list[Rule], findings: list[Finding]) ->
         out.append({"clause": cls.clause, "rule": cls.id, "name": cls.name,
                     "text": clause.text if clause else cls.summary(), "options": opts,
                     "in_policy": clause is not None, "status": state, "findings": len(active),
-                    "cost": _sum_money(active, "cost"), "monthly_savings": _sum_money(active, "monthly_savings")})
+                    "cost": _sum_money(active, "cost"), "monthly_savings": savings_total(active)})
     return out
 
 
@@ -234,6 +234,20 @@ def _sum_money(findings: list[Finding], attr: str) -> dict[str, Decimal]:
         amount = getattr(f, attr)
         if amount is not None:
             out[f.currency] = out.get(f.currency, Decimal(0)) + amount
+    return out
+
+
+def savings_total(findings: list[Finding]) -> dict[str, Decimal]:
+    """Monthly savings per currency. Two findings on one resource are alternatives (shut it down, or
+    downsize it), not savings to add: each resource counts with its largest."""
+    best: dict[tuple[str, str], Decimal] = {}
+    for f in findings:
+        if f.monthly_savings is not None:
+            key = (f.resource, f.currency)
+            best[key] = max(best.get(key, f.monthly_savings), f.monthly_savings)
+    out: dict[str, Decimal] = {}
+    for (_, currency), amount in best.items():
+        out[currency] = out.get(currency, Decimal(0)) + amount
     return out
 
 
@@ -286,6 +300,6 @@ def summarize(store: Store, policy: Policy, window: Window, findings: list[Findi
         "by_team": by_team,
         "teams": budgets,
         "findings": {"total": len(active), "waived": len(findings) - len(active), "by_severity": by_severity},
-        "monthly_savings": _sum_money(active, "monthly_savings"),
+        "monthly_savings": savings_total(active),
         "findings_cost": _sum_money(active, "cost"),
     }

@@ -271,7 +271,7 @@ class Store:
             "ORDER BY 1")
         by_provider = self._per_currency(
             f"SELECT x_Provider, BillingCurrency, sum(BilledCost) FROM costs WHERE {where} GROUP BY ALL ORDER BY 1")
-        transfer = {kind: gb for kind, gb in self.con.execute(
+        transfer = {kind: str(gb.quantize(Decimal("0.001"))) for kind, gb in self.con.execute(
             f"SELECT x_TransferKind, sum({GB}) FROM costs WHERE {where} AND x_TransferKind IS NOT NULL "
             "AND x_TransferDirection = 'out' GROUP BY ALL ORDER BY 1").fetchall()}
         gpu_hours = self.con.execute(
@@ -283,7 +283,8 @@ class Store:
             "billed_cost": totals.get("billed", {}), "effective_cost": totals.get("effective", {}),
             "list_cost": totals.get("list", {}), "gpu_cost": gpu.get("gpu", {}), "spot_cost": gpu.get("spot", {}),
             "gpu_spot_cost": gpu.get("gpu_spot", {}), "by_category": by_category, "by_provider": by_provider,
-            "transfer_gb_out": transfer, "gpu_hours": gpu_hours,
+            "transfer_gb_out": transfer,
+            "gpu_hours": str(gpu_hours.quantize(Decimal("0.1"))) if gpu_hours is not None else None,
         }
 
     def spend_by(self, window: Window, key_sql: str) -> dict[str, dict[str, Decimal]]:
@@ -351,13 +352,13 @@ class Store:
 
     def jobs(self, window: Window) -> list[Job]:
         ws, we = lit(window.start.isoformat(" ")), lit(window.end.isoformat(" "))
+        costs = self._costs_by_resource(window)  # before the next query: DuckDB has one result at a time
         cur = self.con.execute(f"""
             SELECT * FROM jobs
             WHERE (start_time IS NULL OR start_time < TIMESTAMP {we})
               AND (end_time IS NULL OR end_time >= TIMESTAMP {ws})
             ORDER BY id""")
         names = [d[0] for d in cur.description]
-        costs = self._costs_by_resource(window)
         out = []
         for r in cur.fetchall():
             d = dict(zip(names, r, strict=True))

@@ -112,7 +112,7 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
             THEN 'compute'
         ELSE 'other' END"""
     pricing = f"""CASE
-        WHEN {ut} LIKE '%SpotUsage%' THEN 'Dynamic'
+        WHEN {ut} LIKE '%Spot%' THEN 'Dynamic'  -- SpotUsage:<type>, SageMaker managed spot
         WHEN {lit_type} IN ('DiscountedUsage', 'SavingsPlanCoveredUsage') THEN 'Committed'
         WHEN {cols.text('pricing/term')} = 'OnDemand' THEN 'Standard'
         WHEN {cols.text('pricing/term')} = 'Reserved' THEN 'Committed'
