@@ -260,7 +260,10 @@ def policy_init(file: Path, force: bool) -> None:
 
     if file.exists() and not force:
         raise InputError("already exists; use --force to overwrite", path=str(file))
-    file.write_text(starter_policy(), encoding="utf-8")
+    try:
+        file.write_text(starter_policy(file.name), encoding="utf-8")
+    except OSError as e:
+        raise InputError(f"cannot write the policy: {e.strerror}", path=str(file)) from None
     click.echo(f"wrote {file}; edit it, then check it with: gpu-auditor policy validate {file}")
 
 

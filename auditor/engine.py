@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import calendar
+import difflib
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -35,7 +36,7 @@ class Context:
     def tag(self, tags: dict[str, str], keys: Iterable[str]) -> str | None:
         """A tag's value by any of the given keys, ignoring case and stray spaces in the key."""
         wanted = [k.strip().lower() for k in keys]
-        norm = {k.strip().lower(): v for k, v in tags.items() if v not in (None, "")}
+        norm = {k.strip().lower(): v for k, v in tags.items() if v is not None and str(v).strip()}
         for k in wanted:
             if k in norm:
                 return norm[k]
@@ -64,10 +65,22 @@ ENTITY_BUILDERS: dict[type, Callable[[Store, Window], list]] = {
 def configured_rules(policy: Policy, select: Iterable[str] | None = None) -> list[Rule]:
     """Every rule of the pack, with its options and severity from its policy clause; a clause with
     `enabled: false` turns its rules off, and `select` keeps only the named rules."""
-    chosen = {s.upper() for s in select} if select else None
+    chosen = None
+    if select:
+        from auditor.rule import get_rule
+
+        chosen = set()
+        for key in select:
+            try:
+                chosen.add(get_rule(key).id)
+            except KeyError:
+                known = [r.id for r in all_rules()] + [r.name for r in all_rules()]
+                near = difflib.get_close_matches(key, known, n=1)
+                hint = f"; did you mean {near[0]}?" if near else f"; known rules: {', '.join(known[:len(known) // 2])}"
+                raise InputError(f"--rule {key!r}: no such rule{hint}") from None
     out = []
     for cls in all_rules():
-        if chosen and cls.id not in chosen and cls.name.upper() not in chosen:
+        if chosen is not None and cls.id not in chosen:
             continue
         clause = policy.clause(cls.clause)
         if clause and not clause.enabled:

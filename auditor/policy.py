@@ -92,7 +92,7 @@ def policy_schema() -> Field:
         clauses[clause] = record(**fields)
     return record(
         policy=Field("str", required=True, doc="the policy's title"),
-        version=Field("str", default="1"),
+        version=Field("scalar", default="1", doc="the policy's version; quoted or not"),
         owner=Field("str", required=True, doc="who owns the policy; the fallback contact"),
         currency=Field("str", default="USD"),
         attribution=record(
@@ -121,10 +121,11 @@ class _Lines:
 
     def __init__(self, node: yaml.Node):
         self.lines: dict[tuple, int] = {}
+        self.raw: dict[tuple, str] = {}  # scalars as written: `version: 2026.10` stays "2026.10"
         self._walk(node, ())
 
     def _walk(self, node: yaml.Node, path: tuple) -> None:
-        self.lines[path] = node.start_mark.line + 1
+        self.lines.setdefault(path, node.start_mark.line + 1)  # a key's own line wins over its value's
         if isinstance(node, yaml.MappingNode):
             seen: set[str] = set()
             for k, v in node.value:
@@ -134,6 +135,8 @@ class _Lines:
                 seen.add(key)
                 self.lines[path + (key,)] = k.start_mark.line + 1
                 self._walk(v, path + (key,))
+        elif isinstance(node, yaml.ScalarNode):
+            self.raw[path] = node.value
         elif isinstance(node, yaml.SequenceNode):
             for i, v in enumerate(node.value):
                 self._walk(v, path + (i,))
@@ -145,7 +148,13 @@ class _Lines:
 
 
 class _NoAliasLoader(yaml.SafeLoader):
-    """A policy has no use for anchors and aliases, and they are how a YAML bomb expands."""
+    """A policy has no use for anchors and aliases, and they are how a YAML bomb expands. Dates stay text
+    here, so the validator parses them and names the line of a bad one (2027-02-30)."""
+
+    yaml_implicit_resolvers = {
+        ch: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
+        for ch, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+    }
 
     def compose_node(self, parent, index):  # noqa: D102
         if self.check_event(yaml.AliasEvent):
@@ -213,7 +222,7 @@ def _build(doc: dict, lines: _Lines, path: str) -> Policy:
                               lines(("waivers", i))))
     attribution = doc.get("attribution") or {}
     return Policy(
-        name=doc["policy"], version=str(doc.get("version") or "1"), owner=doc["owner"],
+        name=doc["policy"], version=lines.raw.get(("version",), doc["version"]), owner=doc["owner"],
         currency=doc.get("currency") or "USD", teams=teams, clauses=clauses, waivers=waivers,
         team_tags=attribution.get("team_tags") or ["team"],
         owner_tags=attribution.get("owner_tags") or ["owner"],

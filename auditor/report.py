@@ -99,6 +99,8 @@ def write_outputs(audit: Audit, out_dir: Path, formats: tuple[str, ...] = FORMAT
     except OSError as e:
         raise InputError(f"cannot create the output folder: {e.strerror}", path=str(out_dir)) from None
     temps: list[tuple[str, Path]] = []
+    backups: list[tuple[str, Path]] = []  # the previous report, kept until every new file is in place
+    replaced: list[Path] = []
     try:
         for name, text in rendered.items():
             fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=out_dir)
@@ -106,13 +108,25 @@ def write_outputs(audit: Audit, out_dir: Path, formats: tuple[str, ...] = FORMAT
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
                 fh.write(text)
             os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; a report is as readable as any file
+        for _, final in temps:
+            if final.exists():
+                backup = tempfile.mktemp(prefix=f".{final.name}.old.", dir=out_dir)
+                os.link(final, backup)
+                backups.append((backup, final))
         for tmp, final in temps:
             os.replace(tmp, final)
+            replaced.append(final)
     except OSError as e:
+        for backup, final in backups:  # put the previous report back as it was
+            if final in replaced:
+                os.replace(backup, final)
+        for final in replaced:
+            if not any(f == final for _, f in backups) and final.exists():
+                final.unlink()
         raise InputError(f"cannot write the report: {e.strerror}; the previous report is left as it was",
                          path=str(out_dir)) from None
     finally:
-        for tmp, _ in temps:
+        for tmp, _ in temps + backups:
             if os.path.exists(tmp):
                 os.unlink(tmp)
     return [out_dir / n for n in rendered]

@@ -99,13 +99,13 @@ _REGISTRY: dict[str, type[Rule]] = {}
 
 def register(cls: type[Rule]) -> type[Rule]:
     rid = getattr(cls, "id", None)
-    if not rid or not ID_RE.match(rid):
+    if not rid or not ID_RE.fullmatch(rid):
         raise RuleError(f"{cls.__name__}: rule id {rid!r} must look like GPU001")
     if rid in RETIRED:
         raise RuleError(f"{rid} is retired ({RETIRED[rid]}) and cannot be reused")
     if rid in _REGISTRY and _REGISTRY[rid] is not cls:
         raise RuleError(f"duplicate rule id {rid}")
-    if not NAME_RE.match(getattr(cls, "name", "")):
+    if not NAME_RE.fullmatch(getattr(cls, "name", "")):
         raise RuleError(f"{rid}: name {cls.name!r} must be kebab-case")
     missing = [s for s in DOC_SECTIONS if s not in cls.doc()]
     if missing:

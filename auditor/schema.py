@@ -20,7 +20,7 @@ Path = tuple[str | int, ...]
 
 @dataclass(frozen=True)
 class Field:
-    kind: str  # str, int, number, money, bool, date, datetime, list, map, record, any
+    kind: str  # str, scalar, int, number, money, bool, date, datetime, list, map, record, any
     required: bool = False
     default: Any = None
     choices: tuple[str, ...] = ()
@@ -92,6 +92,10 @@ class Validator:
                 hint = f"; did you mean {near[0]!r}?" if near else ""
                 raise self.fail(path, f"{value!r} is not one of {', '.join(spec.choices)}{hint}")
             return value
+        if kind == "scalar":  # text, or a number meant as text (`version: 2026.3`)
+            if isinstance(value, dict | list):
+                raise self.fail(path, f"expected a single value, got {_kind_of(value)}")
+            return str(value)
         if kind == "bool":
             if not isinstance(value, bool):
                 raise self.fail(path, f"expected true or false, got {value!r}")

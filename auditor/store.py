@@ -20,7 +20,7 @@ import duckdb
 from auditor.catalog import Catalog, load_catalog
 from auditor.errors import InputError
 from auditor.model import GpuAsset, Job, ResourceSpend, TransferFlow
-from auditor.providers import aws, focus
+from auditor.providers import aws, azure, focus, gcp
 from auditor.providers.columns import MONEY, Columns, lit, q
 from auditor.providers.detect import Sniffed, expand, sniff
 
@@ -58,8 +58,8 @@ CREATE MACRO gpu_family(p, t) AS CASE p
 """
 
 READERS = {"aws-cur": aws.select, "focus-1.0": focus.select, "focus-1.1": focus.select,
-           "focus-1.2": focus.select}
-NULL_STRINGS = {"aws-cur": [""], "focus-1.0": ["", "NULL"], "focus-1.1": ["", "NULL"], "focus-1.2": ["", "NULL"]}
+           "focus-1.2": focus.select, "gcp-billing": gcp.select, "azure-cost": azure.select}
+NULL_STRINGS = {"focus-1.0": ["", "NULL"], "focus-1.1": ["", "NULL"], "focus-1.2": ["", "NULL"]}
 
 
 @dataclass(frozen=True)
@@ -127,21 +127,25 @@ class Store:
     def load_file(self, path: Path, digest: str | None = None) -> SourceFile:
         sniffed = sniff(path, self.con)
         source = SourceFile(str(path), sniffed.format, digest or sha256_of(path))
-        exprs, checks = READERS[sniffed.format](Columns(sniffed.columns), self.catalog)
+        cols = Columns(sniffed.columns, sniffed.fields)
+        exprs, checks = READERS[sniffed.format](cols, self.catalog)
         relation = self._relation(sniffed)
         first_row = 2 if sniffed.container == "csv" else 1  # CSV rows are counted as lines, after the header
         inner = ", ".join(f"{exprs.get(c, 'NULL')} AS {q(c)}" for c in COSTS if c not in ENRICHED)
         sql = f"""
             INSERT INTO costs BY NAME
-            SELECT n.* EXCLUDE (_kind),
-                COALESCE(t.gpu_model, f.gpu_model) AS x_GpuModel,
-                t.gpu_count AS x_GpuCount,
-                CASE WHEN n._kind = 'compute' AND COALESCE(t.gpu_model, f.gpu_model) IS NOT NULL THEN 'gpu_compute'
+            SELECT n.* EXCLUDE (_kind, _gpu, _gpu_count),
+                COALESCE(n._gpu, t.gpu_model, f.gpu_model) AS x_GpuModel,
+                COALESCE(n._gpu_count, t.gpu_count) AS x_GpuCount,
+                CASE WHEN n._kind = 'compute' AND COALESCE(n._gpu, t.gpu_model, f.gpu_model) IS NOT NULL
+                     THEN 'gpu_compute'
                      WHEN n._kind = 'compute' THEN 'other_compute' ELSE n._kind END AS x_CostCategory,
                 {lit(str(path))} AS x_SourceFile,
                 {lit(sniffed.format)} AS x_SourceFormat
             FROM (
-                SELECT {inner}, {exprs['_kind']} AS _kind, __row AS x_SourceRow
+                SELECT {inner}, {exprs['_kind']} AS _kind, {exprs.get('_gpu', 'CAST(NULL AS VARCHAR)')} AS _gpu,
+                       {exprs.get('_gpu_count', 'CAST(NULL AS INTEGER)')} AS _gpu_count,
+                       __row AS x_SourceRow
                 FROM (SELECT *, row_number() OVER () + {first_row - 1} AS __row FROM {relation})
             ) n
             LEFT JOIN catalog_instance_types t
@@ -158,7 +162,7 @@ class Store:
             self.con.execute("COMMIT")
         except duckdb.Error as e:
             self.con.execute("ROLLBACK")
-            raise self._diagnose(sniffed, relation, checks, first_row, e) from None
+            raise self._diagnose(sniffed, cols, relation, checks, first_row, e) from None
         except InputError:
             self.con.execute("ROLLBACK")
             raise
@@ -172,10 +176,15 @@ class Store:
         p = lit(str(s.path))
         if s.container == "parquet":
             return f"read_parquet({p})"
-        nulls = "[" + ", ".join(lit(n) for n in NULL_STRINGS[s.format]) + "]"
-        return (f"read_csv({p}, header = true, all_varchar = true, delim = ',', quote = '\"', escape = '\"', "
-                f"nullstr = {nulls}, compression = {lit(s.compression)}, strict_mode = true, "
-                f"encoding = 'utf-8')")
+        if s.container == "json":
+            return f"read_ndjson({p})"
+        nulls = "[" + ", ".join(lit(n) for n in NULL_STRINGS.get(s.format, [""])) + "]"
+        # The header was read already; naming the columns turns DuckDB's sniffer off, so a ragged or
+        # unquoted row is an error with its line rather than a guess.
+        columns = "{" + ", ".join(f"{lit(c)}: 'VARCHAR'" for c in s.columns) + "}"
+        return (f"read_csv({p}, header = true, auto_detect = false, columns = {columns}, delim = ',', "
+                f"quote = '\"', escape = '\"', nullstr = {nulls}, compression = {lit(s.compression)}, "
+                f"strict_mode = true, encoding = 'utf-8')")
 
     def _check_values(self, path: Path, rows: int) -> None:
         """Lines whose cost or time is missing cannot be counted: say which, rather than drop them."""
@@ -188,16 +197,19 @@ class Store:
             raise InputError(f"{what}; every billing line needs a cost and a start time",
                              path=str(path), line=bad[0])
 
-    def _diagnose(self, s: Sniffed, relation: str, checks: list[tuple[str, str]], first_row: int,
-                  error: duckdb.Error) -> InputError:
+    def _diagnose(self, s: Sniffed, cols: Columns, relation: str, checks: list[tuple[str, str]],
+                  first_row: int, error: duckdb.Error) -> InputError:
         """Turn a DuckDB error into one line that names the file, the line and the column."""
         tests = {"money": f"TRY_CAST(v AS {MONEY}) IS NULL", "time": "TRY_CAST(v AS TIMESTAMPTZ) IS NULL",
+                 "date": f"({azure.parse_date('trim(CAST(v AS VARCHAR))', try_=True)}) IS NULL",
+                 "tags": "NOT json_valid(CASE WHEN starts_with(trim(v), '{') THEN trim(v) ELSE '{' || v || '}' END)",
                  "json": "NOT json_valid(CAST(v AS VARCHAR)) OR json_type(CAST(v AS VARCHAR)) <> 'OBJECT'"}
-        want = {"money": "a number", "time": "a UTC time like 2026-07-01T00:00:00Z", "json": "a JSON object"}
+        want = {"money": "a number", "time": "a UTC time like 2026-07-01T00:00:00Z", "json": "a JSON object",
+                "date": "a date like 09/21/2023 or 2023-09-21", "tags": "a JSON object of tags"}
         try:
             for column, kind in checks:
                 row = self.con.execute(
-                    f"SELECT rn, v FROM (SELECT row_number() OVER () + {first_row - 1} AS rn, {q(column)} AS v "
+                    f"SELECT rn, v FROM (SELECT row_number() OVER () + {first_row - 1} AS rn, {cols.ref(column)} AS v "
                     f"FROM {relation}) WHERE v IS NOT NULL AND ({tests[kind]}) ORDER BY rn LIMIT 1").fetchone()
                 if row:
                     return InputError(f"{str(row[1])[:60]!r} is not {want[kind]}", path=str(s.path),
@@ -275,8 +287,8 @@ class Store:
             f"SELECT x_TransferKind, sum({GB}) FROM costs WHERE {where} AND x_TransferKind IS NOT NULL "
             "AND x_TransferDirection = 'out' GROUP BY ALL ORDER BY 1").fetchall()}
         gpu_hours = self.con.execute(
-            f"SELECT sum(ConsumedQuantity * COALESCE(x_GpuCount, 1)) FROM costs WHERE {where} "
-            "AND x_CostCategory = 'gpu_compute' AND ConsumedUnit IN ('Hrs', 'Hours', 'Hour', 'h', 'hour')"
+            f"SELECT sum(ConsumedQuantity * x_GpuCount) FROM costs WHERE {where} AND x_GpuCount IS NOT NULL "
+            f"AND ChargeCategory = 'Usage' AND x_CostCategory = 'gpu_compute' AND {HOURS}"
         ).fetchone()[0]
         return {
             "rows": rows, "period_start": start, "period_end": end,
@@ -325,6 +337,10 @@ class Store:
             FROM assets a LEFT JOIN u ON u.asset_id = a.id
             GROUP BY ALL ORDER BY a.id""").fetchall()
         costs = self._costs_by_resource(window)
+        hours = self._per_currency(  # keyed 'h', so that _cost_for matches ids the same way
+            f"SELECT lower(ResourceId), 'h', sum(ConsumedQuantity) FROM costs WHERE {window.where()} "
+            f"AND ResourceId IS NOT NULL AND ChargeCategory = 'Usage' AND {HOURS} "
+            "AND x_CostCategory IN ('gpu_compute', 'other_compute') GROUP BY ALL")
         out = []
         for r in rows:
             a = GpuAsset(id=r[0], provider=r[1], account=r[2], region=r[3], zone=r[4], name=r[5], kind=r[6],
@@ -336,6 +352,7 @@ class Store:
             if not a.gpu_count:
                 continue
             a.cost = self._cost_for(costs, a.id)
+            a.billed_hours = self._cost_for(hours, a.id).get("h")
             out.append(a)
         return out
 
@@ -420,8 +437,12 @@ class Store:
         return list(out.values())
 
 
+HOURS = "ConsumedUnit IN ('Hrs', 'Hours', 'Hour', 'h', 'hour', 'hours')"
+
 # Transfer volume in GB, whatever unit the export counts it in.
 GB = """CAST(CASE WHEN ConsumedUnit IN ('Bytes', 'bytes', 'byte') THEN ConsumedQuantity / 1000000000
               WHEN ConsumedUnit IN ('TB', 'TiB', 'tebibyte') THEN ConsumedQuantity * 1000
+              WHEN ConsumedUnit = 'bytes' THEN ConsumedQuantity / 1000000000
               WHEN ConsumedUnit IN ('MB', 'MiB', 'mebibyte') THEN ConsumedQuantity / 1000
+              WHEN ConsumedUnit IN ('gibibyte', 'GiB') THEN ConsumedQuantity * 1.073741824
               ELSE ConsumedQuantity END AS DECIMAL(38, 9))"""

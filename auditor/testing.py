@@ -37,7 +37,8 @@ from auditor.rule import get_rule
 from auditor.schema import parse_datetime
 
 CASE_KEYS = {"entities", "fail", "options", "message_contains", "window", "description"}
-POLICY = "policy: rule test policy\nowner: owner@example.com\nteams:\n  vision: {lead: lead@example.com, projects: [detector]}\n"
+POLICY = ("policy: rule test policy\nowner: owner@example.com\n"
+          "teams:\n  vision: {lead: lead@example.com, projects: [detector]}\n")
 
 
 @dataclass

@@ -43,7 +43,8 @@ class IdleGpu(Rule):
     }
 
     def check(self, asset: GpuAsset, ctx):
-        if asset.mean_util_pct is None or (asset.usage_hours or 0) < self.opt("min_hours"):
+        hours = asset.usage_hours or 0.0
+        if asset.mean_util_pct is None or hours < self.opt("min_hours"):
             return
         threshold = self.opt("max_mean_util_pct")
         if asset.mean_util_pct >= threshold:
@@ -52,20 +53,20 @@ class IdleGpu(Rule):
         t = ctx.catalog.instance(asset.provider, asset.instance_type)
         if billed:
             currency, cost = billed
-            monthly, basis = ctx.monthly(cost, asset.usage_hours), "billed cost as a monthly run rate"
+            monthly, basis = ctx.monthly(cost, asset.billed_hours), "billed cost as a monthly run rate"
         elif t:
             currency, cost = "USD", None
             monthly, basis = t.price_per_hour * 730, "catalog on-demand price x 730 h"
         else:
             currency, cost, monthly, basis = "USD", None, None, "no price known"
-        gpus = f"{asset.gpu_count}x {asset.gpu_model}" if asset.gpu_model else f"{asset.gpu_count} GPUs"
+        gpus = f"{asset.gpu_count or '?'}x {asset.gpu_model or 'GPU'}"
         spent = f"; {fmt_money(cost, currency)} billed in {ctx.window.label}" if cost is not None else ""
         yield self.finding(
             asset, ctx,
             f"{asset.instance_type or asset.kind} {asset.name or asset.id} ({gpus}) averaged "
-            f"{asset.mean_util_pct:.1f}% GPU utilisation over {asset.usage_hours:,.0f} h{spent}",
+            f"{asset.mean_util_pct:.1f}% GPU utilisation over {hours:,.0f} h{spent}",
             evidence={"mean_util_pct": round(asset.mean_util_pct, 2), "p95_util_pct": asset.p95_util_pct,
-                      "usage_hours": round(asset.usage_hours, 1), "threshold_pct": threshold,
+                      "usage_hours": round(hours, 1), "threshold_pct": threshold,
                       "instance_type": asset.instance_type, "gpu_model": asset.gpu_model,
                       "gpu_count": asset.gpu_count, "savings_basis": basis},
             cost=cost, monthly_savings=Decimal(monthly) if monthly is not None else None, currency=currency)

@@ -54,8 +54,10 @@ class OversizedGpu(Rule):
         if asset.mean_util_pct < self.opt("min_mean_util_pct"):
             return
         current = ctx.catalog.instance(asset.provider, asset.instance_type)
-        gpu = ctx.catalog.gpu(asset.gpu_model)
-        if current is None or gpu is None:
+        if current is None:
+            return
+        gpu = ctx.catalog.gpu(asset.gpu_model or current.gpu_model)
+        if gpu is None:
             return
         need_mem = asset.peak_mem_gb * (1 + self.opt("memory_headroom_pct") / 100)
         need_tflops = asset.p95_util_pct / 100 * gpu.tflops
@@ -73,7 +75,7 @@ class OversizedGpu(Rule):
         billed = primary(asset.cost)
         if billed:
             currency, cost = billed
-            monthly = ctx.monthly(cost, asset.usage_hours) * (1 - ratio)
+            monthly = ctx.monthly(cost, asset.billed_hours) * (1 - ratio)
             basis = "billed cost as a monthly run rate x the catalog price ratio"
         else:
             currency, cost = "USD", None

@@ -44,22 +44,22 @@ class MissingRequiredTags(Rule):
     def check(self, spend: ResourceSpend, ctx):
         required = self.opt("required_tags")
         untagged: dict[str, Decimal] = {}
-        missing: set[str] = set()
+        missing: dict[str, set[str]] = {}  # per currency: each currency's finding names its own lines' gaps
         for tags, currency, cost in spend.tag_sets:
             absent = [k for k in required if ctx.tag(tags, [k]) is None]
             if absent:
-                missing.update(absent)
+                missing.setdefault(currency, set()).update(absent)
                 untagged[currency] = untagged.get(currency, Decimal(0)) + cost
         for currency, cost in sorted(untagged.items()):
             if cost < Decimal(str(self.opt("min_cost"))):
                 continue
             what = spend.id if spend.has_resource_id else \
                 f"{spend.service or 'spend'} in {spend.account or '?'}/{spend.region or 'global'} (no resource id)"
-            keys = ", ".join(k for k in required if k in missing)
+            keys = [k for k in required if k in missing[currency]]
             yield self.finding(
                 spend, ctx, f"{what}: {fmt_money(cost, currency)} of {spend.category or 'usage'} spend lacks tags "
-                f"{keys}",
-                evidence={"missing_tags": [k for k in required if k in missing], "untagged_cost": str(money(cost)),
+                f"{', '.join(keys)}",
+                evidence={"missing_tags": keys, "untagged_cost": str(money(cost)),
                           "total_cost": str(money(spend.cost.get(currency, cost))), "lines": spend.lines,
                           "service": spend.service, "category": spend.category,
                           "instance_type": spend.instance_type},

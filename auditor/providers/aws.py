@@ -13,7 +13,7 @@ INSTANCE_TYPE_RE = r"((?:ml\.)?[a-z][a-z0-9-]*\.(?:[0-9]*xlarge|large|medium|sma
 # lineItem/LineItemType -> FOCUS ChargeCategory
 CHARGE_CATEGORY = {
     "Usage": "Usage", "DiscountedUsage": "Usage", "SavingsPlanCoveredUsage": "Usage",
-    "SavingsPlanNegation": "Usage", "Tax": "Tax", "Credit": "Credit", "Refund": "Credit",
+    "SavingsPlanNegation": "Credit", "Tax": "Tax", "Credit": "Credit", "Refund": "Credit",
     "BundledDiscount": "Credit", "EdpDiscount": "Credit", "PrivateRateDiscount": "Credit",
     "Discount": "Credit", "RIFee": "Purchase", "Fee": "Purchase", "SavingsPlanRecurringFee": "Purchase",
     "SavingsPlanUpfrontFee": "Purchase",
@@ -143,9 +143,9 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
         "x_UsageType": usage_type,
         "x_InstanceType": instance_type,
         "x_TransferKind": transfer_kind,
-        "x_TransferDirection": direction,
-        "x_TransferFrom": transfer_from,
-        "x_TransferTo": transfer_to,
+        "x_TransferDirection": f"CASE WHEN ({transfer_kind}) IS NOT NULL THEN {direction} END",
+        "x_TransferFrom": f"CASE WHEN ({transfer_kind}) IS NOT NULL THEN {transfer_from} END",
+        "x_TransferTo": f"CASE WHEN ({transfer_kind}) IS NOT NULL THEN {transfer_to} END",
         "_kind": kind,
     }
     checks = [(c, "money") for c in ("lineItem/UnblendedCost", "lineItem/UsageAmount",

@@ -28,11 +28,15 @@ class Columns:
     """The columns one file has, looked up by any spelling: `lineItem/UsageType` finds
     `line_item_usage_type` too. An absent column reads as NULL, since export column sets vary."""
 
-    def __init__(self, names: tuple[str, ...] | list[str]):
+    def __init__(self, names: tuple[str, ...] | list[str], fields: tuple[tuple[str, str], ...] = ()):
         self.names = tuple(names)
+        self.fields = dict(fields)  # nested fields: dotted name -> SQL path
         self.by_key: dict[str, str] = {}
         for n in self.names:
             self.by_key.setdefault(norm(n), n)
+
+    def _sql(self, name: str) -> str:
+        return self.fields.get(name) or q(name)
 
     def name(self, *candidates: str) -> str | None:
         for c in candidates:
@@ -43,12 +47,12 @@ class Columns:
 
     def ref(self, *candidates: str) -> str:
         found = self.name(*candidates)
-        return q(found) if found else "NULL"
+        return self._sql(found) if found else "NULL"
 
     def text(self, *candidates: str) -> str:
         """The column as trimmed text, with empty strings as NULL."""
         found = self.name(*candidates)
-        return f"NULLIF(trim(CAST({q(found)} AS VARCHAR)), '')" if found else "CAST(NULL AS VARCHAR)"
+        return f"NULLIF(trim(CAST({self._sql(found)} AS VARCHAR)), '')" if found else "CAST(NULL AS VARCHAR)"
 
     def first_text(self, *candidates: str) -> str:
         """The first non-empty of several columns (each present one is tried in turn)."""
@@ -59,11 +63,11 @@ class Columns:
 
     def money(self, *candidates: str) -> str:
         found = self.name(*candidates)
-        return money(q(found)) if found else f"CAST(NULL AS {MONEY})"
+        return money(self._sql(found)) if found else f"CAST(NULL AS {MONEY})"
 
     def timestamp(self, *candidates: str) -> str:
         found = self.name(*candidates)
-        return timestamp(q(found)) if found else "CAST(NULL AS TIMESTAMP)"
+        return timestamp(self._sql(found)) if found else "CAST(NULL AS TIMESTAMP)"
 
 
 def case_map(expr: str, mapping: dict[str, str], default: str = "NULL") -> str:

@@ -12,17 +12,18 @@ from pathlib import Path
 
 from auditor.errors import InputError
 
-DATA_SUFFIXES = (".csv", ".csv.gz", ".gz", ".parquet", ".txt")
+DATA_SUFFIXES = (".csv", ".csv.gz", ".gz", ".parquet", ".txt", ".json", ".jsonl", ".ndjson")
 
 
 @dataclass(frozen=True)
 class Sniffed:
     path: Path
-    container: str  # csv or parquet
+    container: str  # csv, parquet or json (newline-delimited)
     compression: str  # none or gzip
-    columns: tuple[str, ...]
-    format: str  # aws-cur, focus-1.0, focus-1.1, focus-1.2
+    columns: tuple[str, ...]  # nested fields of Parquet and JSON appear dotted: `sku.description`
+    format: str  # aws-cur, focus-1.0, focus-1.1, focus-1.2, gcp-billing, azure-cost
     has_bom: bool = False
+    fields: tuple[tuple[str, str], ...] = ()  # dotted name -> SQL that reaches it, for nested fields
 
 
 def norm(column: str) -> str:
@@ -36,7 +37,7 @@ def expand(paths: list[Path]) -> list[Path]:
     for p in paths:
         if p.is_dir():
             found = sorted(f for f in p.rglob("*") if f.is_file() and f.name.lower().endswith(DATA_SUFFIXES)
-                           and not f.name.startswith("."))
+                           and not f.name.startswith(".") and not _is_sidecar(f))
             if not found:
                 raise InputError("folder holds no billing files (.csv, .csv.gz, .parquet)", path=str(p))
             out.extend(found)
@@ -45,6 +46,13 @@ def expand(paths: list[Path]) -> list[Path]:
         else:
             raise InputError("no such file or folder", path=str(p))
     return out
+
+
+def _is_sidecar(path: Path) -> bool:
+    """Files that travel with billing data but are not billing lines: a CUR manifest, a snapshot's
+    manifest.json and inventory.json."""
+    name = path.name.lower()
+    return name.endswith(".json") and ("manifest" in name or name == "inventory.json")
 
 
 def _read_header(path: Path, gz: bool) -> tuple[list[str], bool]:
@@ -63,31 +71,73 @@ def _read_header(path: Path, gz: bool) -> tuple[list[str], bool]:
         raise InputError("the file is UTF-16; save it as UTF-8", path=str(path), line=1)
     if b"\x00" in head:
         raise InputError("the file is binary, not CSV text", path=str(path))
+    first_line = head.split(b"\n", 1)[0]
     try:
-        text = head.decode("utf-8")
-    except UnicodeDecodeError as e:
-        if e.start < len(head) - 4:  # not merely a character cut by the 64 KiB read
-            raise InputError("the header is not UTF-8 text", path=str(path), line=1) from None
-        text = head[: e.start].decode("utf-8")
+        text = first_line.decode("utf-8")  # later lines are checked as DuckDB reads them
+    except UnicodeDecodeError:
+        raise InputError("the header is not UTF-8 text; save the file as UTF-8", path=str(path), line=1) from None
     first = next(csv.reader(io.StringIO(text)), [])
     return [c.strip() for c in first], bom
 
 
-def _parquet_columns(path: Path, con) -> list[str]:
+def _nested_columns(path: Path, con, reader: str) -> tuple[list[str], list[tuple[str, str]]]:
+    """Columns of a Parquet or JSON file, with STRUCT fields flattened to dotted names."""
     import duckdb
 
+    from auditor.providers.columns import q
+
+    kind = "Parquet" if reader == "read_parquet" else "JSON"
     try:
-        top = con.execute("DESCRIBE SELECT * FROM read_parquet(?)", [str(path)]).fetchall()
+        top = con.execute(f"DESCRIBE SELECT * FROM {reader}(?)", [str(path)]).fetchall()
     except duckdb.Error as e:
-        raise InputError(f"cannot read the Parquet file: {str(e).splitlines()[0]}", path=str(path)) from None
-    return [r[0] for r in top]
+        raise InputError(f"cannot read the {kind} file: {str(e).splitlines()[0]}", path=str(path)) from None
+    names: list[str] = []
+    fields: list[tuple[str, str]] = []
+
+    def walk(name: str, sql: str, dtype: str) -> None:
+        names.append(name)
+        if name != sql.strip('"'):
+            fields.append((name, sql))
+        if dtype.startswith("STRUCT(") and dtype.endswith(")"):
+            for fname, ftype in struct_fields(dtype[7:-1]):
+                walk(f"{name}.{fname}", f"{sql}.{q(fname)}", ftype)
+
+    for name, dtype, *_ in top:
+        walk(name, q(name), dtype)
+    return names, fields
+
+
+def struct_fields(body: str) -> list[tuple[str, str]]:
+    """`id VARCHAR, "name" VARCHAR, usage STRUCT(a INT)` -> [(id, VARCHAR), (name, VARCHAR), (usage, STRUCT(a INT))]."""
+    parts, depth, start = [], 0, 0
+    for i, ch in enumerate(body):
+        if ch in "([":
+            depth += 1
+        elif ch in ")]":
+            depth -= 1
+        elif ch == "," and depth == 0:
+            parts.append(body[start:i])
+            start = i + 1
+    parts.append(body[start:])
+    out = []
+    for part in parts:
+        part = part.strip()
+        m = re.match(r'^"((?:[^"]|"")*)"\s+(.*)$', part) or re.match(r"^(\S+)\s+(.*)$", part)
+        if m:
+            out.append((m.group(1).replace('""', '"'), m.group(2)))
+    return out
 
 
 def sniff(path: Path, con) -> Sniffed:
     with open(path, "rb") as f:
         magic = f.read(4)
+    fields: list[tuple[str, str]] = []
     if magic == b"PAR1":
-        columns, container, compression, bom = _parquet_columns(path, con), "parquet", "none", False
+        columns, fields = _nested_columns(path, con, "read_parquet")
+        container, compression, bom = "parquet", "none", False
+    elif magic.lstrip()[:1] == b"{":
+        columns, fields = _nested_columns(path, con, "read_ndjson")
+        container, compression, bom = "json", "none", False
     else:
         gz = magic[:2] == b"\x1f\x8b"
         columns, bom = _read_header(path, gz)
@@ -95,12 +145,14 @@ def sniff(path: Path, con) -> Sniffed:
     fmt = detect_format(columns)
     if fmt is None:
         shown = ", ".join(columns[:6]) + (", ..." if len(columns) > 6 else "")
-        raise InputError(f"not a billing export gpu-auditor reads (header: {shown}); expected an AWS Cost "
-                         "and Usage Report or a FOCUS export", path=str(path), line=1)
-    return Sniffed(path, container, compression, tuple(columns), fmt, bom)
+        raise InputError(f"not a billing export gpu-auditor reads (header: {shown}); it reads AWS Cost and "
+                         "Usage Reports, FOCUS 1.0-1.2, GCP BigQuery billing exports and Azure cost details",
+                         path=str(path), line=1)
+    return Sniffed(path, container, compression, tuple(columns), fmt, bom, tuple(fields))
 
 
-FOCUS_12 = {"invoiceid", "pricingcurrency", "billingaccounttype", "subaccounttype"}
+# Columns FOCUS 1.2 added (Microsoft's 1.0 export already has BillingAccountType, so that is no marker).
+FOCUS_12 = {"invoiceid", "pricingcurrency", "pricingcurrencyeffectivecost", "pricingcurrencylistunitprice"}
 FOCUS_11 = {"servicesubcategory", "skumeter", "skupricedetails", "capacityreservationid"}
 
 
@@ -114,4 +166,10 @@ def detect_format(columns: list[str] | tuple[str, ...]) -> str | None:
         return "focus-1.0"
     if "lineitemunblendedcost" in keys and "lineitemusagestartdate" in keys:
         return "aws-cur"
+    if {"cost", "currency", "usagestarttime"} <= keys and ("skudescription" in keys or "sku" in keys):
+        return "gcp-billing"
+    azure_cost = {"costinbillingcurrency", "cost", "pretaxcost", "costinusd"}
+    azure_date = {"date", "usagedatetime"}
+    if keys & azure_cost and keys & azure_date and ({"metercategory", "resourcelocation"} & keys):
+        return "azure-cost"
     return None
