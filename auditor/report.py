@@ -142,5 +142,5 @@ def _view(audit: Audit) -> dict[str, Any]:
         "a": audit, "s": audit.summary, "window": audit.window, "policy": audit.policy,
         "findings": findings, "active": audit.active(), "by_rule": by_rule, "clauses": audit.clauses,
         "waivers": audit.waivers, "sources": audit.sources, "warnings": audit.warnings,
-        "top": sorted(audit.active(), key=lambda f: -(f.monthly_savings or 0))[:5],
+        "top": sorted((f for f in audit.active() if f.monthly_savings), key=lambda f: -f.monthly_savings)[:5],
     }
