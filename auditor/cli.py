@@ -84,7 +84,8 @@ def inspect(files: tuple[Path, ...], as_json: bool) -> None:
     store = Store()
     sources = store.load_billing(list(files))
     if as_json:
-        out = {"files": [{"path": s.path, "format": s.format, "sha256": s.sha256, **_jsonable(s.stats)}
+        out = {"files": [{"path": s.path, "format": s.format, "sha256": s.sha256, "cost_column": s.cost_column,
+                          **_jsonable(s.stats)}
                          for s in sources], "warnings": store.warnings}
         click.echo(json.dumps(out, indent=2))
         return
@@ -96,12 +97,14 @@ def inspect(files: tuple[Path, ...], as_json: bool) -> None:
         click.echo(f"  format      {s.format}")
         click.echo(f"  lines       {s.rows:,}")
         click.echo(f"  period      {st['period_start']:%Y-%m-%d %H:%M} to {st['period_end']:%Y-%m-%d %H:%M} UTC")
-        click.echo(f"  billed      {fmt_money(st['billed_cost'])}")
+        click.echo(f"  billed      {fmt_money(st['billed_cost'])}  (sum of {s.cost_column}, per currency)")
         click.echo(f"  effective   {fmt_money(st['effective_cost'])}")
         click.echo(f"  GPU         {fmt_money(st['gpu_cost'])} ({fmt_num(st['gpu_hours'])} GPU-hours)")
         click.echo(f"  spot        {fmt_money(st['spot_cost'])}")
         for cat, amounts in st["by_category"].items():
-            click.echo(f"    {cat or 'other':<14}{fmt_money(amounts)}")
+            n = st["lines_by_category"].get(cat or "other", 0)
+            note = "  (not classified as compute, storage or transfer)" if cat == "other" else ""
+            click.echo(f"    {cat or 'other':<14}{fmt_money(amounts):>18}  {n:>9,} lines{note}")
         for kind, gb in st["transfer_gb_out"].items():
             click.echo(f"    transfer out {kind}: {fmt_num(gb, 3)} GB")
     for w in store.warnings:

@@ -7,7 +7,9 @@ and every summary is a GROUP BY.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -57,7 +59,7 @@ CREATE MACRO gpu_family(p, t) AS CASE p
     ELSE t END;
 """
 
-READERS = {"aws-cur": aws.select, "focus-1.0": focus.select, "focus-1.1": focus.select,
+READERS = {"aws-cur": aws.select, "aws-cur2": aws.select, "focus-1.0": focus.select, "focus-1.1": focus.select,
            "focus-1.2": focus.select, "gcp-billing": gcp.select, "azure-cost": azure.select}
 NULL_STRINGS = {"focus-1.0": ["", "NULL"], "focus-1.1": ["", "NULL"], "focus-1.2": ["", "NULL"]}
 
@@ -85,6 +87,7 @@ class SourceFile:
     format: str
     sha256: str
     rows: int = 0
+    cost_column: str | None = None  # the export's own column the billed cost is summed from
     duplicate_of: str | None = None
     stats: dict[str, Any] = field(default_factory=dict)
 
@@ -101,6 +104,10 @@ class Store:
     def __init__(self, catalog: Catalog | None = None, database: str = ":memory:"):
         self.con = duckdb.connect(database)
         self.con.execute("SET TimeZone = 'UTC'")
+        # Large exports spill to a private temporary folder instead of growing without bound.
+        self._spill = tempfile.TemporaryDirectory(prefix="gpu-auditor-")
+        self.con.execute(f"SET temp_directory = {lit(self._spill.name)}")
+        self.con.execute(f"SET memory_limit = {lit(os.environ.get('GPU_AUDITOR_MEMORY_LIMIT', '2GB'))}")
         self.catalog = catalog or load_catalog()
         self.catalog.register(self.con)
         self.con.execute(TABLES)
@@ -109,7 +116,7 @@ class Store:
 
     # ---- billing -------------------------------------------------------------------------------------
     def load_billing(self, paths: list[Path], progress: Callable[[str], None] | None = None) -> list[SourceFile]:
-        files = expand([Path(p) for p in paths])
+        files = expand([Path(p) for p in paths], self.warnings)
         seen: dict[str, str] = {}
         loaded = []
         for i, path in enumerate(files, 1):
@@ -122,15 +129,38 @@ class Store:
             if progress:
                 progress(f"[{i}/{len(files)}] reading {path}")
             loaded.append(self.load_file(path, digest))
-        return loaded
+        if len(loaded) > 1:
+            self._drop_redeliveries(loaded)
+        return [s for s in loaded if s.duplicate_of is None]
+
+    def _drop_redeliveries(self, loaded: list[SourceFile]) -> None:
+        """A month exported twice (a re-delivered CUR, a second download) shares most of its lines with the
+        first copy. Of two files that share over half their lines, keep the one that reaches later (then the
+        larger) and drop the other, so no line is counted twice."""
+        pairs = self.con.execute(f"""
+            WITH k AS (SELECT DISTINCT x_SourceFile AS f, hash({LINE_KEY}) AS h FROM costs)
+            SELECT a.f, b.f, count(*) FROM k a JOIN k b ON a.h = b.h AND a.f < b.f GROUP BY ALL""").fetchall()
+        by_path = {s.path: s for s in loaded}
+        for a, b, shared in pairs:
+            sa, sb = by_path[a], by_path[b]
+            if sa.duplicate_of or sb.duplicate_of or shared * 2 <= min(sa.rows, sb.rows):
+                continue
+            rank = lambda s: (s.stats["period_end"], s.rows, s.path)  # noqa: E731
+            keep, drop = (sa, sb) if rank(sa) >= rank(sb) else (sb, sa)
+            self.con.execute("DELETE FROM costs WHERE x_SourceFile = ?", [drop.path])
+            drop.duplicate_of = keep.path
+            self.warnings.append(f"{drop.path}: {shared:,} of its {drop.rows:,} lines are also in {keep.path} "
+                                 "(a re-delivered export?); counted once, from the latter")
 
     def load_file(self, path: Path, digest: str | None = None) -> SourceFile:
         sniffed = sniff(path, self.con)
         source = SourceFile(str(path), sniffed.format, digest or sha256_of(path))
-        cols = Columns(sniffed.columns, sniffed.fields)
+        cols = Columns(sniffed.columns, sniffed.fields, sniffed.types)
         exprs, checks = READERS[sniffed.format](cols, self.catalog)
+        source.cost_column = next((c for c, kind in checks if kind == "money"), None)
         relation = self._relation(sniffed)
         first_row = 2 if sniffed.container == "csv" else 1  # CSV rows are counted as lines, after the header
+        exprs["Tags"] = f"COALESCE({exprs['Tags']}, CAST(MAP() AS MAP(VARCHAR, VARCHAR)))"  # no tags: an empty map
         inner = ", ".join(f"{exprs.get(c, 'NULL')} AS {q(c)}" for c in COSTS if c not in ENRICHED)
         sql = f"""
             INSERT INTO costs BY NAME
@@ -281,6 +311,9 @@ class Store:
         by_category = self._per_currency(
             f"SELECT x_CostCategory, BillingCurrency, sum(BilledCost) FROM costs WHERE {where} GROUP BY ALL "
             "ORDER BY 1")
+        lines = dict(self.con.execute(
+            f"SELECT COALESCE(x_CostCategory, 'other'), count(*) FROM costs WHERE {where} GROUP BY ALL ORDER BY 1"
+        ).fetchall())
         by_provider = self._per_currency(
             f"SELECT x_Provider, BillingCurrency, sum(BilledCost) FROM costs WHERE {where} GROUP BY ALL ORDER BY 1")
         transfer = {kind: str(gb.quantize(Decimal("0.001"))) for kind, gb in self.con.execute(
@@ -295,7 +328,7 @@ class Store:
             "billed_cost": totals.get("billed", {}), "effective_cost": totals.get("effective", {}),
             "list_cost": totals.get("list", {}), "gpu_cost": gpu.get("gpu", {}), "spot_cost": gpu.get("spot", {}),
             "gpu_spot_cost": gpu.get("gpu_spot", {}), "by_category": by_category, "by_provider": by_provider,
-            "transfer_gb_out": transfer,
+            "transfer_gb_out": transfer, "lines_by_category": lines,
             "gpu_hours": str(gpu_hours.quantize(Decimal("0.1"))) if gpu_hours is not None else None,
         }
 
@@ -436,6 +469,10 @@ class Store:
             flow.lines += n
         return list(out.values())
 
+
+# What makes two billing lines the same line, for finding a month exported twice.
+LINE_KEY = ("x_Provider, BillingAccountId, SubAccountId, ChargePeriodStart, ChargePeriodEnd, ResourceId, "
+            "x_UsageType, SkuId, ChargeDescription, BilledCost, ConsumedQuantity, ChargeCategory")
 
 HOURS = "ConsumedUnit IN ('Hrs', 'Hours', 'Hour', 'h', 'hour', 'hours')"
 

@@ -28,7 +28,18 @@ def region_maps(catalog: Catalog) -> tuple[dict[str, str], dict[str, str]]:
 
 def _tag_entries(cols: Columns) -> str:
     """Tags as a MAP built from the one-column-per-tag layout: `resourceTags/user:team` or
-    `resource_tags_user_team` become key `team`; AWS tags keep their `aws:` prefix."""
+    `resource_tags_user_team` become key `team`; AWS tags keep their `aws:` prefix. CUR 2.0 has one
+    `resource_tags` map (or its JSON text in CSV) with keys `user_team`, `aws_created_by`."""
+    if cols.name("resource_tags") == "resource_tags":
+        if cols.types.get("resource_tags", "").startswith("MAP"):
+            as_map = "CAST(resource_tags AS MAP(VARCHAR, VARCHAR))"
+        else:  # JSON text, as in the gzip CSV delivery
+            as_map = "CAST(CAST(NULLIF(CAST(resource_tags AS VARCHAR), '') AS JSON) AS MAP(VARCHAR, VARCHAR))"
+        entries = (f"list_filter(map_entries({as_map}), lambda e: e.value IS NOT NULL AND e.value <> '')")
+        renamed = ("list_transform(" + entries + ", lambda e: {'key': CASE WHEN starts_with(e.key, 'user_') "
+                   "THEN e.key[6:] WHEN starts_with(e.key, 'aws_') THEN 'aws:' || e.key[5:] ELSE e.key END, "
+                   "'value': e.value})")
+        return f"CAST(map_from_entries({renamed}) AS MAP(VARCHAR, VARCHAR))"
     entries = []
     for name in cols.names:
         m = re.match(r"(?i)^resourceTags/(user|aws):(.+)$", name) or \

@@ -28,9 +28,11 @@ class Columns:
     """The columns one file has, looked up by any spelling: `lineItem/UsageType` finds
     `line_item_usage_type` too. An absent column reads as NULL, since export column sets vary."""
 
-    def __init__(self, names: tuple[str, ...] | list[str], fields: tuple[tuple[str, str], ...] = ()):
+    def __init__(self, names: tuple[str, ...] | list[str], fields: tuple[tuple[str, str], ...] = (),
+                 types: tuple[tuple[str, str], ...] = ()):
         self.names = tuple(names)
         self.fields = dict(fields)  # nested fields: dotted name -> SQL path
+        self.types = dict(types)  # Parquet and JSON column types; CSV columns are all text
         self.by_key: dict[str, str] = {}
         for n in self.names:
             self.by_key.setdefault(norm(n), n)

@@ -21,9 +21,10 @@ class Sniffed:
     container: str  # csv, parquet or json (newline-delimited)
     compression: str  # none or gzip
     columns: tuple[str, ...]  # nested fields of Parquet and JSON appear dotted: `sku.description`
-    format: str  # aws-cur, focus-1.0, focus-1.1, focus-1.2, gcp-billing, azure-cost
+    format: str  # aws-cur, aws-cur2, focus-1.0, focus-1.1, focus-1.2, gcp-billing, azure-cost
     has_bom: bool = False
     fields: tuple[tuple[str, str], ...] = ()  # dotted name -> SQL that reaches it, for nested fields
+    types: tuple[tuple[str, str], ...] = ()  # column -> DuckDB type, for Parquet and JSON
 
 
 def norm(column: str) -> str:
@@ -31,21 +32,54 @@ def norm(column: str) -> str:
     return re.sub(r"[^a-z0-9]", "", column.lower())
 
 
-def expand(paths: list[Path]) -> list[Path]:
-    """Files named, and the data files inside folders named (sorted, recursively)."""
+def expand(paths: list[Path], notes: list[str] | None = None) -> list[Path]:
+    """Files named, and the data files inside folders named (sorted, recursively). Where a folder holds
+    AWS CUR manifests, only the files of the assemblies they list are read: AWS re-delivers a month as a
+    new assembly beside the old one, and reading both would count the month twice."""
     out: list[Path] = []
     for p in paths:
         if p.is_dir():
             found = sorted(f for f in p.rglob("*") if f.is_file() and f.name.lower().endswith(DATA_SUFFIXES)
                            and not f.name.startswith(".") and not _is_sidecar(f))
+            listed = _manifest_keys(p)
+            if listed:
+                kept = [f for f in found if _tail(f) in listed] or [f for f in found if f.name in listed]
+                for f in found:
+                    if f not in kept and notes is not None:
+                        notes.append(f"{f}: not in the folder's CUR manifest (a superseded delivery); not read")
+                found = kept
             if not found:
-                raise InputError("folder holds no billing files (.csv, .csv.gz, .parquet)", path=str(p))
+                raise InputError("folder holds no billing files (.csv, .csv.gz, .parquet, .json)", path=str(p))
             out.extend(found)
         elif p.is_file():
             out.append(p)
         else:
             raise InputError("no such file or folder", path=str(p))
     return out
+
+
+def _tail(path: Path) -> str:
+    return f"{path.parent.name}/{path.name}"
+
+
+def _manifest_keys(folder: Path) -> set[str]:
+    """`assemblyId/file` and `file` names listed by the CUR manifests in a folder (CUR 1 `reportKeys`,
+    CUR 2.0 `dataFiles`)."""
+    import json
+
+    keys: set[str] = set()
+    for m in folder.rglob("*"):
+        if not (m.is_file() and m.name.lower().endswith("manifest.json")):
+            continue
+        try:
+            doc = json.loads(m.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise InputError(f"cannot read the CUR manifest: {e}", path=str(m)) from None
+        for key in (doc.get("reportKeys") or doc.get("dataFiles") or []) if isinstance(doc, dict) else []:
+            parts = str(key).rstrip("/").split("/")
+            keys.add("/".join(parts[-2:]))
+            keys.add(parts[-1])
+    return keys
 
 
 def _is_sidecar(path: Path) -> bool:
@@ -80,7 +114,7 @@ def _read_header(path: Path, gz: bool) -> tuple[list[str], bool]:
     return [c.strip() for c in first], bom
 
 
-def _nested_columns(path: Path, con, reader: str) -> tuple[list[str], list[tuple[str, str]]]:
+def _nested_columns(path: Path, con, reader: str) -> tuple[list[str], list[tuple[str, str]], list[tuple[str, str]]]:
     """Columns of a Parquet or JSON file, with STRUCT fields flattened to dotted names."""
     import duckdb
 
@@ -93,9 +127,11 @@ def _nested_columns(path: Path, con, reader: str) -> tuple[list[str], list[tuple
         raise InputError(f"cannot read the {kind} file: {str(e).splitlines()[0]}", path=str(path)) from None
     names: list[str] = []
     fields: list[tuple[str, str]] = []
+    types: list[tuple[str, str]] = []
 
     def walk(name: str, sql: str, dtype: str) -> None:
         names.append(name)
+        types.append((name, dtype))
         if name != sql.strip('"'):
             fields.append((name, sql))
         if dtype.startswith("STRUCT(") and dtype.endswith(")"):
@@ -104,7 +140,7 @@ def _nested_columns(path: Path, con, reader: str) -> tuple[list[str], list[tuple
 
     for name, dtype, *_ in top:
         walk(name, q(name), dtype)
-    return names, fields
+    return names, fields, types
 
 
 def struct_fields(body: str) -> list[tuple[str, str]]:
@@ -132,11 +168,12 @@ def sniff(path: Path, con) -> Sniffed:
     with open(path, "rb") as f:
         magic = f.read(4)
     fields: list[tuple[str, str]] = []
+    types: list[tuple[str, str]] = []
     if magic == b"PAR1":
-        columns, fields = _nested_columns(path, con, "read_parquet")
+        columns, fields, types = _nested_columns(path, con, "read_parquet")
         container, compression, bom = "parquet", "none", False
     elif magic.lstrip()[:1] == b"{":
-        columns, fields = _nested_columns(path, con, "read_ndjson")
+        columns, fields, types = _nested_columns(path, con, "read_ndjson")
         container, compression, bom = "json", "none", False
     else:
         gz = magic[:2] == b"\x1f\x8b"
@@ -148,7 +185,7 @@ def sniff(path: Path, con) -> Sniffed:
         raise InputError(f"not a billing export gpu-auditor reads (header: {shown}); it reads AWS Cost and "
                          "Usage Reports, FOCUS 1.0-1.2, GCP BigQuery billing exports and Azure cost details",
                          path=str(path), line=1)
-    return Sniffed(path, container, compression, tuple(columns), fmt, bom, tuple(fields))
+    return Sniffed(path, container, compression, tuple(columns), fmt, bom, tuple(fields), tuple(types))
 
 
 # Columns FOCUS 1.2 added (Microsoft's 1.0 export already has BillingAccountType, so that is no marker).
@@ -165,7 +202,8 @@ def detect_format(columns: list[str] | tuple[str, ...]) -> str | None:
             return "focus-1.1"
         return "focus-1.0"
     if "lineitemunblendedcost" in keys and "lineitemusagestartdate" in keys:
-        return "aws-cur"
+        # AWS Data Exports (CUR 2.0) has a fixed snake_case schema with these columns CUR 1 never had.
+        return "aws-cur2" if keys & {"billpayeraccountname", "lineitemusageaccountname"} else "aws-cur"
     if {"cost", "currency", "usagestarttime"} <= keys and ("skudescription" in keys or "sku" in keys):
         return "gcp-billing"
     azure_cost = {"costinbillingcurrency", "cost", "pretaxcost", "costinusd"}
