@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from datetime import date, datetime
 from pathlib import Path
@@ -28,6 +29,9 @@ class AuditorGroup(click.Group):
             sys.exit(EXIT_INPUT)
         except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
             raise
+        except BrokenPipeError:  # `gpu-auditor ... | head`: the reader left; stop quietly
+            sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - Python flushes stderr at exit
+            sys.exit(0)
         except KeyboardInterrupt:
             click.echo("gpu-auditor: interrupted; nothing was written", err=True)
             sys.exit(130)
@@ -111,8 +115,39 @@ def inspect(files: tuple[Path, ...], as_json: bool) -> None:
         click.echo(f"warning: {w}", err=True)
 
 
+def _pull_options(several: bool):
+    """The options that say what to pull, shared by `pull` and `audit --live`."""
+    def decorate(f):
+        options = [
+            click.option("--provider", "providers", multiple=several, required=False,
+                         type=click.Choice(["aws", "gcp", "azure", "k8s"]),
+                         help="Where to pull from" + ("; repeatable (with --live)." if several else ".")),
+            click.option("--region", "regions", multiple=True,
+                         help="Region to read (AWS regions; GCP and Azure locations to keep); repeatable."),
+            click.option("--profile", help="AWS named profile (default: the standard credential chain)."),
+            click.option("--assume-role", help="AWS: role name to assume in each account of the organisation."),
+            click.option("--account", "accounts", multiple=True,
+                         help="AWS account (with --assume-role), GCP project or Azure subscription; repeatable."),
+            click.option("--billing-uri", help="Where the billing export is: s3://bucket/prefix (AWS CUR or "
+                         "Data Exports) or project.dataset.table (GCP BigQuery billing export)."),
+            click.option("--kubeconfig", type=click.Path(path_type=Path), help="Kubernetes: kubeconfig file "
+                         "(default: $KUBECONFIG, ~/.kube/config, or in-cluster)."),
+            click.option("--context", help="Kubernetes: kubeconfig context."),
+            click.option("--prometheus", help="Kubernetes: base URL of the Prometheus API with DCGM exporter metrics."),
+            click.option("--prices", is_flag=True, help="Also read on-demand prices of the GPU types seen from the "
+                         "provider's price API (AWS Pricing, Cloud Billing Catalog) into the inventory."),
+        ]
+        for option in reversed(options):
+            f = option(f)
+        return f
+    return decorate
+
+
 @cli.command()
-@click.argument("billing", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("billing", nargs=-1, required=False, type=click.Path(path_type=Path))
+@click.option("--live", is_flag=True, help="Pull from --provider into a temporary snapshot first, and audit it "
+              "(with any BILLING given).")
+@_pull_options(several=True)
 @click.option("--policy", "policy_path", required=True, type=click.Path(path_type=Path),
               help="The team's GPU policy (YAML).")
 @click.option("--inventory", type=click.Path(path_type=Path),
@@ -126,8 +161,26 @@ def inspect(files: tuple[Path, ...], as_json: bool) -> None:
               help="Exit 1 when an open finding is at or above this severity.")
 @click.option("--rule", "select", multiple=True, help="Run only this rule (ID or name); repeatable.")
 @click.option("--as-of", help="Judge waiver expiry on this date instead of today.")
+@click.option("--previous", type=click.Path(path_type=Path),
+              help="Last quarter's audit.json: the report shows the spend change and which findings were "
+                   "resolved, are new and are still open.")
+@click.option("--generated-at", help="The report's generated_at (UTC); default $SOURCE_DATE_EPOCH, else the as-of "
+              "date: never the clock, so the same inputs give the same bytes.")
+@click.option("--baseline", type=click.Path(path_type=Path),
+              help="A previous audit.json: report and fail only on findings not in it (matched by fingerprint); "
+                   "the known ones are listed under `baseline` in audit.json.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines on stderr.")
-def audit(billing, policy_path, inventory, quarter, since, until, out_dir, fail_on, select, as_of, quiet):
+@click.option("--engine", type=click.Choice(["duckdb", "spark"]), default="duckdb", show_default=True,
+              help="Where billing files are read, normalized and reduced: in-process DuckDB, or Spark (extra "
+                   "`spark`) for exports too large for one machine.")
+@click.option("--spark-master", help="Spark master URL for --engine spark (default: the active session, else "
+              "local[2]).")
+@click.option("--email", "email_it", is_flag=True,
+              help="Then email the audit to the team leads and the policy owner (SMTP settings from the "
+                   "GPU_AUDITOR_SMTP_* environment; see `gpu-auditor email --help`); exit 3 if a message is "
+                   "left in OUT/outbox.")
+def audit(billing, policy_path, inventory, quarter, since, until, out_dir, fail_on, select, as_of, quiet,
+          email_it, live, previous, generated_at, baseline, engine, spark_master, **pull_args):
     """Run the quarterly audit over billing exports (files or folders) and write the report.
 
     \b
@@ -135,6 +188,10 @@ def audit(billing, policy_path, inventory, quarter, since, until, out_dir, fail_
       gpu-auditor audit --policy fixtures/demo/policy.yml \\
         --inventory fixtures/demo/inventory.json --quarter 2026-Q3 \\
         --out demo-report fixtures/demo/billing
+
+    A snapshot folder written by `gpu-auditor pull` is accepted wherever billing is: its billing files,
+    inventory.json and window are used, and a source its manifest lists as failed makes the audit partial
+    (exit 3). `--live --provider aws` pulls into a temporary snapshot first.
     """
     from auditor.engine import parse_quarter, run_audit
     from auditor.policy import load_policy
@@ -153,17 +210,192 @@ def audit(billing, policy_path, inventory, quarter, since, until, out_dir, fail_
         window = Window(start, end, f"{since} to {until}")
     today = _date(as_of, "--as-of").date() if as_of else date.today()
     policy = load_policy(policy_path)
-    result = run_audit(policy, list(billing), inventory, window, today, select or None, _progress(quiet))
+    if email_it:  # a missing SMTP setting fails before the audit runs, not after
+        from auditor.mail import smtp_settings
+
+        smtp = smtp_settings()
+    billing = _live_snapshots(live, pull_args, window, quiet) + list(billing)
+    stamp = _generated_at(generated_at)
+    last_quarter = _load_previous(previous)
+    if engine == "spark":
+        from auditor.engines.spark import billing_engine
+        from auditor.store import BILLING_ENGINE
+
+        BILLING_ENGINE.set(billing_engine(spark_master))
+    result = run_audit(policy, billing, inventory, window, today, select or None, _progress(quiet),
+                       baseline=baseline)
+    result.as_of, result.previous = today, last_quarter
+    if stamp is not None:
+        result.generated_at = stamp
     written = write_outputs(result, out_dir)
     _print_summary(result)
     for w in result.warnings:
         click.echo(f"warning: {w}", err=True)
     click.echo(f"\nwrote {', '.join(str(p) for p in written)}")
-    if result.partial:
+    mail_left = False
+    if email_it:
+        from auditor.mail import send_audit
+
+        click.echo("")
+        mail_left = _mail_report(send_audit(out_dir, policy, out_dir / "outbox", smtp, progress=_mail_progress),
+                                 dry_run=False)
+    if result.partial or mail_left:
         sys.exit(EXIT_PARTIAL)
     worst = result.worst()
     if fail_on != "none" and worst is not None and worst >= Severity.parse(fail_on):
         sys.exit(EXIT_FINDINGS)
+
+
+def _live_snapshots(live: bool, pull_args: dict, window, quiet: bool) -> list[Path]:
+    """For `audit --live`: pull each --provider into a snapshot in a temporary folder (removed when the command
+    ends) and return the snapshot folders; without --live, check that there is something to audit."""
+    import tempfile
+
+    from auditor.pull import default_window, pull_snapshot
+
+    providers = pull_args.pop("providers")
+    if not live:
+        if providers:
+            raise click.UsageError("--provider goes with --live (or use `gpu-auditor pull`)")
+        if not click.get_current_context().params.get("billing"):
+            raise click.UsageError("give billing files, folders or snapshots to audit, or --live --provider P")
+        return []
+    if not providers:
+        raise click.UsageError("--live needs --provider (aws, gcp, azure or k8s)")
+    tmp = click.get_current_context().with_resource(tempfile.TemporaryDirectory(prefix="gpu-auditor-live-"))
+    out = []
+    for provider in dict.fromkeys(providers):
+        options = _pull_request(provider, window or default_window(), pull_args)
+        pull_snapshot(options, Path(tmp) / provider, progress=_progress(quiet))
+        out.append(Path(tmp) / provider)
+    return out
+
+
+def _pull_request(provider: str, window, args: dict):
+    from auditor.pull import PullOptions
+
+    return PullOptions(provider, window, regions=list(args["regions"]), profile=args["profile"],
+                       assume_role=args["assume_role"], accounts=list(args["accounts"]), billing=args["billing_uri"],
+                       kubeconfig=str(args["kubeconfig"]) if args["kubeconfig"] else None, context=args["context"],
+                       prometheus=args["prometheus"], prices=args["prices"])
+
+
+def _window_option(quarter: str | None, since: str | None, until: str | None):
+    from auditor.engine import label_for, parse_quarter
+    from auditor.store import Window
+
+    if quarter and (since or until):
+        raise click.UsageError("use either --quarter or --since/--until, not both")
+    if quarter:
+        return parse_quarter(quarter)
+    if not (since or until):
+        return None
+    if not (since and until):
+        raise click.UsageError("--since and --until go together")
+    start, end = _date(since, "--since"), _date(until, "--until")
+    if end <= start:
+        raise InputError("--until must be after --since")
+    return Window(start, end, label_for(start, end))
+
+
+@cli.command("pull")
+@_pull_options(several=False)
+@click.option("--quarter", help="Window as a calendar quarter, e.g. 2026-Q3 (default: the quarter to date).")
+@click.option("--since", help="Window start (UTC date, inclusive).")
+@click.option("--until", help="Window end (UTC date, exclusive).")
+@click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path), help="The snapshot folder to write.")
+@click.option("--force", is_flag=True, help="Replace an existing snapshot folder.")
+@click.option("-q", "--quiet", is_flag=True, help="No progress lines on stderr.")
+def pull_command(providers, quarter, since, until, out_dir, force, quiet, **pull_args):
+    """Pull billing and live GPU inventory from one provider into a snapshot folder.
+
+    \b
+    The snapshot holds billing/ (the provider's billing files), inventory.json (GPU machines, their
+    utilisation, training jobs) and manifest.json (the window, the sources asked, what each returned,
+    the SHA-256 of every file, and every source that failed). Audit it later, reproducibly:
+      gpu-auditor audit --policy P --out REPORT/ SNAPSHOT/
+
+    \b
+    Example:
+      gpu-auditor pull --provider aws --region us-east-1 --region us-west-2 --out snapshot/
+
+    Exit 3 when a source failed (it is named in the manifest; the others are in the snapshot).
+    """
+    from auditor.pull import default_window, pull_snapshot
+
+    if not providers:
+        raise click.UsageError("--provider is required (aws, gcp, azure or k8s)")
+    window = _window_option(quarter, since, until) or default_window()
+    manifest = pull_snapshot(_pull_request(providers, window, pull_args), out_dir, force=force,
+                             progress=_progress(quiet))
+    c = manifest["counts"]
+    click.echo(f"wrote snapshot {out_dir} ({window.label}): {c['assets']} GPU assets, {c['gpu_usage']} utilisation "
+               f"series, {c['jobs']} jobs, {c['billing_files']} billing files")
+    for s in manifest["sources"]:
+        detail = ", ".join(f"{k} {v}" for k, v in s.get("counts", {}).items()) if s["status"] == "ok" else s["reason"]
+        click.echo(f"  {s['status']:<7}{s['name']}: {detail}")
+    if manifest["failed"]:
+        click.echo(f"warning: {len(manifest['failed'])} source(s) failed; an audit of this snapshot is partial",
+                   err=True)
+        sys.exit(EXIT_PARTIAL)
+
+
+def _generated_at(value: str | None) -> datetime | None:
+    """--generated-at, else $SOURCE_DATE_EPOCH (the reproducible-builds convention), else None: the audit then
+    stamps itself with its as-of date (Audit.stamp), never with the clock."""
+    import os
+    from datetime import UTC
+
+    if value:
+        stamp = _date(value, "--generated-at")
+        return stamp.astimezone(UTC).replace(tzinfo=None) if stamp.tzinfo else stamp
+    epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
+    if not epoch:
+        return None
+    try:
+        return datetime.fromtimestamp(int(epoch), UTC).replace(tzinfo=None)
+    except (ValueError, OverflowError, OSError):
+        raise InputError(f"SOURCE_DATE_EPOCH {epoch!r}: use whole seconds since 1970-01-01 UTC") from None
+
+
+def _load_previous(path: Path | None):
+    if path is None:
+        return None
+    from auditor.trend import load_previous
+
+    return load_previous(path)
+
+
+@cli.command()
+@click.argument("audit_json", type=click.Path(path_type=Path))
+@click.option("--format", "formats", multiple=True, type=click.Choice(["html", "md", "csv", "json"]),
+              help="The view to render; repeatable. Default: html, md and csv.")
+@click.option("--out", "out_dir", type=click.Path(path_type=Path),
+              help="Write report.html, report.md, findings.csv (audit.json) into this folder, atomically; "
+                   "without it, print the one format asked for.")
+@click.option("--team", help="Only this team's findings, spend and machines (as the team lead's e-mail has it).")
+def report(audit_json: Path, formats: tuple[str, ...], out_dir: Path | None, team: str | None) -> None:
+    """Re-render a saved audit.json as HTML, Markdown or CSV, without the inputs.
+
+    \b
+    Example:
+      gpu-auditor report demo-report/audit.json --format md
+      gpu-auditor report demo-report/audit.json --team nlp --out nlp-report
+    """
+    from auditor import report as views
+
+    doc = views.load_audit(audit_json)
+    if team is not None and team not in views.teams_of(doc):
+        raise InputError(f"no team {team!r} in the audit; its teams: {', '.join(views.teams_of(doc)) or 'none'}",
+                         path=str(audit_json))
+    formats = tuple(dict.fromkeys(formats)) or (("html", "md", "csv") if out_dir else ())
+    if out_dir is None:
+        if len(formats) != 1:
+            raise click.UsageError("without --out, give exactly one --format to print")
+        click.echo(views.render(doc, formats[0], team), nl=False)
+        return
+    written = views.write_outputs(doc, out_dir, formats, team)
+    click.echo(f"wrote {', '.join(str(p) for p in written)}")
 
 
 def _print_summary(result) -> None:
@@ -175,6 +407,9 @@ def _print_summary(result) -> None:
     click.echo(f"  GPU compute       {fmt_money(s['gpu_cost'])}")
     click.echo(f"  savings / month   {fmt_money(s['monthly_savings'])}")
     click.echo(f"  open findings     {s['findings']['total']} ({s['findings']['waived']} waived)")
+    if result.baseline is not None:
+        click.echo(f"  baseline          {len(result.known)} known finding(s) in {result.baseline['path']}, "
+                   "not reported")
     if not result.findings:
         return
     click.echo("")
@@ -187,6 +422,106 @@ def _print_summary(result) -> None:
     click.echo(f"  {'rule':<8}{'name':<26}{'severity':<10}{'findings':>9}  {'saving / month':>16}")
     for rid, r in sorted(rows.items()):
         click.echo(f"  {rid:<8}{r['name']:<26}{r['sev'].label:<10}{r['n']:>9}  {fmt_money(r['save']):>16}")
+
+
+@cli.command()
+@click.argument("audit_path", metavar="[AUDIT]", required=False, type=click.Path(path_type=Path))
+@click.option("--policy", "policy_path", type=click.Path(path_type=Path),
+              help="The GPU policy: its teams, their leads, and the owner who gets the summary.")
+@click.option("--smtp-host", help="SMTP server. [env GPU_AUDITOR_SMTP_HOST]")
+@click.option("--smtp-port", type=click.IntRange(1, 65535),
+              help="SMTP port; default 25, or 587 with --starttls, 465 with --ssl. [env GPU_AUDITOR_SMTP_PORT]")
+@click.option("--smtp-user", help="Log in as this user; the password comes from the environment "
+                                  "(GPU_AUDITOR_SMTP_PASSWORD) or --smtp-password-file. [env GPU_AUDITOR_SMTP_USER]")
+@click.option("--smtp-password-file", type=click.Path(path_type=Path),
+              help="Read the SMTP password from this file. [env GPU_AUDITOR_SMTP_PASSWORD_FILE]")
+@click.option("--starttls", "security", flag_value="starttls",
+              help="Upgrade the connection with STARTTLS. [env GPU_AUDITOR_SMTP_SECURITY=starttls]")
+@click.option("--ssl", "security", flag_value="ssl", help="Implicit TLS. [env GPU_AUDITOR_SMTP_SECURITY=ssl]")
+@click.option("--smtp-cafile", help="Trust the CA certificates in this PEM file for the server's certificate. "
+                                    "[env GPU_AUDITOR_SMTP_CAFILE]")
+@click.option("--from", "sender", help="Sender address; default the policy owner. [env GPU_AUDITOR_SMTP_FROM]")
+@click.option("--dry-run", is_flag=True, help="Write each message as an .eml file into the outbox; send nothing.")
+@click.option("--outbox", type=click.Path(path_type=Path),
+              help="Folder for the messages and their delivery state; default: outbox/ beside audit.json.")
+@click.option("--resend", "resend_dir", metavar="OUTBOX", type=click.Path(path_type=Path),
+              help="Send what is left in this outbox (failed, not attempted, or written by --dry-run).")
+@click.option("--attempts", type=click.IntRange(1, 10), default=4, show_default=True,
+              help="Tries per message when the server fails for now (4xx, a dropped connection).")
+@click.option("--retry-delay", type=click.FloatRange(0, 300), default=2.0, show_default=True,
+              help="Seconds before the first retry; doubled before each next one.")
+def email(audit_path, policy_path, smtp_host, smtp_port, smtp_user, smtp_password_file, security, smtp_cafile,
+          sender, dry_run, outbox, resend_dir, attempts, retry_delay):
+    """Email the audit: each team lead one message about their team, the policy owner a summary of all
+    teams and everything no team owns. AUDIT is an audit folder or its audit.json.
+
+    Messages go through the outbox folder: each is kept there as an .eml file with a .json state, a message
+    is never sent twice for one audit, and what could not be delivered stays for --resend.
+
+    \b
+    Exit codes: 0 every message delivered (or written, with --dry-run),
+    2 usage or input error, 3 a message is left in the outbox.
+
+    \b
+    Example:
+      GPU_AUDITOR_SMTP_PASSWORD=... gpu-auditor email --policy fixtures/demo/policy.yml \\
+        --smtp-host smtp.example.com --starttls --smtp-user auditor demo-report
+    """
+    from auditor.mail import Retry, resend, send_audit, smtp_settings
+
+    retry = Retry(attempts=attempts, delay=retry_delay)
+    if resend_dir is not None:
+        if audit_path or policy_path or dry_run or outbox:
+            raise click.UsageError("--resend OUTBOX takes no AUDIT, --policy, --outbox or --dry-run")
+        settings = smtp_settings(smtp_host, smtp_port, smtp_user, security, smtp_password_file, smtp_cafile)
+        run = resend(resend_dir, settings, retry, _mail_progress)
+        if not run.entries:
+            click.echo(f"nothing left to send in {resend_dir}")
+            sys.exit(EXIT_CLEAN)
+        sys.exit(EXIT_PARTIAL if _mail_report(run, dry_run=False) else EXIT_CLEAN)
+    if audit_path is None or policy_path is None:
+        raise click.UsageError("give an AUDIT folder and --policy (or --resend OUTBOX)")
+    from auditor.policy import load_policy
+
+    policy = load_policy(policy_path)
+    settings = None if dry_run else smtp_settings(smtp_host, smtp_port, smtp_user, security, smtp_password_file,
+                                                  smtp_cafile)
+    folder = audit_path if audit_path.is_dir() else audit_path.parent
+    run = send_audit(audit_path, policy, outbox or folder / "outbox", settings, sender, retry, _mail_progress)
+    sys.exit(EXIT_PARTIAL if _mail_report(run, dry_run) else EXIT_CLEAN)
+
+
+def _mail_progress(outcome) -> None:
+    st = outcome.entry.state
+    if outcome.status == "sent":
+        click.echo(f"sent          {st['recipient']}  {st['subject']}")
+    else:
+        tries = st.get("attempts", 0)
+        click.echo(f"not sent      {st['recipient']}  {outcome.reason} ({tries} attempt{'s' * (tries != 1)})",
+                   err=True)
+
+
+def _mail_report(run, dry_run: bool) -> bool:
+    """Print what an email run did; True when a message is left in the outbox."""
+    sent_now = {o.entry.stem for o in run.outcomes if o.status == "sent"}
+    for e in run.entries:
+        if e.sent and e.stem not in sent_now:
+            click.echo(f"already sent  {e.state['recipient']}  on {e.state.get('sent_at')}; not sent again")
+        elif dry_run and not e.sent:
+            click.echo(f"written       {e.state['recipient']}  {e.eml}")
+    for w in run.warnings:
+        click.echo(f"warning: {w}", err=True)
+    left = run.left
+    if dry_run:
+        click.echo(f"dry run: {len(left)} message(s) in {run.outbox}; send them with: "
+                   f"gpu-auditor email --resend {run.outbox}")
+        return False
+    delivered = len(run.entries) - len(left)
+    click.echo(f"{delivered} of {len(run.entries)} message(s) delivered")
+    if left:
+        click.echo(f"{len(left)} left in {run.outbox}; send them with: gpu-auditor email --resend {run.outbox}",
+                   err=True)
+    return bool(left)
 
 
 @cli.group()
@@ -204,11 +539,27 @@ def rules_list(as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps([{"id": r.id, "name": r.name, "severity": r.severity.label, "clause": r.clause,
                                 "entity": r.entity.__name__, "summary": r.summary(),
-                                "options": {k: f.default for k, f in r.options.items()}} for r in items],
-                              indent=2))
+                                "options": {k: f.default for k, f in r.options.items()},
+                                "option_docs": {k: f.doc for k, f in r.options.items()},
+                                "policy_keys": policy_keys(r)} for r in items], indent=2))
         return
     for r in items:
-        click.echo(f"{r.id:<8}{r.name:<28}{r.severity.label:<9}{r.clause:<16}{r.summary()}")
+        opts = ", ".join(f"{k}={_show(f.default)}" for k, f in r.options.items()) or "no options"
+        extra = [k for k in policy_keys(r) if not k.startswith("clauses.")]
+        also = f"; also {', '.join(extra)}" if extra else ""
+        click.echo(f"{r.id:<8}{r.name:<28}{r.severity.label:<9}{r.clause:<20}{r.summary()} "
+                   f"[clauses.{r.clause}: {opts}{also}]")
+
+
+def policy_keys(r) -> list[str]:
+    """The policy keys that tune a rule: its clause's options, severity and switch, and what else it reads."""
+    clause = f"clauses.{r.clause}"
+    return ([f"{clause}.{k}" for k in r.options] + [f"{clause}.severity", f"{clause}.enabled", f"{clause}.text"]
+            + list(getattr(r, "policy_keys", ())))
+
+
+def _show(value) -> str:
+    return json.dumps(value) if isinstance(value, list | bool) or value is None else str(value)
 
 
 @rules.command("explain")
@@ -227,10 +578,14 @@ def rules_explain(rule_id: str) -> None:
     click.echo(f"\n{doc['summary']}")
     for section in ("What it does", "Why it matters", "Example", "How to fix"):
         click.echo(f"\n{section}\n{'-' * len(section)}\n{doc[section]}")
-    if r.options:
-        click.echo("\nOptions (set in the policy clause)\n----------------------------------")
-        for k, f in r.options.items():
-            click.echo(f"  {k} (default {f.default!r}): {f.doc}")
+    click.echo("\nOptions (set in the policy clause)\n----------------------------------")
+    for k, f in r.options.items():
+        click.echo(f"  {k} (default {f.default!r}): {f.doc}")
+    if not r.options:
+        click.echo("  none: the clause sets only its text, severity and enabled")
+    click.echo("\nPolicy keys\n-----------")
+    for k in policy_keys(r):
+        click.echo(f"  {k}")
 
 
 @cli.group()
@@ -254,6 +609,23 @@ def policy_validate(file: Path) -> None:
                        err=True)
 
 
+@policy.command("render")
+@click.argument("file", type=click.Path(path_type=Path))
+@click.option("--as-of", help="Judge waiver expiry on this date instead of today.")
+def policy_render(file: Path, as_of: str | None) -> None:
+    """Print the written policy as Markdown for the runbook: owner, version, teams and budgets, each
+    clause's text and numbers, and the waivers with their expiry.
+
+    \b
+    Example:
+      gpu-auditor policy render fixtures/demo/policy.yml > GPU-POLICY.md
+    """
+    from auditor.policy import load_policy, render_markdown
+
+    today = _date(as_of, "--as-of").date() if as_of else date.today()
+    click.echo(render_markdown(load_policy(file), today), nl=False)
+
+
 @policy.command("init")
 @click.argument("file", type=click.Path(path_type=Path), default=Path("gpu-policy.yml"))
 @click.option("--force", is_flag=True, help="Overwrite an existing file.")
@@ -268,6 +640,49 @@ def policy_init(file: Path, force: bool) -> None:
     except OSError as e:
         raise InputError(f"cannot write the policy: {e.strerror}", path=str(file)) from None
     click.echo(f"wrote {file}; edit it, then check it with: gpu-auditor policy validate {file}")
+
+
+@cli.command()
+@click.argument("manifests", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--policy", "policy_path", required=True, type=click.Path(path_type=Path),
+              help="The team's GPU policy (YAML).")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "junit", "github"]), default="text",
+              show_default=True, help="Output format.")
+@click.option("--output", type=click.Path(path_type=Path), help="Write the output to this file (atomically).")
+@click.option("--fail-on", type=click.Choice(SEVERITY_CHOICES), default="high", show_default=True,
+              help="Exit 1 when an open finding is at or above this severity.")
+@click.option("--warn-only", is_flag=True, help="Report findings but exit 0 (a team's first weeks).")
+@click.option("--skip-unknown", is_flag=True,
+              help="Warn about, rather than stop at, YAML or JSON that is no manifest (for pre-commit hooks).")
+@click.option("--as-of", help="Judge waiver expiry on this date instead of today.")
+def gate(manifests, policy_path, fmt, output, fail_on, warn_only, skip_unknown, as_of):
+    """Check training-job manifests against the policy before they run.
+
+    \b
+    MANIFEST files or folders (*.yaml, *.yml, *.json): Kubernetes and Kubeflow
+    objects, SageMaker CreateTrainingJob requests, Vertex AI CustomJobs, Azure ML
+    command and sweep jobs, SkyPilot tasks.
+    Exit codes: 0 pass, 1 a finding at or above --fail-on, 2 usage or input error.
+
+    \b
+    Example:
+      gpu-auditor gate --policy gpu-policy.yml --format sarif --output gate.sarif k8s/
+    """
+    from auditor.ci_formats import render, summary_line, write_atomic
+    from auditor.gate import run_gate
+    from auditor.policy import load_policy
+
+    today = _date(as_of, "--as-of").date() if as_of else date.today()
+    threshold = None if fail_on == "none" else Severity.parse(fail_on)
+    result = run_gate(load_policy(policy_path), list(manifests), fail_on=threshold, warn_only=warn_only, today=today,
+                      skip_unknown=skip_unknown)
+    content = render(result, fmt)
+    if output:
+        write_atomic(output, content)
+        click.echo(summary_line(result), err=True)
+    else:
+        click.echo(content, nl=False)
+    sys.exit(result.exit_code)
 
 
 def main() -> None:

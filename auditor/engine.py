@@ -7,20 +7,36 @@ import difflib
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from auditor import __version__
 from auditor.catalog import Catalog, load_catalog
 from auditor.errors import InputError
-from auditor.model import Finding, GpuAsset, Job, ResourceSpend, Severity, TransferFlow, money
+from auditor.model import (
+    Commitment,
+    Finding,
+    GpuAsset,
+    GpuCapacity,
+    Job,
+    RemoteDataFlow,
+    ResourceSpend,
+    Severity,
+    StorageGrowth,
+    TeamSpend,
+    TransferFlow,
+    UnattributedSpend,
+    WaiverStatus,
+    money,
+)
 from auditor.policy import Policy
 from auditor.providers.columns import lit
-from auditor.providers.snapshot import load_snapshot
 from auditor.rule import Rule, all_rules
-from auditor.store import SourceFile, Store, Window
+
+if TYPE_CHECKING:  # the store imports DuckDB; the gate runs the rules without it, so it loads on first use
+    from auditor.store import SourceFile, Store, Window
 
 AUDIT_SCHEMA = "gpu-auditor/audit@1"
 
@@ -56,10 +72,14 @@ class Context:
         return amount * Decimal(730) / span if span else Decimal(0)
 
 
-ENTITY_BUILDERS: dict[type, Callable[[Store, Window], list]] = {
-    GpuAsset: Store.gpu_assets, Job: Store.jobs, ResourceSpend: Store.resource_spend,
-    TransferFlow: Store.transfer_flows,
+# The Store method that builds each entity from the tables (by name: the store is imported only in run_audit).
+ENTITY_BUILDERS: dict[type, str] = {
+    GpuAsset: "gpu_assets", Job: "jobs", ResourceSpend: "resource_spend", TransferFlow: "transfer_flows",
+    GpuCapacity: "gpu_capacity", TeamSpend: "team_spend", UnattributedSpend: "unattributed_spend",
+    Commitment: "commitments", StorageGrowth: "storage_growth", RemoteDataFlow: "remote_data_flows",
 }
+# Builders that also read the policy (team attribution, budgets): called with (window, policy).
+WITH_POLICY = {TeamSpend, UnattributedSpend}
 
 
 def configured_rules(policy: Policy, select: Iterable[str] | None = None) -> list[Rule]:
@@ -95,8 +115,50 @@ def run_rules(rules: list[Rule], entities: dict[type, list], ctx: Context) -> li
     for rule in rules:
         for entity in entities.get(rule.entity, []):
             findings.extend(rule.check(entity, ctx))
-    findings.sort(key=lambda f: (-f.severity, -(f.monthly_savings or 0), f.rule, f.resource))
+    findings.sort(key=finding_order)
     return findings
+
+
+def finding_order(f: Finding) -> tuple:
+    return -f.severity, -(f.monthly_savings or 0), f.rule, f.resource
+
+
+def waiver_statuses(policy: Policy, status: list[dict[str, Any]], findings: list[Finding],
+                    today: date) -> list[WaiverStatus]:
+    """The policy's waivers as entities (for POL001), with the billed cost of the findings each one names."""
+    out = []
+    for w, st in zip(policy.waivers, status, strict=True):
+        cost: dict[str, Decimal] = {}
+        for f in findings:
+            if w.matches(f.rule, f.resource) and f.cost is not None:
+                cost[f.currency] = cost.get(f.currency, Decimal(0)) + f.cost
+        out.append(WaiverStatus(f"waiver:{w.rule}:{w.resource}", w.rule, w.resource, w.reason, w.owner, w.expires,
+                                today, st["status"], st["matched"], cost, policy.path, w.line,
+                                {policy.owner_tags[0]: w.owner}))
+    return out
+
+
+def load_baseline(path: Path) -> tuple[set[str], dict[str, Any]]:
+    """The fingerprints of every finding in a previous audit.json (reported, waived or itself from a baseline)."""
+    import hashlib
+    import json
+
+    try:
+        raw = path.read_bytes()
+        doc = json.loads(raw)
+    except FileNotFoundError:
+        raise InputError("baseline file not found", path=str(path)) from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"cannot read the baseline: {e}", path=str(path)) from None
+    except json.JSONDecodeError as e:
+        raise InputError(f"not valid JSON: {e.msg}", path=str(path), line=e.lineno) from None
+    if not isinstance(doc, dict) or doc.get("schema") != AUDIT_SCHEMA or not isinstance(doc.get("findings"), list):
+        raise InputError(f"not a gpu-auditor audit.json (schema {AUDIT_SCHEMA})", path=str(path))
+    listed = doc["findings"] + ((doc.get("baseline") or {}).get("findings") or [])
+    prints = {f.get("fingerprint") for f in listed if isinstance(f, dict)}
+    prints.discard(None)
+    return prints, {"path": str(path), "sha256": hashlib.sha256(raw).hexdigest(),
+                    "window": (doc.get("window") or {}).get("label")}
 
 
 def apply_waivers(findings: list[Finding], policy: Policy, today: date) -> list[dict[str, Any]]:
@@ -117,6 +179,8 @@ def apply_waivers(findings: list[Finding], policy: Policy, today: date) -> list[
 
 
 def parse_quarter(text: str) -> Window:
+    from auditor.store import Window
+
     m = re.fullmatch(r"(\d{4})-?Q([1-4])", text.strip(), re.IGNORECASE)
     if not m:
         raise InputError(f"--quarter {text!r}: use the form 2026-Q3")
@@ -154,8 +218,23 @@ class Audit:
     waivers: list[dict[str, Any]]
     warnings: list[str] = field(default_factory=list)
     inventory: str | None = None
-    generated_at: datetime = field(default_factory=lambda: datetime.now(UTC).replace(tzinfo=None))
+    generated_at: datetime | None = None  # when given (--generated-at, SOURCE_DATE_EPOCH); see stamp()
     partial: bool = False
+    as_of: date | None = None  # the day waivers were judged on
+    previous: dict[str, Any] | None = None  # last quarter's audit.json: {"path", "sha256", "doc"} (trend.py)
+    # --baseline: the audit.json whose findings are known ({"path", "sha256", "window"}), and the findings of this
+    # audit found in it: kept out of `findings`, so neither reported nor failing, but listed in audit.json
+    baseline: dict[str, Any] | None = None
+    known: list[Finding] = field(default_factory=list)
+
+    def stamp(self) -> datetime:
+        """The audit's generated_at. Never the wall clock, so that the same inputs give the same bytes: the time
+        given, else midnight UTC of the as-of date, else the window's end."""
+        if self.generated_at is not None:
+            return self.generated_at
+        if self.as_of is not None:
+            return datetime(self.as_of.year, self.as_of.month, self.as_of.day)
+        return self.window.end
 
     def active(self) -> list[Finding]:
         return [f for f in self.findings if not f.waived]
@@ -165,22 +244,34 @@ class Audit:
         return max((f.severity for f in active), default=None)
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        """The JSON-able audit (audit.json): every report format is rendered from this dict alone."""
+        doc = {
             "schema": AUDIT_SCHEMA,
             "tool": {"name": "gpu-auditor", "version": __version__},
-            "generated_at": self.generated_at.isoformat() + "Z",
+            "generated_at": self.stamp().isoformat() + "Z",
+            "as_of": self.as_of.isoformat() if self.as_of else None,
             "window": {"start": self.window.start.isoformat() + "Z", "end": self.window.end.isoformat() + "Z",
                        "label": self.window.label},
             "policy": {"name": self.policy.name, "version": self.policy.version, "owner": self.policy.owner,
-                       "path": self.policy.path},
+                       "path": self.policy.path, "currency": self.policy.currency},
             "partial": self.partial,
-            "inputs": {"billing": [_source_dict(s) for s in self.sources], "inventory": self.inventory},
+            "inputs": {"billing": [_source_dict(s) for s in self.sources], "inventory": self.inventory,
+                       "previous": None},
             "summary": _jsonable(self.summary),
             "clauses": _jsonable(self.clauses),
-            "findings": [f.to_dict() for f in self.findings],
+            "findings": [_plain(f.to_dict()) for f in self.findings],
+            "baseline": None if self.baseline is None else {
+                **self.baseline, "known": len(self.known), "findings": [_plain(f.to_dict()) for f in self.known]},
             "waivers": self.waivers,
             "warnings": self.warnings,
+            "trend": None,
         }
+        if self.previous is not None:
+            from auditor.trend import compare
+
+            doc["inputs"]["previous"] = {k: self.previous[k] for k in ("path", "sha256")}
+            doc["trend"] = compare(doc, self.previous["doc"])
+        return doc
 
 
 def _source_dict(s: SourceFile) -> dict[str, Any]:
@@ -191,6 +282,21 @@ def _source_dict(s: SourceFile) -> dict[str, Any]:
         if k in s.stats:
             d[k] = _jsonable(s.stats[k])
     return d
+
+
+def _plain(v: Any) -> Any:
+    """A finding's dict for JSON: a Decimal left in its evidence (GB, hours, percent) as its exact text, not a
+    cent, and without the trailing zeros or exponent of DuckDB's DECIMAL (2208, not 2208.000000000000000000)."""
+    if isinstance(v, Decimal):
+        text = format(v, "f")
+        return text.rstrip("0").rstrip(".") if "." in text else text
+    if isinstance(v, datetime):
+        return v.isoformat() + "Z"
+    if isinstance(v, dict):
+        return {str(k): _plain(x) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_plain(x) for x in v]
+    return v
 
 
 def _jsonable(v: Any) -> Any:
@@ -267,14 +373,20 @@ def savings_total(findings: list[Finding]) -> dict[str, Decimal]:
 def run_audit(policy: Policy, billing: list[Path], inventory: Path | None = None,
               window: Window | None = None, today: date | None = None,
               select: Iterable[str] | None = None,
-              progress: Callable[[str], None] | None = None) -> Audit:
+              progress: Callable[[str], None] | None = None, baseline: Path | None = None) -> Audit:
+    from auditor.pull import audit_inputs
+    from auditor.store import Store, Window
+
+    prints, base_info = load_baseline(baseline) if baseline is not None else (None, None)  # fail before the work
     catalog = load_catalog()
     store = Store(catalog)
-    store.load_billing(billing, progress)
-    if inventory is not None:
+    inputs = audit_inputs(billing, inventory)  # snapshot folders: their billing, inventory, window, failures
+    store.load_billing(inputs.billing, progress)
+    if inputs.inventory is not None:
         if progress:
-            progress(f"reading inventory {inventory}")
-        store.load_snapshot(load_snapshot(inventory))
+            progress(f"reading inventory {inputs.inventory_label}")
+        store.load_snapshot(inputs.inventory)
+    window = window or inputs.window
     if window is None:
         data = store.data_window()
         if data is None:
@@ -283,23 +395,56 @@ def run_audit(policy: Policy, billing: list[Path], inventory: Path | None = None
     ctx = Context(catalog, policy, window)
     if progress:
         progress(f"running the rules over {window.label}")
-    entities = {t: build(store, window) for t, build in ENTITY_BUILDERS.items()}
     rules = configured_rules(policy, select)
+    needed = {r.entity for r in rules}
+    entities = {t: getattr(store, build)(window, *([policy] if t in WITH_POLICY else []))
+                for t, build in ENTITY_BUILDERS.items() if t in needed}
     findings = run_rules(rules, entities, ctx)
-    waivers = apply_waivers(findings, policy, today or date.today())
+    today = today or date.today()
+    waivers = apply_waivers(findings, policy, today)
+    # Expired waivers are findings themselves (POL001), judged once the waivers have been applied.
+    findings = sorted(findings + run_rules(rules, {WaiverStatus: waiver_statuses(policy, waivers, findings, today)},
+                                           ctx), key=finding_order)
+    known: list[Finding] = []
+    if prints is not None:
+        for f in findings:
+            f.in_baseline = f.fingerprint in prints
+        known = [f for f in findings if f.in_baseline]
+        findings = [f for f in findings if not f.in_baseline]
     summary = summarize(store, policy, window, findings)
-    warnings = list(store.warnings)
+    warnings = list(store.warnings) + inputs.warnings
     if summary["rows"] == 0:
         warnings.append(f"no billing lines fall in the audit window {window.label}")
     warnings += [f"waiver for {w['rule']} on {w['resource']} expired on {w['expires']}; it no longer waives"
                  for w in waivers if w["status"] == "expired"]
     return Audit(window, policy, findings, store.sources, summary, clause_status(policy, rules, findings),
-                 waivers, warnings, str(inventory) if inventory else None)
+                 waivers, warnings, inputs.inventory_label, partial=bool(inputs.missing), baseline=base_info,
+                 known=known)
 
 
 def summarize(store: Store, policy: Policy, window: Window, findings: list[Finding]) -> dict[str, Any]:
+    from auditor import breakdown, fleet
+
     stats = store.window_stats(window)
     active = [f for f in findings if not f.waived]
+    savings = savings_total(active)
+    team_key, project_key = team_sql(policy), breakdown.tag_sql(policy.project_tags)
+    per_team = breakdown.team_spend(store, window, team_key, project_key)
+    assets = store.gpu_assets(window)
+    machines = fleet.machines(assets, findings, policy.currency, Context(store.catalog, policy, window).attribute)
+    util = fleet.utilisation(store, window, {a.id: a.gpu_count for a in assets}, {m["id"]: m["team"] for m in machines})
+    for team, bands in util.items():  # a team may have machines with metrics and no billing lines in the window
+        per_team.setdefault(team, {"by_category": {}, "by_provider": {}, "by_project": {},
+                                   "gpu_hours_by_pricing": {p: "0.0" for p in breakdown.PRICING},
+                                   "by_model": {}})["utilisation"] = bands
+    coverage = breakdown.coverage(store, window)
+    jobs = store.con.execute("SELECT count(*) FROM jobs").fetchone()[0]
+    if not assets and not jobs:
+        coverage["missing"].append("no GPU inventory: the idle, rightsizing and spot checks had nothing to read")
+    unmeasured = sum(1 for a in assets if a.mean_util_pct is None)
+    if unmeasured:
+        coverage["missing"].append(f"{unmeasured} GPU machine{'s' if unmeasured > 1 else ''} without utilisation "
+                                   "metrics in the window: idle and rightsizing could not judge them")
     by_severity = {s.label: sum(1 for f in active if f.severity == s) for s in reversed(Severity)}
     by_team = store.spend_by(window, team_sql(policy))
     budgets = {}
@@ -313,6 +458,15 @@ def summarize(store: Store, policy: Policy, window: Window, findings: list[Findi
         "by_team": by_team,
         "teams": budgets,
         "findings": {"total": len(active), "waived": len(findings) - len(active), "by_severity": by_severity},
-        "monthly_savings": savings_total(active),
+        "monthly_savings": savings,
+        "quarterly_savings": {cur: amount * 3 for cur, amount in savings.items()},  # 3 months of 730 hours
         "findings_cost": _sum_money(active, "cost"),
+        "breakdown": breakdown.spend_breakdown(store, window, policy.currency, team_key, project_key),
+        "gpu_hours_by_pricing": breakdown.gpu_hours_by_pricing(per_team),
+        "team_spend": per_team,
+        "fleet": {"by_model": breakdown.gpu_by_model(per_team), "utilisation": fleet.total_bands(util),
+                  "machines": machines[:fleet.MACHINES], "machines_total": len(machines)},
+        "forecast": breakdown.forecast(store, window, team_key, savings),
+        "previous_window": breakdown.previous_spend(store, window),
+        "coverage": coverage,
     }

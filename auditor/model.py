@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 import hashlib
 from dataclasses import asdict, dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 from decimal import ROUND_HALF_EVEN, Decimal
 from typing import Any
 
@@ -104,6 +104,13 @@ class Job:
     source_file: str | None = None
     source_line: int | None = None
     cost: dict[str, Decimal] = field(default_factory=dict)
+    # from manifests (the gate): what the job is for, what kind of manifest said so, the GPU or instance
+    # type as the manifest names it (kept when the catalog does not know it), and the MIG slice it asks for
+    workload: str | None = None  # training, fine-tuning, inference, notebook
+    manifest_kind: str | None = None  # Job, PyTorchJob, CreateTrainingJob, CustomJob, command, ...
+    accelerator: str | None = None
+    mig_profile: str | None = None  # e.g. 1g.10gb: gpu_count counts slices of that size
+    annotations: dict[str, str] = field(default_factory=dict)  # not tags: inline waivers live here
 
 
 @dataclass
@@ -143,7 +150,132 @@ class TransferFlow:
     tags: dict[str, str] = field(default_factory=dict)
 
 
-Entity = GpuAsset | Job | ResourceSpend | TransferFlow
+@dataclass
+class GpuCapacity(GpuAsset):
+    """A GPU machine with what says whether anyone still uses it: when its metrics and its billing last ran,
+    the storage billed under its name, and (for nodes and clusters) the jobs seen on its instance type."""
+
+    first_billed_at: datetime | None = None  # first and last billed compute line of the id in the window
+    last_billed_at: datetime | None = None
+    last_usage_at: datetime | None = None  # end of its last utilisation window
+    data_end: datetime | None = None  # end of the last billing line in the window, of any resource
+    storage_cost: dict[str, Decimal] = field(default_factory=dict)  # disks named after it (Azure, GCP)
+    storage_resources: list[str] = field(default_factory=list)
+    jobs_seen: int | None = None  # jobs on its provider, account, region and instance type (nodes, clusters)
+
+
+@dataclass
+class TeamSpend:
+    """A team's spend in the quarter so far, in the policy's currency, against its budget in the policy."""
+
+    id: str  # the team's name
+    team: str
+    lead: str | None = None
+    currency: str = "USD"
+    budget: Decimal | None = None  # per quarter
+    gpu_hours_budget: Decimal | None = None  # per quarter
+    spent: Decimal = Decimal(0)
+    gpu_spent: Decimal = Decimal(0)
+    gpu_hours: Decimal = Decimal(0)
+    quarter: str = ""
+    quarter_start: datetime | None = None
+    quarter_end: datetime | None = None
+    data_end: datetime | None = None  # the end of the billing counted: the forecast runs from here
+    tags: dict[str, str] = field(default_factory=dict)  # the team and lead as tags, for attribution
+
+
+@dataclass
+class UnattributedSpend:
+    """Spend in one currency that no team owns (no team tag, no project mapped to a team), against the total."""
+
+    id: str
+    scope: str  # gpu: GPU compute only; all: every line
+    currency: str = "USD"
+    total: Decimal = Decimal(0)
+    unattributed: Decimal = Decimal(0)
+    lines: int = 0
+    top_resources: list[tuple[str, Decimal]] = field(default_factory=list)  # the largest unowned resources
+
+
+@dataclass
+class Commitment:
+    """A reservation, savings plan or committed-use discount: what of it was used and what was paid unused."""
+
+    id: str  # CommitmentDiscountId (the reservation or savings plan ARN, the Azure reservation id)
+    provider: str
+    account: str | None = None
+    region: str | None = None
+    name: str | None = None
+    kind: str | None = None  # CommitmentDiscountType: Reservation, Savings Plan, ...
+    instance_type: str | None = None
+    gpu_model: str | None = None
+    currency: str = "USD"
+    used: Decimal = Decimal(0)  # effective cost of the usage it covered
+    unused: Decimal = Decimal(0)  # effective cost paid for capacity nobody used
+    first_seen: datetime | None = None
+    last_seen: datetime | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class StorageGrowth:
+    """A bucket, volume or storage account, month by month: average GB stored and cost, and what the billing
+    says of its storage classes."""
+
+    id: str
+    provider: str
+    account: str | None = None
+    region: str | None = None
+    service: str | None = None
+    currency: str = "USD"
+    months: list[tuple[str, Decimal, Decimal]] = field(default_factory=list)  # (YYYY-MM, average GB, cost)
+    storage_classes: list[str] = field(default_factory=list)  # usage types or meters of its storage lines
+    tiered: bool = False  # some of it sits in an infrequent-access or archive class
+    checkpoint_jobs: list[str] = field(default_factory=list)  # jobs whose checkpoint location is here
+    tags: dict[str, str] = field(default_factory=dict)
+    cost: dict[str, Decimal] = field(default_factory=dict)
+
+
+@dataclass
+class RemoteDataFlow:
+    """Inter-region transfer out of a region, paired with the GPU compute billed in the region it went to."""
+
+    id: str
+    provider: str
+    source: str | None
+    destination: str | None
+    account: str | None = None
+    gb: Decimal = Decimal(0)
+    cost: dict[str, Decimal] = field(default_factory=dict)
+    top_resources: list[str] = field(default_factory=list)
+    tags: dict[str, str] = field(default_factory=dict)
+    destination_gpu_cost: dict[str, Decimal] = field(default_factory=dict)
+    destination_gpu_hours: Decimal = Decimal(0)
+    destination_gpu_resources: list[str] = field(default_factory=list)
+    source_gpu_cost: dict[str, Decimal] = field(default_factory=dict)
+
+
+@dataclass
+class WaiverStatus:
+    """A waiver of the policy as the audit found it: active, unused or expired, and what it matched."""
+
+    id: str
+    rule: str
+    resource: str  # the waiver's glob
+    reason: str = ""
+    owner: str | None = None
+    expires: date | None = None
+    as_of: date | None = None  # the day the audit judged expiry on
+    status: str = "active"  # active, unused, expired
+    matched: int = 0
+    matched_cost: dict[str, Decimal] = field(default_factory=dict)  # billed cost of the findings it names
+    source_file: str | None = None
+    source_line: int | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+Entity = (GpuAsset | Job | ResourceSpend | TransferFlow | GpuCapacity | TeamSpend | UnattributedSpend | Commitment
+          | StorageGrowth | RemoteDataFlow | WaiverStatus)
 
 
 @dataclass
@@ -169,6 +301,7 @@ class Finding:
     line: int | None = None
     key: str = ""  # what makes the fingerprint unique beyond rule and resource
     waiver: dict[str, Any] | None = None
+    in_baseline: bool = False  # its fingerprint is in the --baseline audit: known, so neither reported nor failing
 
     @property
     def fingerprint(self) -> str:

@@ -24,6 +24,7 @@ class Team:
     lead: str | None
     budget_per_quarter: Decimal | None = None
     projects: list[str] = field(default_factory=list)
+    gpu_hours_per_quarter: Decimal | None = None
 
 
 @dataclass
@@ -103,6 +104,7 @@ def policy_schema() -> Field:
         teams=Field("map", default={}, item=record(
             lead=Field("str", required=True),
             budget_per_quarter=Field("money", minimum=0),
+            gpu_hours_per_quarter=Field("money", minimum=0, doc="GPU-hours the team may use in a quarter"),
             projects=Field("list", item=Field("str"), default=[]),
         )),
         clauses=record(**clauses),
@@ -206,7 +208,8 @@ def _build(doc: dict, lines: _Lines, path: str) -> Policy:
             clauses[name] = Clause(name, c.get("text") or "", opts,
                                    Severity.parse(c["severity"]) if c.get("severity") else None,
                                    c.get("enabled", True))
-    teams = {name: Team(name, t["lead"], t.get("budget_per_quarter"), t.get("projects") or [])
+    teams = {name: Team(name, t["lead"], t.get("budget_per_quarter"), t.get("projects") or [],
+                        t.get("gpu_hours_per_quarter"))
              for name, t in (doc.get("teams") or {}).items()}
     waivers = []
     for i, w in enumerate(doc.get("waivers") or []):
@@ -228,3 +231,87 @@ def _build(doc: dict, lines: _Lines, path: str) -> Policy:
         owner_tags=attribution.get("owner_tags") or ["owner"],
         project_tags=attribution.get("project_tags") or ["project"], path=path)
 
+
+
+def _md(value: Any) -> str:
+    """Policy text made inert in Markdown (as report.md_escape): no tables broken, no links or HTML."""
+    text = "" if value is None else " ".join(str(value).split())
+    for ch in "\\`*_{}[]<>()#+!|":
+        text = text.replace(ch, "\\" + ch)
+    return text
+
+
+def _code(value: Any) -> str:
+    return "`" + " ".join(str(value).replace("`", "'").split()) + "`"
+
+
+def _value(value: Any) -> str:
+    if value is None:
+        return "(none)"
+    if isinstance(value, list | tuple):
+        return ", ".join(_code(v) for v in value) or "(none)"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return _code(value)
+
+
+def render_markdown(policy: Policy, today: date) -> str:
+    """The written policy as Markdown for the runbook: who owns it, the teams and their budgets, every clause
+    with its sentence and its numbers (defaults where the policy sets none), and the waivers with their expiry."""
+    cur = policy.currency
+    out = [f"# {_md(policy.name)}", "",
+           f"Version {_md(policy.version)} · owner {_md(policy.owner)} · amounts in {_md(cur)}", "",
+           "Who owns a resource is read from its tags: team from "
+           f"{', '.join(_code(t) for t in policy.team_tags)}, owner from "
+           f"{', '.join(_code(t) for t in policy.owner_tags)}, and a project tag "
+           f"({', '.join(_code(t) for t in policy.project_tags)}) maps to the team that lists the project. "
+           f"What nobody owns goes to {_md(policy.owner)}.", ""]
+    out += ["## Teams and budgets", ""]
+    if policy.teams:
+        out += ["| Team | Lead | Budget per quarter | GPU-hours per quarter | Projects |", "|---|---|---:|---:|---|"]
+        for t in policy.teams.values():
+            budget = f"{t.budget_per_quarter:,.2f} {_md(cur)}" if t.budget_per_quarter is not None else "–"
+            hours = f"{t.gpu_hours_per_quarter:,.0f}" if t.gpu_hours_per_quarter is not None else "–"
+            out.append(f"| {_md(t.name)} | {_md(t.lead)} | {budget} | {hours} | "
+                       f"{', '.join(_md(p) for p in t.projects) or '–'} |")
+    else:
+        out.append("No teams are named: every finding goes to the policy owner.")
+    out += ["", "## Clauses", ""]
+    by_clause = dict(iter_clauses())
+    written = [c for c in policy.clauses if c in by_clause]
+    for name in written:
+        clause, rules = policy.clauses[name], by_clause[name]
+        ids = "; ".join(f"{r.id} {r.name}" for r in rules)
+        severity = clause.severity.label if clause.severity else "/".join(dict.fromkeys(r.severity.label
+                                                                                        for r in rules))
+        out += [f"### {name}", "", f"> {_md(clause.text or rules[0].summary())}", "",
+                f"Checked by {ids} · severity {severity}" + ("" if clause.enabled else " · **disabled**"), ""]
+        options = {k: f for r in rules for k, f in r.options.items()}
+        if options:
+            out += ["| Setting | Value | Meaning |", "|---|---|---|"]
+            for key, f in options.items():
+                value = clause.options.get(key)
+                shown = f"{_value(f.default)} (default)" if value is None or value == f.default else _value(value)
+                out.append(f"| {_code(key)} | {shown} | {_md(f.doc)} |")
+            out.append("")
+    rest = [(c, rules) for c, rules in by_clause.items() if c not in policy.clauses]
+    if rest:
+        out += ["### Rules without a clause of their own", "",
+                "These run with their defaults until the policy sets a clause for them:", ""]
+        for c, rules in rest:
+            for r in rules:
+                opts = ", ".join(f"{_code(k)}: {_value(f.default)}" for k, f in r.options.items())
+                out.append(f"- {_code(c)}: {r.id} {r.name}: {_md(r.summary())}" + (f" ({opts})" if opts else ""))
+        out.append("")
+    out += ["## Waivers", ""]
+    if policy.waivers:
+        out += ["| Rule | Resources | Reason | Owner | Expires | Status |", "|---|---|---|---|---|---|"]
+        for w in policy.waivers:
+            status = f"**expired** ({(today - w.expires).days} days ago)" if w.expired(today) else \
+                f"active ({(w.expires - today).days} days left)"
+            out.append(f"| {w.rule} | {_code(w.resource)} | {_md(w.reason)} | {_md(w.owner)} | "
+                       f"{w.expires.isoformat()} | {status} |")
+    else:
+        out.append("No waivers.")
+    out += ["", f"_Rendered by gpu-auditor on {today.isoformat()}; waiver status as of that day._", ""]
+    return "\n".join(out)

@@ -1,22 +1,30 @@
-"""Every output format is a view of one Audit. Outputs are rendered in memory first, then written
+"""Every output format is a view of one audit: the JSON-able dict of `Audit.to_dict()` (audit.json). The
+templates see one view-model built from that dict alone (`build_view`), so `gpu-auditor report audit.json`
+re-renders a saved audit byte for byte as `audit` wrote it, and `render_html(doc, team=...)` gives one team's
+own report (its findings and its spend) for the e-mail. Outputs are rendered in memory first, then written
 atomically (temp file, then rename), so a failed run never leaves half a report."""
 
 from __future__ import annotations
 
 import csv
+import fnmatch
 import io
 import json
 import os
 import tempfile
+from datetime import date
 from decimal import Decimal
+from functools import cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 
-from auditor.engine import Audit
 from auditor.errors import InputError
-from auditor.model import fmt_money
+from auditor.model import HOURS_PER_MONTH, fmt_money
+
+if TYPE_CHECKING:
+    from auditor.engine import Audit
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
@@ -24,7 +32,9 @@ os.umask(_UMASK)
 FORMATS = ("json", "html", "md", "csv")
 FILE_NAMES = {"json": "audit.json", "html": "report.html", "md": "report.md", "csv": "findings.csv"}
 CSV_FIELDS = ("severity", "rule", "name", "resource", "team", "owner", "provider", "account", "region",
-              "currency", "cost", "monthly_savings", "waived", "message", "remediation", "fingerprint")
+              "currency", "cost", "monthly_savings", "waived", "message", "remediation", "fingerprint",
+              "clause", "evidence", "waiver_reason", "waiver_owner", "waiver_expires")
+EXPIRING_DAYS = 30  # a waiver that ends within this many days of the as-of date is listed as expiring
 
 
 def md_escape(value: Any) -> str:
@@ -41,7 +51,9 @@ def fmt_num(value: Any, digits: int = 0) -> str:
     return f"{float(value):,.{digits}f}"
 
 
+@cache
 def _env() -> jinja2.Environment:
+    """One environment per process, so each template is compiled once."""
     env = jinja2.Environment(loader=jinja2.PackageLoader("auditor.reports", "."),
                              autoescape=jinja2.select_autoescape(["html", "html.j2"]),
                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
@@ -51,16 +63,22 @@ def _env() -> jinja2.Environment:
     return env
 
 
-def render_json(audit: Audit) -> str:
-    return json.dumps(audit.to_dict(), indent=2, ensure_ascii=False) + "\n"
+def audit_doc(audit: Audit | dict[str, Any]) -> dict[str, Any]:
+    """The JSON-able audit: an Audit's to_dict(), or a dict read back from audit.json as it is."""
+    return audit if isinstance(audit, dict) else audit.to_dict()
 
 
-def render_html(audit: Audit) -> str:
-    return _env().get_template("report.html.j2").render(**_view(audit))
+def render_json(audit: Audit | dict[str, Any]) -> str:
+    return json.dumps(audit_doc(audit), indent=2, ensure_ascii=False) + "\n"
 
 
-def render_md(audit: Audit) -> str:
-    return _env().get_template("report.md.j2").render(**_view(audit))
+def render_html(audit: Audit | dict[str, Any], team: str | None = None) -> str:
+    """The e-mail-safe HTML report; with `team`, that team's own report: its findings, spend and machines."""
+    return _env().get_template("report.html.j2").render(**build_view(audit, team))
+
+
+def render_md(audit: Audit | dict[str, Any], team: str | None = None) -> str:
+    return _env().get_template("report.md.j2").render(**build_view(audit, team))
 
 
 def safe_cell(value: Any) -> str:
@@ -79,21 +97,53 @@ def _is_number(text: str) -> bool:
         return False
 
 
-def render_csv(audit: Audit) -> str:
+def _csv_row(f: dict[str, Any]) -> dict[str, Any]:
+    waiver = f.get("waiver") or {}
+    return {**f, "evidence": json.dumps(f.get("evidence") or {}, sort_keys=True, ensure_ascii=False),
+            "waiver_reason": waiver.get("reason"), "waiver_owner": waiver.get("owner"),
+            "waiver_expires": waiver.get("expires")}
+
+
+def render_csv(audit: Audit | dict[str, Any], team: str | None = None) -> str:
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(CSV_FIELDS)
-    for f in audit.findings:
-        d = f.to_dict()
-        w.writerow([safe_cell(d[k]) for k in CSV_FIELDS])
+    for f in audit_doc(audit)["findings"]:
+        if team is None or _team_of(f) == team:
+            d = _csv_row(f)
+            w.writerow([safe_cell(d.get(k)) for k in CSV_FIELDS])
     return buf.getvalue()
+
+
+def load_audit(path: Path) -> dict[str, Any]:
+    """A saved audit.json, to re-render (`gpu-auditor report`)."""
+    from auditor.trend import read_audit
+
+    return read_audit(path)
 
 
 RENDERERS = {"json": render_json, "html": render_html, "md": render_md, "csv": render_csv}
 
 
-def write_outputs(audit: Audit, out_dir: Path, formats: tuple[str, ...] = FORMATS) -> list[Path]:
-    rendered = {FILE_NAMES[f]: RENDERERS[f](audit) for f in formats}
+def render(audit: Audit | dict[str, Any], fmt: str, team: str | None = None) -> str:
+    """One format of the audit; with `team`, that team's view (audit.json is always the whole audit)."""
+    if fmt == "json" or team is None:
+        return RENDERERS[fmt](audit)
+    return RENDERERS[fmt](audit, team)
+
+
+def teams_of(audit: Audit | dict[str, Any]) -> list[str]:
+    """Every team the audit knows: the policy's, those spend is attributed to, and those findings name."""
+    doc = audit_doc(audit)
+    s = doc["summary"]
+    names = set(s.get("teams") or {}) | set(s.get("by_team") or {}) | {_team_of(f) for f in doc["findings"]}
+    return sorted(names)
+
+
+def write_outputs(audit: Audit | dict[str, Any], out_dir: Path, formats: tuple[str, ...] = FORMATS,
+                  team: str | None = None) -> list[Path]:
+    doc = audit_doc(audit)
+    rendered = {FILE_NAMES[f]: render(doc, f, team) for f in formats}
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -132,15 +182,291 @@ def write_outputs(audit: Audit, out_dir: Path, formats: tuple[str, ...] = FORMAT
     return [out_dir / n for n in rendered]
 
 
-def _view(audit: Audit) -> dict[str, Any]:
-    """The names the templates see."""
-    findings = audit.findings
-    by_rule: dict[str, list] = {}
+# ---- the view-model: what the templates see, built from the audit.json dict alone -------------------------
+
+CATEGORIES = {"gpu_compute": "GPU compute", "other_compute": "Other compute", "storage": "Storage",
+              "transfer": "Data transfer", "other": "Other"}
+DIMENSIONS = {"provider": "provider", "account": "account", "region": "region", "team": "team",
+              "project": "project"}
+PRICING = {"on_demand": "On-demand", "spot": "Spot", "committed": "Committed (reserved, savings plans)"}
+BANDS = {"under_10": "Under 10%", "10_to_50": "10% to 50%", "over_50": "Over 50%"}
+UNATTRIBUTED = "(unattributed)"
+TOP_ACTIONS = 5
+MACHINES_SHOWN = 25
+
+
+def _d(value: Any) -> Decimal:
+    return Decimal(str(value)) if value not in (None, "") else Decimal(0)
+
+
+def _team_of(f: dict[str, Any]) -> str:
+    return f.get("team") or UNATTRIBUTED
+
+
+def _bar(part: Any, total: Any) -> int:
+    """A bar's width in percent of the largest (or the total): whole numbers, at least 1 for anything above 0."""
+    part, total = _d(part), _d(total)
+    if total <= 0 or part <= 0:
+        return 0
+    return max(1, min(100, int(part * 100 / total)))
+
+
+def _share(part: Any, total: Any) -> float | None:
+    part, total = _d(part), _d(total)
+    return round(float(part * 100 / total), 1) if total > 0 else None
+
+
+def _add(into: dict[str, Decimal], amounts: dict[str, Any] | None) -> dict[str, Decimal]:
+    for cur, amount in (amounts or {}).items():
+        into[cur] = into.get(cur, Decimal(0)) + _d(amount)
+    return into
+
+
+def _savings(findings: list[dict[str, Any]]) -> dict[str, Decimal]:
+    """Monthly savings per currency, as the engine counts them: per resource the largest (alternatives)."""
+    best: dict[tuple[str, str], Decimal] = {}
     for f in findings:
-        by_rule.setdefault(f.rule, []).append(f)
+        if f.get("monthly_savings") is not None:
+            key = (f["resource"], f["currency"])
+            best[key] = max(best.get(key, _d(f["monthly_savings"])), _d(f["monthly_savings"]))
+    out: dict[str, Decimal] = {}
+    for (_, cur), amount in sorted(best.items()):
+        out[cur] = out.get(cur, Decimal(0)) + amount
+    return out
+
+
+def _money_sum(findings: list[dict[str, Any]], key: str) -> dict[str, Decimal]:
+    out: dict[str, Decimal] = {}
+    for f in findings:
+        if f.get(key) is not None:
+            out[f["currency"]] = out.get(f["currency"], Decimal(0)) + _d(f[key])
+    return out
+
+
+def _text(value: Any) -> str:
+    """An evidence or option value as a person reads it."""
+    if isinstance(value, list | tuple):
+        return ", ".join(_text(v) for v in value) or "none"
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {_text(v)}" for k, v in value.items())
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
+
+
+def _changes(change: dict[str, Any] | None) -> list[dict[str, Any]]:
+    """trend.py's per-currency change as rows: previous, current, the difference and percent."""
+    if not change:
+        return []
+    return [{"currency": cur, "previous": change["previous"].get(cur), "current": change["current"].get(cur),
+             "delta": _d(delta), "pct": change["change_pct"].get(cur)} for cur, delta in change["change"].items()]
+
+
+def _finding(f: dict[str, Any]) -> dict[str, Any]:
+    return {**f, "team_label": _team_of(f),
+            "evidence_items": [(k.replace("_", " "), _text(v)) for k, v in (f.get("evidence") or {}).items()]}
+
+
+def _rows(items: dict[str, dict[str, Any]], cur: str, total: Any = None) -> list[dict[str, Any]]:
+    """{key: {currency: amount}} as rows, largest first in `cur`, with a bar against the total (or the largest)."""
+    rows = [{"key": k, "amounts": v} for k, v in items.items()]
+    rows.sort(key=lambda r: (-_d(r["amounts"].get(cur)), str(r["key"])))
+    top = total if total is not None else max((_d(r["amounts"].get(cur)) for r in rows), default=0)
+    for r in rows:
+        r["bar"] = _bar(r["amounts"].get(cur), top)
+        r["pct"] = _share(r["amounts"].get(cur), total) if total is not None else None
+    return rows
+
+
+def _hours_rows(hours: dict[str, Any], labels: dict[str, str]) -> list[dict[str, Any]]:
+    total = sum((_d(h) for h in hours.values()), Decimal(0))
+    return [{"key": k, "label": labels.get(k, k), "hours": hours.get(k, "0.0"), "bar": _bar(hours.get(k), total),
+             "pct": _share(hours.get(k), total)} for k in labels if k in hours]
+
+
+def _window_text(start: str | None, end: str | None) -> str:
+    if not start or not end:
+        return ""
+    return f"{start[:10]} to {end[:10]}"
+
+
+def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[str, Any]:
+    """The names the templates see, from the audit.json dict alone. With `team`, the view is that team's: its
+    findings, spend, machines, forecast and trend; the policy and the inputs stay the organisation's."""
+    doc = audit_doc(audit)
+    s = doc["summary"]
+    policy = doc["policy"]
+    cur = policy.get("currency") or "USD"
+    team_spend = (s.get("team_spend") or {}).get(team, {}) if team else {}
+    every = [_finding(f) for f in doc["findings"] if team is None or _team_of(f) == team]
+    open_ = [f for f in every if not f["waived"]]
+
+    if team is None:
+        spend, by_category, savings = s["billed_cost"], s.get("by_category", {}), s["monthly_savings"]
+        gpu = s["gpu_cost"]
+        per_team = {t: {"billed_cost": v} for t, v in (s.get("by_team") or {}).items()}
+    else:
+        spend = (s.get("by_team") or {}).get(team, {})
+        by_category = team_spend.get("by_category", {})
+        gpu, savings = by_category.get("gpu_compute", {}), _savings(open_)
+        per_team = {team: {"billed_cost": spend}}
+    total = spend.get(cur)
+
+    # compliance, clause by clause (for a team: broken where the team has open findings under it)
+    clauses = []
+    for c in doc.get("clauses", []):
+        mine = [f for f in open_ if f["rule"] == c["rule"]]
+        status = c["status"]
+        if team is not None and status != "disabled":
+            status = ("broken" if mine else "met") + (" (defaults)" if not c.get("in_policy", True) else "")
+        clauses.append({**c, "status": status, "findings": len(mine), "savings": _savings(mine),
+                        "options_text": [(k, _text(v)) for k, v in (c.get("options") or {}).items()]})
+    compliance = {k: sum(1 for c in clauses if c["status"].startswith(k)) for k in ("met", "broken", "disabled")}
+
+    # where the money went
+    categories = {}
+    for key, amounts in by_category.items():
+        label = CATEGORIES.get(key if key not in ("None", "") else "other", key)
+        categories[label] = _add(categories.get(label, {}), amounts)
+    order = list(CATEGORIES.values())
+    category_rows = sorted(_rows(categories, cur, total),
+                           key=lambda r: order.index(r["key"]) if r["key"] in order else len(order))
+    if team is None:
+        breakdowns = {dim: [{**item, "amounts": item["billed_cost"],
+                             "bar": _bar(item["billed_cost"].get(cur), total),
+                             "pct": _share(item["billed_cost"].get(cur), total)}
+                            for item in (s.get("breakdown") or {}).get(dim, [])] for dim in DIMENSIONS}
+        pricing = s.get("gpu_hours_by_pricing") or {}
+    else:
+        breakdowns = {dim: [{"key": r["key"], "amounts": r["amounts"], "billed_cost": r["amounts"], "gpu_cost": None,
+                             "bar": r["bar"], "pct": r["pct"]}
+                            for r in _rows(team_spend.get(f"by_{dim}", {}), cur, total)]
+                      for dim in ("provider", "project")}
+        pricing = team_spend.get("gpu_hours_by_pricing") or {}
+    budgets = []
+    for t, v in per_team.items():
+        b = (s.get("teams") or {}).get(t) or {}
+        spent = v["billed_cost"].get(cur)
+        budgets.append({"team": t, "lead": b.get("lead"), "spent": v["billed_cost"], "budget": b.get("budget"),
+                        "used_pct": _share(spent, b.get("budget")) if b.get("budget") else None,
+                        "bar": _bar(spent, b.get("budget")) if b.get("budget") else 0})
+    budgets.sort(key=lambda r: (-_d(r["spent"].get(cur)), r["team"]))
+
+    # the GPU fleet
+    fleet = s.get("fleet") or {}
+    if team is None:
+        by_model = fleet.get("by_model") or []
+        bands = fleet.get("utilisation") or {}
+    else:
+        by_model = [{"model": m, **v} for m, v in (team_spend.get("by_model") or {}).items()]
+        by_model.sort(key=lambda m: (-_d(m["gpu_hours"]), m["model"]))
+        bands = team_spend.get("utilisation") or {}
+    top_hours = max((_d(m["gpu_hours"]) for m in by_model), default=0)
+    model_rows = [{**m, "bar": _bar(m["gpu_hours"], top_hours)} for m in by_model]
+    machines = [m for m in fleet.get("machines") or [] if team is None or m.get("team") == team]
+    idle_oversized = [f for f in every if f.get("clause") in ("idle", "rightsizing")]
+
+    # findings, by rule and by team
+    by_rule: dict[str, dict[str, Any]] = {}
+    for f in sorted(every, key=lambda f: (f["rule"], f["waived"], -_d(f.get("monthly_savings")),
+                                          -_d(f.get("cost")), f["resource"])):
+        g = by_rule.setdefault(f["rule"], {"rule": f["rule"], "name": f["name"], "clause": f.get("clause"),
+                                           "remediation": f.get("remediation") or "", "findings": []})
+        g["findings"].append(f)
+    for g in by_rule.values():
+        mine = [f for f in g["findings"] if not f["waived"]]
+        g.update(open=len(mine), waived=len(g["findings"]) - len(mine), savings=_savings(mine),
+                 cost=_money_sum(mine, "cost"))
+    by_team: dict[str, dict[str, Any]] = {}
+    for f in every:
+        t = by_team.setdefault(f["team_label"], {"team": f["team_label"], "findings": []})
+        t["findings"].append(f)
+    for t in by_team.values():
+        mine = [f for f in t["findings"] if not f["waived"]]
+        b = (s.get("teams") or {}).get(t["team"]) or {}
+        t.update(lead=b.get("lead"), open=len(mine), waived=len(t["findings"]) - len(mine),
+                 savings=_savings(mine), cost=_money_sum(mine, "cost"),
+                 rules=sorted({f["rule"] for f in mine}))
+    team_rows = sorted(by_team.values(), key=lambda t: (-_d(t["savings"].get(cur)), -t["open"], t["team"]))
+    top = sorted((f for f in open_ if f.get("monthly_savings") is not None),
+                 key=lambda f: (-_d(f["monthly_savings"]), f["rule"], f["resource"]))[:TOP_ACTIONS]
+
+    # waivers, and those that end within EXPIRING_DAYS of the as-of date
+    as_of = date.fromisoformat(doc.get("as_of") or doc["generated_at"][:10])
+    waivers = []
+    for w in doc.get("waivers", []):
+        if team is not None and not any(f["rule"] == w["rule"] and fnmatch.fnmatchcase(f["resource"], w["resource"])
+                                        for f in every):
+            continue
+        days = (date.fromisoformat(w["expires"]) - as_of).days
+        waivers.append({**w, "days_left": days})
+    expiring = [w for w in waivers if w["status"] != "expired" and 0 <= w["days_left"] <= EXPIRING_DAYS]
+
+    # the forecast
+    fc = s.get("forecast")
+    forecast = None
+    if fc:
+        hours = _d(fc["next"]["hours"])
+        run_rate = fc["billed_cost"] if team is None else (fc.get("by_team") or {}).get(team, {})
+        next_savings = ({c: _d(v) for c, v in fc["savings"].items()} if team is None
+                        else {c: v * hours / HOURS_PER_MONTH for c, v in savings.items()})
+        forecast = {"basis": fc["basis"], "next": fc["next"], "run_rate": run_rate,
+                    "gpu": fc.get("gpu_cost") if team is None else None, "savings": next_savings,
+                    "with_savings": {c: max(_d(v) - next_savings.get(c, Decimal(0)), Decimal(0))
+                                     for c, v in run_rate.items()}}
+
+    # quarter over quarter: last quarter's audit (--previous), else the window before, when the billing has it
+    trend = doc.get("trend")
+    change = None
+    if trend:
+        spend_change = trend["billed_cost"] if team is None else (trend.get("by_team") or {}).get(team)
+        change = {"label": trend["previous"]["label"], "source": "audit", "billed": _changes(spend_change),
+                  "gpu": _changes(trend["gpu_cost"]) if team is None else []}
+        keep = (lambda f: True) if team is None else (lambda f: (f.get("team") or UNATTRIBUTED) == team)  # noqa: E731
+        trend = {**trend, "findings": {k: [f for f in trend["findings"][k] if keep(f)]
+                                       for k in ("new", "still_open", "resolved")},
+                 "clause_changes": [c for c in trend.get("clauses", []) if c["previous"] != c["current"]]}
+        trend["counts"] = {k: len(v) for k, v in trend["findings"].items()}
+    elif s.get("previous_window") and team is None:
+        pw = s["previous_window"]
+        from auditor.trend import change_of
+
+        change = {"label": pw["label"], "source": "billing",
+                  "billed": _changes(change_of(pw["billed_cost"], spend)),
+                  "gpu": _changes(change_of(pw["gpu_cost"], gpu))}
+
+    coverage = s.get("coverage") or {}
+    inputs = doc.get("inputs") or {}
+    providers = sorted({p for m in coverage.get("months", []) for p in m["lines"]})
     return {
-        "a": audit, "s": audit.summary, "window": audit.window, "policy": audit.policy,
-        "findings": findings, "active": audit.active(), "by_rule": by_rule, "clauses": audit.clauses,
-        "waivers": audit.waivers, "sources": audit.sources, "warnings": audit.warnings,
-        "top": sorted((f for f in audit.active() if f.monthly_savings), key=lambda f: -f.monthly_savings)[:5],
+        "doc": doc, "team": team, "cur": cur, "policy": policy, "window": doc["window"],
+        "window_text": _window_text(doc["window"]["start"], doc["window"]["end"]),
+        "generated_at": doc["generated_at"][:16].replace("T", " ") + " UTC", "as_of": as_of.isoformat(),
+        "tool": doc.get("tool") or {}, "partial": doc.get("partial", False),
+        "team_lead": ((s.get("teams") or {}).get(team) or {}).get("lead") if team else None,
+        "spend": spend, "gpu": gpu, "gpu_share": _share(gpu.get(cur), total),
+        "effective": s.get("effective_cost", {}) if team is None else None, "rows": s.get("rows"),
+        "savings": savings, "savings_quarter": (s.get("quarterly_savings") if team is None else None)
+        or {c: _d(v) * 3 for c, v in savings.items()},
+        "findings_count": {"open": len(open_), "waived": len(every) - len(open_),
+                           "by_severity": {sev: sum(1 for f in open_ if f["severity"] == sev)
+                                           for sev in ("critical", "high", "medium", "low", "info")}},
+        "compliance": compliance, "clauses": clauses, "change": change, "top": top,
+        "categories": category_rows, "breakdowns": breakdowns, "budgets": budgets,
+        "pricing": _hours_rows(pricing, PRICING), "gpu_hours": s.get("gpu_hours") if team is None else None,
+        "transfer_gb_out": s.get("transfer_gb_out", {}) if team is None else {},
+        "models": model_rows, "bands": _hours_rows(bands, BANDS),
+        "machines": machines[:MACHINES_SHOWN], "machines_total": len(machines) if team else fleet.get(
+            "machines_total", len(machines)), "idle_oversized": idle_oversized,
+        "findings": every, "by_rule": list(by_rule.values()), "by_team": team_rows,
+        "waivers": waivers, "expiring": expiring, "expiring_days": EXPIRING_DAYS,
+        "forecast": forecast, "trend": trend,
+        "sources": [{"duplicate_of": None, "period_start": None, "period_end": None, "billed_cost": {}, **b}
+                    for b in inputs.get("billing", [])],
+        "inventory": inputs.get("inventory"),
+        "previous_input": inputs.get("previous"), "coverage": coverage.get("months", []),
+        "coverage_providers": providers, "missing": coverage.get("missing", []),
+        "warnings": doc.get("warnings", []),
     }

@@ -24,7 +24,8 @@ attribution:
   project_tags: [project]
 
 teams:
-  research: {{lead: lead-research@example.com, budget_per_quarter: 100000, projects: [example-project]}}
+  research: {{lead: lead-research@example.com, budget_per_quarter: 100000, gpu_hours_per_quarter: 20000,
+             projects: [example-project]}}
 
 clauses:
 """
@@ -35,6 +36,17 @@ TEXTS = {
     "tagging": "Every resource carries team, owner and project tags.",
     "egress": "Training reads its data in its own region; inter-region copies stay under 1 TB a month.",
     "spot_checkpoint": "Spot training jobs checkpoint to durable storage at least hourly.",
+    "spot_opportunity": "Training jobs that checkpoint run on spot capacity, which costs 60-90% less.",
+    "spot_configuration": "A spot job's maximum wait leaves room for interruptions, and interruptions cost "
+                          "it at most 10% of its training.",
+    "forgotten_capacity": "Every GPU machine has an owner and reports its utilisation; a stopped machine gives up "
+                          "its disks and reservations within a week.",
+    "budget": "Each team stays within its quarterly budget, in dollars and GPU-hours.",
+    "attribution_target": "At most 5% of GPU spend belongs to no team.",
+    "data_locality": "GPUs train in the region that holds their data.",
+    "commitments": "GPU reservations are used: at most 10% of what one costs goes unused.",
+    "checkpoint_storage": "Checkpoint buckets have a lifecycle rule; nothing grows in the hot tier forever.",
+    "waiver_expiry": "A waiver past its expiry date is renewed with a fresh reason, or removed.",
 }
 
 FOOTER = """
@@ -50,8 +62,8 @@ def starter_policy(name: str = "gpu-policy.yml") -> str:
         ids = ", ".join(f"{r.id} {r.name}" for r in rules)
         out.append(f"  # {ids}\n  {clause}:\n")
         out.append(f"    text: {json.dumps(TEXTS.get(clause, rules[0].summary()))}\n")
-        for r in rules:
-            for key, f in r.options.items():
-                out.append(f"    {key}: {json.dumps(f.default)}    # {f.doc}\n")
+        options = {k: f for r in rules for k, f in r.options.items()}  # rules of one clause may share a key
+        for key, f in options.items():
+            out.append(f"    {key}: {json.dumps(f.default)}    # {f.doc}\n")
     out.append(FOOTER)
     return "".join(out)

@@ -11,20 +11,37 @@ import os
 import re
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from contextvars import ContextVar
+from dataclasses import dataclass, field, fields
 from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
 
 from auditor.catalog import Catalog, load_catalog
+from auditor.engines.normalize import referenced, select_sql
 from auditor.errors import InputError
-from auditor.model import GpuAsset, Job, ResourceSpend, TransferFlow
+from auditor.model import (
+    Commitment,
+    GpuAsset,
+    GpuCapacity,
+    Job,
+    RemoteDataFlow,
+    ResourceSpend,
+    StorageGrowth,
+    TeamSpend,
+    TransferFlow,
+    UnattributedSpend,
+)
 from auditor.providers import aws, azure, focus, gcp
 from auditor.providers.columns import MONEY, Columns, lit, q
 from auditor.providers.detect import Sniffed, expand, sniff
+from auditor.providers.redact import redact, redact_sql
+
+if TYPE_CHECKING:
+    from auditor.policy import Policy
 
 COSTS = {
     "BilledCost": MONEY, "EffectiveCost": MONEY, "ListCost": MONEY, "BillingCurrency": "VARCHAR",
@@ -33,6 +50,7 @@ COSTS = {
     "ProviderName": "VARCHAR", "BillingAccountId": "VARCHAR", "SubAccountId": "VARCHAR",
     "ResourceId": "VARCHAR", "RegionId": "VARCHAR", "AvailabilityZone": "VARCHAR", "SkuId": "VARCHAR",
     "PricingCategory": "VARCHAR", "ConsumedQuantity": MONEY, "ConsumedUnit": "VARCHAR",
+    "CommitmentDiscountId": "VARCHAR", "CommitmentDiscountStatus": "VARCHAR", "CommitmentDiscountType": "VARCHAR",
     "Tags": "MAP(VARCHAR, VARCHAR)", "x_Provider": "VARCHAR", "x_UsageType": "VARCHAR",
     "x_InstanceType": "VARCHAR", "x_GpuModel": "VARCHAR", "x_GpuCount": "INTEGER", "x_CostCategory": "VARCHAR",
     "x_TransferKind": "VARCHAR", "x_TransferDirection": "VARCHAR", "x_TransferFrom": "VARCHAR",
@@ -58,6 +76,9 @@ CREATE MACRO gpu_family(p, t) AS CASE p
     WHEN 'gcp' THEN regexp_replace(t, '-[^-]+$', '')
     ELSE t END;
 """
+
+# Which engine reads billing files into `costs`: None is DuckDB here; `--engine spark` sets Spark's for the run.
+BILLING_ENGINE: ContextVar[Callable[..., list] | None] = ContextVar("billing_engine", default=None)
 
 READERS = {"aws-cur": aws.select, "aws-cur2": aws.select, "focus-1.0": focus.select, "focus-1.1": focus.select,
            "focus-1.2": focus.select, "gcp-billing": gcp.select, "azure-cost": azure.select}
@@ -92,6 +113,21 @@ class SourceFile:
     stats: dict[str, Any] = field(default_factory=dict)
 
 
+def _csv_reason(error: str) -> str:
+    """What is wrong, in words, from a DuckDB read error. Never its `Original Line:` echo: a line can be megabytes
+    long, and can hold what should not be printed."""
+    if m := re.search(r"Maximum line size of (\d+) bytes exceeded", error):
+        return f"the line is longer than {int(m.group(1)):,} bytes, the longest line gpu-auditor reads"
+    if m := re.search(r"Expected Number of Columns: (\d+) Found: (\d+)", error):
+        return f"the line has {m.group(2)} fields where the header has {m.group(1)}"
+    if "unterminated quote" in error:
+        return "a quoted value is never closed (a stray '\"')"
+    if "Invalid unicode" in error:
+        return "the line is not UTF-8 text (Latin-1 or Windows-1252?); save the file as UTF-8"
+    first = error.strip().splitlines()[0] if error.strip() else "unknown error"
+    return redact(re.sub(r"^[A-Za-z ]*Error: ", "", first))[:200]
+
+
 def sha256_of(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -102,20 +138,29 @@ def sha256_of(path: Path) -> str:
 
 class Store:
     def __init__(self, catalog: Catalog | None = None, database: str = ":memory:"):
-        self.con = duckdb.connect(database)
-        self.con.execute("SET TimeZone = 'UTC'")
         # Large exports spill to a private temporary folder instead of growing without bound.
         self._spill = tempfile.TemporaryDirectory(prefix="gpu-auditor-")
+        if database == ":memory:":
+            # A database file there rather than memory: DuckDB stores its tables compressed and keeps only what
+            # fits the memory limit in memory, so ten million lines stay well under a gigabyte.
+            database = os.path.join(self._spill.name, "audit.duckdb")
+        self.con = duckdb.connect(database)
+        self.con.execute("SET TimeZone = 'UTC'")
         self.con.execute(f"SET temp_directory = {lit(self._spill.name)}")
-        self.con.execute(f"SET memory_limit = {lit(os.environ.get('GPU_AUDITOR_MEMORY_LIMIT', '2GB'))}")
+        self.con.execute(f"SET memory_limit = {lit(os.environ.get('GPU_AUDITOR_MEMORY_LIMIT', '512MB'))}")
         self.catalog = catalog or load_catalog()
+        self.con.execute("BEGIN")  # one commit for the catalog's rows and the tables
         self.catalog.register(self.con)
         self.con.execute(TABLES)
+        self.con.execute("COMMIT")
         self.sources: list[SourceFile] = []
         self.warnings: list[str] = []
 
     # ---- billing -------------------------------------------------------------------------------------
     def load_billing(self, paths: list[Path], progress: Callable[[str], None] | None = None) -> list[SourceFile]:
+        engine = BILLING_ENGINE.get()
+        if engine is not None:  # --engine spark: another engine reads the files into costs (engines/spark.py)
+            return engine(self, paths, progress)
         files = expand([Path(p) for p in paths], self.warnings)
         seen: dict[str, str] = {}
         loaded = []
@@ -137,8 +182,16 @@ class Store:
         """A month exported twice (a re-delivered CUR, a second download) shares most of its lines with the
         first copy. Of two files that share over half their lines, keep the one that reaches later (then the
         larger) and drop the other, so no line is counted twice."""
+        # Lines can only be shared where the files' charge periods overlap: compare just those files (monthly
+        # files of one export never do, and hashing every line of ten million is the costly part).
+        spans = self.con.execute("SELECT x_SourceFile, min(ChargePeriodStart), max(ChargePeriodStart) FROM costs "
+                                 "GROUP BY ALL").fetchall()
+        overlapping = sorted({a for a, s1, e1 in spans for b, s2, e2 in spans if a != b and s1 <= e2 and s2 <= e1})
+        if not overlapping:
+            return
         pairs = self.con.execute(f"""
-            WITH k AS (SELECT DISTINCT x_SourceFile AS f, hash({LINE_KEY}) AS h FROM costs)
+            WITH k AS (SELECT DISTINCT x_SourceFile AS f, hash({LINE_KEY}) AS h FROM costs
+                       WHERE x_SourceFile IN ({', '.join(lit(f) for f in overlapping)}))
             SELECT a.f, b.f, count(*) FROM k a JOIN k b ON a.h = b.h AND a.f < b.f GROUP BY ALL""").fetchall()
         by_path = {s.path: s for s in loaded}
         for a, b, shared in pairs:
@@ -152,43 +205,34 @@ class Store:
             self.warnings.append(f"{drop.path}: {shared:,} of its {drop.rows:,} lines are also in {keep.path} "
                                  "(a re-delivered export?); counted once, from the latter")
 
+    def reader_sql(self, fmt: str, cols: Columns) -> tuple[dict[str, str], list[tuple[str, str]]]:
+        """The reader's SQL expressions for the `costs` columns (shared by DuckDB and Spark), and its checks."""
+        exprs, checks = READERS[fmt](cols, self.catalog)
+        exprs["Tags"] = f"COALESCE({exprs['Tags']}, CAST(MAP() AS MAP(VARCHAR, VARCHAR)))"  # no tags: an empty map
+        # Presigned and SAS URLs in tags lose their query strings before they are stored (redact.py); the map is
+        # built once per distinct tag set (normalize.py). Resource ids: see _redact_ids.
+        exprs["Tags"] = (f"map_from_entries(list_transform(map_entries({exprs['Tags']}), lambda e: "
+                         f"{{'key': e.key, 'value': {redact_sql('e.value')}}}))")
+        return exprs, checks
+
     def load_file(self, path: Path, digest: str | None = None) -> SourceFile:
         sniffed = sniff(path, self.con)
         source = SourceFile(str(path), sniffed.format, digest or sha256_of(path))
         cols = Columns(sniffed.columns, sniffed.fields, sniffed.types)
-        exprs, checks = READERS[sniffed.format](cols, self.catalog)
+        exprs, checks = self.reader_sql(sniffed.format, cols)
         source.cost_column = next((c for c, kind in checks if kind == "money"), None)
         relation = self._relation(sniffed)
         first_row = 2 if sniffed.container == "csv" else 1  # CSV rows are counted as lines, after the header
-        exprs["Tags"] = f"COALESCE({exprs['Tags']}, CAST(MAP() AS MAP(VARCHAR, VARCHAR)))"  # no tags: an empty map
-        inner = ", ".join(f"{exprs.get(c, 'NULL')} AS {q(c)}" for c in COSTS if c not in ENRICHED)
-        sql = f"""
-            INSERT INTO costs BY NAME
-            SELECT n.* EXCLUDE (_kind, _gpu, _gpu_count),
-                COALESCE(n._gpu, t.gpu_model, f.gpu_model) AS x_GpuModel,
-                COALESCE(n._gpu_count, t.gpu_count) AS x_GpuCount,
-                CASE WHEN n._kind = 'compute' AND COALESCE(n._gpu, t.gpu_model, f.gpu_model) IS NOT NULL
-                     THEN 'gpu_compute'
-                     WHEN n._kind = 'compute' THEN 'other_compute' ELSE n._kind END AS x_CostCategory,
-                {lit(str(path))} AS x_SourceFile,
-                {lit(sniffed.format)} AS x_SourceFormat
-            FROM (
-                SELECT {inner}, {exprs['_kind']} AS _kind, {exprs.get('_gpu', 'CAST(NULL AS VARCHAR)')} AS _gpu,
-                       {exprs.get('_gpu_count', 'CAST(NULL AS INTEGER)')} AS _gpu_count,
-                       __row AS x_SourceRow
-                FROM (SELECT *, row_number() OVER () + {first_row - 1} AS __row FROM {relation})
-            ) n
-            LEFT JOIN catalog_instance_types t
-                ON t.provider = n.x_Provider AND t.instance_type = lower(regexp_replace(n.x_InstanceType, '^ml\\.', ''))
-            LEFT JOIN catalog_gpu_families f
-                ON f.provider = n.x_Provider AND f.family = lower(gpu_family(n.x_Provider, n.x_InstanceType))
-        """
+        # One INSERT ... SELECT; classification is computed once per distinct key, not per line (normalize.py).
+        # Parquet numbers its rows itself, which keeps the scan parallel; row_number() OVER () reads in order.
+        numbers = "(file_row_number + 1)" if sniffed.container == "parquet" else "row_number() OVER ()"
+        sql = "INSERT INTO costs BY NAME " + select_sql(exprs, cols, relation, first_row, str(path), sniffed.format,
+                                                        list(COSTS), numbers)
         try:
             self.con.execute("BEGIN")
-            self.con.execute(sql)
-            source.rows = self.con.execute("SELECT count(*) FROM costs WHERE x_SourceFile = ?",
-                                           [str(path)]).fetchone()[0]
+            source.rows = self.con.execute(sql).fetchone()[0]  # an INSERT answers with its row count
             self._check_values(path, source.rows)
+            self._redact_ids(path)
             self.con.execute("COMMIT")
         except duckdb.Error as e:
             self.con.execute("ROLLBACK")
@@ -196,16 +240,40 @@ class Store:
         except InputError:
             self.con.execute("ROLLBACK")
             raise
+        except RuntimeError as e:  # DuckDB answers Ctrl-C during a query with RuntimeError('Query interrupted')
+            self.con.execute("ROLLBACK")
+            if "interrupted" in str(e).lower():
+                raise KeyboardInterrupt from None
+            raise
         if source.rows == 0:
             raise InputError("the file has a header but no billing lines", path=str(path))
         source.stats = self.file_stats(str(path))
+        self._note_odd(source)
         self.sources.append(source)
         return source
+
+    def _note_odd(self, source: SourceFile) -> None:
+        """Legal but odd: lines in several currencies (each totalled on its own), and charges dated before 2000
+        or after today (UTC), which an export should not have. Read and counted as they are, with a warning."""
+        currencies = sorted(source.stats.get("billed_cost") or {})
+        if len(currencies) > 1:
+            self.warnings.append(f"{source.path}: lines in {len(currencies)} currencies ({', '.join(currencies)}); "
+                                 "each is totalled on its own, never added to another")
+        old, first, new, last = self.con.execute(
+            "SELECT count(*) FILTER (WHERE ChargePeriodStart < TIMESTAMP '2000-01-01'), min(ChargePeriodStart), "
+            "count(*) FILTER (WHERE ChargePeriodStart >= CAST(current_date + 1 AS TIMESTAMP)), "
+            "max(ChargePeriodStart) FROM costs WHERE x_SourceFile = ?", [source.path]).fetchone()
+        if old:
+            self.warnings.append(f"{source.path}: {old:,} line(s) charged before 2000 (the first on "
+                                 f"{first.date().isoformat()}); read as they are: check the export's dates")
+        if new:
+            self.warnings.append(f"{source.path}: {new:,} line(s) charged after today (the last on "
+                                 f"{last.date().isoformat()}); read as they are: check the export's dates")
 
     def _relation(self, s: Sniffed) -> str:
         p = lit(str(s.path))
         if s.container == "parquet":
-            return f"read_parquet({p})"
+            return f"read_parquet({p}, file_row_number = true)"
         if s.container == "json":
             return f"read_ndjson({p})"
         nulls = "[" + ", ".join(lit(n) for n in NULL_STRINGS.get(s.format, [""])) + "]"
@@ -214,7 +282,13 @@ class Store:
         columns = "{" + ", ".join(f"{lit(c)}: 'VARCHAR'" for c in s.columns) + "}"
         return (f"read_csv({p}, header = true, auto_detect = false, columns = {columns}, delim = ',', "
                 f"quote = '\"', escape = '\"', nullstr = {nulls}, compression = {lit(s.compression)}, "
-                f"strict_mode = true, encoding = 'utf-8')")
+                f"strict_mode = true, encoding = 'utf-8'{', parallel = false' if s.serial else ''})")
+
+    def _redact_ids(self, path: Path) -> None:
+        """Resource ids that hold a URL or a credential parameter, redacted (redact.py) in the few lines that
+        do: an UPDATE after the INSERT, so the common id stays a plain per-line column there."""
+        self.con.execute(f"UPDATE costs SET ResourceId = {redact_sql('ResourceId')} WHERE x_SourceFile = ? "
+                         "AND (contains(ResourceId, '://') OR contains(ResourceId, '='))", [str(path)])
 
     def _check_values(self, path: Path, rows: int) -> None:
         """Lines whose cost or time is missing cannot be counted: say which, rather than drop them."""
@@ -242,29 +316,43 @@ class Store:
                     f"SELECT rn, v FROM (SELECT row_number() OVER () + {first_row - 1} AS rn, {cols.ref(column)} AS v "
                     f"FROM {relation}) WHERE v IS NOT NULL AND ({tests[kind]}) ORDER BY rn LIMIT 1").fetchone()
                 if row:
-                    return InputError(f"{str(row[1])[:60]!r} is not {want[kind]}", path=str(s.path),
-                                      line=row[0], column=column)
+                    shown = f"{redact(str(row[1]))[:60]!r}"
+                    if kind == "money" and self.con.execute("SELECT isfinite(TRY_CAST(? AS DOUBLE))",
+                                                            [str(row[1])]).fetchone()[0]:
+                        return InputError(f"{shown} is out of range: an amount has at most 20 digits before the "
+                                          "decimal point", path=str(s.path), line=row[0], column=column)
+                    return InputError(f"{shown} is not {want[kind]}", path=str(s.path), line=row[0],
+                                      column=column)
         except duckdb.Error as e:
             error = e
-        message = str(error).strip().splitlines()[0]
-        message = re.sub(r"^[A-Za-z ]*Error: ", "", message)
         line = re.search(r"[Ll]ine:? (\d+)", str(error))
-        return InputError(f"cannot read the file: {message}", path=str(s.path),
+        return InputError(f"cannot read the file: {_csv_reason(str(error))}", path=str(s.path),
                           line=int(line.group(1)) if line else None)
 
     # ---- inventory -----------------------------------------------------------------------------------
+    def _insert_many(self, sql: str, rows: list) -> None:
+        if rows:  # DuckDB's executemany refuses an empty list: an inventory may have no jobs or no metrics
+            # One transaction: with the database on disk, each row would otherwise commit on its own.
+            self.con.execute("BEGIN")
+            try:
+                self.con.executemany(sql, rows)
+            except BaseException:
+                self.con.execute("ROLLBACK")
+                raise
+            self.con.execute("COMMIT")
+
     def load_snapshot(self, doc: dict[str, Any]) -> None:
         tags = "MAP(VARCHAR, VARCHAR)"
-        self.con.executemany(
+        self._insert_many(
             f"INSERT INTO assets VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, CAST(? AS {tags}))",
             [[a["id"], a["provider"], a["account"], a["region"], a["zone"], a["name"], a["kind"],
               a["instance_type"], a["gpu_model"], a["gpu_count"], a["gpu_memory_gb"], a["lifecycle"],
               a["state"], a["launch_time"], a["tags"]] for a in doc["assets"]])
-        self.con.executemany(
+        self._insert_many(
             "INSERT INTO gpu_usage VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
             [[u["asset_id"], u["window_start"], u["window_end"], u["samples"], u["mean_util_pct"],
               u["p95_util_pct"], u["peak_mem_gb"], u["source"]] for u in doc["gpu_usage"]])
-        self.con.executemany(
+        self._insert_many(
             f"INSERT INTO jobs VALUES ({', '.join(['?'] * 21)}, CAST(? AS {tags}), ?, ?)",
             [[j["id"], j["platform"], j["provider"], j["account"], j["region"], j["name"], j["state"],
               j["instance_type"], j["instance_count"], j["gpu_model"], j["gpu_count"], j["spot"],
@@ -294,48 +382,70 @@ class Store:
         return self._stats(window.where())
 
     def _stats(self, where: str) -> dict[str, Any]:
-        start, end, rows = self.con.execute(
-            f"SELECT min(ChargePeriodStart), max(ChargePeriodEnd), count(*) FROM costs WHERE {where}").fetchone()
-        totals = self._per_currency(
-            f"SELECT 'billed', BillingCurrency, sum(BilledCost) FROM costs WHERE {where} GROUP BY ALL "
-            f"UNION ALL SELECT 'effective', BillingCurrency, sum(EffectiveCost) FROM costs WHERE {where} "
-            f"GROUP BY ALL UNION ALL SELECT 'list', BillingCurrency, sum(ListCost) FROM costs WHERE {where} "
-            "GROUP BY ALL")
-        gpu = self._per_currency(
-            f"SELECT 'gpu', BillingCurrency, sum(BilledCost) FROM costs WHERE {where} AND "
-            "x_CostCategory = 'gpu_compute' GROUP BY ALL UNION ALL "
-            f"SELECT 'spot', BillingCurrency, sum(BilledCost) FROM costs WHERE {where} AND "
-            "PricingCategory = 'Dynamic' GROUP BY ALL UNION ALL "
-            f"SELECT 'gpu_spot', BillingCurrency, sum(BilledCost) FROM costs WHERE {where} AND "
-            "PricingCategory = 'Dynamic' AND x_CostCategory = 'gpu_compute' GROUP BY ALL")
-        by_category = self._per_currency(
-            f"SELECT x_CostCategory, BillingCurrency, sum(BilledCost) FROM costs WHERE {where} GROUP BY ALL "
-            "ORDER BY 1")
-        lines = dict(self.con.execute(
-            f"SELECT COALESCE(x_CostCategory, 'other'), count(*) FROM costs WHERE {where} GROUP BY ALL ORDER BY 1"
-        ).fetchall())
-        by_provider = self._per_currency(
-            f"SELECT x_Provider, BillingCurrency, sum(BilledCost) FROM costs WHERE {where} GROUP BY ALL ORDER BY 1")
-        transfer = {kind: str(gb.quantize(Decimal("0.001"))) for kind, gb in self.con.execute(
-            f"SELECT x_TransferKind, sum({GB}) FROM costs WHERE {where} AND x_TransferKind IS NOT NULL "
-            "AND x_TransferDirection = 'out' GROUP BY ALL ORDER BY 1").fetchall()}
-        gpu_hours = self.con.execute(
-            f"SELECT sum(ConsumedQuantity * x_GpuCount) FROM costs WHERE {where} AND x_GpuCount IS NOT NULL "
-            f"AND ChargeCategory = 'Usage' AND x_CostCategory = 'gpu_compute' AND {HOURS}"
-        ).fetchone()[0]
+        # One scan of the lines into a few dozen groups; every figure is then summed from those (exact DECIMAL
+        # sums of sums), the breakdowns as grouping sets and the subsets as FILTERs.
+        gpu, spot, out = "cat = 'gpu_compute'", "spot", "x_out"
+        rows = self.con.execute(f"""
+            WITH g AS (
+                SELECT BillingCurrency AS cur, x_CostCategory AS cat, x_Provider AS provider, x_TransferKind AS kind,
+                       COALESCE(PricingCategory = 'Dynamic', false) AS spot,
+                       COALESCE(x_TransferKind IS NOT NULL AND x_TransferDirection = 'out', false) AS x_out,
+                       count(*) AS n, min(ChargePeriodStart) AS first, max(ChargePeriodEnd) AS last,
+                       sum(BilledCost) AS billed, sum(EffectiveCost) AS effective, sum(ListCost) AS listed,
+                       sum({GB}) FILTER (x_TransferKind IS NOT NULL AND x_TransferDirection = 'out') AS gb,
+                       sum(ConsumedQuantity * x_GpuCount) FILTER (x_GpuCount IS NOT NULL AND ChargeCategory = 'Usage'
+                           AND x_CostCategory = 'gpu_compute' AND {HOURS}) AS hours
+                FROM costs WHERE {where} GROUP BY ALL)
+            SELECT GROUPING(cur, cat, provider, kind), cur, cat, provider, kind, sum(n), min(first), max(last),
+                   sum(billed), sum(effective), sum(listed),
+                   sum(n) FILTER ({gpu}), sum(billed) FILTER ({gpu}),
+                   sum(n) FILTER ({spot}), sum(billed) FILTER ({spot}),
+                   sum(n) FILTER ({spot} AND {gpu}), sum(billed) FILTER ({spot} AND {gpu}),
+                   sum(n) FILTER ({out}), sum(gb) FILTER ({out}), sum(hours)
+            FROM g
+            GROUP BY GROUPING SETS ((), (cur), (cat, cur), (provider, cur), (kind))
+            ORDER BY 1, 3 NULLS LAST, 4 NULLS LAST, 5 NULLS LAST, 2""").fetchall()
+        totals: dict[str, dict[str, Decimal]] = {k: {} for k in ("billed", "effective", "list", "gpu", "spot",
+                                                                  "gpu_spot")}
+        by_category: dict[str, dict[str, Decimal]] = {}
+        by_provider: dict[str, dict[str, Decimal]] = {}
+        lines: dict[str, int] = {}
+        transfer: dict[str, str] = {}
+        start = end = gpu_hours = None
+        count = 0
+        for (g, cur, cat, provider, kind, n, first, last, billed, effective, listed, n_gpu, gpu_cost, n_spot,
+             spot_cost, n_gpu_spot, gpu_spot_cost, n_out, gb, hours) in rows:
+            if g == 0b1111:  # everything
+                count, start, end, gpu_hours = n or 0, first, last, hours
+            elif g == 0b0111:  # per currency
+                totals["billed"][cur], totals["effective"][cur], totals["list"][cur] = billed, effective, listed
+                for key, k, amount in (("gpu", n_gpu, gpu_cost), ("spot", n_spot, spot_cost),
+                                       ("gpu_spot", n_gpu_spot, gpu_spot_cost)):
+                    if k:
+                        totals[key][cur] = amount
+            elif g == 0b0011:
+                by_category.setdefault(cat, {})[cur] = billed
+                lines[cat or "other"] = lines.get(cat or "other", 0) + n
+            elif g == 0b0101:
+                by_provider.setdefault(provider, {})[cur] = billed
+            elif g == 0b1110 and kind is not None and n_out:
+                transfer[kind] = str(gb.quantize(Decimal("0.001")))
         return {
-            "rows": rows, "period_start": start, "period_end": end,
-            "billed_cost": totals.get("billed", {}), "effective_cost": totals.get("effective", {}),
-            "list_cost": totals.get("list", {}), "gpu_cost": gpu.get("gpu", {}), "spot_cost": gpu.get("spot", {}),
-            "gpu_spot_cost": gpu.get("gpu_spot", {}), "by_category": by_category, "by_provider": by_provider,
-            "transfer_gb_out": transfer, "lines_by_category": lines,
+            "rows": count, "period_start": start, "period_end": end,
+            "billed_cost": totals["billed"], "effective_cost": totals["effective"],
+            "list_cost": totals["list"], "gpu_cost": totals["gpu"], "spot_cost": totals["spot"],
+            "gpu_spot_cost": totals["gpu_spot"], "by_category": by_category, "by_provider": by_provider,
+            "transfer_gb_out": transfer, "lines_by_category": dict(sorted(lines.items())),
             "gpu_hours": str(gpu_hours.quantize(Decimal("0.1"))) if gpu_hours is not None else None,
         }
 
     def spend_by(self, window: Window, key_sql: str) -> dict[str, dict[str, Decimal]]:
+        # The key (a tag lookup, say) is computed once per distinct value of the columns it reads, not per line.
+        reads = ", ".join(q(c) for c in sorted(referenced(key_sql, [c for c in COSTS if c != "BillingCurrency"])))
         return self._per_currency(
-            f"SELECT COALESCE({key_sql}, '(unattributed)'), BillingCurrency, sum(BilledCost) FROM costs "
-            f"WHERE {window.where()} GROUP BY ALL ORDER BY 1")
+            f"WITH g AS (SELECT {reads + ', ' if reads else ''}BillingCurrency, sum(BilledCost) AS cost FROM costs "
+            f"WHERE {window.where()} GROUP BY ALL) "
+            f"SELECT COALESCE({key_sql}, '(unattributed)'), BillingCurrency, sum(cost) FROM g GROUP BY ALL ORDER BY 1")
 
     # ---- entities ------------------------------------------------------------------------------------
     def _costs_by_resource(self, window: Window) -> dict[str, dict[str, Decimal]]:
@@ -469,12 +579,208 @@ class Store:
             flow.lines += n
         return list(out.values())
 
+    # ---- entities of the wider rule pack (GPU005, BUD001, TAG003, COM001, STO001, REG002) ----------------
+    def gpu_capacity(self, window: Window) -> list[GpuCapacity]:
+        """GPU machines with when their billing and metrics last ran, the storage billed under their name
+        (Azure and GCP name a machine's disks after it) and the jobs seen on their instance type."""
+        assets = self.gpu_assets(window)
+        if not assets:
+            return []
+        ws, we = lit(window.start.isoformat(" ")), lit(window.end.isoformat(" "))
+        seg = "regexp_extract(s.rid, '[^/:]+$')"
+        named = (f"a.name IS NOT NULL AND length(a.name) >= 3 AND ({seg} = lower(a.name) "
+                 f"OR starts_with({seg}, lower(a.name) || '-') OR starts_with({seg}, lower(a.name) || '_'))")
+        # Billing names a machine by its id, or by an ARN or path that ends with it: two equality joins.
+        rows = self.con.execute(f"""
+            WITH b AS (SELECT lower(ResourceId) AS rid, regexp_extract(lower(ResourceId), '[^/:]+$') AS tail,
+                              min(ChargePeriodStart) AS first, max(ChargePeriodEnd) AS last
+                       FROM costs WHERE {window.where()} AND ResourceId IS NOT NULL AND ChargeCategory = 'Usage'
+                         AND x_CostCategory IN ('gpu_compute', 'other_compute') GROUP BY 1),
+                 billed AS (SELECT id, min(first) AS first, max(last) AS last FROM (
+                                SELECT a.id, b.first, b.last FROM assets a JOIN b ON b.rid = lower(a.id)
+                                UNION ALL
+                                SELECT a.id, b.first, b.last FROM assets a JOIN b ON b.tail = lower(a.id)
+                                WHERE b.rid <> lower(a.id)) GROUP BY 1),
+                 s AS (SELECT lower(ResourceId) AS rid, BillingCurrency AS cur, sum(BilledCost) AS cost
+                       FROM costs WHERE {window.where()} AND ResourceId IS NOT NULL AND x_CostCategory = 'storage'
+                       GROUP BY ALL),
+                 disks AS (SELECT a.id, list({{'rid': s.rid, 'cur': s.cur, 'cost': s.cost}} ORDER BY s.rid) AS d
+                           FROM assets a JOIN s ON {named} GROUP BY 1),
+                 u AS (SELECT asset_id, max(least(window_end, TIMESTAMP {we})) AS last_usage FROM gpu_usage
+                       WHERE window_start < TIMESTAMP {we} AND window_end > TIMESTAMP {ws} GROUP BY 1),
+                 j AS (SELECT provider, account, region, lower(regexp_replace(instance_type, '^ml\\.', '')) AS itype,
+                              count(*) AS n FROM jobs
+                       WHERE (start_time IS NULL OR start_time < TIMESTAMP {we})
+                         AND (end_time IS NULL OR end_time >= TIMESTAMP {ws}) GROUP BY ALL)
+            SELECT a.id, billed.first, billed.last, u.last_usage, disks.d,
+                   (SELECT COALESCE(sum(j.n), 0) FROM j WHERE j.provider = a.provider
+                        AND j.account IS NOT DISTINCT FROM a.account AND j.region IS NOT DISTINCT FROM a.region
+                        AND j.itype = lower(a.instance_type))
+            FROM assets a LEFT JOIN billed USING (id) LEFT JOIN u ON u.asset_id = a.id
+                 LEFT JOIN disks USING (id)""").fetchall()
+        data_end = self.con.execute(f"SELECT max(ChargePeriodEnd) FROM costs WHERE {window.where()}").fetchone()[0]
+        by_id = {r[0]: r[1:] for r in rows}
+        out = []
+        for a in assets:
+            first, last, last_usage, disks, jobs = by_id.get(a.id, (None, None, None, None, 0))
+            storage: dict[str, Decimal] = {}
+            for d in disks or []:
+                storage[d["cur"]] = storage.get(d["cur"], Decimal(0)) + d["cost"]
+            out.append(GpuCapacity(
+                **{f.name: getattr(a, f.name) for f in fields(GpuAsset)}, first_billed_at=first, last_billed_at=last,
+                last_usage_at=last_usage, data_end=data_end, storage_cost=storage,
+                storage_resources=list(dict.fromkeys(d["rid"] for d in disks or [])), jobs_seen=int(jobs)))
+        return out
+
+    def team_spend(self, window: Window, policy: Policy) -> list[TeamSpend]:
+        """Each team's spend in the quarter that holds the window's start, up to the window's end, in the
+        policy's currency, by the report's team attribution (engine.team_sql)."""
+        from auditor.engine import parse_quarter, team_sql
+
+        q = parse_quarter(f"{window.start.year}-Q{(window.start.month + 2) // 3}")
+        span = Window(q.start, min(window.end, q.end), q.label)
+        cur = lit(policy.currency)
+        # Summed per tag set first: the team lookup then runs once per tag set, not once per line.
+        totals = {team: (spent, gpu, gh) for team, spent, gpu, gh in self.con.execute(f"""
+            WITH g AS (
+                SELECT Tags, sum(BilledCost) AS spent,
+                       sum(BilledCost) FILTER (WHERE x_CostCategory = 'gpu_compute') AS gpu,
+                       sum(ConsumedQuantity * x_GpuCount) FILTER (WHERE x_GpuCount IS NOT NULL
+                           AND ChargeCategory = 'Usage' AND x_CostCategory = 'gpu_compute' AND {HOURS}) AS gh
+                FROM costs WHERE {span.where()} AND BillingCurrency = {cur} GROUP BY Tags)
+            SELECT {team_sql(policy)} AS team, sum(spent), COALESCE(sum(gpu), 0), COALESCE(sum(gh), 0)
+            FROM g GROUP BY 1""").fetchall()}
+        data_end = self.con.execute(f"SELECT least(max(ChargePeriodEnd), TIMESTAMP "
+                                    f"{lit(span.end.isoformat(' '))}) FROM costs WHERE {span.where()}").fetchone()[0]
+        out = []
+        for name, team in policy.teams.items():
+            spent, gpu, gpu_hours = totals.get(name, (Decimal(0), Decimal(0), Decimal(0)))
+            tags = {policy.team_tags[0]: name, **({policy.owner_tags[0]: team.lead} if team.lead else {})}
+            out.append(TeamSpend(name, name, team.lead, policy.currency, team.budget_per_quarter,
+                                 team.gpu_hours_per_quarter, spent, gpu, gpu_hours, q.label, q.start, q.end,
+                                 data_end, tags))
+        return out
+
+    def unattributed_spend(self, window: Window, policy: Policy) -> list[UnattributedSpend]:
+        """Per currency, the spend no team owns against the total: of GPU compute (scope gpu) and of
+        everything (scope all), with the largest unowned resources."""
+        from auditor.engine import team_sql
+
+        # Lines are summed per tag set and resource first, so the team lookup runs once per tag set.
+        rows = self.con.execute(f"""
+            WITH p AS (SELECT BillingCurrency AS cur, x_CostCategory = 'gpu_compute' AS gpu, Tags,
+                              COALESCE(ResourceId, x_Provider || ':' || COALESCE(ServiceName, '-') || ':'
+                                       || COALESCE(ChargeCategory, '-')) AS rid, sum(BilledCost) AS cost, count(*) AS n
+                       FROM costs WHERE {window.where()} GROUP BY ALL),
+                 l AS (SELECT cur, gpu, {team_sql(policy)} IS NULL AS unowned, cost, n, rid FROM p),
+                 scoped AS (SELECT 'gpu' AS scope, * FROM l WHERE gpu UNION ALL SELECT 'all' AS scope, * FROM l),
+                 top AS (SELECT scope, cur, rid, sum(cost) AS cost FROM scoped WHERE unowned GROUP BY scope, cur, rid
+                         QUALIFY row_number() OVER (PARTITION BY scope, cur ORDER BY sum(cost) DESC, rid) <= 5)
+            SELECT s.scope, s.cur, sum(s.cost), COALESCE(sum(s.cost) FILTER (WHERE s.unowned), 0),
+                   CAST(COALESCE(sum(s.n) FILTER (WHERE s.unowned), 0) AS BIGINT),
+                   (SELECT list([t.rid, CAST(t.cost AS VARCHAR)] ORDER BY t.cost DESC, t.rid) FROM top t
+                    WHERE t.scope = s.scope AND t.cur = s.cur)
+            FROM scoped s GROUP BY ALL ORDER BY 1, 2""").fetchall()
+        return [UnattributedSpend(f"org:{scope}:{cur}", scope, cur, total, unowned, n,
+                                  [(r, Decimal(c)) for r, c in top or []])
+                for scope, cur, total, unowned, n, top in rows]
+
+    def commitments(self, window: Window) -> list[Commitment]:
+        """Reservations and savings plans: the amortised cost of what they covered (CommitmentDiscountStatus
+        Used) and of the capacity nobody used (Unused), per commitment and currency."""
+        rows = self.con.execute(f"""
+            SELECT COALESCE(CommitmentDiscountId, x_Provider || ':' || COALESCE(SubAccountId, BillingAccountId, '-')
+                            || ':' || COALESCE(x_InstanceType, '-')) AS id,
+                   min(x_Provider), min(COALESCE(SubAccountId, BillingAccountId)), min(RegionId),
+                   min(CommitmentDiscountType), max(x_InstanceType), max(x_GpuModel), BillingCurrency,
+                   COALESCE(sum(EffectiveCost) FILTER (WHERE CommitmentDiscountStatus = 'Used'), 0),
+                   COALESCE(sum(EffectiveCost) FILTER (WHERE CommitmentDiscountStatus = 'Unused'), 0),
+                   min(ChargePeriodStart), max(ChargePeriodEnd), arg_max(Tags, EffectiveCost)
+            FROM costs WHERE {window.where()} AND CommitmentDiscountStatus IN ('Used', 'Unused')
+            GROUP BY id, BillingCurrency ORDER BY 1, BillingCurrency""").fetchall()
+        return [Commitment(rid, provider, account, region, None, kind, itype, gpu, cur, used, unused, first, last,
+                           dict(tags or {}))
+                for rid, provider, account, region, kind, itype, gpu, cur, used, unused, first, last, tags in rows]
+
+    def storage_growth(self, window: Window) -> list[StorageGrowth]:
+        """Storage resources month by month (average GB stored and cost, in each one's main currency), their
+        storage classes, and the jobs that write checkpoints to them."""
+        rows = self.con.execute(f"""
+            WITH m AS (
+                SELECT lower(ResourceId) AS rid, date_trunc('month', ChargePeriodStart) AS month,
+                       BillingCurrency AS cur,
+                       sum({GB_MONTHS}) AS gbmo, sum(BilledCost) AS cost,
+                       min(ChargePeriodStart) AS first, max(ChargePeriodEnd) AS last
+                FROM costs WHERE {window.where()} AND ResourceId IS NOT NULL AND x_CostCategory = 'storage'
+                  AND ChargeCategory = 'Usage' AND ({GB_MONTHS}) IS NOT NULL GROUP BY ALL),
+            main AS (SELECT rid, arg_max(cur, cost) AS cur FROM (SELECT rid, cur, sum(cost) AS cost FROM m GROUP BY ALL)
+                     GROUP BY 1),
+            info AS (SELECT lower(ResourceId) AS rid, min(x_Provider) AS provider,
+                            min(COALESCE(SubAccountId, BillingAccountId)) AS account,
+                            min(RegionId) AS region,
+                            min(ServiceName) AS service, arg_max(Tags, ChargePeriodStart) AS tags,
+                            list(DISTINCT COALESCE(x_UsageType, ChargeDescription, SkuId)
+                                 ORDER BY COALESCE(x_UsageType, ChargeDescription, SkuId)) AS classes,
+                            bool_or(regexp_matches(COALESCE(x_UsageType, '') || ' ' || COALESCE(ChargeDescription, ''),
+                                                   {lit(TIERED)})) AS tiered
+                     FROM costs WHERE {window.where()} AND ResourceId IS NOT NULL AND x_CostCategory = 'storage'
+                       AND ChargeCategory = 'Usage' GROUP BY 1),
+            ckpt AS (SELECT lower(regexp_extract(checkpoint_uri, '^[A-Za-z0-9]+://([^/]+)', 1)) AS bucket,
+                            list(DISTINCT COALESCE(name, id) ORDER BY COALESCE(name, id)) AS jobs
+                     FROM jobs WHERE checkpoint_uri IS NOT NULL GROUP BY 1)
+            SELECT m.rid, i.provider, i.account, i.region, i.service, i.tags, i.classes, i.tiered, m.cur,
+                   list([strftime(m.month, '%Y-%m'), CAST(round(m.gbmo * (epoch(m.month + INTERVAL 1 MONTH)
+                         - epoch(m.month)) / nullif(epoch(least(m.last, m.month + INTERVAL 1 MONTH))
+                         - epoch(greatest(m.first, m.month)), 0), 3) AS VARCHAR), CAST(m.cost AS VARCHAR)]
+                        ORDER BY m.month),
+                   sum(m.cost),
+                   (SELECT first(c.jobs) FROM ckpt c WHERE c.bucket <> '' AND (m.rid = c.bucket
+                        OR ends_with(m.rid, ':' || c.bucket) OR ends_with(m.rid, '/' || c.bucket)))
+            FROM m JOIN main USING (rid, cur) JOIN info i USING (rid)
+            GROUP BY ALL ORDER BY 1""").fetchall()
+        return [StorageGrowth(rid, provider, account, region, service, cur,
+                              [(mon, Decimal(gb), Decimal(c)) for mon, gb, c in months if gb is not None],
+                              [c for c in classes if c], tiered, list(jobs or []), dict(tags or {}), {cur: cost})
+                for rid, provider, account, region, service, tags, classes, tiered, cur, months, cost, jobs in rows]
+
+    def remote_data_flows(self, window: Window) -> list[RemoteDataFlow]:
+        """Inter-region transfer out, each flow with the GPU compute billed in its destination (and source) region."""
+        gpu: dict[tuple[str, str], tuple[dict[str, Decimal], Decimal, list[str]]] = {}
+        for provider, region, cur, cost, hours, top in self.con.execute(f"""
+                WITH r AS (SELECT x_Provider AS p, RegionId AS reg, BillingCurrency AS cur, ResourceId AS rid,
+                                  sum(BilledCost) AS cost,
+                                  sum(ConsumedQuantity * x_GpuCount) FILTER (WHERE ChargeCategory = 'Usage'
+                                      AND {HOURS} AND x_GpuCount IS NOT NULL) AS gh
+                           FROM costs WHERE {window.where()} AND x_CostCategory = 'gpu_compute' AND RegionId IS NOT NULL
+                           GROUP BY ALL)
+                SELECT p, reg, cur, sum(cost), COALESCE(sum(gh), 0),
+                       (list(rid ORDER BY cost DESC) FILTER (WHERE rid IS NOT NULL))[1:5]
+                FROM r GROUP BY ALL""").fetchall():
+            costs, gh, names = gpu.get((provider, region), ({}, Decimal(0), []))
+            costs[cur] = cost
+            gpu[(provider, region)] = (costs, gh + hours, names + list(top or []))
+        out = []
+        for f in self.transfer_flows(window):
+            if f.kind != "inter_region":
+                continue
+            dest = gpu.get((f.provider, f.destination), ({}, Decimal(0), []))
+            out.append(RemoteDataFlow(f.id, f.provider, f.source, f.destination, f.account, f.gb, dict(f.cost),
+                                      f.top_resources, f.tags, dest[0], dest[1], dest[2][:5],
+                                      gpu.get((f.provider, f.source), ({},))[0]))
+        return out
 
 # What makes two billing lines the same line, for finding a month exported twice.
 LINE_KEY = ("x_Provider, BillingAccountId, SubAccountId, ChargePeriodStart, ChargePeriodEnd, ResourceId, "
             "x_UsageType, SkuId, ChargeDescription, BilledCost, ConsumedQuantity, ChargeCategory")
 
 HOURS = "ConsumedUnit IN ('Hrs', 'Hours', 'Hour', 'h', 'hour', 'hours')"
+
+# Stored volume in GB-months (NULL for lines not counted in GB-months: disks billed per disk, requests).
+GB_MONTHS = """CASE WHEN ConsumedUnit IN ('GB-Mo', 'GB-Month', 'GB/Month', 'GB Month', 'GB-month') THEN ConsumedQuantity
+                    WHEN ConsumedUnit IN ('GiB-Mo', 'GiB Month', 'gibibyte month', 'GibiByte-Month')
+                    THEN ConsumedQuantity * 1.073741824 END"""
+# Storage classes that a lifecycle rule or automatic tiering moves data into (S3, GCS, Azure Blob).
+TIERED = r"(-SIA-|-ZIA-|Glacier|-GDA-|-GIR-|-INT-|Intelligent|Archive|\bCool\b|\bCold|Nearline)"
 
 # Transfer volume in GB, whatever unit the export counts it in.
 GB = """CAST(CASE WHEN ConsumedUnit IN ('Bytes', 'bytes', 'byte') THEN ConsumedQuantity / 1000000000

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from datetime import date
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -78,11 +79,15 @@ def make_entity(cls: type, data: dict[str, Any]) -> Any:
         if key not in types:
             raise ValueError(f"{cls.__name__} has no field {key!r}")
         t = types[key]
-        if key == "cost":
+        if key == "cost" or t.startswith("dict[str, Decimal]"):
             value = {c: Decimal(str(v)) for c, v in value.items()}
         elif key == "tag_sets":
             value = [(dict(tags), currency, Decimal(str(amount))) for tags, currency, amount in value]
-        elif t.startswith("Decimal"):
+        elif t.startswith("list[tuple[str, Decimal"):  # (label, amount, ...) rows: months, top resources
+            value = [(str(row[0]), *(Decimal(str(x)) for x in row[1:])) for row in value]
+        elif t.split(" ")[0] == "date" and value is not None and not isinstance(value, date):
+            value = date.fromisoformat(str(value))
+        elif t.startswith("Decimal") and value is not None:
             value = Decimal(str(value))
         elif t.startswith("datetime") and value is not None:
             bad = ValueError(f"{cls.__name__}.{key}: bad time {value!r}")

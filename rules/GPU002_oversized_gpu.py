@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from auditor.catalog import InstanceType
 from auditor.model import GpuAsset, Severity, fmt_money, primary
 from auditor.rule import Rule, register
 from auditor.schema import Field
@@ -7,19 +8,25 @@ from auditor.schema import Field
 
 @register
 class OversizedGpu(Rule):
-    """GPU machine bigger than its work: a cheaper GPU type holds its memory and keeps its pace.
+    """GPU machine bigger than its work: a cheaper GPU type, or fewer GPUs, hold its memory and keep its pace.
 
     ## What it does
     For a GPU machine with utilisation data, takes the peak GPU memory (plus `memory_headroom_pct`)
-    and the compute it used (p95 utilisation x the GPU's dense FP16 TFLOPS), and finds the cheapest
-    instance type in the bundled catalog, same provider and same GPU count, whose GPUs hold that
-    memory and deliver that compute at no more than `max_target_util_pct`. Flags the machine when
-    that type saves at least `min_monthly_savings` a month. Machines under `min_mean_util_pct` are
-    idle rather than oversized and are left to GPU001.
+    and the compute it used (p95 utilisation x the GPU's dense FP16 TFLOPS x its GPU count), and
+    finds the cheapest instance type in the bundled catalog, same provider, that holds that memory
+    and delivers that compute at no more than `max_target_util_pct`: any GPU model with the same
+    GPU count, or the same GPU model with fewer GPUs when the load across a multi-GPU machine is
+    low (then the fewer GPUs must hold the memory of all of them, whether the job replicates or
+    shards its model). Flags the machine when that type saves at least `min_monthly_savings` a
+    month. Machines under `min_mean_util_pct` are idle rather than oversized and are left to GPU001.
+    Where a still cheaper type keeps the pace and memory alone rules it out, the finding says so;
+    with `suggest_memory_reduction` such a machine is flagged even when nothing else fits.
+    The catalog prices one region per provider, so the comparison is within the provider at that
+    region's prices.
 
     ## Why it matters
     A model that fits a T4 or an L4 trained on an A100 or H100 pays several times over for
-    memory and compute it never touches.
+    memory and compute it never touches; eight GPUs that run at 15% do the work of two.
 
     ## Example
     ```yaml
@@ -28,8 +35,9 @@ class OversizedGpu(Rule):
     ```
 
     ## How to fix
-    Move the workload to the recommended instance type. Where memory alone holds it on the large
-    GPU, mixed precision (bf16) or gradient checkpointing usually brings it within the smaller one.
+    Move the workload to the recommended instance type (or the smaller size of the same family).
+    Where memory alone holds it on the large GPU, mixed precision (bf16) or gradient checkpointing
+    usually brings it within the smaller one.
     """
 
     id = "GPU002"
@@ -46,6 +54,8 @@ class OversizedGpu(Rule):
                                      doc="smallest monthly saving worth a finding"),
         "min_mean_util_pct": Field("number", default=10, minimum=0, maximum=100,
                                    doc="below this a machine is idle (GPU001), not oversized"),
+        "suggest_memory_reduction": Field("bool", default=False,
+                                          doc="flag machines that memory alone keeps on the larger GPU"),
     }
 
     def check(self, asset: GpuAsset, ctx):
@@ -59,41 +69,75 @@ class OversizedGpu(Rule):
         gpu = ctx.catalog.gpu(asset.gpu_model or current.gpu_model)
         if gpu is None:
             return
+        count = current.gpu_count
         need_mem = asset.peak_mem_gb * (1 + self.opt("memory_headroom_pct") / 100)
-        need_tflops = asset.p95_util_pct / 100 * gpu.tflops
+        need_tflops = asset.p95_util_pct / 100 * gpu.tflops  # per GPU of the current machine
         target = self.opt("max_target_util_pct") / 100
-        fits = []
+        fits, memory_bound = [], []
         for t in ctx.catalog.instance_types(asset.provider):
             g = ctx.catalog.gpu(t.gpu_model)
-            if (t.gpu_count == current.gpu_count and t.price_per_hour < current.price_per_hour and g
-                    and g.memory_gb >= need_mem and g.tflops * target >= need_tflops):
+            same_count = t.gpu_count == count
+            fewer_same_model = t.gpu_count < count and t.gpu_model == gpu.name
+            if not g or t.price_per_hour >= current.price_per_hour or not (same_count or fewer_same_model):
+                continue
+            memory_ok = g.memory_gb >= need_mem and t.gpu_count * g.memory_gb >= need_mem * count
+            compute_ok = t.gpu_count * g.tflops * target >= need_tflops * count
+            if memory_ok and compute_ok:
                 fits.append(t)
-        if not fits:
+            elif compute_ok:
+                memory_bound.append(t)
+        best = min(fits, key=lambda t: (t.price_per_hour, t.name)) if fits else None
+        cheaper_but_memory = [t for t in memory_bound if best is None or t.price_per_hour < best.price_per_hour]
+        hint = min(cheaper_but_memory, key=lambda t: (t.price_per_hour, t.name)) if cheaper_but_memory else None
+        if best is None:
+            if hint is None or not self.opt("suggest_memory_reduction"):
+                return
+            target_type, memory_only = hint, True
+        else:
+            target_type, memory_only = best, False
+        currency, cost, monthly, basis = self._saving(asset, ctx, current, target_type)
+        if monthly < self.opt("min_monthly_savings"):
             return
-        best = min(fits, key=lambda t: (t.price_per_hour, t.name))
-        ratio = best.price_per_hour / current.price_per_hour
+        hint_gpu = ctx.catalog.gpu(hint.gpu_model) if hint else None
+        head = (f"{asset.instance_type} {asset.name or asset.id} peaks at {asset.peak_mem_gb:g} GB of "
+                f"{gpu.memory_gb:g} GB GPU memory and {asset.p95_util_pct:g}% utilisation: ")
+        if memory_only:
+            message = (f"{head}memory alone keeps it off {hint.name} ({hint.gpu_count}x {hint.gpu_model}, "
+                       f"{hint_gpu.memory_gb:g} GB a GPU, needs {need_mem:.1f} GB with headroom); mixed precision "
+                       f"(bf16) or gradient checkpointing would bring it within, saving about "
+                       f"{fmt_money(monthly, currency)} a month")
+        else:
+            message = (f"{head}{best.name} ({best.gpu_count}x {best.gpu_model}) fits, saving about "
+                       f"{fmt_money(monthly, currency)} a month")
+            if best.gpu_count < count:
+                message += f"; its load fits {best.gpu_count} of its {count} GPUs"
+            if hint:
+                message += (f"; memory alone rules out the cheaper {hint.name} ({hint_gpu.memory_gb:g} GB a GPU): "
+                            "mixed precision (bf16) or gradient checkpointing may bring the peak within it")
+        yield self.finding(
+            asset, ctx, message,
+            evidence={"peak_mem_gb": asset.peak_mem_gb, "gpu_memory_gb": gpu.memory_gb,
+                      "p95_util_pct": asset.p95_util_pct, "mean_util_pct": round(asset.mean_util_pct, 2),
+                      "needed_mem_gb": round(need_mem, 2), "needed_tflops": round(need_tflops * count, 1),
+                      "current_type": current.name, "current_gpu_count": count,
+                      "current_price_per_hour": str(current.price_per_hour),
+                      "recommended_type": target_type.name, "recommended_gpu": target_type.gpu_model,
+                      "recommended_gpu_count": target_type.gpu_count,
+                      "recommended_price_per_hour": str(target_type.price_per_hour),
+                      "memory_bound_alternative": hint.name if hint else None,
+                      "needs_memory_reduction": memory_only,
+                      "price_region": ctx.catalog.prices[asset.provider].region,
+                      "prices": ctx.catalog.prices[asset.provider].source, "savings_basis": basis},
+            cost=cost, monthly_savings=monthly, currency=currency,
+            key=f"memory:{target_type.name}" if memory_only else target_type.name)
+
+    @staticmethod
+    def _saving(asset: GpuAsset, ctx, current: InstanceType, to: InstanceType):
+        ratio = to.price_per_hour / current.price_per_hour
         billed = primary(asset.cost)
         if billed:
             currency, cost = billed
-            monthly = ctx.monthly(cost, asset.billed_hours) * (1 - ratio)
-            basis = "billed cost as a monthly run rate x the catalog price ratio"
-        else:
-            currency, cost = "USD", None
-            monthly = (current.price_per_hour - best.price_per_hour) * 730
-            basis = "catalog on-demand price difference x 730 h"
-        if monthly < self.opt("min_monthly_savings"):
-            return
-        yield self.finding(
-            asset, ctx,
-            f"{asset.instance_type} {asset.name or asset.id} peaks at {asset.peak_mem_gb:g} GB of "
-            f"{gpu.memory_gb:g} GB GPU memory and {asset.p95_util_pct:g}% utilisation: "
-            f"{best.name} ({best.gpu_count}x {best.gpu_model}) fits, saving about "
-            f"{fmt_money(monthly, currency)} a month",
-            evidence={"peak_mem_gb": asset.peak_mem_gb, "gpu_memory_gb": gpu.memory_gb,
-                      "p95_util_pct": asset.p95_util_pct, "mean_util_pct": round(asset.mean_util_pct, 2),
-                      "needed_mem_gb": round(need_mem, 2), "needed_tflops": round(need_tflops, 1),
-                      "current_type": current.name, "current_price_per_hour": str(current.price_per_hour),
-                      "recommended_type": best.name, "recommended_gpu": best.gpu_model,
-                      "recommended_price_per_hour": str(best.price_per_hour),
-                      "prices": ctx.catalog.prices[asset.provider].source, "savings_basis": basis},
-            cost=cost, monthly_savings=monthly, currency=currency, key=best.name)
+            return (currency, cost, ctx.monthly(cost, asset.billed_hours) * (1 - ratio),
+                    "billed cost as a monthly run rate x the catalog price ratio")
+        return ("USD", None, (current.price_per_hour - to.price_per_hour) * 730,
+                "catalog on-demand price difference x 730 h")

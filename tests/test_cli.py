@@ -270,7 +270,7 @@ def test_demo_audit_exits_clean_and_writes_four_files(demo):
     for p in out.iterdir():
         assert p.stat().st_size > 0
     assert "GPU spend audit 2026-Q3 · Example ML GPU policy" in result.stdout
-    assert "total spend       $294,973.29" in result.stdout
+    assert "total spend       $341,964.32" in result.stdout
     assert re.search(r"wrote .*audit\.json, .*report\.html, .*report\.md, .*findings\.csv", result.stdout)
     assert "Traceback" not in result.output
 
@@ -491,7 +491,7 @@ def test_demo_summary_total_equals_the_exports(demo):
     summary = Decimal(doc["summary"]["billed_cost"]["USD"])
     exact = independent_total(DEMO / "billing")
     assert summary == exact.quantize(Decimal("0.01"))  # rounded once, from the exact sum
-    assert summary == Decimal("294973.29")  # the demo README's total
+    assert summary == Decimal("341964.32")  # the demo README's total
     per_file = sum(Decimal(b["billed_cost"]["USD"]) for b in inside)
     # each file's amount is rounded once on its own, so their sum may differ by half a cent a file
     assert abs(per_file - summary) <= Decimal("0.005") * len(inside)
@@ -503,7 +503,7 @@ def test_inspect_demo_json():
     doc = json.loads(result.stdout)
     assert len(doc["files"]) == 4
     assert {f["format"] for f in doc["files"]} == {"aws-cur", "focus-1.0"}
-    assert sum(f["rows"] for f in doc["files"]) == 3339
+    assert sum(f["rows"] for f in doc["files"]) == 3991
     for f in doc["files"]:
         assert re.fullmatch(r"\d+\.\d{2}", f["billed_cost"]["USD"])
 

@@ -101,7 +101,7 @@ def test_html_content(demo_audit):
     for rule_id in RULE_IDS:
         assert rule_id in html, rule_id
     s = demo_audit.summary
-    assert fmt_money(s["billed_cost"]) == "$294,973.29"
+    assert fmt_money(s["billed_cost"]) == "$341,964.32"
     for amount in (s["billed_cost"], s["gpu_cost"], s["monthly_savings"], s["effective_cost"]):
         assert fmt_money(amount) in html
     assert "2026-Q3" in html
@@ -143,7 +143,7 @@ def test_markdown_content(demo_audit):
     assert md.startswith("# GPU spend audit 2026-Q3: Example ML GPU policy")
     for rule_id in RULE_IDS:
         assert rule_id in md
-    assert "$294,973.29" in md
+    assert "$341,964.32" in md
     assert fmt_money(demo_audit.summary["monthly_savings"]) in md
     assert "(waived)" in md
 
@@ -357,3 +357,205 @@ def test_written_files_are_readable_by_others_in_process(demo_audit, tmp_path):
         assert m == 0o666 & ~report._UMASK
         if old == 0o022:
             assert m == 0o644
+
+
+# ---- every section, from the audit.json dict alone ----------------------------------------------------------
+
+SECTIONS = ("Summary", "Where the money went", "The GPU fleet", "Findings", "The policy", "Forecast",
+            "Quarter over quarter", "Inputs")
+HOSTILE_ID = '/subscriptions/x/vm-<script>alert(1)</script>" onload="alert(2)'
+HOSTILE_TEAM = '" onload="alert(3)'
+HOSTILE_PROJECT = "<script>alert(4)</script>"
+
+
+@pytest.fixture(scope="module")
+def demo_doc(demo_audit) -> dict:
+    """The demo audit as of 2026-10-15, against last quarter's audit (test_report_trend.last_quarter)."""
+    from test_report_trend import last_quarter
+
+    audit = copy.copy(demo_audit)
+    audit.as_of = date(2026, 10, 15)
+    audit.previous = {"path": "q2/audit.json", "sha256": "0" * 64, "doc": last_quarter(audit.to_dict())}
+    return audit.to_dict()
+
+
+def test_every_section_in_html_and_markdown(demo_doc):
+    html, md = render_html(demo_doc), render_md(demo_doc)
+    for title in SECTIONS:
+        assert re.search(rf"<h2[^>]*>{title}</h2>", html), title
+        assert f"\n## {title}\n" in md, title
+    for text in ("GPU-hours by pricing", "On-demand", "Spot", "Committed", "Under 10%", "10% to 50%", "Over 50%",
+                 "Idle and oversized machines", "By account", "By region", "By team", "By project", "2026-Q4",
+                 "At the current run rate", "With the savings applied", "Resolved since last quarter (1)",
+                 "Still open", "New this quarter", "Billing lines by month"):
+        assert text in html, text
+    met = sum(1 for c in demo_doc["clauses"] if c["status"].startswith("met"))
+    broken = sum(1 for c in demo_doc["clauses"] if c["status"].startswith("broken"))
+    assert broken >= 5 and f"{met} met, {broken} broken" in html and f"{met} met, {broken} broken" in md
+    for src in demo_doc["inputs"]["billing"]:
+        assert src["sha256"] in html and src["sha256"] in md
+    assert fmt_money(demo_doc["summary"]["quarterly_savings"]) in html
+
+
+def test_summary_reconciles_to_the_cent(demo_doc):
+    s = demo_doc["summary"]
+    def near(parts: list, whole) -> bool:
+        """Each figure is rounded once, to the cent: parts add up to the whole within half a cent each."""
+        return abs(sum(Decimal(p) for p in parts) - Decimal(whole)) <= Decimal("0.005") * len(parts)
+
+    total = s["billed_cost"]["USD"]
+    for dim, rows in s["breakdown"].items():
+        assert near([r["billed_cost"]["USD"] for r in rows], total), dim
+    assert near([v["USD"] for v in s["by_category"].values()], total)
+    gpu = s["gpu_cost"]["USD"]
+    assert near([r["gpu_cost"].get("USD", "0") for r in s["breakdown"]["provider"]], gpu)
+    assert near([m["billed_cost"]["USD"] for m in s["fleet"]["by_model"]], gpu)
+    hours = Decimal(s["gpu_hours"])
+    assert abs(sum(Decimal(h) for h in s["gpu_hours_by_pricing"].values()) - hours) <= Decimal("0.15")
+    assert abs(sum(Decimal(m["gpu_hours"]) for m in s["fleet"]["by_model"]) - hours) <= Decimal("0.05") * len(
+        s["fleet"]["by_model"])
+    assert near([s["monthly_savings"]["USD"]] * 3, s["quarterly_savings"]["USD"])
+    for team, detail in s["team_spend"].items():
+        assert near([v["USD"] for v in detail["by_category"].values()], s["by_team"][team]["USD"])
+
+
+def test_fleet_bands_and_idle_machine(demo_doc):
+    fleet = demo_doc["summary"]["fleet"]
+    # the demo's idle p5.48xlarge: 8 H100s at 2.4% for all 2,208 hours of the quarter, the only machine under 10%
+    assert fleet["utilisation"]["under_10"] == str(8 * 2208) + ".0"
+    idle = next(m for m in fleet["machines"] if m["id"] == "i-0a1f3c5e7b9d24680")
+    assert idle["status"] == ["idle"] and idle["team"] == "vision" and idle["gpu_count"] == 8
+    bench = next(m for m in fleet["machines"] if m["id"] == "i-0bench4f1a2b3c4d5")
+    assert bench["status"] == ["oversized (waived)"]
+    assert fleet["machines"][0]["id"] == "i-0a1f3c5e7b9d24680"  # the most expensive first
+    assert demo_doc["summary"]["gpu_hours_by_pricing"]["spot"] != "0.0"
+
+
+def test_forecast_is_the_last_month_run_rate(demo_audit, demo_doc):
+    from auditor.store import Store
+
+    store = Store()
+    store.load_billing([DEMO / "billing"])
+    september = store.con.execute("SELECT sum(BilledCost) FROM costs WHERE ChargePeriodStart >= '2026-09-01' "
+                                  "AND ChargePeriodStart < '2026-10-01'").fetchone()[0]
+    fc = demo_doc["summary"]["forecast"]
+    assert fc["basis"]["start"] == "2026-09-01T00:00:00Z" and fc["next"]["label"] == "2026-Q4"
+    hours = Decimal(2208)  # October to December 2026
+    assert fc["billed_cost"]["USD"] == str((september * hours / 720).quantize(Decimal("0.01")))  # 720 h in Sep
+    savings = Decimal(demo_doc["summary"]["monthly_savings"]["USD"]) * hours / 730  # from the rounded monthly
+    assert abs(Decimal(fc["savings"]["USD"]) - savings) <= Decimal("0.02")
+    with_savings = Decimal(fc["with_savings"]["USD"])
+    assert abs(with_savings - (Decimal(fc["billed_cost"]["USD"]) - Decimal(fc["savings"]["USD"]))) <= Decimal("0.01")
+
+
+def test_partial_audit_says_so_at_the_top(demo_doc):
+    doc = copy.deepcopy(demo_doc)
+    doc["partial"] = True
+    html, md = render_html(doc), render_md(doc)
+    assert "Partial audit" in html and html.index("Partial audit") < html.index(">Summary</h2>")
+    assert "**Partial audit:**" in md and md.index("Partial audit") < md.index("## Summary")
+    assert "Partial audit" not in render_html(demo_doc)
+
+
+def test_what_was_missing(tmp_path):
+    """One month of AWS billing audited as the quarter, without an inventory: the gaps are named at the top."""
+    policy = load_policy(DEMO / "policy.yml")
+    audit = run_audit(policy, [DEMO / "billing" / "aws-cur-2026-07.csv"], None, parse_quarter("2026-Q3"),
+                      date(2026, 10, 15))
+    missing = audit.to_dict()["summary"]["coverage"]["missing"]
+    assert "no aws billing lines for 2026-08" in missing and "no aws billing lines for 2026-09" in missing
+    assert any(m.startswith("no GPU inventory") for m in missing)
+    html = render_html(audit)
+    assert html.index("Gaps in the inputs") < html.index(">Summary</h2>")
+    assert "no aws billing lines for 2026-09" in render_md(audit)
+
+
+def test_expiring_waivers(demo_doc):
+    doc = copy.deepcopy(demo_doc)
+    assert "Waivers expiring" not in render_html(doc)  # 2027-03-31 is months away on 2026-10-15
+    doc["as_of"] = "2027-03-10"
+    html, md = render_html(doc), render_md(doc)
+    assert re.search(r"Waivers expiring within 30 days of 2027-03-10.*i-0bench\*.*in 21 days", html, re.S)
+    assert "Waivers expiring within 30 days of 2027-03-10" in md and "in 21 days" in md
+
+
+def test_team_view(demo_doc):
+    html, md = render_html(demo_doc, team="nlp"), render_md(demo_doc, team="nlp")
+    nlp = [f for f in demo_doc["findings"] if f["team"] == "nlp"]
+    others = [f for f in demo_doc["findings"] if f["team"] != "nlp"]
+    for f in nlp:
+        assert f["resource"] in html
+    assert "i-0a1f3c5e7b9d24680" not in html[:html.index(">Inputs</h2>")]  # vision's idle H100
+    assert not any(f["resource"] in md[:md.index("## Inputs")] for f in others)
+    assert fmt_money(demo_doc["summary"]["by_team"]["nlp"]) in html
+    assert fmt_money(demo_doc["summary"]["billed_cost"]) not in html  # the organisation's total is not the team's
+    assert "2026-Q3 · team nlp" in html and "lead-nlp@example.com" in html
+    rows = list(csv.DictReader(io.StringIO(render_csv(demo_doc, team="nlp"))))
+    assert len(rows) == len(nlp) and {r["team"] for r in rows} == {"nlp"}
+
+
+def test_saved_audit_rerenders_identically(demo_doc):
+    saved = json.loads(render_json(demo_doc))
+    assert saved == demo_doc
+    assert render_html(saved) == render_html(demo_doc)
+    assert render_md(saved) == render_md(demo_doc)
+    assert render_csv(saved) == render_csv(demo_doc)
+    assert render_json(saved) == render_json(demo_doc)
+
+
+def test_audit_json_follows_its_schema(demo_doc, demo_audit):
+    import jsonschema
+
+    schema = json.loads((REPO / "auditor" / "data" / "audit.schema.json").read_text(encoding="utf-8"))
+    jsonschema.Draft202012Validator.check_schema(schema)
+    for doc in (demo_doc, json.loads(render_json(demo_audit))):
+        errors = [f"{e.json_path}: {e.message[:120]}" for e in jsonschema.Draft202012Validator(schema).iter_errors(doc)]
+        assert errors == []
+
+
+def test_csv_carries_evidence_and_waiver(demo_doc):
+    rows = list(csv.DictReader(io.StringIO(render_csv(demo_doc))))
+    bench = next(r for r in rows if r["resource"] == "i-0bench4f1a2b3c4d5")
+    assert bench["waiver_expires"] == "2027-03-31" and bench["waiver_owner"] == "lead-platform@example.com"
+    assert json.loads(bench["evidence"])["recommended_type"] == "g6.48xlarge"
+
+
+# ---- hostile text from the billing itself, in every format --------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def hostile_billing_audit(tmp_path_factory) -> Audit:
+    """A real FOCUS export whose resource id and tags carry markup: the audit reads it like any other."""
+    src = DEMO / "billing" / "focus-azure-2026-q3.csv"
+    with open(src, newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        rows = [next(reader), next(reader)]
+        fields = reader.fieldnames
+    rows[0].update(ResourceId=HOSTILE_ID, ResourceName=HOSTILE_ID,
+                   Tags=json.dumps({"team": HOSTILE_TEAM, "project": HOSTILE_PROJECT}))
+    path = tmp_path_factory.mktemp("hostile") / "focus-hostile.csv"
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=fields)
+        w.writeheader()
+        w.writerows(rows)
+    return run_audit(load_policy(DEMO / "policy.yml"), [path], None, None, date(2026, 10, 15))
+
+
+def test_hostile_billing_is_text_in_every_format(hostile_billing_audit):
+    doc = hostile_billing_audit.to_dict()
+    assert any(f["resource"] == HOSTILE_ID and f["team"] == HOSTILE_TEAM for f in doc["findings"])
+    assert {r["key"] for r in doc["summary"]["breakdown"]["project"]} >= {HOSTILE_PROJECT}
+    for html in (render_html(doc), render_html(doc, team=HOSTILE_TEAM)):
+        assert "<script" not in html.lower()
+        parser = Tags()
+        parser.feed(html)
+        assert not any(a.startswith("on") for _, attrs in parser.tags for a in attrs)
+        assert "vm-&lt;script&gt;alert(1)&lt;/script&gt;&#34; onload=&#34;alert(2)" in html
+        assert "&#34; onload=&#34;alert(3)" in html and "&lt;script&gt;alert(4)&lt;/script&gt;" in html
+    for md in (render_md(doc), render_md(doc, team=HOSTILE_TEAM)):
+        assert not re.search(r"(?<!\\)<", md)
+        assert r"vm-\<script\>alert\(1\)\</script\>" in md and r"\<script\>alert\(4\)\</script\>" in md
+    rows = list(csv.DictReader(io.StringIO(render_csv(doc))))
+    hostile = next(r for r in rows if r["resource"] == HOSTILE_ID)  # text, exactly as billed
+    assert hostile["team"] == HOSTILE_TEAM
+    assert json.loads(render_json(doc))["findings"] == doc["findings"]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 import re
+import typing
 from collections import Counter
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import pytest
 import yaml
 
 from auditor.errors import InputError
-from auditor.model import Finding, GpuAsset, Job, ResourceSpend, Severity, TransferFlow
+from auditor.model import Entity, Finding, GpuAsset, Severity
 from auditor.rule import DOC_SECTIONS, ID_RE, NAME_RE, RETIRED, Rule, RuleError, all_rules, get_rule, register
 from auditor.schema import Field, Validator
 from auditor.testing import load_cases, make_entity
@@ -21,7 +22,7 @@ RULES_DIR = REPO / "rules"
 CASES_DIR = REPO / "fixtures" / "rules"
 RULES = all_rules()
 IDS = [r.id for r in RULES]
-ENTITIES = (GpuAsset, Job, ResourceSpend, TransferFlow)
+ENTITIES = typing.get_args(Entity)  # every entity class a rule may read
 
 YAML_FENCE = re.compile(r"```yaml\n(.*?)```", re.S)
 

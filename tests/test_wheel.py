@@ -77,7 +77,7 @@ def test_demo_audit_from_the_installed_script(venv):
     for name in ("audit.json", "report.md", "findings.csv"):
         assert (out / name).is_file(), name
     doc = json.loads((out / "audit.json").read_text(encoding="utf-8"))
-    assert doc["summary"]["billed_cost"]["USD"] == "294973.29"
+    assert doc["summary"]["billed_cost"]["USD"] == "341964.32"
     assert {f["rule"] for f in doc["findings"]} >= {"GPU001", "GPU002", "TAG001", "NET001"}
 
 

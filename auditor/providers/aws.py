@@ -147,6 +147,18 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
         "AvailabilityZone": cols.text("lineItem/AvailabilityZone"),
         "SkuId": cols.text("product/sku"),
         "PricingCategory": pricing,
+        # A reservation's or savings plan's fee line carries, as its amortised cost, what of it went unused.
+        "CommitmentDiscountId": f"""CASE WHEN {lit_type} IN ('DiscountedUsage', 'RIFee')
+                                         THEN {cols.text('reservation/ReservationARN')}
+                                         WHEN {lit_type} IN ('SavingsPlanCoveredUsage', 'SavingsPlanRecurringFee')
+                                         THEN {cols.text('savingsPlan/SavingsPlanARN')} END""",
+        "CommitmentDiscountStatus": f"""CASE WHEN {lit_type} IN ('DiscountedUsage', 'SavingsPlanCoveredUsage')
+                                             THEN 'Used'
+                                             WHEN {lit_type} IN ('RIFee', 'SavingsPlanRecurringFee') THEN 'Unused'
+                                             END""",
+        "CommitmentDiscountType": f"""CASE WHEN {lit_type} IN ('DiscountedUsage', 'RIFee') THEN 'Reservation'
+                                           WHEN {lit_type} IN ('SavingsPlanCoveredUsage', 'SavingsPlanRecurringFee')
+                                           THEN 'Savings Plan' END""",
         "ConsumedQuantity": cols.money("lineItem/UsageAmount"),
         "ConsumedUnit": cols.text("pricing/unit"),
         "Tags": _tag_entries(cols),

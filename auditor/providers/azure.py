@@ -29,11 +29,18 @@ def region_ids() -> dict[str, str]:
     return {r["OriginalValue"].strip().lower(): r["RegionId"] for r in csv.DictReader(text.splitlines())}
 
 
+# US month-first dates, as Cost Management writes them (`09/21/2023`, `9/2/2023`), with a time where a
+# spreadsheet added one.
+US_DATES = "['%m/%d/%Y', '%m/%d/%Y %H:%M:%S', '%m/%d/%Y %I:%M:%S %p', '%m/%d/%Y %H:%M']"
+
+
 def parse_date(expr: str, try_: bool = False) -> str:
-    """`09/21/2023`, `9/2/2023`, `2023-09-21` or an ISO time, as a UTC timestamp."""
-    iso = f"TRY_CAST({expr} AS TIMESTAMP)" if try_ else \
-        f"CASE WHEN {expr} LIKE '%/%' THEN NULL ELSE CAST({expr} AS TIMESTAMP) END"
-    return f"COALESCE(try_strptime({expr}, '%m/%d/%Y'), {iso})"
+    """`09/21/2023`, `9/2/2023`, `2023-09-21` or an ISO time, as a UTC timestamp. A date that is neither
+    (`21/09/2023`, `2023-13-45`) is an error, not NULL, so that the file, line and column can be named; with
+    try_ it is NULL instead, to find that line."""
+    if try_:
+        return f"COALESCE(try_strptime({expr}, {US_DATES}), TRY_CAST({expr} AS TIMESTAMP))"
+    return f"CASE WHEN {expr} LIKE '%/%' THEN strptime({expr}, {US_DATES}) ELSE CAST({expr} AS TIMESTAMP) END"
 
 
 def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[str, str]]]:
@@ -54,6 +61,7 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
     location = cols.text("ResourceLocation")
     region = case_map(f"lower({location})", region_ids(), f"lower(replace({location}, ' ', ''))")
     pricing = cols.text("PricingModel")
+    charge = case_map(cols.text("ChargeType"), CHARGE, "'Usage'")
     transfer_kind = f"""CASE
         WHEN {meter_cat} = 'Bandwidth' AND ({meter_sub} = 'Inter-Region' OR {meter} ILIKE '%Continent Data Transfer%')
             THEN 'inter_region'
@@ -73,6 +81,8 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
     qty = cols.name("Quantity", "UsageQuantity", "quantity")
     list_cost = (f"COALESCE(CAST(CAST({cols.ref(paygo)} AS DOUBLE) * CAST({cols.ref(qty)} AS DOUBLE) AS {MONEY}), "
                  f"{cost})") if paygo and qty else cost
+    charge_type = cols.text("ChargeType")
+    unused = f"{charge_type} IN ('UnusedReservation', 'UnusedSavingsPlan')"
     exprs = {
         "BilledCost": cost,
         "EffectiveCost": cost,
@@ -80,7 +90,7 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
         "BillingCurrency": f"COALESCE({cols.first_text('BillingCurrency', 'BillingCurrencyCode', 'Currency')}, 'USD')",
         "ChargePeriodStart": start,
         "ChargePeriodEnd": f"({start}) + INTERVAL 1 DAY",
-        "ChargeCategory": case_map(cols.text("ChargeType"), CHARGE, "'Usage'"),
+        "ChargeCategory": charge,
         "ChargeDescription": cols.first_text("ProductName", "Product", "MeterName"),
         "ServiceName": cols.first_text("MeterCategory", "ConsumedService"),
         "ProviderName": "'Microsoft'",
@@ -90,8 +100,19 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
         "RegionId": region,
         "AvailabilityZone": cols.text("AvailabilityZone"),
         "SkuId": cols.first_text("MeterId", "PartNumber"),
+        # Without a PricingModel (pay-as-you-go usage details have none; EA leaves it empty on some lines), a
+        # usage or purchase line is at the standard rate.
         "PricingCategory": f"""CASE WHEN {meter} LIKE '% Spot' OR {meter} LIKE '% Low Priority' THEN 'Dynamic'
-            ELSE {case_map(pricing, PRICING, 'NULL')} END""",
+            ELSE COALESCE({case_map(pricing, PRICING, 'NULL')}, CASE WHEN {charge} IN ('Usage', 'Purchase')
+                                                                     THEN 'Standard' END) END""",
+        # Reservation usage and the hours a reservation went unused (ChargeType UnusedReservation).
+        "CommitmentDiscountId": f"CASE WHEN {unused} OR {pricing} IN ('Reservation', 'SavingsPlan') "
+                                f"THEN lower({cols.first_text('ReservationId', 'BenefitId')}) END",
+        "CommitmentDiscountStatus": f"CASE WHEN {unused} THEN 'Unused' WHEN {charge} = 'Usage' AND {pricing} "
+                                    "IN ('Reservation', 'SavingsPlan') THEN 'Used' END",
+        "CommitmentDiscountType": f"CASE WHEN {charge_type} = 'UnusedReservation' OR {pricing} = 'Reservation' "
+                                  f"THEN 'Reservation' WHEN {charge_type} = 'UnusedSavingsPlan' "
+                                  f"OR {pricing} = 'SavingsPlan' THEN 'Savings Plan' END",
         "ConsumedQuantity": cols.money("Quantity", "UsageQuantity"),
         "ConsumedUnit": f"CASE WHEN {cols.text('UnitOfMeasure')} IN ('1 Hour', '1 Hours') THEN 'Hours' "
                         f"WHEN {cols.text('UnitOfMeasure')} IN ('1 GB', '1 GB/Month') THEN 'GB' "

@@ -25,6 +25,7 @@ class Sniffed:
     has_bom: bool = False
     fields: tuple[tuple[str, str], ...] = ()  # dotted name -> SQL that reaches it, for nested fields
     types: tuple[tuple[str, str], ...] = ()  # column -> DuckDB type, for Parquet and JSON
+    serial: bool = False  # read with DuckDB's single-threaded CSV reader (see has_long_line)
 
 
 def norm(column: str) -> str:
@@ -124,7 +125,8 @@ def _nested_columns(path: Path, con, reader: str) -> tuple[list[str], list[tuple
     try:
         top = con.execute(f"DESCRIBE SELECT * FROM {reader}(?)", [str(path)]).fetchall()
     except duckdb.Error as e:
-        raise InputError(f"cannot read the {kind} file: {str(e).splitlines()[0]}", path=str(path)) from None
+        reason = re.sub(r"^[A-Za-z ]*Error: ", "", str(e).splitlines()[0]).replace(f" '{path}'", "")
+        raise InputError(f"cannot read the {kind} file (cut short or damaged?): {reason}", path=str(path)) from None
     names: list[str] = []
     fields: list[tuple[str, str]] = []
     types: list[tuple[str, str]] = []
@@ -181,11 +183,64 @@ def sniff(path: Path, con) -> Sniffed:
         container, compression = "csv", "gzip" if gz else "none"
     fmt = detect_format(columns)
     if fmt is None:
-        shown = ", ".join(columns[:6]) + (", ..." if len(columns) > 6 else "")
+        if container == "csv" and len(columns) == 1:
+            for delim, name in ((";", "semicolons"), ("\t", "tabs"), ("|", "pipes")):
+                if detect_format(columns[0].split(delim)):
+                    raise InputError(f"the columns are separated by {name}; gpu-auditor reads comma-separated "
+                                     "files: export the file as CSV with commas", path=str(path), line=1)
+        shown = ", ".join(_clip(c, 40) for c in columns[:6]) + (", ..." if len(columns) > 6 else "")
         raise InputError(f"not a billing export gpu-auditor reads (header: {shown}); it reads AWS Cost and "
                          "Usage Reports, FOCUS 1.0-1.2, GCP BigQuery billing exports and Azure cost details",
                          path=str(path), line=1)
-    return Sniffed(path, container, compression, tuple(columns), fmt, bom, tuple(fields), tuple(types))
+    long_lines = container == "csv" and compression == "none" and has_long_line(path)
+    if long_lines and (line := first_line_over(path, MAX_LINE)):
+        raise InputError(f"cannot read the file: the line is longer than {MAX_LINE:,} bytes, the longest line "
+                         "gpu-auditor reads", path=str(path), line=line)
+    serial = container == "csv" and (compression == "gzip" or long_lines)
+    return Sniffed(path, container, compression, tuple(columns), fmt, bom, tuple(fields), tuple(types), serial)
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def has_long_line(path: Path, block: int = 1 << 20) -> bool:
+    """Whether a stretch of `block` bytes holds no line break, that is, a line of at least a MiB (every line
+    over 2 MiB leaves such a stretch). DuckDB's parallel CSV reader drops a last line longer than its 32 MB
+    buffer without a word (DuckDB 2.0), so such a file goes to the single-threaded reader, which stops at any
+    line over its 2,000,000-byte limit with an error naming the line. mmap: only the pages up to each
+    stretch's first line break are touched. (A gzip file cannot be checked without inflating it: it is
+    always read single-threaded; DuckDB inflates it on one thread anyway.)"""
+    import mmap
+
+    size = path.stat().st_size
+    if size < 2 * block:
+        return False
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        return any(mm.find(b"\n", pos, pos + block) < 0 for pos in range(0, size - block + 1, block))
+
+
+MAX_LINE = 2_000_000  # bytes: DuckDB's max_line_size, the longest CSV line read
+
+
+def first_line_over(path: Path, limit: int, block: int = 1 << 20) -> int | None:
+    """The number of the first line of a plain file longer than `limit` bytes, or None. Found before DuckDB
+    reads the file, which holds a whole line in memory before refusing it (a 2 GB line ran out of memory
+    rather than naming its line). Only stretches without a line break are looked at, each no further than
+    `limit` bytes; the line breaks before the long line are counted in 8 MiB slices."""
+    import mmap
+
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        skip = 0
+        for pos in range(0, len(mm) - block + 1, block):
+            if pos < skip or mm.find(b"\n", pos, pos + block) >= 0:
+                continue
+            start = mm.rfind(b"\n", 0, pos) + 1
+            end = mm.find(b"\n", start, start + limit + 1)
+            if end < 0 and len(mm) - start > limit:
+                return 1 + sum(mm[i:min(i + (8 << 20), start)].count(b"\n") for i in range(0, start, 8 << 20))
+            skip = end if end >= 0 else len(mm)
+    return None
 
 
 # Columns FOCUS 1.2 added (Microsoft's 1.0 export already has BillingAccountType, so that is no marker).

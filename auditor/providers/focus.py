@@ -83,6 +83,9 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
         "AvailabilityZone": cols.text("AvailabilityZone"),
         "SkuId": cols.text("SkuId"),
         "PricingCategory": cols.text("PricingCategory"),
+        "CommitmentDiscountId": cols.text("CommitmentDiscountId"),
+        "CommitmentDiscountStatus": cols.text("CommitmentDiscountStatus"),
+        "CommitmentDiscountType": cols.text("CommitmentDiscountType"),
         "ConsumedQuantity": cols.money("ConsumedQuantity"),
         "ConsumedUnit": cols.text("ConsumedUnit"),
         "Tags": (f"CAST(CAST(NULLIF(trim(CAST({cols.ref('Tags')} AS VARCHAR)), '') AS JSON) "

@@ -18,33 +18,49 @@ BUILTIN = {"A2": "A100", "A3": "H100", "G2": "L4"}
 BUILTIN_RE = "^(?:Spot Preemptible )?(A2|A3|G2) Instance (?:Core|Ram)"
 KV_RE = r"""['"]key['"]\s*:\s*['"]([^'"]*)['"]\s*,\s*['"]value['"]\s*:\s*['"]([^'"]*)['"]"""
 AMOUNT_RE = r"""['"]amount['"]\s*:\s*(-?[0-9.]+(?:[eE][-+]?[0-9]+)?)"""
+TYPE_RE = r"""['"]type['"]\s*:\s*['"]([^'"]*)['"]"""
+
+
+def _is_list(cols: Columns, name: str) -> bool:
+    """A repeated record read as a real LIST (JSON or Parquet): `STRUCT(...)[]`, or `JSON[]` where every row's
+    list is empty and DuckDB could not tell the element type."""
+    return cols.types.get(cols.name(name) or "", "").endswith("[]")
+
+
+def _field(cols: Columns, name: str, field: str, regex: str, group: int) -> str:
+    """One field of every element of a repeated record, as a VARCHAR[]: from a real list through its JSON
+    form (whatever the element type), from JSON text, or from the Python-repr text of CSV exports."""
+    ref = cols.ref(name)
+    if _is_list(cols, name):
+        return f"json_extract_string(to_json({ref}), {lit('$[*].' + field)})"
+    text = f"CAST({ref} AS VARCHAR)"
+    return (f"CASE WHEN json_valid({text}) THEN json_extract_string({text}, {lit('$[*].' + field)}) "
+            f"ELSE regexp_extract_all({text}, {lit(regex)}, {group}) END")
 
 
 def _repeated_kv(cols: Columns, name: str) -> str:
     """A repeated (key, value) record as a MAP, from a real list or from its string form in CSV."""
-    found = cols.name(name)
-    if not found:
+    if not cols.name(name):
         return "CAST(MAP() AS MAP(VARCHAR, VARCHAR))"
-    ref = cols.ref(name)
-    if cols.fields:  # JSON or Parquet: a real LIST of STRUCTs
-        listed = f"list_filter({ref}, lambda e: e.key IS NOT NULL)"
-        return (f"CAST(map_from_entries(list_transform({listed}, "
-                "lambda e: {'key': e.key, 'value': CAST(e.value AS VARCHAR)})) AS MAP(VARCHAR, VARCHAR))")
-    text = f"CAST({ref} AS VARCHAR)"
-    return (f"CAST(map(regexp_extract_all({text}, {lit(KV_RE)}, 1), regexp_extract_all({text}, {lit(KV_RE)}, 2)) "
-            "AS MAP(VARCHAR, VARCHAR))")
+    keys, values = _field(cols, name, "key", KV_RE, 1), _field(cols, name, "value", KV_RE, 2)
+    return f"CAST(map({keys}, {values}) AS MAP(VARCHAR, VARCHAR))"
 
 
 def _credits(cols: Columns) -> str:
-    found = cols.name("credits")
-    if not found:
+    """The sum of `credits.amount`, exact: each amount goes to DECIMAL from its text, never through a DOUBLE."""
+    if not cols.name("credits"):
         return f"CAST(0 AS {MONEY})"
-    ref = cols.ref("credits")
-    if cols.fields:  # nested: LIST of STRUCT(name, amount, ...)
-        return f"COALESCE(CAST(list_sum(list_transform({ref}, lambda c: CAST(c.amount AS {MONEY}))) AS {MONEY}), 0)"
-    text = f"CAST({ref} AS VARCHAR)"
-    return (f"COALESCE(CAST(list_sum(list_transform(regexp_extract_all({text}, {lit(AMOUNT_RE)}, 1), "
-            f"lambda a: CAST(CAST(a AS DOUBLE) AS {MONEY}))) AS {MONEY}), 0)")
+    amounts = _field(cols, "credits", "amount", AMOUNT_RE, 1)
+    return f"COALESCE(CAST(list_sum(list_transform({amounts}, lambda a: CAST(a AS {MONEY}))) AS {MONEY}), 0)"
+
+
+def _money(cols: Columns, *candidates: str) -> str:
+    """A number as DECIMAL. JSON and Parquet exports hold money as DOUBLE; its shortest text (`0.379332`) is
+    what the export meant, where a direct cast would give 0.379331999999999980."""
+    found = cols.name(*candidates)
+    if found and cols.types.get(found) in ("DOUBLE", "FLOAT", "REAL"):
+        return f"CAST(CAST({cols.ref(found)} AS VARCHAR) AS {MONEY})"
+    return cols.money(*candidates)
 
 
 def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[str, str]]]:
@@ -55,8 +71,10 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
     machine = f"NULLIF({system_labels}['compute.googleapis.com/machine_spec'], '')"
     gpu_name = f"regexp_extract({s}, '^(?:Spot Preemptible |Preemptible )?Nvidia (.+?) GPU', 1)"
     gpu_sku = case_map(gpu_name, GPU_SKUS)
-    credits_text = f"CAST({cols.ref('credits')} AS VARCHAR)" if cols.name("credits") else "''"
-    net = f"({cols.money('cost')} + {_credits(cols)})"
+    # Resource-based and spend-based commitments (COMMITTED_USAGE_DISCOUNT[_DOLLAR_BASE]) credit the usage they cover.
+    committed = (f"len(list_filter({_field(cols, 'credits', 'type', TYPE_RE, 1)}, "
+                 "lambda t: starts_with(t, 'COMMITTED_USAGE_DISCOUNT'))) > 0") if cols.name("credits") else "false"
+    net = f"({_money(cols, 'cost')} + {_credits(cols)})"
     transfer_kind = f"""CASE
         WHEN {s} SIMILAR TO 'Network Inter Region (Data Transfer Out|Egress|Ingress) from .+' THEN 'inter_region'
         WHEN {s} SIMILAR TO 'Network Internet (Data Transfer Out|Egress|Ingress) from .+' THEN 'internet'
@@ -73,11 +91,12 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
         ELSE 'other' END"""
     cost_type = cols.text("cost_type")
     region = cols.first_text("location.region", "location_region", "location.location")
+    quantity = _money(cols, "usage.amount_in_pricing_units", "usage_amount_in_pricing_units")
     unit = cols.first_text("usage.pricing_unit", "usage_pricing_unit", "usage.unit", "usage_unit")
     exprs = {
         "BilledCost": f"CAST({net} AS {MONEY})",
         "EffectiveCost": f"CAST({net} AS {MONEY})",
-        "ListCost": f"COALESCE({cols.money('cost_at_list')}, {cols.money('cost')})",
+        "ListCost": f"COALESCE({_money(cols, 'cost_at_list')}, {_money(cols, 'cost')})",
         "BillingCurrency": cols.text("currency"),
         "ChargePeriodStart": cols.timestamp("usage_start_time"),
         "ChargePeriodEnd": cols.timestamp("usage_end_time"),
@@ -95,10 +114,10 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
         "AvailabilityZone": cols.text("location.zone", "location_zone"),
         "SkuId": cols.text("sku.id", "sku_id"),
         "PricingCategory": f"""CASE WHEN {s} LIKE 'Spot Preemptible %' OR {s} LIKE 'Preemptible %' THEN 'Dynamic'
-            WHEN {credits_text} LIKE '%COMMITTED_USAGE_DISCOUNT%' OR {s} LIKE 'Commitment%' THEN 'Committed'
+            WHEN {committed} OR {s} LIKE 'Commitment%' THEN 'Committed'
+            WHEN {cost_type} = 'tax' THEN NULL  -- as FOCUS has it: a tax has no pricing category
             ELSE 'Standard' END""",
-        "ConsumedQuantity": f"COALESCE({cols.money('usage.amount_in_pricing_units', 'usage_amount_in_pricing_units')}, "
-                            f"{cols.money('usage.amount', 'usage_amount')})",
+        "ConsumedQuantity": f"COALESCE({quantity}, {_money(cols, 'usage.amount', 'usage_amount')})",
         "ConsumedUnit": unit,
         "Tags": _repeated_kv(cols, "labels"),
         "x_Provider": "'gcp'",
@@ -106,7 +125,11 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
         "x_InstanceType": machine,
         # The GPU a line bills for, where the line itself says: a GPU SKU, or the core and RAM of a machine
         # family with built-in GPUs.
-        "_gpu_count": f"CASE WHEN {gpu_sku} IS NOT NULL THEN 1 END",  # a GPU SKU bills GPU-hours
+        # A GPU SKU bills GPU-hours, one GPU per unit. The core and RAM lines of a GPU machine bill vCPU-hours
+        # and GiB-hours, no GPU-hours (its GPUs come on their own SKU line): 0, not the machine's GPU count
+        # from the catalog, so that GPU-hours do not count core-hours.
+        "_gpu_count": f"CASE WHEN {gpu_sku} IS NOT NULL THEN 1 WHEN {machine} IS NOT NULL OR "
+                      f"regexp_matches({s}, {lit(BUILTIN_RE)}) THEN 0 END",
         "_gpu": f"COALESCE({gpu_sku}, {case_map(f'regexp_extract({s}, {lit(BUILTIN_RE)}, 1)', BUILTIN)})",
         "x_TransferKind": transfer_kind,
         "x_TransferDirection": f"CASE WHEN ({transfer_kind}) IS NOT NULL THEN "

@@ -11,7 +11,10 @@ Schema (version 1), every time UTC ISO-8601:
      "jobs":      [{"id", "platform", "provider", "account", "region", "name", "state", "instance_type",
                     "instance_count", "gpu_model", "gpu_count", "spot", "checkpoint_uri",
                     "checkpoint_interval_min", "max_runtime_s", "max_wait_s", "training_s", "billable_s",
-                    "interruptions", "start_time", "end_time", "tags"}]}
+                    "interruptions", "start_time", "end_time", "tags"}],
+     "prices":    [{"provider", "instance_type", "region", "price_per_hour", "currency", "source"}]}
+
+`prices` is optional (written by `gpu-auditor pull` from the providers' price APIs, as evidence).
 
 `gpu_model`, `gpu_count` and `gpu_memory_gb` may be left out where the catalog knows the instance type.
 `peak_mem_gb` is per GPU (the fullest GPU of the machine).
@@ -24,23 +27,25 @@ from pathlib import Path
 from typing import Any
 
 from auditor.errors import InputError
+from auditor.providers.redact import redact_deep
 from auditor.schema import Field, Validator, record
 
 PROVIDERS = ("aws", "gcp", "azure", "kubernetes", "oci", "other")
 LIFECYCLES = ("on_demand", "spot", "reserved", "capacity_block")
 TAGS = Field("map", item=Field("str"), default={})
+INT, BIGINT = 2**31 - 1, 2**63 - 1  # what the INTEGER and BIGINT columns of the tables hold
 
 ASSET = record(
     id=Field("str", required=True), provider=Field("str", required=True, choices=PROVIDERS),
     account=Field("str"), region=Field("str"), zone=Field("str"), name=Field("str"),
     kind=Field("str", default="vm", choices=("vm", "node", "notebook", "endpoint", "cluster")),
-    instance_type=Field("str"), gpu_model=Field("str"), gpu_count=Field("int", minimum=0),
+    instance_type=Field("str"), gpu_model=Field("str"), gpu_count=Field("int", minimum=0, maximum=INT),
     gpu_memory_gb=Field("number", minimum=0), lifecycle=Field("str", default="on_demand", choices=LIFECYCLES),
     state=Field("str"), launch_time=Field("datetime"), tags=TAGS,
 )
 USAGE = record(
     asset_id=Field("str", required=True), window_start=Field("datetime", required=True),
-    window_end=Field("datetime", required=True), samples=Field("int", minimum=0),
+    window_end=Field("datetime", required=True), samples=Field("int", minimum=0, maximum=BIGINT),
     mean_util_pct=Field("number", minimum=0, maximum=100),
     p95_util_pct=Field("number", minimum=0, maximum=100),
     peak_mem_gb=Field("number", minimum=0), source=Field("str"),
@@ -48,12 +53,19 @@ USAGE = record(
 JOB = record(
     id=Field("str", required=True), platform=Field("str", required=True), provider=Field("str"),
     account=Field("str"), region=Field("str"), name=Field("str"), state=Field("str"),
-    instance_type=Field("str"), instance_count=Field("int", minimum=1, default=1), gpu_model=Field("str"),
-    gpu_count=Field("int", minimum=0), spot=Field("bool", default=False), checkpoint_uri=Field("str"),
-    checkpoint_interval_min=Field("number", minimum=0), max_runtime_s=Field("int", minimum=0),
-    max_wait_s=Field("int", minimum=0), training_s=Field("int", minimum=0),
-    billable_s=Field("int", minimum=0), interruptions=Field("int", minimum=0),
+    instance_type=Field("str"), instance_count=Field("int", minimum=1, maximum=INT, default=1), gpu_model=Field("str"),
+    gpu_count=Field("int", minimum=0, maximum=INT), spot=Field("bool", default=False), checkpoint_uri=Field("str"),
+    checkpoint_interval_min=Field("number", minimum=0), max_runtime_s=Field("int", minimum=0, maximum=BIGINT),
+    max_wait_s=Field("int", minimum=0, maximum=BIGINT), training_s=Field("int", minimum=0, maximum=BIGINT),
+    billable_s=Field("int", minimum=0, maximum=BIGINT), interruptions=Field("int", minimum=0, maximum=INT),
     start_time=Field("datetime"), end_time=Field("datetime"), tags=TAGS,
+)
+# Optional: on-demand list prices read from a provider's pricing API by `gpu-auditor pull` (kept as
+# evidence beside the bundled catalog; money as text, exact).
+PRICE = record(
+    provider=Field("str", required=True, choices=PROVIDERS), instance_type=Field("str", required=True),
+    region=Field("str"), price_per_hour=Field("str", required=True), currency=Field("str", default="USD"),
+    source=Field("str"),
 )
 SNAPSHOT = record(
     version=Field("int", required=True, minimum=1, maximum=1),
@@ -62,6 +74,7 @@ SNAPSHOT = record(
     assets=Field("list", item=ASSET, default=[]),
     gpu_usage=Field("list", item=USAGE, default=[]),
     jobs=Field("list", item=JOB, default=[]),
+    prices=Field("list", item=PRICE, default=[]),
 )
 
 
@@ -69,13 +82,17 @@ def load_snapshot(path: str | Path) -> dict[str, Any]:
     path = str(path)
     try:
         with open(path, encoding="utf-8") as f:
-            data = json.load(f)
+            # Presigned and SAS URLs (a checkpoint location, a tag) lose their query strings before anything
+            # sees them (redact.py).
+            data = redact_deep(json.load(f))
     except FileNotFoundError:
         raise InputError("inventory file not found", path=path) from None
     except json.JSONDecodeError as e:
         raise InputError(f"not valid JSON: {e.msg}", path=path, line=e.lineno) from None
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(f"cannot read the inventory: {e}", path=path) from None
+    except RecursionError:  # [[[[... thousands deep: Python's parser gives up; say so, not crash
+        raise InputError("not valid JSON: nested too deeply", path=path) from None
     doc = Validator(path).check(data, SNAPSHOT)
     ids = {a["id"] for a in doc["assets"]}
     for i, u in enumerate(doc["gpu_usage"]):

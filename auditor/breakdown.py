@@ -1,0 +1,247 @@
+"""Where the money went, in SQL: spend by provider, account, region, team and project; GPU-hours by pricing
+(spot, on-demand, committed); per-team detail for a team's own view of the report; billing coverage of the
+window; the spend of the window before; and the next window's forecast at the current run rate.
+
+Every amount stays per currency ({currency: Decimal}); the engine rounds once, to the cent, at output.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+
+from auditor.model import HOURS_PER_MONTH
+from auditor.providers.columns import lit
+from auditor.store import HOURS, Store, Window
+
+TOP = 20  # rows kept per breakdown; the rest are summed into one "(N more)" row
+UNATTRIBUTED = "(unattributed)"
+PRICING = ("on_demand", "spot", "committed")
+PRICING_SQL = ("CASE PricingCategory WHEN 'Dynamic' THEN 'spot' WHEN 'Committed' THEN 'committed' "
+               "ELSE 'on_demand' END")
+# GPU-hours of billing lines, as the summary's gpu_hours counts them: usage in hours, times the GPUs per unit
+GPU_HOURS = (f"sum(ConsumedQuantity * x_GpuCount) FILTER (WHERE x_GpuCount IS NOT NULL AND ChargeCategory = 'Usage' "
+             f"AND x_CostCategory = 'gpu_compute' AND {HOURS})")
+DIMENSIONS = {
+    "provider": "x_Provider",
+    "account": "x_Provider || ' ' || COALESCE(SubAccountId, BillingAccountId, '(no account)')",
+    "region": "COALESCE(RegionId, '(global)')",
+}
+
+
+def tag_sql(keys: list[str]) -> str:
+    """The value of the first of `keys` a billing line's Tags carry (case and stray spaces in the key ignored)."""
+    names = ", ".join(lit(k.strip().lower()) for k in keys) or "NULL"
+    return f"NULLIF(list_filter(map_entries(Tags), lambda e: lower(trim(e.key)) IN ({names}))[1].value, '')"
+
+
+def hours_text(value: Decimal | None) -> str:
+    """GPU-hours go to JSON as a string with one decimal, as the summary's gpu_hours does."""
+    return str(Decimal(value or 0).quantize(Decimal("0.1")))
+
+
+def _add(into: dict[str, Decimal], cur: str, amount: Decimal | None) -> None:
+    if amount is not None:
+        into[cur] = into.get(cur, Decimal(0)) + amount
+
+
+def spend_breakdown(store: Store, window: Window, currency: str, team_key: str,
+                    project_key: str) -> dict[str, list[dict[str, Any]]]:
+    """{dimension: [{key, billed_cost, gpu_cost}]}, largest first in the policy's currency; at most TOP rows
+    each, the rest summed per currency into one last row."""
+    keys = {**DIMENSIONS, "team": f"COALESCE({team_key}, {lit(UNATTRIBUTED)})",
+            "project": f"COALESCE({project_key}, '(no project)')"}
+    out = {}
+    for dim, key in keys.items():
+        rows = store.con.execute(f"""
+            WITH b AS (
+                SELECT {key} AS k, BillingCurrency AS cur, sum(BilledCost) AS billed,
+                       sum(BilledCost) FILTER (WHERE x_CostCategory = 'gpu_compute') AS gpu
+                FROM costs WHERE {window.where()} GROUP BY ALL),
+            r AS (SELECT k, sum(billed) FILTER (WHERE cur = ?) AS main FROM b GROUP BY k)
+            SELECT b.k, b.cur, b.billed, b.gpu FROM b JOIN r USING (k)
+            ORDER BY r.main DESC NULLS LAST, b.k, b.cur""", [currency]).fetchall()
+        items: list[dict[str, Any]] = []
+        for k, cur, billed, gpu in rows:  # one row per key and currency: a handful, not billing lines
+            if not items or items[-1]["key"] != k:
+                items.append({"key": k, "billed_cost": {}, "gpu_cost": {}})
+            _add(items[-1]["billed_cost"], cur, billed)
+            _add(items[-1]["gpu_cost"], cur, gpu)
+        if len(items) > TOP:
+            rest = {"key": f"({len(items) - TOP + 1} more)", "billed_cost": {}, "gpu_cost": {}, "rest": True}
+            for item in items[TOP - 1:]:
+                for field in ("billed_cost", "gpu_cost"):
+                    for cur, amount in item[field].items():
+                        _add(rest[field], cur, amount)
+            items = items[:TOP - 1] + [rest]
+        out[dim] = items
+    return out
+
+
+def team_spend(store: Store, window: Window, team_key: str, project_key: str) -> dict[str, dict[str, Any]]:
+    """Per team (UNATTRIBUTED for the rest): spend by category, provider and project, and GPU-hours by pricing
+    and by GPU model, so that a team's own report shows its own money."""
+    team = f"COALESCE({team_key}, {lit(UNATTRIBUTED)})"
+    out: dict[str, dict[str, Any]] = {}
+
+    def entry(t: str) -> dict[str, Any]:
+        return out.setdefault(t, {"by_category": {}, "by_provider": {}, "by_project": {},
+                                  "gpu_hours_by_pricing": {p: Decimal(0) for p in PRICING}, "by_model": {}})
+
+    for part, key in (("by_category", "COALESCE(x_CostCategory, 'other')"), ("by_provider", "x_Provider"),
+                      ("by_project", f"COALESCE({project_key}, '(no project)')")):
+        for t, k, cur, amount in store.con.execute(
+                f"SELECT {team}, {key}, BillingCurrency, sum(BilledCost) FROM costs WHERE {window.where()} "
+                "GROUP BY ALL ORDER BY 1, 2, 3").fetchall():
+            _add(entry(t)[part].setdefault(k, {}), cur, amount)
+    for t, pricing, hours in store.con.execute(
+            f"SELECT {team}, {PRICING_SQL}, {GPU_HOURS} AS h FROM costs WHERE {window.where()} "
+            "GROUP BY ALL HAVING h IS NOT NULL ORDER BY 1, 2").fetchall():
+        entry(t)["gpu_hours_by_pricing"][pricing] += hours
+    for t, model, cur, hours, amount in store.con.execute(
+            f"SELECT {team}, x_GpuModel, BillingCurrency, {GPU_HOURS}, sum(BilledCost) FROM costs "
+            f"WHERE {window.where()} AND x_CostCategory = 'gpu_compute' GROUP BY ALL ORDER BY 1, 2, 3").fetchall():
+        m = entry(t)["by_model"].setdefault(model or "(unknown)", {"gpu_hours": Decimal(0), "billed_cost": {}})
+        m["gpu_hours"] += hours or 0
+        _add(m["billed_cost"], cur, amount)
+    for detail in out.values():
+        detail["gpu_hours_by_pricing"] = {p: hours_text(h) for p, h in detail["gpu_hours_by_pricing"].items()}
+        detail["by_model"] = {k: {"gpu_hours": hours_text(v["gpu_hours"]), "billed_cost": v["billed_cost"]}
+                              for k, v in detail["by_model"].items()}
+    return out
+
+
+def gpu_hours_by_pricing(teams: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """The organisation's GPU-hours by spot, on-demand and committed: the teams' added up (hours, not money)."""
+    total = {p: Decimal(0) for p in PRICING}
+    for detail in teams.values():
+        for p, h in (detail.get("gpu_hours_by_pricing") or {}).items():
+            total[p] += Decimal(h)
+    return {p: hours_text(h) for p, h in total.items()}
+
+
+def gpu_by_model(teams: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """GPU-hours and billed GPU spend by GPU model for the organisation, most GPU-hours first."""
+    models: dict[str, dict[str, Any]] = {}
+    for detail in teams.values():
+        for model, v in (detail.get("by_model") or {}).items():
+            m = models.setdefault(model, {"model": model, "gpu_hours": Decimal(0), "billed_cost": {}})
+            m["gpu_hours"] += Decimal(v["gpu_hours"])
+            for cur, amount in v["billed_cost"].items():
+                _add(m["billed_cost"], cur, amount)
+    ordered = sorted(models.values(), key=lambda m: (-m["gpu_hours"], m["model"]))
+    return [{**m, "gpu_hours": hours_text(m["gpu_hours"])} for m in ordered]
+
+
+# ---- windows -------------------------------------------------------------------------------------------
+
+
+def _add_months(d: datetime, months: int) -> datetime:
+    y, m = divmod(d.month - 1 + months, 12)
+    return d.replace(year=d.year + y, month=m + 1, day=1)
+
+
+def _is_quarter(w: Window) -> bool:
+    return (w.start.day == 1 and w.start.month in (1, 4, 7, 10) and w.start.time() == datetime.min.time()
+            and w.end == _add_months(w.start, 3))
+
+
+def _quarter_label(start: datetime) -> str:
+    return f"{start.year}-Q{(start.month + 2) // 3}"
+
+
+def previous_window(w: Window) -> Window:
+    """The calendar quarter before a quarter; otherwise the window of the same length just before."""
+    if _is_quarter(w):
+        start = _add_months(w.start, -3)
+        return Window(start, w.start, _quarter_label(start))
+    start = w.start - (w.end - w.start)
+    return Window(start, w.start, f"{start.date()} to {(w.start - timedelta(days=1)).date()}")
+
+
+def next_window(w: Window) -> Window:
+    """The calendar quarter after a quarter; otherwise the window of the same length just after."""
+    if _is_quarter(w):
+        end = _add_months(w.end, 3)
+        return Window(w.end, end, _quarter_label(w.end))
+    end = w.end + (w.end - w.start)
+    return Window(w.end, end, f"{w.end.date()} to {(end - timedelta(days=1)).date()}")
+
+
+def previous_spend(store: Store, window: Window) -> dict[str, Any] | None:
+    """The window before, when the billing read covers it: its spend, for the quarter-over-quarter change."""
+    prev = previous_window(window)
+    rows = store.con.execute(f"SELECT count(*) FROM costs WHERE {prev.where()}").fetchone()[0]
+    if not rows:
+        return None
+    totals = store._per_currency(
+        f"SELECT 'billed', BillingCurrency, sum(BilledCost) FROM costs WHERE {prev.where()} GROUP BY ALL "
+        f"UNION ALL SELECT 'gpu', BillingCurrency, sum(BilledCost) FROM costs WHERE {prev.where()} "
+        "AND x_CostCategory = 'gpu_compute' GROUP BY ALL")
+    return {"label": prev.label, "start": prev.start, "end": prev.end, "rows": rows,
+            "billed_cost": totals.get("billed", {}), "gpu_cost": totals.get("gpu", {})}
+
+
+def coverage(store: Store, window: Window) -> dict[str, Any]:
+    """Billing lines per provider and calendar month of the window, and the months a provider has none."""
+    counts = store.con.execute(
+        f"SELECT strftime(date_trunc('month', ChargePeriodStart), '%Y-%m'), x_Provider, count(*) FROM costs "
+        f"WHERE {window.where()} GROUP BY ALL ORDER BY 1, 2").fetchall()
+    months = []
+    m = window.start.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    while m < window.end:
+        months.append(m.strftime("%Y-%m"))
+        m = _add_months(m, 1)
+    providers = sorted({p for _, p, _ in counts})
+    by_month = {mo: {} for mo in months}
+    for mo, p, n in counts:
+        by_month.setdefault(mo, {})[p] = n
+    missing = [f"no {p} billing lines for {mo}" for mo in months for p in providers if not by_month[mo].get(p)]
+    if not counts:
+        missing.append(f"no billing lines in the window {window.label}")
+    return {"months": [{"month": mo, "lines": by_month[mo]} for mo in months], "missing": missing}
+
+
+def forecast(store: Store, window: Window, team_key: str,
+             monthly_savings: dict[str, Decimal]) -> dict[str, Any] | None:
+    """Next window's spend at the current run rate: the billed cost per hour of the window's last calendar month
+    (up to where the billing ends), times the hours of the next window; and the same less the recommended
+    monthly savings over those hours."""
+    data_end = store.con.execute(
+        f"SELECT max(least(COALESCE(ChargePeriodEnd, ChargePeriodStart), TIMESTAMP {lit(window.end.isoformat(' '))}))"
+        f" FROM costs WHERE {window.where()}").fetchone()[0]
+    if data_end is None:
+        return None
+    month = (window.end - timedelta(microseconds=1)).replace(day=1, hour=0, minute=0, second=0, microsecond=0)
+    start = max(window.start, month)
+    if data_end <= start:  # the billing stops before the last month: the run rate of what it covers
+        start = window.start
+    basis = Window(start, data_end, f"{start.date()} to {(data_end - timedelta(microseconds=1)).date()}")
+    if basis.hours <= 0:
+        return None
+    nxt = next_window(window)
+    team = f"COALESCE({team_key}, {lit(UNATTRIBUTED)})"
+    total: dict[str, Decimal] = {}
+    gpu: dict[str, Decimal] = {}
+    by_team: dict[str, dict[str, Decimal]] = {}
+    for t, cur, billed, gpu_billed in store.con.execute(
+            f"SELECT {team}, BillingCurrency, sum(BilledCost), "
+            f"sum(BilledCost) FILTER (WHERE x_CostCategory = 'gpu_compute') FROM costs WHERE {basis.where()} "
+            "GROUP BY ALL ORDER BY 1, 2").fetchall():
+        _add(total, cur, billed)
+        _add(gpu, cur, gpu_billed)
+        _add(by_team.setdefault(t, {}), cur, billed)
+
+    def scale(amounts: dict[str, Decimal]) -> dict[str, Decimal]:  # multiply first: no precision lost to 1/3
+        return {cur: amount * nxt.hours / basis.hours for cur, amount in amounts.items()}
+
+    total, gpu, by_team = scale(total), scale(gpu), {t: scale(v) for t, v in by_team.items()}
+    savings = {cur: amount * nxt.hours / HOURS_PER_MONTH for cur, amount in monthly_savings.items()}
+    with_savings = {cur: max(amount - savings.get(cur, Decimal(0)), Decimal(0)) for cur, amount in total.items()}
+    return {
+        "basis": {"start": basis.start, "end": basis.end, "label": basis.label, "hours": str(basis.hours)},
+        "next": {"start": nxt.start, "end": nxt.end, "label": nxt.label, "hours": str(nxt.hours)},
+        "billed_cost": total, "gpu_cost": gpu, "by_team": by_team, "savings": savings,
+        "with_savings": with_savings,
+    }

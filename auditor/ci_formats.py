@@ -1,0 +1,246 @@
+"""The gate's verdict in the formats CI systems read: text, JSON, SARIF 2.1.0, JUnit XML and GitHub
+workflow annotations. Each is a view of one GateResult."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from auditor import __version__
+from auditor.gate import GATE_SCHEMA, GateResult
+from auditor.model import Finding, Severity
+from auditor.rule import Rule
+
+FORMATS = ("text", "json", "sarif", "junit", "github")
+SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
+
+
+def render(result: GateResult, fmt: str) -> str:
+    return {"text": text, "json": as_json, "sarif": sarif, "junit": junit, "github": github}[fmt](result)
+
+
+def write_atomic(path: Path, content: str) -> None:
+    """Write a temp file beside the target, then rename: a failed run never leaves half a report."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(content)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def _where(f: Finding) -> str:
+    return f"{f.file}:{f.line}" if f.file else f.resource
+
+
+def summary_line(r: GateResult) -> str:
+    active = r.active()
+    counts = ", ".join(f"{n} {s.label}" for s in reversed(Severity)
+                       if (n := sum(1 for f in active if f.severity == s)))
+    waived = len(r.findings) - len(active)
+    fail_on = r.fail_on.label if r.fail_on is not None else "none"
+    verdict = {"pass": "PASS", "fail": "FAIL", "warn": "FAIL (--warn-only: passing anyway)"}[r.verdict]
+    return (f"gpu-auditor gate: {len(r.jobs)} job(s) in {len(r.files)} file(s); {len(active)} finding(s)"
+            f"{f' ({counts})' if counts else ''}, {waived} waived; fail on {fail_on}: {verdict}")
+
+
+def text(r: GateResult) -> str:
+    lines = []
+    for f in r.active():
+        mark = "error" if r.blocks(f) else "warning"
+        lines.append(f"{_where(f)}: {mark}: {f.rule} {f.name} ({f.severity.label}): {f.message}")
+        lines.append(f"    job {f.resource}; fix: {f.remediation}")
+    for f in r.findings:
+        if f.waived:
+            lines.append(f"{_where(f)}: waived: {f.rule} {f.name}: {f.waiver['reason']} "
+                         f"(until {f.waiver['expires']})")
+    lines += [f"warning: {w}" for w in r.warnings]
+    lines.append(summary_line(r))
+    return "\n".join(lines) + "\n"
+
+
+def as_json(r: GateResult) -> str:
+    doc = {
+        "schema": GATE_SCHEMA,
+        "tool": {"name": "gpu-auditor", "version": __version__},
+        "as_of": r.as_of.isoformat(),
+        "policy": {"name": r.policy.name, "version": r.policy.version, "path": r.policy.path},
+        "verdict": r.verdict, "exit_code": r.exit_code,
+        "fail_on": r.fail_on.label if r.fail_on is not None else "none", "warn_only": r.warn_only,
+        "files": r.files,
+        "jobs": [{"id": j.id, "name": j.name, "platform": j.platform, "kind": j.manifest_kind, "file": j.source_file,
+                  "line": j.source_line, "provider": j.provider, "region": j.region, "instance_type": j.instance_type,
+                  "instance_count": j.instance_count, "gpu_model": j.gpu_model, "gpu_count": j.gpu_count,
+                  "accelerator": j.accelerator, "spot": j.spot, "checkpoint_uri": j.checkpoint_uri,
+                  "max_runtime_s": j.max_runtime_s, "workload": j.workload, "tags": j.tags} for j in r.jobs],
+        "rules": [rule.id for rule in r.rules],
+        "findings": [{**f.to_dict(), "blocking": r.blocks(f)} for f in r.findings],
+        "waivers": r.waivers,
+        "warnings": r.warnings,
+    }
+    return json.dumps(doc, indent=2, default=str) + "\n"
+
+
+# ---- SARIF 2.1.0 --------------------------------------------------------------------------------------------
+
+
+def _level(severity: Severity) -> str:
+    return "error" if severity >= Severity.HIGH else "warning" if severity >= Severity.MEDIUM else "note"
+
+
+def _result_level(r: GateResult, f: Finding) -> str:
+    """error for what blocks the merge; a waived finding keeps its rule's level (its suppression says why)."""
+    if r.blocks(f):
+        return "error"
+    if f.waived:
+        return _level(f.severity)
+    return "warning" if f.severity >= Severity.MEDIUM else "note"
+
+
+def _uri(path: str) -> tuple[str, str | None]:
+    """A file as SARIF wants it: relative to the checkout (%SRCROOT%) where it lies under it, else a file URI."""
+    p = Path(path).resolve()
+    try:
+        return quote(p.relative_to(Path.cwd().resolve()).as_posix()), "%SRCROOT%"
+    except ValueError:
+        return p.as_uri(), None
+
+
+def _rule_descriptor(rule: Rule) -> dict[str, Any]:
+    doc = rule.doc()
+    flat = {k: " ".join(v.split()) for k, v in doc.items()}
+    markdown = "\n\n".join(f"## {s}\n\n{doc[s]}" for s in ("What it does", "Why it matters", "Example", "How to fix"))
+    return {
+        "id": rule.id,
+        "name": rule.name,
+        "shortDescription": {"text": flat["summary"]},
+        "fullDescription": {"text": flat["What it does"]},
+        "help": {"text": f"{flat['Why it matters']} How to fix: {flat['How to fix']}", "markdown": markdown},
+        "defaultConfiguration": {"level": _level(rule.severity)},
+        "properties": {"tags": ["gpu", "cost", rule.clause], "severity": rule.severity.label,
+                       "policyClause": rule.clause},
+    }
+
+
+def sarif(r: GateResult) -> str:
+    rules = sorted(r.rules, key=lambda x: x.id)
+    index = {rule.id: i for i, rule in enumerate(rules)}
+    results = []
+    for f in r.findings:
+        res: dict[str, Any] = {
+            "ruleId": f.rule,
+            "level": _result_level(r, f),
+            "message": {"text": f.message},
+            "partialFingerprints": {"gpuAuditorFingerprint/v1": f.fingerprint},
+            "properties": {"severity": f.severity.label, "job": f.resource, "evidence": f.evidence,
+                           "remediation": f.remediation},
+        }
+        if f.rule in index:
+            res["ruleIndex"] = index[f.rule]
+        if f.file:
+            uri, base = _uri(f.file)
+            artifact = {"uri": uri, **({"uriBaseId": base} if base else {})}
+            location: dict[str, Any] = {"physicalLocation": {"artifactLocation": artifact}}
+            if f.line:
+                location["physicalLocation"]["region"] = {"startLine": f.line}
+            location["logicalLocations"] = [{"fullyQualifiedName": f.resource, "kind": "resource"}]
+            res["locations"] = [location]
+        if f.waived:
+            w = f.waiver
+            res["suppressions"] = [{"kind": "inSource" if w.get("source") == "inline" else "external",
+                                    "status": "accepted",
+                                    "justification": f"{w['reason']} (until {w['expires']})"}]
+        results.append(res)
+    run: dict[str, Any] = {
+        "tool": {"driver": {"name": "gpu-auditor", "version": __version__, "semanticVersion": __version__,
+                            "rules": [_rule_descriptor(rule) for rule in rules]}},
+        "automationDetails": {"id": "gpu-auditor/gate/"},
+        "originalUriBaseIds": {"%SRCROOT%": {"uri": Path.cwd().resolve().as_uri() + "/"}},
+        "invocations": [{"executionSuccessful": True,
+                         "toolExecutionNotifications": [{"level": "warning", "message": {"text": w}}
+                                                        for w in r.warnings]}],
+        "results": results,
+    }
+    return json.dumps({"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}, indent=2, default=str) + "\n"
+
+
+# ---- JUnit XML ----------------------------------------------------------------------------------------------
+
+
+def junit(r: GateResult) -> str:
+    """One test case per job and rule, one suite per file: a finding at or above --fail-on is a failure, a
+    waived one is skipped, one below it passes with the finding in its system-out."""
+    by_case = {(f.resource, f.rule): [] for f in r.findings}
+    for f in r.findings:
+        by_case[(f.resource, f.rule)].append(f)
+    root = ET.Element("testsuites", name="gpu-auditor gate")
+    totals = {"tests": 0, "failures": 0, "skipped": 0}
+    for file in r.files:
+        suite = ET.SubElement(root, "testsuite", name=file)
+        counts = {"tests": 0, "failures": 0, "skipped": 0}
+        for job in (j for j in r.jobs if j.source_file == file):
+            for rule in sorted(r.rules, key=lambda x: x.id):
+                case = ET.SubElement(suite, "testcase", classname=f"{file}:{job.source_line}",
+                                     name=f"{rule.id} {rule.name} · {job.id}", file=file, line=str(job.source_line))
+                counts["tests"] += 1
+                found = by_case.get((job.id, rule.id), [])
+                blocking = [f for f in found if r.blocks(f)]
+                open_ = [f for f in found if not f.waived]
+                if blocking:
+                    counts["failures"] += 1
+                    fail = ET.SubElement(case, "failure", type=blocking[0].severity.label,
+                                         message=blocking[0].message)
+                    fail.text = "\n".join(f"{f.severity.label}: {f.message}\nfix: {f.remediation}" for f in blocking)
+                elif found and not open_:
+                    counts["skipped"] += 1
+                    ET.SubElement(case, "skipped", message="waived: " + "; ".join(
+                        f"{f.waiver['reason']} (until {f.waiver['expires']})" for f in found))
+                if open_ and not blocking:
+                    ET.SubElement(case, "system-out").text = "\n".join(
+                        f"{f.severity.label} (below --fail-on): {f.message}" for f in open_)
+        for k, v in counts.items():
+            suite.set(k, str(v))
+            totals[k] += v
+        suite.set("errors", "0")
+    for k, v in totals.items():
+        root.set(k, str(v))
+    root.set("errors", "0")
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+# ---- GitHub workflow commands -------------------------------------------------------------------------------
+
+
+def _data(s: str) -> str:
+    return s.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def _prop(s: str) -> str:
+    return _data(s).replace(":", "%3A").replace(",", "%2C")
+
+
+def github(r: GateResult) -> str:
+    """`::error file=...,line=...,title=...::message` for what blocks, `::warning` below --fail-on, `::notice`
+    for what a waiver covers; GitHub shows them on the lines of the pull request."""
+    out = []
+    for f in r.findings:
+        kind = "notice" if f.waived else "error" if r.blocks(f) else "warning"
+        props = [f"file={_prop(f.file)}"] if f.file else []
+        if f.file and f.line:
+            props.append(f"line={f.line}")
+        props.append(f"title={_prop(f'{f.rule} {f.name} ({f.severity.label})')}")
+        msg = f.message + (f" (waived until {f.waiver['expires']}: {f.waiver['reason']})" if f.waived else
+                           f"\nFix: {f.remediation}")
+        out.append(f"::{kind} {','.join(props)}::{_data(msg)}")
+    out += [f"::warning::{_data(w)}" for w in r.warnings]
+    out.append(summary_line(r))
+    return "\n".join(out) + "\n"

@@ -1,0 +1,1 @@
+"""Where the heavy stage runs: the normalization SQL shared by DuckDB and Spark."""

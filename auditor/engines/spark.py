@@ -1,0 +1,184 @@
+"""`--engine spark`: the heavy stage on a Spark cluster. Spark reads each billing export, normalizes it with the
+very SELECT DuckDB runs (auditor/engines/normalize.py over the readers' expressions, translated from DuckDB's
+dialect to Spark's by sqlglot plus the few rewrites below), and reduces the lines to one row per day and per
+distinct everything-else (resource, usage type, tags, ...), summing the amounts. Only those rows come back to
+the driver, into the DuckDB `costs` table, where the rules, summaries and reports run as usual.
+
+What the reduction keeps exact: every amount (sums of DECIMAL(38,18)), per currency, and every grouping the
+summaries use, for windows that start and end on UTC days (quarters, --since/--until dates). What it does not
+keep: line counts (a reduced row stands for all its lines of that day) and x_SourceRow (NULL).
+
+PySpark, sqlglot and pyarrow are imported here only (the `spark` extra).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from auditor.engines.normalize import select_sql
+from auditor.errors import InputError
+from auditor.providers.columns import Columns, q
+from auditor.providers.detect import expand, sniff
+
+if TYPE_CHECKING:
+    from auditor.store import SourceFile, Store
+
+AMOUNTS = ("BilledCost", "EffectiveCost", "ListCost", "ConsumedQuantity")
+CONF = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.sql.ansi.enabled": "false",  # out-of-range list index and the like read as NULL, as in DuckDB
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "8",
+    "spark.ui.showConsoleProgress": "false",
+}
+
+
+def session(master: str | None = None):
+    """The active SparkSession (a notebook's), or a new one on `master` (default local[2])."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise InputError("--engine spark needs PySpark: pip install 'gpu-auditor[spark]'") from None
+    active = SparkSession.getActiveSession()
+    if active is not None and master is None:
+        for k, v in CONF.items():
+            if k.startswith("spark.sql."):  # the others are fixed when a session starts
+                active.conf.set(k, v)
+        return active
+    builder = SparkSession.builder.master(master or "local[2]").appName("gpu-auditor")
+    for k, v in CONF.items():
+        builder = builder.config(k, v)
+    return builder.getOrCreate()
+
+
+def to_spark(sql: str) -> str:
+    """DuckDB SQL as Spark SQL: sqlglot's translation, plus rewrites for what it leaves in DuckDB's terms."""
+    import sqlglot
+    from sqlglot import exp
+
+    def fix(node: exp.Expression) -> exp.Expression:
+        # timezone('UTC', ts): Spark's session already runs in UTC.
+        if isinstance(node, exp.Anonymous) and str(node.this).lower() == "timezone" and \
+                len(node.expressions) == 2 and node.expressions[0].name.upper() == "UTC":
+            return node.expressions[1]
+        # x SIMILAR TO 'p' is a whole-string regular expression match.
+        if isinstance(node, exp.SimilarTo) and isinstance(node.expression, exp.Literal):
+            return exp.RegexpLike(this=node.this, expression=exp.Literal.string(f"^(?:{node.expression.name})$"))
+        # regexp_extract(x, p, ['a', 'b']): a struct of the named groups.
+        if isinstance(node, exp.RegexpExtract) and isinstance(node.args.get("group"), exp.Array):
+            fields = []
+            for i, name in enumerate(node.args["group"].expressions, 1):
+                fields += [exp.Literal.string(name.name),
+                           exp.RegexpExtract(this=node.this.copy(), expression=node.expression.copy(),
+                                             group=exp.Literal.number(i))]
+            return exp.Anonymous(this="named_struct", expressions=fields)
+        # s[6:] on text: substring from the 6th character.
+        if isinstance(node, exp.Bracket) and len(node.expressions) == 1 and \
+                isinstance(node.expressions[0], exp.Slice) and node.expressions[0].args.get("expression") is None:
+            return exp.Substring(this=node.this, start=node.expressions[0].this)
+        return node
+
+    tree = sqlglot.parse_one(sql, read="duckdb").transform(fix)
+    return tree.sql(dialect="spark")
+
+
+def _register_catalog(spark, catalog) -> None:
+    fams = [(p, fam, model) for p, fs in catalog.families.items() for fam, model in fs.items()]
+    types = [(t.provider, t.name.lower(), t.gpu_model, t.gpu_count) for t in catalog.types.values()]
+    spark.createDataFrame(fams, "provider string, family string, gpu_model string") \
+        .createOrReplaceTempView("catalog_gpu_families")
+    spark.createDataFrame(types, "provider string, instance_type string, gpu_model string, gpu_count int") \
+        .createOrReplaceTempView("catalog_instance_types")
+
+
+def _read(spark, s, view: str) -> None:
+    """The file as a Spark view with the columns DuckDB sees: CSV as text, Parquet and JSON typed."""
+    # file: URIs: every executor reads the same path from its own file system (a shared mount on a cluster),
+    # rather than the cluster's default file system.
+    path = Path(s.path).resolve().as_uri()
+    if s.container == "parquet":
+        df = spark.read.parquet(path)
+    elif s.container == "json":
+        df = spark.read.json(path)
+    else:
+        reader = spark.read.option("header", True).option("inferSchema", False).option("multiLine", False) \
+            .option("escape", '"').option("encoding", "UTF-8")
+        if s.format.startswith("focus"):
+            reader = reader.option("nullValue", "NULL")
+        df = reader.csv(path)
+        if s.has_bom and df.columns:
+            df = df.withColumnRenamed(df.columns[0], s.columns[0])
+    df.createOrReplaceTempView(view)
+
+
+def reduced_sql(select: str, costs: list[str]) -> str:
+    """The normalized lines reduced to one row per UTC day and distinct everything else, amounts summed
+    (DuckDB's dialect, like `select`). Spark cannot group by a MAP, so Tags travel as their sorted entries."""
+    keys = [c for c in costs if c not in AMOUNTS + ("ChargePeriodStart", "ChargePeriodEnd", "x_SourceRow", "Tags")]
+    cols = ", ".join(q(c) for c in keys)
+    sums = ", ".join(f"sum({q(c)}) AS {q(c)}" for c in AMOUNTS)
+    return f"""
+        SELECT {cols}, {sums}, min(ChargePeriodStart) AS ChargePeriodStart, max(ChargePeriodEnd) AS ChargePeriodEnd,
+               map_from_entries(tag_entries) AS Tags, CAST(NULL AS BIGINT) AS x_SourceRow,
+               count(*) AS lines, count(*) - count(BilledCost) AS no_cost,
+               count(*) - count(ChargePeriodStart) AS no_start
+        FROM (SELECT *, array_sort(map_entries(Tags)) AS tag_entries, date_trunc('DAY', ChargePeriodStart) AS day
+              FROM ({select}))
+        GROUP BY {cols}, tag_entries, day"""
+
+
+def load_billing(store: Store, paths: list[Path], master: str | None = None,
+                 progress: Callable[[str], None] | None = None, spark: Any = None) -> list[SourceFile]:
+    """Read, normalize and reduce the billing files on Spark, into `store`'s costs table."""
+    from auditor.store import COSTS, SourceFile, sha256_of
+
+    spark = spark or session(master)
+    _register_catalog(spark, store.catalog)
+    files = expand([Path(p) for p in paths], store.warnings)
+    seen: dict[str, str] = {}
+    loaded = []
+    for i, path in enumerate(files, 1):
+        digest = sha256_of(path)
+        if digest in seen:
+            store.warnings.append(f"{path}: same content as {seen[digest]}; read once")
+            store.sources.append(SourceFile(str(path), "duplicate", digest, duplicate_of=seen[digest]))
+            continue
+        seen[digest] = str(path)
+        if progress:
+            progress(f"[{i}/{len(files)}] reading {path} on Spark")
+        sniffed = sniff(path, store.con)
+        cols = Columns(sniffed.columns, sniffed.fields, sniffed.types)
+        exprs, checks = store.reader_sql(sniffed.format, cols)
+        view = f"billing_{i}"
+        _read(spark, sniffed, view)
+        select = select_sql(exprs, cols, q(view), 1, str(path), sniffed.format, list(COSTS),
+                            row_number="CAST(NULL AS BIGINT)")
+        table = spark.sql(to_spark(reduced_sql(select, list(COSTS)))).toArrow()
+        store.con.register("spark_reduced", table)
+        lines, no_cost, no_start = store.con.execute(
+            "SELECT sum(lines), sum(no_cost), sum(no_start) FROM spark_reduced").fetchone()
+        if no_cost or no_start:
+            what = "the cost is empty" if no_cost else "the charge period start is empty"
+            raise InputError(f"{what} on {no_cost or no_start} lines; every billing line needs a cost and a start "
+                             "time (read the file with --engine duckdb for the line numbers)", path=str(path))
+        if not lines:
+            raise InputError("the file has a header but no billing lines", path=str(path))
+        store.con.execute("INSERT INTO costs BY NAME SELECT * EXCLUDE (lines, no_cost, no_start) FROM spark_reduced")
+        store.con.unregister("spark_reduced")
+        store._redact_ids(path)
+        source = SourceFile(str(path), sniffed.format, digest, rows=int(lines),
+                            cost_column=next((c for c, kind in checks if kind == "money"), None))
+        source.stats = store.file_stats(str(path))
+        source.stats["rows"] = int(lines)
+        store.sources.append(source)
+        loaded.append(source)
+    return loaded
+
+
+def billing_engine(master: str | None = None) -> Callable[..., list[SourceFile]]:
+    """Store.load_billing's stand-in for `--engine spark` (see store.BILLING_ENGINE)."""
+    spark = session(master)
+    spark.sparkContext.setLogLevel("ERROR")
+    return lambda store, paths, progress=None: load_billing(store, paths, progress=progress, spark=spark)

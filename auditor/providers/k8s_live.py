@@ -1,0 +1,299 @@
+"""Live Kubernetes for `gpu-auditor pull` (the official `kubernetes` client; a kubeconfig, or in-cluster).
+
+Sources, each recorded in the snapshot manifest on its own:
+- `k8s:nodes`: GPU nodes (`nvidia.com/gpu` capacity) with their instance type, GPU product (GPU feature
+  discovery labels) and spot label (EKS, Karpenter, GKE, AKS); a node's id is its cloud instance where the
+  provider ID names one, so billing and the cloud's own inventory join to it.
+- `k8s:workloads`: Jobs and bare pods that request `nvidia.com/gpu`, spot or not (node selector, affinity,
+  tolerations, or the nodes their pods ran on), and their checkpoint location: a durable volume (a PVC, NFS,
+  CSI) mounted at a checkpoint path, or a `*CHECKPOINT*` variable holding a URI. An emptyDir is not durable.
+- `k8s:dcgm`: GPU utilisation and framebuffer memory from the DCGM exporter, through the Prometheus HTTP API
+  (`/api/v1/query_range` over `DCGM_FI_DEV_GPU_UTIL` and `DCGM_FI_DEV_FB_USED`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.parse
+import urllib.request
+from datetime import datetime
+
+from kubernetes import client, config
+from kubernetes.client.rest import ApiException
+from kubernetes.config.config_exception import ConfigException
+
+from auditor.pull import Pull, gpu_model, iso, usage_summary, utc
+
+PAGE = 200
+PERIOD = 3600
+GPU = "nvidia.com/gpu"
+SPOT_LABELS = {"eks.amazonaws.com/capacityType": "SPOT", "karpenter.sh/capacity-type": "spot",
+               "cloud.google.com/gke-spot": "true", "cloud.google.com/gke-preemptible": "true",
+               "kubernetes.azure.com/scalesetpriority": "spot"}
+CHECKPOINT = re.compile(r"(?i)checkpoint|ckpt")
+NODE_LABELS = ("Hostname", "node", "kubernetes_node", "nodename", "instance")
+
+
+def throttled(e: BaseException) -> bool:
+    if isinstance(e, ApiException):
+        return e.status in (429, 503)
+    if isinstance(e, urllib.error.HTTPError):
+        return e.code in (429, 503)
+    return False
+
+
+def pull(p: Pull) -> None:
+    try:
+        api = _api_client(p)
+    except (ConfigException, OSError, ValueError) as e:
+        reason = f"no Kubernetes configuration: {p.redact(str(e))}"
+        for name, kind in (("k8s:nodes", "inventory"), ("k8s:workloads", "jobs"), ("k8s:dcgm", "metrics")):
+            p.fail(name, kind, reason)
+        return
+    nodes: dict[str, dict] = {}
+    p.run("k8s:nodes", "inventory", lambda: _nodes(p, api, nodes))
+    p.run("k8s:workloads", "jobs", lambda: _workloads(p, api, nodes))
+    if p.options.prometheus:
+        p.run("k8s:dcgm", "metrics", lambda: _dcgm(p, nodes))
+    else:
+        p.fail("k8s:dcgm", "metrics", "no Prometheus URL (--prometheus): GPU utilisation was not read")
+
+
+def _api_client(p: Pull) -> client.ApiClient:
+    o = p.options
+    try:
+        api = config.new_client_from_config(config_file=o.kubeconfig, context=o.context)
+    except (ConfigException, FileNotFoundError, TypeError):
+        if o.kubeconfig or o.context:
+            raise
+        cfg = client.Configuration()
+        config.load_incluster_config(client_configuration=cfg)
+        api = client.ApiClient(cfg)
+    c = api.configuration
+    p.secret(*(c.api_key or {}).values(), c.password)
+    for value in (c.api_key or {}).values():
+        p.secret(str(value).removeprefix("Bearer ").strip())
+    return api
+
+
+def _list(p: Pull, call, **kwargs) -> list[dict]:
+    """Every item of a list call, following `metadata.continue`, as the API's own JSON."""
+    items, token = [], None
+    while True:
+        args = {**kwargs, "limit": PAGE, "_preload_content": False}
+        if token:
+            args["_continue"] = token
+        raw = p.retry.call(call, throttled=throttled, **args)
+        page = json.loads(raw.data)
+        items.extend(page.get("items") or [])
+        token = (page.get("metadata") or {}).get("continue")
+        if not token:
+            return items
+
+
+def _provider_id(provider_id: str) -> tuple[str, str | None]:
+    """(cloud, instance id) from a node's spec.providerID: aws:///us-east-1a/i-0abc, gce://project/zone/name,
+    azure:///subscriptions/.../virtualMachines/name."""
+    m = re.match(r"^(aws|gce|azure)://(.*)$", provider_id or "")
+    if not m:
+        return "kubernetes", None
+    cloud = {"aws": "aws", "gce": "gcp", "azure": "azure"}[m.group(1)]
+    rest = m.group(2).strip("/")
+    return cloud, (rest.lower() if cloud == "azure" else rest.rsplit("/", 1)[-1]) or None
+
+
+def _is_spot(labels: dict[str, str]) -> bool:
+    return any(labels.get(k, "").lower() == v.lower() for k, v in SPOT_LABELS.items())
+
+
+def _nodes(p: Pull, api: client.ApiClient, nodes: dict[str, dict]) -> dict[str, int]:
+    items = _list(p, client.CoreV1Api(api).list_node)
+    for n in items:
+        meta, spec, status = n["metadata"], n.get("spec", {}), n.get("status", {})
+        labels = meta.get("labels") or {}
+        gpus = int((status.get("capacity") or {}).get(GPU, 0) or labels.get("nvidia.com/gpu.count", 0) or 0)
+        if not gpus:
+            continue
+        cloud, instance = _provider_id(spec.get("providerID", ""))
+        mem_mib = labels.get("nvidia.com/gpu.memory")
+        memory_gb = int(mem_mib) / 1024 if mem_mib and mem_mib.isdigit() else None
+        product = labels.get("nvidia.com/gpu.product") or labels.get("cloud.google.com/gke-accelerator")
+        ready = next((c["status"] for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
+        asset = {
+            "id": instance or meta["name"], "provider": cloud, "account": None,
+            "region": labels.get("topology.kubernetes.io/region"), "zone": labels.get("topology.kubernetes.io/zone"),
+            "name": meta["name"], "kind": "node",
+            "instance_type": labels.get("node.kubernetes.io/instance-type") or
+            labels.get("beta.kubernetes.io/instance-type"),
+            "gpu_model": gpu_model(product, memory_gb), "gpu_count": gpus,
+            "gpu_memory_gb": round(memory_gb, 3) if memory_gb else None,
+            "lifecycle": "spot" if _is_spot(labels) else "on_demand",
+            "state": {"True": "ready", "False": "not_ready"}.get(ready, "unknown"),
+            "launch_time": meta.get("creationTimestamp"),
+            "tags": {k: v for k, v in labels.items() if "/" not in k},  # the users' own labels, not the system's
+        }
+        nodes[meta["name"]] = asset
+        p.assets.append(asset)
+    return {"nodes": len(items), "gpu_nodes": len(nodes)}
+
+
+def _gpus(pod_spec: dict) -> int:
+    total = 0
+    for c in pod_spec.get("containers") or []:
+        res = c.get("resources") or {}
+        want = (res.get("limits") or {}).get(GPU) or (res.get("requests") or {}).get(GPU) or 0
+        total += int(want)
+    return total
+
+
+def _spot_scheduling(pod_spec: dict) -> bool:
+    if _is_spot(pod_spec.get("nodeSelector") or {}):
+        return True
+    terms = ((((pod_spec.get("affinity") or {}).get("nodeAffinity") or {})
+              .get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms") or [])
+    for term in terms:
+        for e in term.get("matchExpressions") or []:
+            want = SPOT_LABELS.get(e.get("key"))
+            if want and e.get("operator") == "In" and want.lower() in [v.lower() for v in e.get("values") or []]:
+                return True
+    return False
+
+
+def _checkpoint(pod_spec: dict, namespace: str) -> str | None:
+    """A durable place the pod writes checkpoints to, or None."""
+    volumes = {v["name"]: v for v in pod_spec.get("volumes") or []}
+    for c in pod_spec.get("containers") or []:
+        for env in c.get("env") or []:
+            if CHECKPOINT.search(env.get("name", "")) and "://" in str(env.get("value", "")):
+                return env["value"]
+        for m in c.get("volumeMounts") or []:
+            if not (CHECKPOINT.search(m.get("mountPath", "")) or CHECKPOINT.search(m.get("name", ""))):
+                continue
+            v = volumes.get(m["name"], {})
+            if "persistentVolumeClaim" in v:
+                return f"pvc://{namespace}/{v['persistentVolumeClaim']['claimName']}{m.get('mountPath', '')}"
+            if "nfs" in v:
+                return f"nfs://{v['nfs'].get('server')}{v['nfs'].get('path')}"
+            if "csi" in v:
+                return f"csi://{v['csi'].get('driver')}/{m['name']}"
+            # emptyDir, hostPath and ephemeral volumes die with the pod or its node: not a checkpoint
+    return None
+
+
+def _interrupted(pod: dict) -> bool:
+    status = pod.get("status") or {}
+    if status.get("reason") in ("Evicted", "Preempting", "Shutdown", "Terminated"):
+        return True
+    return any(c.get("type") == "DisruptionTarget" and c.get("status") == "True"
+               for c in status.get("conditions") or [])
+
+
+def _workloads(p: Pull, api: client.ApiClient, nodes: dict[str, dict]) -> dict[str, int]:
+    jobs = _list(p, client.BatchV1Api(api).list_job_for_all_namespaces)
+    pods = _list(p, client.CoreV1Api(api).list_pod_for_all_namespaces)
+    by_owner: dict[str, list[dict]] = {}
+    bare = []
+    for pod in pods:
+        owners = pod["metadata"].get("ownerReferences") or []
+        if not owners:
+            bare.append(pod)
+        for o in owners:
+            if o.get("kind") == "Job":
+                by_owner.setdefault(f"{pod['metadata'].get('namespace')}/{o['name']}", []).append(pod)
+    w = p.options.window
+    found = 0
+    for j in jobs:
+        meta, spec = j["metadata"], j.get("spec") or {}
+        template = (spec.get("template") or {}).get("spec") or {}
+        key = f"{meta.get('namespace')}/{meta['name']}"
+        found += _add_job(p, key, "kubernetes-job", meta, template, j.get("status") or {}, by_owner.get(key, []),
+                          nodes, spec.get("parallelism") or 1, spec.get("activeDeadlineSeconds"), w)
+    for pod in bare:
+        meta = pod["metadata"]
+        key = f"{meta.get('namespace')}/pod/{meta['name']}"
+        found += _add_job(p, key, "kubernetes-pod", meta, pod.get("spec") or {}, pod.get("status") or {}, [pod],
+                          nodes, 1, (pod.get("spec") or {}).get("activeDeadlineSeconds"), w)
+    return {"jobs": len(jobs), "pods": len(pods), "gpu_workloads": found}
+
+
+def _add_job(p: Pull, key: str, platform: str, meta: dict, spec: dict, status: dict, pods: list[dict],
+             nodes: dict[str, dict], parallelism: int, deadline: int | None, window) -> int:
+    gpus = _gpus(spec)
+    if not gpus:
+        return 0
+    start = utc(status.get("startTime") or meta.get("creationTimestamp"))
+    end = utc(status.get("completionTime"))
+    if (start and start >= window.end) or (end and end < window.start):
+        return 0
+    ran_on = [nodes[n] for n in ((pod.get("spec") or {}).get("nodeName") for pod in pods) if n in nodes]
+    node = ran_on[0] if ran_on else None
+    if status.get("succeeded"):
+        state = "succeeded"
+    elif status.get("active") or status.get("phase") == "Running":
+        state = "running"
+    else:
+        state = "failed" if status.get("failed") or status.get("phase") == "Failed" else status.get("phase")
+    p.jobs.append({
+        "id": key, "platform": platform, "provider": node["provider"] if node else "kubernetes",
+        "account": None, "region": node["region"] if node else None, "name": meta["name"],
+        "state": state.lower() if state else None,
+        "instance_type": node["instance_type"] if node else None, "instance_count": max(1, int(parallelism)),
+        "gpu_model": node["gpu_model"] if node else None, "gpu_count": gpus,
+        "spot": _spot_scheduling(spec) or any(n["lifecycle"] == "spot" for n in ran_on),
+        "checkpoint_uri": _checkpoint(spec, meta.get("namespace", "default")),
+        "max_runtime_s": deadline, "interruptions": sum(1 for pod in pods if _interrupted(pod)),
+        "start_time": iso(start), "end_time": iso(end),
+        "tags": {k: v for k, v in (meta.get("labels") or {}).items() if "/" not in k},
+    })
+    return 1
+
+
+# ---- DCGM exporter metrics through Prometheus ----------------------------------------------------------------
+
+QUERIES = {"util": "avg_over_time(DCGM_FI_DEV_GPU_UTIL[1h])", "mem": "max_over_time(DCGM_FI_DEV_FB_USED[1h])"}
+
+
+def _query_range(p: Pull, query: str, start: datetime, end: datetime) -> list[dict]:
+    params = urllib.parse.urlencode({"query": query, "start": f"{start.timestamp():.0f}",
+                                     "end": f"{end.timestamp():.0f}", "step": str(PERIOD)})
+    url = p.options.prometheus.rstrip("/") + "/api/v1/query_range?" + params
+
+    def get() -> dict:
+        with urllib.request.urlopen(url, timeout=60) as r:
+            return json.loads(r.read())
+
+    doc = p.retry.call(get, throttled=throttled)
+    if doc.get("status") != "success":
+        raise RuntimeError(f"Prometheus: {doc.get('errorType')}: {doc.get('error')}")
+    return doc["data"]["result"]
+
+
+def _dcgm(p: Pull, nodes: dict[str, dict]) -> dict[str, int]:
+    from datetime import UTC
+
+    w = p.options.window
+    # Timestamps are epoch seconds; the window is naive UTC.
+    start, end = w.start.replace(tzinfo=UTC), w.end.replace(tzinfo=UTC)
+    series: dict[str, dict[str, list]] = {}  # asset id -> util|mem -> per-GPU point lists
+    by_name = {name: a for name, a in nodes.items()}
+    count = 0
+    for key, query in QUERIES.items():
+        for s in _query_range(p, query, start, end):
+            labels = s.get("metric") or {}
+            node = next((by_name[v] for v in (labels.get(k, "").split(":")[0] for k in NODE_LABELS) if v in by_name),
+                        None)
+            if node is None:
+                continue
+            count += 1
+            points = [(datetime.fromtimestamp(float(t), UTC), float(v)) for t, v in s.get("values") or []
+                      if v not in ("NaN", "+Inf", "-Inf")]
+            series.setdefault(node["id"], {"util": [], "mem": []})[key].append(points)
+    added = 0
+    for asset_id, s in sorted(series.items()):
+        usage = usage_summary(asset_id, s["util"], s["mem"], PERIOD, "dcgm-exporter")  # FB_USED is in MiB
+        if usage:
+            p.gpu_usage.append(usage)
+            added += 1
+    return {"series": count, "gpu_usage": added}

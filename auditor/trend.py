@@ -1,0 +1,93 @@
+"""Quarter over quarter: this audit against last quarter's audit.json (`gpu-auditor audit --previous FILE`).
+
+Findings are matched by fingerprint (rule, resource and what was recommended), so a finding that is still
+there is recognised whatever its cost did: resolved (open last quarter, not open now), new (open now, not
+open last quarter) and still open (open in both, with the quarter it was first seen in).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from auditor.errors import InputError
+
+SCHEMA = "gpu-auditor/audit@1"
+
+
+def load_previous(path: Path) -> dict[str, Any]:
+    """Read last quarter's audit.json: {"path", "sha256", "doc"}; a file that is not one is an InputError."""
+    doc = read_audit(path)
+    return {"path": str(path), "sha256": hashlib.sha256(Path(path).read_bytes()).hexdigest(), "doc": doc}
+
+
+def read_audit(path: Path) -> dict[str, Any]:
+    """A saved audit.json, checked to be one: the errors a user can cause name the file and the line."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InputError("no such file", path=str(path)) from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f"cannot read the audit: {getattr(e, 'strerror', None) or e}", path=str(path)) from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(f"not JSON: {e.msg} (column {e.colno})", path=str(path), line=e.lineno) from None
+    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
+        found = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
+        raise InputError(f"not a gpu-auditor audit.json: schema is {found!r}, expected {SCHEMA!r}", path=str(path))
+    for key, kind in (("window", dict), ("summary", dict), ("findings", list), ("policy", dict)):
+        if not isinstance(doc.get(key), kind):
+            raise InputError(f"not a complete audit: {key!r} is missing or not a {kind.__name__}", path=str(path))
+    return doc
+
+
+def change_of(previous: dict[str, str] | None, current: dict[str, str] | None) -> dict[str, Any]:
+    """Per currency: previous, current, the change and the change in percent (None where there was nothing)."""
+    previous, current = previous or {}, current or {}
+    change, pct = {}, {}
+    for cur in sorted(set(previous) | set(current)):
+        p, c = Decimal(previous.get(cur, "0")), Decimal(current.get(cur, "0"))
+        change[cur] = str(c - p)
+        pct[cur] = round(float((c - p) / p * 100), 1) if p else None
+    return {"previous": previous, "current": current, "change": change, "change_pct": pct}
+
+
+def _brief(f: dict[str, Any]) -> dict[str, Any]:
+    return {k: f.get(k) for k in ("fingerprint", "rule", "name", "severity", "resource", "team", "owner", "message",
+                                  "cost", "monthly_savings", "currency")}
+
+
+def compare(current: dict[str, Any], previous: dict[str, Any]) -> dict[str, Any]:
+    """The trend from `previous` to `current`, both audit.json dicts."""
+    label = previous["window"].get("label") or previous["window"].get("start", "")
+    prev_all = {f["fingerprint"]: f for f in previous["findings"]}
+    prev_open = {fp: f for fp, f in prev_all.items() if not f.get("waived")}
+    now_all = {f["fingerprint"]: f for f in current["findings"]}
+    now_open = {fp: f for fp, f in now_all.items() if not f.get("waived")}
+    # when a finding still open last quarter was first seen: as last quarter's own trend said, else then
+    since = {f["fingerprint"]: f.get("since", label)
+             for f in (previous.get("trend") or {}).get("findings", {}).get("still_open", [])}
+    new = [{**_brief(f), "was_waived": fp in prev_all} for fp, f in now_open.items() if fp not in prev_open]
+    still = [{**_brief(f), "since": since.get(fp, label)} for fp, f in now_open.items() if fp in prev_open]
+    resolved = [{**_brief(f), "now": "waived" if fp in now_all else "gone"}
+                for fp, f in prev_open.items() if fp not in now_open]
+    ps, cs = previous["summary"], current["summary"]
+    return {
+        "previous": {"label": label, "start": previous["window"].get("start"), "end": previous["window"].get("end"),
+                     "generated_at": previous.get("generated_at"), "policy_version": previous["policy"].get("version")},
+        "billed_cost": change_of(ps.get("billed_cost"), cs.get("billed_cost")),
+        "gpu_cost": change_of(ps.get("gpu_cost"), cs.get("gpu_cost")),
+        "monthly_savings": change_of(ps.get("monthly_savings"), cs.get("monthly_savings")),
+        "by_team": {t: change_of((ps.get("by_team") or {}).get(t), (cs.get("by_team") or {}).get(t))
+                    for t in sorted(set(ps.get("by_team") or {}) | set(cs.get("by_team") or {}))},
+        "findings": {"new": new, "still_open": still, "resolved": resolved,
+                     "counts": {"previous_open": len(prev_open), "open": len(now_open), "new": len(new),
+                                "still_open": len(still), "resolved": len(resolved)}},
+        "clauses": [{"clause": c["clause"], "rule": c["rule"], "previous": was.get(c["rule"]), "current": c["status"]}
+                    for was in [{p["rule"]: p["status"] for p in previous.get("clauses", [])}]
+                    for c in current.get("clauses", [])],
+    }

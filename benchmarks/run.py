@@ -1,0 +1,303 @@
+"""The benchmark: generate billing exports of each size, then measure, side by side on the same files,
+the end-to-end `gpu-auditor audit`, the floor (benchmarks/floor.py: a bare DuckDB scan computing the same
+aggregates) and the pandas way (benchmarks/pandas_way.py). Each runs as its own process; wall time is the
+process's, peak memory is its maximum resident set size (from wait4's rusage). Writes results.json and
+BENCHMARKS.md.
+
+    python benchmarks/run.py --lines 1000000 10000000
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+from generate import FORMATS, generate  # noqa: E402
+
+TOOLS = ("audit", "floor", "pandas")
+TARGET_FLOOR_RATIO = 1.5  # audit time / floor time, 10M CUR Parquet
+TARGET_PANDAS_SPEEDUP = 4.0  # pandas time / audit time
+TARGET_PANDAS_MEMORY = 0.25  # audit peak RSS / pandas peak RSS
+TARGET_RSS = 1 << 30  # audit peak RSS at 10M lines, Parquet and gzip CSV
+TARGET_GROWTH = 11.0  # time(10M) / time(1M)
+
+
+def _hwm(pid: int) -> int:
+    """The process's peak resident set so far (VmHWM), in bytes; 0 once it is gone."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError):
+        pass
+    return 0
+
+
+def measure(cmd: list[str], env: dict[str, str] | None = None) -> dict:
+    """Run cmd as a child: its wall time, CPU time, peak RSS (bytes) and output. Peak RSS is polled from
+    /proc (VmHWM never decreases, so the last reading before exit is the peak up to then): wait4's ru_maxrss
+    would not do, as Linux carries the parent's peak over into a child across fork and exec."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        t = time.perf_counter()
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
+        peak = 0
+        while True:
+            peak = max(peak, _hwm(proc.pid))
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            time.sleep(0.01)
+        wall = time.perf_counter() - t
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
+    return {"wall_s": round(wall, 3), "peak_rss": peak, "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
+            "rc": proc.returncode, "stdout": stdout, "stderr": stderr[-2000:]}
+
+
+def commands(tool: str, fmt: str, files: list[str], data: dict, out: Path) -> list[str]:
+    py = sys.executable
+    if tool == "audit":
+        exe = Path(py).with_name("gpu-auditor")
+        head = [str(exe)] if exe.exists() else [py, "-m", "auditor"]
+        return head + ["audit", "--policy", data["policy"], "--inventory", data["inventory"], "--out",
+                       str(out / f"report-{fmt}"), "--quiet", *files]
+    script = "floor.py" if tool == "floor" else "pandas_way.py"
+    return [py, str(HERE / script), fmt, *files]
+
+
+def total_of(tool: str, result: dict, out: Path, fmt: str) -> float | None:
+    """The billed total in USD each tool found: they must agree, or the timings compare different work."""
+    try:
+        if tool == "audit":
+            doc = json.loads((out / f"report-{fmt}" / "audit.json").read_text())
+            return float(doc["summary"]["billed_cost"]["USD"])
+        return float(json.loads(result["stdout"].strip().splitlines()[-1])["total"]["USD"])
+    except (OSError, ValueError, KeyError, IndexError):
+        return None
+
+
+def run(sizes: list[int], data_root: Path, formats: tuple[str, ...], tools: tuple[str, ...],
+        log=print) -> dict:
+    results: dict = {"sizes": sizes, "formats": list(formats), "runs": [], "generate": {}}
+    for n in sizes:
+        log(f"generating {n:,} lines per format in {data_root / str(n)}")
+        data = generate(n, data_root / str(n), formats)
+        results["generate"][str(n)] = data.get("seconds", {})
+        with tempfile.TemporaryDirectory(prefix="gpu-auditor-bench-") as tmp:
+            for fmt in formats:
+                files = data["formats"][fmt]
+                for tool in tools:
+                    load = os.getloadavg()[0]  # other work on the machine, for reading the numbers
+                    r = measure(commands(tool, fmt, files, data, Path(tmp)))
+                    total = total_of(tool, r, Path(tmp), fmt)
+                    row = {"lines": n, "format": fmt, "tool": tool, "wall_s": r["wall_s"], "cpu_s": r["cpu_s"],
+                           "peak_rss": r["peak_rss"], "rc": r["rc"], "total_usd": total,
+                           "lines_per_s": round(n / r["wall_s"]) if r["wall_s"] else None, "load": round(load, 1)}
+                    if r["rc"] != 0:
+                        row["stderr"] = r["stderr"]
+                    results["runs"].append(row)
+                    log(f"  {n:>11,} {fmt:<14} {tool:<7} {r['wall_s']:>8.2f}s {r['peak_rss'] / 2**20:>8.0f} MiB "
+                        f"rc={r['rc']} total={total}")
+    results["gate"] = gate_cold_start()
+    results["checks"] = checks(results)
+    return results
+
+
+def gate_cold_start(repeat: int = 5) -> dict | None:
+    """`gpu-auditor gate` on one manifest, a fresh process each time: the median wall and CPU time."""
+    manifest = HERE.parent / "fixtures" / "manifests" / "kubernetes" / "deployment-bad.yaml"
+    if not manifest.exists():
+        return None
+    exe = Path(sys.executable).with_name("gpu-auditor")
+    head = [str(exe)] if exe.exists() else [sys.executable, "-m", "auditor"]
+    runs = [measure(head + ["gate", "--policy", str(manifest.parent.parent / "policy.yml"), str(manifest)])
+            for _ in range(repeat)]
+    runs.sort(key=lambda r: r["wall_s"])
+    mid = runs[len(runs) // 2]
+    return {"manifest": str(manifest.relative_to(HERE.parent)), "wall_s": mid["wall_s"], "cpu_s": mid["cpu_s"],
+            "peak_rss": mid["peak_rss"], "rc": mid["rc"]}
+
+
+def _get(results: dict, n: int, fmt: str, tool: str) -> dict | None:
+    return next((r for r in results["runs"] if (r["lines"], r["format"], r["tool"]) == (n, fmt, tool)), None)
+
+
+def checks(results: dict) -> list[dict]:
+    """The targets, each with the measured value and whether it is met."""
+    out = []
+    sizes = sorted(results["sizes"])
+    big, small = sizes[-1], sizes[0]
+
+    def add(name, value, target, met):
+        out.append({"target": name, "value": value, "limit": target, "met": bool(met)})
+
+    for n in sizes:
+        for fmt in results["formats"]:
+            totals = [r["total_usd"] for r in results["runs"] if r["lines"] == n and r["format"] == fmt]
+            if len(totals) > 1 and None not in totals:
+                add(f"{n:,} {fmt}: every tool finds the same billed total (to the cent)",
+                    round(max(totals) - min(totals), 4), 0.01, max(totals) - min(totals) < 0.01)
+    audit, floor, pandas = (_get(results, big, "cur-parquet", t) for t in TOOLS)
+    if audit and floor:
+        ratio = audit["wall_s"] / floor["wall_s"]
+        add(f"{big:,} CUR Parquet: audit time / floor time", round(ratio, 2), TARGET_FLOOR_RATIO,
+            ratio <= TARGET_FLOOR_RATIO)
+    for fmt in results["formats"]:
+        audit, pandas = _get(results, big, fmt, "audit"), _get(results, big, fmt, "pandas")
+        if audit and pandas and pandas["rc"] == 0:
+            speed = pandas["wall_s"] / audit["wall_s"]
+            add(f"{big:,} {fmt}: pandas time / audit time", round(speed, 2), TARGET_PANDAS_SPEEDUP,
+                speed >= TARGET_PANDAS_SPEEDUP)
+            mem = audit["peak_rss"] / pandas["peak_rss"]
+            add(f"{big:,} {fmt}: audit peak RSS / pandas peak RSS", round(mem, 2), TARGET_PANDAS_MEMORY,
+                mem <= TARGET_PANDAS_MEMORY)
+        if audit and fmt in ("cur-parquet", "cur-csv-gz"):
+            add(f"{big:,} {fmt}: audit peak RSS (MiB)", round(audit["peak_rss"] / 2**20), TARGET_RSS // 2**20,
+                audit["peak_rss"] < TARGET_RSS)
+        if big != small:
+            a_small, a_big = _get(results, small, fmt, "audit"), _get(results, big, fmt, "audit")
+            if a_small and a_big:
+                growth = a_big["wall_s"] / a_small["wall_s"]
+                limit = TARGET_GROWTH * big / small / 10
+                add(f"{fmt}: audit time {big:,} / {small:,} lines", round(growth, 2), round(limit, 2),
+                    growth <= limit)
+    gate = results.get("gate")
+    if gate and gate["rc"] in (0, 1):
+        add(f"gpu-auditor gate cold start, one manifest (s, median of 5; CPU {gate['cpu_s']} s)", gate["wall_s"],
+            0.5, gate["wall_s"] < 0.5)
+    return out
+
+
+def machine() -> dict:
+    import duckdb
+
+    info = {"python": platform.python_version(), "duckdb": duckdb.__version__, "os": platform.platform(),
+            "cores": os.cpu_count()}
+    try:
+        from auditor import __version__
+
+        info["gpu_auditor"] = __version__
+    except ImportError:
+        pass
+    for mod in ("pandas", "pyarrow"):
+        try:
+            info[mod] = __import__(mod).__version__
+        except ImportError:
+            info[mod] = None
+    try:
+        meminfo = Path("/proc/meminfo").read_text().split("\n")[0].split()
+        info["memory_gib"] = round(int(meminfo[1]) / 2**20, 1)
+        cpu = [line for line in Path("/proc/cpuinfo").read_text().splitlines() if line.startswith("model name")]
+        info["cpu"] = cpu[0].split(":", 1)[1].strip() if cpu else platform.processor()
+        info["load_before"] = os.getloadavg()[0]
+    except OSError:
+        pass
+    return info
+
+
+def render(results: dict, command: str) -> str:
+    m = results["machine"]
+    lines = [
+        "# Benchmarks",
+        "",
+        f"Measured by `{command}` on {results['date']}. Every number below is from that run; rerun the "
+        "command to measure your machine (the generated data is cached in the data folder, deterministic).",
+        "",
+        f"Machine: {m.get('cpu', '?')}, {m['cores']} cores, {m.get('memory_gib', '?')} GiB memory, {m['os']}. "
+        f"Python {m['python']}, DuckDB {m['duckdb']}, pandas {m.get('pandas')}, pyarrow {m.get('pyarrow')}, "
+        f"gpu-auditor {m.get('gpu_auditor')}.",
+        "",
+        "What is measured, each as its own process on the same files (three monthly files per format):",
+        "",
+        "- **audit**: `gpu-auditor audit --policy P --inventory I --out DIR FILES...`, end to end: detection, "
+        "normalization into the `costs` table, the rules, all four report files.",
+        "- **floor**: `benchmarks/floor.py`, one bare DuckDB query that scans the same files and computes the "
+        "aggregates the rules read (spend per resource, transfer per usage type, spend per team, totals) "
+        "from the raw columns, with no normalization.",
+        "- **pandas**: `benchmarks/pandas_way.py`, pandas reading only the columns it needs and grouping them "
+        "the same way.",
+        "",
+        "Wall time is the process's; CPU time is its user + system time; peak memory is its maximum resident "
+        "set size (VmHWM, polled); 'load before' is the machine's 1-minute load average as the run started (the "
+        "machine is shared: other work on it shows there, and stretches wall time more than CPU time).",
+        "",
+    ]
+    for n in results["sizes"]:
+        lines += [f"## {n:,} lines", "",
+                  "| format | tool | wall s | lines/s | peak RSS MiB | CPU s | billed total USD | load before |",
+                  "|---|---|---:|---:|---:|---:|---:|---:|"]
+        for r in results["runs"]:
+            if r["lines"] != n:
+                continue
+            total = f"{r['total_usd']:,.2f}" if r["total_usd"] is not None else f"failed (rc {r['rc']})"
+            lines.append(f"| {r['format']} | {r['tool']} | {r['wall_s']:.2f} | {r['lines_per_s'] or 0:,} | "
+                         f"{r['peak_rss'] / 2**20:,.0f} | {r['cpu_s']:.1f} | {total} | {r.get('load', '')} |")
+        lines.append("")
+    lines += ["## Ratios", "", "| format | audit / floor time | pandas / audit time | audit / pandas memory |",
+              "|---|---:|---:|---:|"]
+    for n in results["sizes"]:
+        for fmt in results["formats"]:
+            a, f, p = (_get(results, n, fmt, t) for t in TOOLS)
+            cell = lambda x: f"{x:.2f}" if x is not None else "–"  # noqa: E731
+            lines.append(f"| {n:,} {fmt} | {cell(a['wall_s'] / f['wall_s'] if a and f else None)} | "
+                         f"{cell(p['wall_s'] / a['wall_s'] if a and p else None)} | "
+                         f"{cell(a['peak_rss'] / p['peak_rss'] if a and p else None)} |")
+    if len(results["sizes"]) > 1:
+        small, big = min(results["sizes"]), max(results["sizes"])
+        lines += ["", f"Growth from {small:,} to {big:,} lines (time ratio; {big // small}x the lines):", "",
+                  "| format | audit | floor | pandas |", "|---|---:|---:|---:|"]
+        for fmt in results["formats"]:
+            cells = []
+            for tool in TOOLS:
+                a, b = _get(results, small, fmt, tool), _get(results, big, fmt, tool)
+                cells.append(f"{b['wall_s'] / a['wall_s']:.2f}" if a and b else "–")
+            lines.append(f"| {fmt} | {' | '.join(cells)} |")
+    lines += ["", "## Targets", "", "| target | measured | limit | met |", "|---|---:|---:|---|"]
+    for c in results["checks"]:
+        lines.append(f"| {c['target']} | {c['value']} | {c['limit']} | {'yes' if c['met'] else '**no**'} |")
+    notes = HERE / "NOTES.md"  # the analysis: where the time goes, the limits; kept by hand
+    if notes.exists():
+        lines += ["", notes.read_text().strip()]
+    lines.append("")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description="Benchmark gpu-auditor against the DuckDB floor and pandas.")
+    ap.add_argument("--lines", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    ap.add_argument("--formats", nargs="+", choices=FORMATS, default=list(FORMATS))
+    ap.add_argument("--tools", nargs="+", choices=TOOLS, default=list(TOOLS))
+    ap.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "gpu-auditor-bench",
+                    help="where the generated exports are kept between runs")
+    ap.add_argument("--out", type=Path, default=HERE / "results.json", help="results as JSON")
+    ap.add_argument("--markdown", type=Path, default=HERE.parent / "BENCHMARKS.md",
+                    help="the report; '-' to skip")
+    args = ap.parse_args()
+    before = machine()
+    results = run(sorted(args.lines), args.data, tuple(args.formats), tuple(args.tools))
+    results["machine"] = before
+    results["date"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
+    args.out.write_text(json.dumps(results, indent=2))
+    command = "python benchmarks/run.py " + " ".join(sys.argv[1:])
+    if str(args.markdown) != "-":
+        args.markdown.write_text(render(results, command.strip()))
+    for c in results["checks"]:
+        print(f"{'ok  ' if c['met'] else 'MISS'} {c['target']}: {c['value']} (limit {c['limit']})")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,50 @@
+from __future__ import annotations
+
+from auditor.model import Job, Severity
+from auditor.rule import Rule, register
+from auditor.schema import Field
+
+
+@register
+class JobMissingLabels(Rule):
+    """Training job that lacks the policy's required tags or labels.
+
+    ## What it does
+    Flags a job (from a manifest, or from the inventory) that lacks any of `required_tags` among
+    its tags or labels: a key that is absent or has an empty value; keys match ignoring case.
+    Kubernetes labels of the object and of its pod template, SageMaker `Tags`, Vertex AI `labels`,
+    Azure ML `tags` and SkyPilot `resources.labels` all count. The rule shares the `tagging` clause
+    with TAG001, so one sentence of the policy governs resources and jobs alike.
+
+    ## Why it matters
+    A job launched without team and owner labels bills to nobody: its spend turns up as untagged
+    in the next audit (TAG001), after the money is spent. Caught at deploy time it costs one line.
+
+    ## Example
+    ```yaml
+    - {id: "k8s:ml/Job/bert-ft", platform: kubernetes, tags: {team: nlp}}
+    ```
+
+    ## How to fix
+    Add the missing labels to the manifest (`metadata.labels` of the Kubernetes object, `Tags` of
+    the SageMaker request, `labels` of the Vertex AI job, `tags` of the Azure ML job).
+    """
+
+    id = "TAG002"
+    name = "job-missing-labels"
+    severity = Severity.MEDIUM
+    entity = Job
+    clause = "tagging"
+    options = {
+        "required_tags": Field("list", item=Field("str"), default=["team", "owner", "project"],
+                               doc="tag keys every resource must carry"),
+    }
+
+    def check(self, job: Job, ctx):
+        missing = [k for k in self.opt("required_tags") if ctx.tag(job.tags, [k]) is None]
+        if not missing:
+            return
+        yield self.finding(
+            job, ctx, f"{job.platform} job {job.name or job.id} lacks required labels {', '.join(missing)}",
+            evidence={"missing_tags": missing, "tags": dict(job.tags), "required_tags": list(self.opt("required_tags")),
+                      "manifest_kind": job.manifest_kind})

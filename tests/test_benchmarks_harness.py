@@ -1,0 +1,78 @@
+"""The benchmark harness works (benchmarks/run.py): the generator writes the same quarter as CUR Parquet, CUR
+gzip CSV and FOCUS Parquet, which the audit reads to the same totals; the harness runs the audit, the DuckDB
+floor and the pandas way on those files, finds the same billed total with each, and writes its report. Nothing
+here is timed: the measurements are BENCHMARKS.md's, made by the harness at 1M and 10M lines.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "benchmarks"))
+
+import generate  # noqa: E402
+import run  # noqa: E402
+
+from auditor.store import Store  # noqa: E402
+
+LINES = 2000
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("bench")
+    generate.generate(LINES, out / str(LINES))
+    return out
+
+
+def test_generator_writes_three_months_in_every_format_with_the_same_totals(data):
+    info = json.loads((data / str(LINES) / "DONE.json").read_text())
+    totals = {}
+    for fmt in generate.FORMATS:
+        files = [Path(p) for p in info["formats"][fmt]]
+        assert len(files) == 3 and all(f.stat().st_size > 0 for f in files)
+        store = Store()
+        sources = store.load_billing(files)
+        assert sum(s.rows for s in sources) == LINES
+        assert {s.format for s in sources} == {"focus-1.0" if fmt.startswith("focus") else "aws-cur"}
+        stats = store.window_stats(store.data_window())
+        assert stats["period_start"].isoformat() == "2026-07-01T00:00:00"
+        assert "2026-09-30" < stats["period_end"].isoformat() <= "2026-10-01T00:00:00"  # three months
+        # GPU and other instances, storage, transfer between regions, spot, and some lines without tags.
+        assert {"gpu_compute", "other_compute", "storage", "transfer"} <= set(stats["by_category"])
+        assert stats["spot_cost"]["USD"] > 0 and "inter_region" in stats["transfer_gb_out"]
+        untagged = store.con.execute("SELECT count(*) FROM costs WHERE cardinality(Tags) = 0").fetchone()[0]
+        assert 0 < untagged < LINES
+        totals[fmt] = {k: stats[k]["USD"].quantize(Decimal("0.01")) for k in ("billed_cost", "gpu_cost", "spot_cost")}
+    assert totals["cur-parquet"] == totals["cur-csv-gz"] == totals["focus-parquet"]
+    inventory = json.loads(Path(info["inventory"]).read_text())
+    assert inventory["assets"] and inventory["gpu_usage"] and inventory["jobs"]
+
+
+def test_generator_is_deterministic(data, tmp_path):
+    again = generate.generate(LINES, tmp_path / "again", ("cur-parquet",))
+    first = json.loads((data / str(LINES) / "DONE.json").read_text())["formats"]["cur-parquet"]
+    for a, b in zip(first, again["formats"]["cur-parquet"], strict=True):
+        con = Store().con
+        diff = con.execute(f"SELECT count(*) FROM (SELECT * FROM read_parquet('{a}') EXCEPT ALL "
+                           f"SELECT * FROM read_parquet('{b}'))").fetchone()[0]
+        assert diff == 0
+
+
+def test_harness_measures_audit_floor_and_pandas_on_the_same_files(data, tmp_path):
+    results = run.run([LINES], data, ("cur-parquet", "cur-csv-gz"), run.TOOLS, log=lambda _: None)
+    assert len(results["runs"]) == 6
+    for r in results["runs"]:
+        assert r["rc"] == 0, r.get("stderr")
+        assert r["wall_s"] > 0 and r["peak_rss"] > 10 * 2**20 and r["lines_per_s"] > 0
+    same_total = [c for c in results["checks"] if "same billed total" in c["target"]]
+    assert len(same_total) == 2 and all(c["met"] for c in same_total), same_total
+    results["machine"], results["date"] = run.machine(), "today"
+    text = run.render(results, "python benchmarks/run.py --lines 2000")
+    assert "| cur-parquet | audit |" in text and "| cur-csv-gz | pandas |" in text and "## Targets" in text

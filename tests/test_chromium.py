@@ -1,0 +1,203 @@
+"""The HTML report as a person sees it: rendered by headless Chromium (Debian's `chromium`, installed by .ci/run)
+and driven over the DevTools protocol, which reports every console message, uncaught exception and browser log
+entry (a blocked or missing resource), so a console error fails the test rather than passing unseen."""
+
+from __future__ import annotations
+
+import base64
+import json
+import shutil
+import subprocess
+import time
+import urllib.request
+from datetime import date
+from pathlib import Path
+
+import pytest
+import websocket
+from test_report_trend import last_quarter
+
+from auditor.engine import parse_quarter, run_audit
+from auditor.model import fmt_money
+from auditor.policy import load_policy
+from auditor.report import render_html
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO = REPO / "fixtures" / "demo"
+SECTIONS = ("Summary", "Where the money went", "The GPU fleet", "Findings", "The policy", "Forecast",
+            "Quarter over quarter", "Inputs")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--hide-scrollbars",
+         "--remote-debugging-port=0", "--remote-debugging-address=127.0.0.1"]
+
+
+class Browser:
+    """One headless Chromium and one page, over the DevTools protocol."""
+
+    def __init__(self, profile: Path):
+        exe = shutil.which("chromium") or shutil.which("chromium-browser")
+        assert exe, "chromium is not installed (.ci/run installs Debian's chromium)"
+        self.proc = subprocess.Popen([exe, *FLAGS, f"--user-data-dir={profile}", "about:blank"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        port_file = profile / "DevToolsActivePort"
+        deadline = time.monotonic() + 60
+        while not (port_file.exists() and port_file.read_text().strip()):
+            assert self.proc.poll() is None, "chromium exited at start"
+            assert time.monotonic() < deadline, "chromium did not open its DevTools port"
+            time.sleep(0.1)
+        port = int(port_file.read_text().split()[0])
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=30) as r:
+            page = next(t for t in json.load(r) if t["type"] == "page")
+        self.ws = websocket.create_connection(page["webSocketDebuggerUrl"], timeout=60, suppress_origin=True)
+        self.next_id, self.events = 0, []
+        for domain in ("Page", "Runtime", "Log"):
+            self.call(f"{domain}.enable")
+
+    def call(self, method: str, **params):
+        self.next_id += 1
+        self.ws.send(json.dumps({"id": self.next_id, "method": method, "params": params}))
+        while True:
+            msg = json.loads(self.ws.recv())
+            if msg.get("id") == self.next_id:
+                assert "error" not in msg, msg
+                return msg["result"]
+            self.events.append(msg)
+
+    def wait_for(self, event: str, timeout: float = 60) -> None:
+        deadline = time.monotonic() + timeout
+        while not any(e.get("method") == event for e in self.events):
+            assert time.monotonic() < deadline, f"no {event}"
+            self.events.append(json.loads(self.ws.recv()))
+
+    def open(self, path: Path, width: int = 800) -> None:
+        self.events.clear()
+        self.call("Emulation.setDeviceMetricsOverride", width=width, height=900, deviceScaleFactor=1, mobile=False)
+        self.call("Page.navigate", url=path.resolve().as_uri())
+        self.wait_for("Page.loadEventFired")
+        self.call("Runtime.evaluate", expression="1")  # let the events of the load arrive
+
+    def errors(self) -> list[str]:
+        """Console errors and assertions, uncaught exceptions and error log entries since the page was opened."""
+        out = []
+        for e in self.events:
+            method, p = e.get("method"), e.get("params", {})
+            if method == "Runtime.consoleAPICalled" and p["type"] in ("error", "assert"):
+                out.append("console: " + " ".join(str(a.get("value", a.get("description"))) for a in p["args"]))
+            elif method == "Runtime.exceptionThrown":
+                d = p["exceptionDetails"]
+                out.append(f"uncaught: {d.get('text', '')} {d.get('exception', {}).get('description', '')}")
+            elif method == "Log.entryAdded" and p["entry"]["level"] == "error":
+                entry = p["entry"]
+                out.append(f"log ({entry['source']}): {entry['text']} {entry.get('url', '')}")
+        return out
+
+    def evaluate(self, expression: str):
+        return self.call("Runtime.evaluate", expression=expression, returnByValue=True)["result"].get("value")
+
+    def screenshot(self, path: Path) -> bytes:
+        size = self.call("Page.getLayoutMetrics")["cssContentSize"]
+        shot = self.call("Page.captureScreenshot", format="png", captureBeyondViewport=True,
+                         clip={"x": 0, "y": 0, "width": size["width"], "height": size["height"], "scale": 1})
+        data = base64.b64decode(shot["data"])
+        path.write_bytes(data)
+        return data
+
+    def close(self) -> None:
+        try:
+            self.ws.close()
+        finally:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    b = Browser(tmp_path_factory.mktemp("chromium-profile"))
+    yield b
+    b.close()
+
+
+@pytest.fixture(scope="module")
+def demo_doc() -> dict:
+    audit = run_audit(load_policy(DEMO / "policy.yml"), [DEMO / "billing"], DEMO / "inventory.json",
+                      parse_quarter("2026-Q3"), date(2026, 10, 15))
+    audit.as_of = date(2026, 10, 15)
+    doc = audit.to_dict()
+    audit.previous = {"path": "last-quarter/audit.json", "sha256": "0" * 64, "doc": last_quarter(doc)}
+    return audit.to_dict()
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def test_the_observer_sees_console_errors(browser, tmp_path):
+    """The check below means something: a page that logs an error, throws and loads a missing image is caught."""
+    page = tmp_path / "bad.html"
+    page.write_text("<!DOCTYPE html><html><body><img src='missing.png'><script>console.error('boom');"
+                    "throw new Error('kaboom')</script></body></html>", encoding="utf-8")
+    browser.open(page)
+    errors = "\n".join(browser.errors())
+    assert "console: boom" in errors and "kaboom" in errors and "missing.png" in errors, errors
+
+
+def test_demo_report_renders_without_errors(browser, demo_doc, tmp_path):
+    page = tmp_path / "report.html"
+    page.write_text(render_html(demo_doc), encoding="utf-8")
+    browser.open(page)
+    assert browser.errors() == []
+    text = browser.evaluate("document.body.innerText")
+    for heading in SECTIONS:
+        assert heading in text, heading
+    for seen in (fmt_money(demo_doc["summary"]["billed_cost"]), "Resolved since last quarter (1)", "2026-Q4",
+                 "Under 10%", "Spot", "Idle and oversized machines", "expired"):
+        assert seen in text, seen
+    assert browser.evaluate("document.documentElement.scrollWidth") <= 800  # no sideways scrolling
+    data = browser.screenshot(tmp_path / "report.png")
+    width, height = png_size(data)
+    assert width == 800 and height > 3000  # the whole report, every section
+    assert len(data) > 100_000  # text and bars, not a blank page
+
+
+@pytest.mark.parametrize("width", [600, 700])
+def test_demo_report_fits_narrow_windows(browser, demo_doc, tmp_path, width):
+    page = tmp_path / "report.html"
+    page.write_text(render_html(demo_doc), encoding="utf-8")
+    browser.open(page, width=width)
+    assert browser.errors() == []
+    assert browser.evaluate("document.documentElement.scrollWidth") <= width + 1
+
+
+def test_team_report_renders(browser, demo_doc, tmp_path):
+    page = tmp_path / "nlp.html"
+    page.write_text(render_html(demo_doc, team="nlp"), encoding="utf-8")
+    browser.open(page)
+    assert browser.errors() == []
+    text = browser.evaluate("document.body.innerText")
+    s = demo_doc["summary"]
+    assert "team nlp" in text and fmt_money(s["by_team"]["nlp"]) in text and fmt_money(s["billed_cost"]) not in text
+    png_size(browser.screenshot(tmp_path / "nlp.png"))
+
+
+def test_hostile_values_show_as_text_in_the_browser(browser, demo_doc, tmp_path):
+    doc = json.loads(json.dumps(demo_doc))
+    f = doc["findings"][0]
+    f["resource"] = "<script>window.__pwned = 1</script>"
+    f["message"] = '" onload="window.__pwned = 2" x="'
+    f["team"] = "<img src=x onerror='window.__pwned = 3'>"
+    doc["summary"]["breakdown"]["project"][0]["key"] = "<svg onload='window.__pwned = 4'>"
+    page = tmp_path / "hostile.html"
+    page.write_text(render_html(doc), encoding="utf-8")
+    browser.open(page)
+    assert browser.errors() == []
+    assert browser.evaluate("window.__pwned === undefined") is True
+    assert browser.evaluate("document.querySelectorAll('script, img, svg').length") == 0
+    text = browser.evaluate("document.body.innerText")
+    for shown in ("<script>window.__pwned = 1</script>", '" onload="window.__pwned = 2" x="',
+                  "<img src=x onerror='window.__pwned = 3'>", "<svg onload='window.__pwned = 4'>"):
+        assert shown in text, shown

@@ -1,0 +1,207 @@
+"""The gate's CI formats: SARIF 2.1.0 validated against the official schema, JUnit XML, GitHub workflow
+annotations, JSON and text, each checked against the findings it shows."""
+
+from __future__ import annotations
+
+import json
+import re
+import xml.etree.ElementTree as ET
+from datetime import date
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from auditor.ci_formats import _data, _prop, as_json, github, junit, render, sarif, text
+from auditor.gate import run_gate
+from auditor.policy import load_policy
+from auditor.rule import get_rule
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "fixtures" / "manifests"
+SARIF_SCHEMA = REPO.parent / "shared" / "reference" / "sarif-schema-2.1.0.json"
+DIRS = ["kubernetes", "kubeflow", "volcano", "sagemaker", "vertex", "azureml", "skypilot", "waivers"]
+
+
+@pytest.fixture(scope="module")
+def result():
+    """Every valid fixture at once: findings of every rule, waived ones (inline) and an expired inline waiver."""
+    return run_gate(load_policy(FIXTURES / "policy.yml"), [FIXTURES / d for d in DIRS], today=date(2026, 10, 1))
+
+
+@pytest.fixture
+def in_repo(monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(REPO)  # SARIF paths are relative to the checkout the gate runs in
+    return REPO
+
+
+def rel(path: str) -> str:
+    return Path(path).relative_to(REPO).as_posix()
+
+
+def test_the_fixture_run_has_something_of_everything(result) -> None:
+    assert result.blocking() and any(f.waived for f in result.findings)
+    assert any(not result.blocks(f) and not f.waived for f in result.findings), "a finding below --fail-on"
+    assert any("expired" in w for w in result.warnings)
+
+
+# --- SARIF ---------------------------------------------------------------------------------------------------
+
+
+def test_sarif_validates_against_the_official_schema(result, in_repo) -> None:
+    schema = json.loads(SARIF_SCHEMA.read_text())
+    doc = json.loads(sarif(result))
+    cls = jsonschema.validators.validator_for(schema)
+    cls.check_schema(schema)
+    errors = sorted(cls(schema).iter_errors(doc), key=lambda e: list(e.path))
+    assert not errors, [f"{list(e.path)}: {e.message}" for e in errors[:5]]
+    assert doc["version"] == "2.1.0" and len(doc["runs"]) == 1
+
+
+def test_sarif_rule_metadata_comes_from_the_rule_docs(result, in_repo) -> None:
+    run = json.loads(sarif(result))["runs"][0]
+    rules = run["tool"]["driver"]["rules"]
+    assert [r["id"] for r in rules] == sorted(r.id for r in result.rules)
+    for r in rules:
+        cls = get_rule(r["id"])
+        doc = cls.doc()
+        assert r["name"] == cls.name
+        assert r["shortDescription"]["text"] == cls.summary()
+        assert r["fullDescription"]["text"] == " ".join(doc["What it does"].split())
+        assert " ".join(doc["How to fix"].split()) in r["help"]["text"]
+        assert "## Why it matters" in r["help"]["markdown"] and doc["Example"] in r["help"]["markdown"]
+        assert r["defaultConfiguration"]["level"] == {"critical": "error", "high": "error", "medium": "warning"}.get(
+            cls.severity.label, "note")
+
+
+def test_sarif_results_point_at_file_and_line(result, in_repo) -> None:
+    run = json.loads(sarif(result))["runs"][0]
+    rules = run["tool"]["driver"]["rules"]
+    assert len(run["results"]) == len(result.findings)
+    for res, f in zip(run["results"], result.findings, strict=True):
+        assert res["ruleId"] == f.rule == rules[res["ruleIndex"]]["id"]
+        assert res["message"]["text"] == f.message
+        loc = res["locations"][0]["physicalLocation"]
+        assert loc["artifactLocation"] == {"uri": rel(f.file), "uriBaseId": "%SRCROOT%"}
+        assert loc["region"]["startLine"] == f.line
+        # the line is the first line of the job's document
+        assert (REPO / rel(f.file)).read_text().splitlines()[f.line - 1].strip()
+        assert res["partialFingerprints"]["gpuAuditorFingerprint/v1"] == f.fingerprint
+        if f.waived:
+            [s] = res["suppressions"]
+            assert s["kind"] == ("inSource" if f.waiver.get("source") == "inline" else "external")
+            assert f.waiver["reason"] in s["justification"]
+        else:
+            assert "suppressions" not in res
+            assert res["level"] == ("error" if result.blocks(f) else "warning")
+
+
+def test_sarif_for_a_file_outside_the_checkout_uses_a_file_uri(tmp_path: Path, in_repo) -> None:
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text((FIXTURES / "kubernetes/job-bad.yaml").read_text())
+    r = run_gate(load_policy(FIXTURES / "policy.yml"), [manifest], today=date(2026, 10, 1))
+    loc = json.loads(sarif(r))["runs"][0]["results"][0]["locations"][0]["physicalLocation"]
+    assert loc["artifactLocation"] == {"uri": manifest.resolve().as_uri()}
+
+
+# --- JUnit ---------------------------------------------------------------------------------------------------
+
+
+def test_junit_has_a_case_per_job_and_rule(result) -> None:
+    root = ET.fromstring(junit(result))
+    assert root.tag == "testsuites"
+    cases = root.findall("./testsuite/testcase")
+    assert len(cases) == len(result.jobs) * len(result.rules) == int(root.get("tests"))
+    assert {s.get("name") for s in root.findall("testsuite")} == set(result.files)
+    for suite in root.findall("testsuite"):
+        assert int(suite.get("tests")) == len(suite.findall("testcase"))
+        assert int(suite.get("failures")) == len(suite.findall("testcase/failure"))
+        assert int(suite.get("skipped")) == len(suite.findall("testcase/skipped"))
+
+
+def test_junit_failures_are_what_blocks_and_skips_are_waivers(result) -> None:
+    root = ET.fromstring(junit(result))
+    failed = set()
+    for case in root.iter("testcase"):
+        rule, _, job = case.get("name").partition(" · ")
+        if case.find("failure") is not None:
+            failed.add((rule.split()[0], job))
+            assert case.get("file") in result.files
+            assert int(case.get("line")) >= 1
+        if case.find("skipped") is not None:
+            assert case.find("skipped").get("message").startswith("waived: ")
+    assert failed == {(f.rule, f.resource) for f in result.blocking()}
+    assert int(root.get("failures")) == len(failed)
+    assert int(root.get("skipped")) == len({(f.rule, f.resource) for f in result.findings if f.waived})
+    below = [c for c in root.iter("testcase") if c.find("system-out") is not None]
+    assert below and all("below --fail-on" in c.find("system-out").text for c in below)
+
+
+# --- GitHub annotations --------------------------------------------------------------------------------------
+
+ANNOTATION = re.compile(r"^::(error|warning|notice) file=([^,]+),line=(\d+),title=([^:]+)::(.+)$")
+
+
+def test_github_annotations(result) -> None:
+    lines = github(result).splitlines()
+    annotations = [ANNOTATION.match(ln) for ln in lines if ln.startswith("::") and "file=" in ln]
+    assert all(annotations) and len(annotations) == len(result.findings)
+    for m, f in zip(annotations, result.findings, strict=True):
+        kind, file, line, title, message = m.groups()
+        assert kind == ("notice" if f.waived else "error" if result.blocks(f) else "warning")
+        assert (file, int(line)) == (f.file, f.line)
+        assert title == f"{f.rule} {f.name} ({f.severity.label})"
+        assert message.startswith(_data(f.message)) and "\n" not in message
+    assert sum(1 for ln in lines if ln.startswith("::error ")) == len(result.blocking())
+    assert any(ln.startswith("::warning::") and "expired" in ln for ln in lines)
+    assert lines[-1].startswith("gpu-auditor gate: ")
+
+
+def test_github_escapes_what_would_break_an_annotation() -> None:
+    assert _data("50% done\r\nnext") == "50%25 done%0D%0Anext"
+    assert _prop("a,b:c%.yaml") == "a%2Cb%3Ac%25.yaml"
+
+
+def test_github_annotation_for_an_oddly_named_file(tmp_path: Path) -> None:
+    manifest = tmp_path / "train,v2:spot.yaml"
+    manifest.write_text((FIXTURES / "kubernetes/job-bad.yaml").read_text())
+    r = run_gate(load_policy(FIXTURES / "policy.yml"), [manifest], today=date(2026, 10, 1))
+    [line] = [ln for ln in github(r).splitlines() if ln.startswith("::error ")]
+    assert f"file={_prop(str(manifest))},line=2," in line and "train%2Cv2%3Aspot.yaml" in line
+
+
+# --- JSON and text -------------------------------------------------------------------------------------------
+
+
+def test_json(result) -> None:
+    doc = json.loads(as_json(result))
+    assert doc["schema"] == "gpu-auditor/gate@1" and doc["verdict"] == "fail" and doc["exit_code"] == 1
+    assert len(doc["findings"]) == len(result.findings) and len(doc["jobs"]) == len(result.jobs)
+    assert {f["fingerprint"] for f in doc["findings"] if f["blocking"]} == {f.fingerprint for f in result.blocking()}
+    budget = [f for f in doc["findings"] if f["rule"] == "BUD002" and f["evidence"].get("projected_cost")]
+    assert budget and all(isinstance(f["evidence"]["projected_cost"], str) for f in budget)
+    assert {w["source"] for w in doc["waivers"]} == {"inline"}
+
+
+def test_text(result) -> None:
+    out = text(result)
+    for f in result.blocking():
+        assert f"{f.file}:{f.line}: error: {f.rule} {f.name} ({f.severity.label}): {f.message}" in out
+    assert out.count(": waived: ") == sum(1 for f in result.findings if f.waived)
+    assert out.rstrip().splitlines()[-1].endswith("fail on high: FAIL")
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "sarif", "junit", "github"])
+def test_every_format_renders_a_clean_run(fmt: str, in_repo) -> None:
+    r = run_gate(load_policy(FIXTURES / "policy.yml"), [FIXTURES / "kubernetes/job-good.yaml"],
+                 today=date(2026, 10, 1))
+    out = render(r, fmt)
+    if fmt == "sarif":
+        assert json.loads(out)["runs"][0]["results"] == []
+    elif fmt == "junit":
+        root = ET.fromstring(out)
+        assert root.get("failures") == "0" and int(root.get("tests")) == len(r.rules)
+    elif fmt == "json":
+        assert json.loads(out)["verdict"] == "pass"
+    else:
+        assert out.rstrip().endswith("PASS")

@@ -1,0 +1,316 @@
+"""The deploy gate end to end: fixtures of every manifest kind give the expected findings and exit codes,
+waivers (policy and inline, live and expired), the CLI's options, and the gate as a pre-commit hook."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from datetime import date
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from auditor.cli import cli
+from auditor.gate import job_rules, run_gate
+from auditor.model import Job, Severity
+from auditor.policy import load_policy, parse_policy
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "fixtures" / "manifests"
+POLICY = FIXTURES / "policy.yml"
+AS_OF = date(2026, 10, 1)
+# The rules the fixtures were written for; other job rules of the pack may add findings of their own.
+TESTED = {"SPOT001", "TAG002", "GPU003", "GPU004", "REG001", "BUD002"}
+
+# file -> (exit code, {(rule, job) open at the end})
+EXPECTED: dict[str, tuple[int, set[tuple[str, str]]]] = {
+    "kubernetes/job-good.yaml": (0, set()),
+    "kubernetes/job-bad.yaml": (1, {("SPOT001", "k8s:vision/Job/resnet-train")}),
+    "kubernetes/cronjob-good.yaml": (0, set()),
+    "kubernetes/cronjob-bad.yaml": (1, {("SPOT001", "k8s:vision/CronJob/weekly-retrain")}),
+    "kubernetes/pod-good.yaml": (0, set()),
+    "kubernetes/pod-bad.yaml": (1, {("SPOT001", "k8s:nlp/Pod/llm-sft-debug"), ("GPU003", "k8s:nlp/Pod/llm-sft-debug")}),
+    "kubernetes/deployment-good.yaml": (0, set()),
+    "kubernetes/deployment-bad.yaml": (1, {("GPU003", "k8s:nlp/Deployment/chat-api")}),
+    "kubernetes/statefulset-good.yaml": (0, set()),
+    "kubernetes/statefulset-bad.yaml": (1, {("REG001", "k8s:vision/StatefulSet/feature-workers")}),
+    "kubernetes/multi-doc.yaml": (1, {("SPOT001", "k8s:vision/Job/segmenter-sweep"),
+                                      ("TAG002", "k8s:vision/Job/segmenter-sweep")}),
+    "kubernetes/unknown-gpu.yaml": (1, {("GPU004", "k8s:vision/Job/legacy-train")}),
+    "kubeflow/pytorchjob-good.yaml": (0, set()),
+    "kubeflow/pytorchjob-bad.yaml": (1, {("BUD002", "k8s:nlp/PyTorchJob/llm-pretrain")}),
+    "kubeflow/tfjob-good.yaml": (0, set()),
+    "kubeflow/tfjob-bad.yaml": (1, {("SPOT001", "k8s:vision/TFJob/ranker-nightly"),
+                                    ("TAG002", "k8s:vision/TFJob/ranker-nightly")}),
+    "kubeflow/trainjob-good.yaml": (0, set()),
+    "kubeflow/trainjob-bad.yaml": (1, {("SPOT001", "k8s:nlp/TrainJob/llama-pretrain"),
+                                       ("GPU003", "k8s:nlp/TrainJob/llama-pretrain")}),
+    "volcano/job-good.yaml": (0, set()),
+    "volcano/job-bad.yaml": (1, {("SPOT001", "k8s:vision/VolcanoJob/quick-sweep"),
+                                 ("TAG002", "k8s:vision/VolcanoJob/quick-sweep")}),
+    "sagemaker/create-training-job-good.json": (0, set()),
+    "sagemaker/create-training-job-bad.json": (1, {("SPOT001", "sagemaker:nlp-llama-ft-spot"),
+                                                   ("REG001", "sagemaker:nlp-llama-ft-spot")}),
+    "vertex/customjob-good.yaml": (0, set()),
+    "vertex/customjob-good.json": (0, set()),
+    "vertex/customjob-bad.yaml": (1, {(r, "vertex:llm-pretrain-asia") for r in ("SPOT001", "REG001", "TAG002",
+                                                                                "GPU003")}),
+    "azureml/command-good.yml": (0, set()),
+    "azureml/command-bad.yml": (1, {("SPOT001", "azureml:detector-train-spot")}),
+    "azureml/sweep-good.yml": (0, set()),
+    "azureml/sweep-bad.yml": (1, {("BUD002", "azureml:llm-hparam-sweep"), ("GPU003", "azureml:llm-hparam-sweep")}),
+    "skypilot/task-good.yaml": (0, set()),
+    "skypilot/task-bad.yaml": (1, {("SPOT001", "skypilot:nlp-mistral-ft"), ("BUD002", "skypilot:nlp-mistral-ft")}),
+    "waivers/inline-active.yaml": (0, set()),
+    "waivers/inline-expired.yaml": (1, {("SPOT001", "k8s:vision/Job/cache-warmup-old")}),
+    "waivers/sagemaker-tag-waiver.json": (0, set()),
+}
+
+
+def gate(*paths: str | Path, policy: Path = POLICY, **kw):
+    return run_gate(load_policy(policy), [FIXTURES / p if isinstance(p, str) else p for p in paths],
+                    today=kw.pop("today", AS_OF), **kw)
+
+
+def open_pairs(result) -> set[tuple[str, str]]:
+    return {(f.rule, f.resource) for f in result.active() if f.rule in TESTED}
+
+
+def test_every_fixture_has_an_expectation() -> None:
+    files = {p.relative_to(FIXTURES).as_posix() for p in FIXTURES.rglob("*")
+             if p.suffix in (".yaml", ".yml", ".json") and p.parent != FIXTURES and p.parent.name != "invalid"}
+    assert files == set(EXPECTED)
+
+
+@pytest.mark.parametrize("rel", sorted(EXPECTED))
+def test_fixture_gives_expected_findings_and_exit_code(rel: str) -> None:
+    code, pairs = EXPECTED[rel]
+    result = gate(rel)
+    assert open_pairs(result) == pairs, [f.message for f in result.active()]
+    assert result.exit_code == code
+    for f in result.findings:
+        assert f.file == str(FIXTURES / rel) and isinstance(f.line, int) and f.line >= 1
+
+
+@pytest.mark.parametrize("rel", sorted(r for r, (code, _) in EXPECTED.items() if code == 0))
+def test_compliant_fixtures_pass_at_every_threshold_the_rules_under_test_reach(rel: str) -> None:
+    result = gate(rel, fail_on=Severity.LOW)
+    assert not {f.rule for f in result.active()} & TESTED
+
+
+def test_budget_findings_state_the_projection() -> None:
+    result = gate("kubeflow/pytorchjob-bad.yaml", "azureml/sweep-bad.yml")
+    budget = {(f.resource, f.key): f for f in result.findings if f.rule == "BUD002"}
+    assert set(budget) == {("k8s:nlp/PyTorchJob/llm-pretrain", "cap"), ("k8s:nlp/PyTorchJob/llm-pretrain",
+                                                                         "team-budget"),
+                           ("azureml:llm-hparam-sweep", "team-budget")}
+    cap = budget[("k8s:nlp/PyTorchJob/llm-pretrain", "cap")]
+    assert cap.evidence["projected_cost"] == "158515.20" and "over the per-job cap $50,000.00" in cap.message
+    team = budget[("azureml:llm-hparam-sweep", "team-budget")]
+    assert team.evidence["projected_cost"] == "21442.56" and team.team == "nlp"
+    assert "over 50% of team nlp's quarterly budget $40,000.00" in team.message
+
+
+def test_gate_runs_only_job_rules_and_respects_disabled_clauses() -> None:
+    policy = load_policy(POLICY)
+    assert {r.entity for r in job_rules(policy)} == {Job}
+    assert TESTED <= {r.id for r in job_rules(policy)}
+    text = POLICY.read_text().replace("  regions:\n", "  regions:\n    enabled: false\n")
+    assert "REG001" not in {r.id for r in job_rules(parse_policy(text, "p.yml"))}
+
+
+def test_directory_expands_to_every_manifest() -> None:
+    result = gate("kubernetes")
+    assert len(result.files) == len(list((FIXTURES / "kubernetes").glob("*.yaml")))
+    assert len(result.jobs) == 13  # 12 files, two jobs in multi-doc.yaml
+    assert result.exit_code == 1
+
+
+# --- waivers -------------------------------------------------------------------------------------------------
+
+
+def test_inline_waiver_is_honoured_until_it_expires() -> None:
+    live = gate("waivers/inline-active.yaml")
+    [f] = [f for f in live.findings if f.rule == "SPOT001"]
+    assert f.waived and f.waiver["source"] == "inline" and f.waiver["expires"] == "2099-12-31"
+    assert f.waiver["reason"] == "restarts from the dataset cache in two minutes"
+    assert live.exit_code == 0 and live.warnings == []
+    # the same waiver, judged the day after it lapses
+    lapsed = gate("waivers/inline-active.yaml", today=date(2100, 1, 1))
+    assert [f.rule for f in lapsed.active() if f.rule in TESTED] == ["SPOT001"] and lapsed.exit_code == 1
+    assert any("expired on 2099-12-31" in w for w in lapsed.warnings)
+
+
+def test_expired_inline_waiver_by_rule_name_waives_nothing() -> None:
+    result = gate("waivers/inline-expired.yaml")
+    assert not any(f.waived for f in result.findings)
+    [status] = [w for w in result.waivers if w["source"] == "inline"]
+    assert (status["rule"], status["status"], status["expires"]) == ("SPOT001", "expired", "2026-01-31")
+    assert result.warnings == [f"{FIXTURES / 'waivers/inline-expired.yaml'}:2: inline waiver for SPOT001 on "
+                               "k8s:vision/Job/cache-warmup-old expired on 2026-01-31; it no longer waives"]
+
+
+def test_inline_waiver_in_sagemaker_tags() -> None:
+    result = gate("waivers/sagemaker-tag-waiver.json")
+    assert [(f.rule, f.waived) for f in result.findings if f.rule in TESTED] == [("SPOT001", True)]
+
+
+def test_policy_waiver_applies_to_jobs(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yml"
+    policy.write_text(POLICY.read_text() + "waivers:\n"
+                      "  - {rule: SPOT001, resource: 'k8s:vision/*', reason: ok, owner: a@example.com, "
+                      "expires: 2027-01-31}\n"
+                      "  - {rule: GPU003, resource: 'k8s:nlp/*', reason: old, owner: a@example.com, "
+                      "expires: 2026-01-31}\n")
+    result = gate("kubernetes/job-bad.yaml", "kubernetes/deployment-bad.yaml", policy=policy)
+    waived = {(f.rule, f.resource) for f in result.findings if f.waived}
+    assert waived == {("SPOT001", "k8s:vision/Job/resnet-train")}
+    assert {("GPU003", "k8s:nlp/Deployment/chat-api")} <= open_pairs(result)
+    states = {(w["source"], w["rule"]): w["status"] for w in result.waivers}
+    assert states == {("policy", "SPOT001"): "active", ("policy", "GPU003"): "expired"}
+    assert any("policy waiver for GPU003" in w for w in result.warnings)
+
+
+# --- the command line ----------------------------------------------------------------------------------------
+
+
+def run_cli(*args: str) -> tuple[int, str, str]:
+    r = CliRunner().invoke(cli, ["gate", "--policy", str(POLICY), "--as-of", AS_OF.isoformat(), *args])
+    return r.exit_code, r.stdout, r.stderr
+
+
+def test_cli_exit_codes(tmp_path: Path) -> None:
+    good, bad = str(FIXTURES / "kubernetes/job-good.yaml"), str(FIXTURES / "kubernetes/job-bad.yaml")
+    assert run_cli(good)[0] == 0
+    code, out, _ = run_cli(bad)
+    assert code == 1 and "SPOT001" in out and out.rstrip().endswith("fail on high: FAIL")
+    code, out, _ = run_cli("--warn-only", bad)
+    assert code == 0 and "--warn-only" in out and "SPOT001" in out
+    assert run_cli("--fail-on", "critical", bad)[0] == 0
+    assert run_cli("--fail-on", "none", bad)[0] == 0
+    assert run_cli(good, bad)[0] == 1
+    # a medium finding alone (TAG002: no owner label) blocks only from --fail-on medium down
+    unlabelled = tmp_path / "unlabelled.yaml"
+    unlabelled.write_text((FIXTURES / "kubernetes/job-good.yaml").read_text().replace(", owner: ana", ""))
+    assert run_cli(str(unlabelled))[0] == 0
+    code, out, _ = run_cli("--fail-on", "medium", str(unlabelled))
+    assert code == 1 and "TAG002 job-missing-labels (medium)" in out
+
+
+@pytest.mark.parametrize("rel, where", [
+    ("invalid/malformed.yaml", "malformed.yaml:10: not valid YAML"),
+    ("invalid/malformed.json", "malformed.json:3: not valid JSON"),
+    ("invalid/unknown-kind.yaml", "unknown-kind.yaml:10: unknown manifest kind RayJob"),
+    ("invalid/bad-waiver.yaml", "bad-waiver.yaml:1: gpu-auditor.dev/waive: 'SPOT001: we never checkpoint' is not a "
+                                "waiver"),
+    ("nope.yaml", "nope.yaml: no such file or folder"),
+])
+def test_cli_bad_input_is_one_line_exit_2(rel: str, where: str) -> None:
+    code, out, err = run_cli(str(FIXTURES / rel))
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and where in err and "Traceback" not in err
+
+
+def test_cli_unknown_waiver_rule_suggests_the_nearest(tmp_path: Path) -> None:
+    f = tmp_path / "j.yaml"
+    f.write_text((FIXTURES / "waivers/inline-active.yaml").read_text().replace("SPOT001 until", "SPOT01 until"))
+    code, _, err = run_cli(str(f))
+    assert code == 2 and "no rule 'SPOT01'; did you mean SPOT001?" in err
+
+
+def test_cli_skip_unknown_and_output_file(tmp_path: Path) -> None:
+    out = tmp_path / "reports" / "gate.json"
+    code, stdout, err = run_cli("--skip-unknown", "--format", "json", "--output", str(out),
+                                str(FIXTURES / "invalid/unknown-kind.yaml"), str(POLICY))
+    assert code == 0 and stdout == ""
+    assert "1 job(s) in 2 file(s)" in err
+    doc = json.loads(out.read_text())
+    assert doc["verdict"] == "pass" and len(doc["jobs"]) == 1
+    assert sum("skipped" in w for w in doc["warnings"]) == 2
+    assert [p.name for p in out.parent.iterdir()] == ["gate.json"], "no temp file left behind"
+
+
+def test_cli_usage_errors_exit_2() -> None:
+    assert run_cli("--format", "xml", str(POLICY))[0] == 2
+    assert CliRunner().invoke(cli, ["gate", str(POLICY)]).exit_code == 2  # --policy is required
+
+
+# --- starting fast -------------------------------------------------------------------------------------------
+
+HEAVY = ("duckdb", "boto3", "botocore", "google", "azure", "kubernetes", "pyarrow", "pandas", "jinja2")
+
+
+def test_gate_imports_no_database_and_no_cloud_sdk() -> None:
+    """A pre-commit hook runs on every commit: the gate's path must not import DuckDB or any cloud SDK."""
+    code = (
+        "import sys\n"
+        "from auditor.cli import cli\n"
+        f"sys.argv = ['gpu-auditor', 'gate', '--policy', {str(POLICY)!r}, '--format', 'sarif', "
+        f"{str(FIXTURES / 'kubernetes')!r}]\n"
+        "try:\n    cli(prog_name='gpu-auditor')\nexcept SystemExit as e:\n    code = e.code\n"
+        f"heavy = sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r})\n"
+        "sys.stderr.write(f'exit={code} heavy={heavy}\\n')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.stderr.strip().splitlines()[-1] == "exit=1 heavy=[]", r.stderr
+
+
+# --- as a pre-commit hook ------------------------------------------------------------------------------------
+
+
+def git(repo: Path, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@example.com", "PRE_COMMIT_HOME": str(repo.parent / "pre-commit-home")}
+    return subprocess.run(["git", "-c", "commit.gpgsign=false", *args], cwd=repo, env=env, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_gate_blocks_a_bad_manifest_as_a_pre_commit_hook(tmp_path: Path) -> None:
+    # pre-commit is a test dependency (pyproject [test]); repo: local + language: system needs no network
+    pre_commit = shutil.which("pre-commit") or str(Path(sys.executable).parent / "pre-commit")
+    repo = tmp_path / "ml-repo"
+    repo.mkdir()
+    assert git(repo, "init", "-q", "-b", "main").returncode == 0
+    shutil.copy(POLICY, repo / "gpu-policy.yml")
+    (repo / ".pre-commit-config.yaml").write_text(
+        "repos:\n"
+        "  - repo: local\n"
+        "    hooks:\n"
+        "      - id: gpu-auditor-gate\n"
+        "        name: gpu-auditor gate\n"
+        f"        entry: {sys.executable} -m auditor gate --policy gpu-policy.yml --skip-unknown\n"
+        "        language: system\n"
+        "        files: \\.(ya?ml|json)$\n"
+        "        exclude: ^gpu-policy\\.yml$\n")
+    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home")}
+    r = subprocess.run([pre_commit, "install"], cwd=repo, env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+    (repo / "k8s").mkdir()
+    shutil.copy(FIXTURES / "kubernetes/job-bad.yaml", repo / "k8s/train.yaml")
+    git(repo, "add", "-A")
+    blocked = git(repo, "commit", "-q", "-m", "train on spot")
+    assert blocked.returncode != 0, blocked.stdout + blocked.stderr
+    assert "SPOT001" in blocked.stdout + blocked.stderr and "Failed" in blocked.stdout + blocked.stderr
+    assert git(repo, "rev-parse", "--verify", "HEAD").returncode != 0, "the commit must not exist"
+
+    shutil.copy(FIXTURES / "kubernetes/job-good.yaml", repo / "k8s/train.yaml")
+    git(repo, "add", "-A")
+    passed = git(repo, "commit", "-q", "-m", "train on spot, with checkpoints")
+    assert passed.returncode == 0, passed.stdout + passed.stderr
+    assert git(repo, "rev-parse", "--verify", "HEAD").returncode == 0
+
+
+def test_pre_commit_hooks_file_runs_the_gate() -> None:
+    import yaml
+
+    [hook] = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())
+    assert hook["id"] == "gpu-auditor-gate" and hook["entry"].startswith("gpu-auditor gate")
+    assert hook["language"] == "python"
+    import re
+
+    assert re.search(hook["files"], "k8s/train.yaml") and re.search(hook["files"], "sm/job.json")
+    assert not re.search(hook["files"], "README.md")

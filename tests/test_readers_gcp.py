@@ -1,0 +1,433 @@
+"""The GCP reader (Cloud Billing export to BigQuery, as exported files) against a real public export and
+hand-written fixtures, reconciled to the cent with an independent sum.
+
+Net cost is `cost` plus the sum of `credits.amount` (credits are negative); the reader bills the net. The
+independent sums here use Python's csv and json modules and Decimal only: in CSV the repeated `credits` record
+is a Python-repr list, read with `ast.literal_eval`.
+
+* ../shared/samples/billing/gcp_bigquery/koku__gcp__2022-08-01_5.csv is a byte-for-byte copy of
+  koku/masu/test/data/gcp/2022-08-01_5.csv from project-koku/koku @ f15f76480bafc28edac23d99af34d60d3d110453,
+  Apache-2.0 (see SOURCES.md there): a detailed (resource-level) export of 9 internet-egress lines.
+* fixtures/billing/gcp/gcp-detailed-export.csv and .jsonl are hand-written for these tests from the column lists
+  in ../shared/reference/billing-schemas.md section 4: the same 19 lines as CSV (dotted columns, Python-repr
+  repeated records, as koku saves them) and as newline-delimited JSON (nested records and real arrays, nulls
+  left out and times in `... UTC`, as BigQuery exports them). The Parquet form is written from the JSON here.
+"""
+
+from __future__ import annotations
+
+import ast
+import csv
+import json
+from decimal import Decimal
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from auditor.errors import InputError
+from auditor.providers.detect import detect_format
+from auditor.store import Store
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLES = REPO.parent / "shared" / "samples" / "billing"
+KOKU = SAMPLES / "gcp_bigquery" / "koku__gcp__2022-08-01_5.csv"
+FIXTURES = REPO / "fixtures" / "billing" / "gcp"
+GCP_CSV = FIXTURES / "gcp-detailed-export.csv"
+GCP_JSON = FIXTURES / "gcp-detailed-export.jsonl"
+
+D = Decimal
+TEN = D("1e-10")
+
+
+# ---- independent reading ----------------------------------------------------------------------------------
+
+def read_csv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="", encoding="utf-8") as f:
+        return list(csv.DictReader(f))
+
+
+def csv_credits(row: dict[str, str]) -> list[dict]:
+    """The Python-repr `credits` list of a CSV line, e.g. "[{'name': ..., 'amount': -5e-06, ...}]"."""
+    return ast.literal_eval(row["credits"] or "[]")
+
+
+def csv_net(row: dict[str, str]) -> Decimal:
+    # repr() of the parsed float is the text the export wrote, so Decimal(repr(x)) is exact
+    return D(row["cost"]) + sum((D(repr(c["amount"])) for c in csv_credits(row)), D(0))
+
+
+def read_json(path: Path) -> list[dict]:
+    with open(path, encoding="utf-8") as f:
+        return [json.loads(line, parse_float=Decimal) for line in f if line.strip()]
+
+
+def json_net(row: dict) -> Decimal:
+    return D(row["cost"]) + sum((D(c["amount"]) for c in row.get("credits", [])), D(0))
+
+
+def totals(rows, net, currency) -> dict[str, Decimal]:
+    out: dict[str, Decimal] = {}
+    for r in rows:
+        out[currency(r)] = out.get(currency(r), D(0)) + net(r)
+    return out
+
+
+def q10(amounts: dict[str, Decimal]) -> dict[str, Decimal]:
+    return {k: D(v).quantize(TEN) for k, v in amounts.items()}
+
+
+def to_parquet(src: Path, out: Path) -> Path:
+    """The JSON export as Parquet with nested STRUCTs and LISTs, as DuckDB writes it."""
+    con = duckdb.connect()
+    con.execute(f"COPY (SELECT * FROM read_ndjson('{src}')) TO '{out}' (FORMAT parquet)")
+    con.close()
+    return out
+
+
+def load(path: Path) -> tuple[Store, object]:
+    store = Store()  # one store per file: two copies of one export in a store are counted once
+    return store, store.load_file(path)
+
+
+KOKU_ROWS = read_csv(KOKU)
+CSV_ROWS = read_csv(GCP_CSV)
+JSON_ROWS = read_json(GCP_JSON)
+
+
+@pytest.fixture(scope="module")
+def koku():
+    return load(KOKU)
+
+
+@pytest.fixture(scope="module")
+def gcp_csv():
+    return load(GCP_CSV)
+
+
+@pytest.fixture(scope="module")
+def gcp_json():
+    return load(GCP_JSON)
+
+
+@pytest.fixture(scope="module")
+def gcp_parquet(tmp_path_factory):
+    return load(to_parquet(GCP_JSON, tmp_path_factory.mktemp("gcp") / "gcp-detailed-export.parquet"))
+
+
+# ---- the real sample --------------------------------------------------------------------------------------
+
+def test_koku_sample_is_where_sources_md_says():
+    assert (SAMPLES / "SOURCES.md").is_file(), f"public samples missing under {SAMPLES}"
+    assert len(KOKU_ROWS) == 9
+    with open(KOKU, encoding="utf-8") as f:
+        assert detect_format(next(csv.reader(f))) == "gcp-billing"
+
+
+def test_koku_sample_reconciles_to_the_cent(koku):
+    _, source = koku
+    expected = totals(KOKU_ROWS, csv_net, lambda r: r["currency"])
+    assert expected == {"USD": D("0.000012")}  # two China lines, 2e-06 + 1e-05; the other seven cost 0.0
+    assert source.format == "gcp-billing"
+    assert source.rows == source.stats["rows"] == len(KOKU_ROWS) == 9
+    assert q10(source.stats["billed_cost"]) == q10(expected)
+    assert q10(source.stats["effective_cost"]) == q10(expected)
+
+
+def test_koku_sample_line_by_line(koku):
+    store, _ = koku
+    got = store.con.execute(
+        "SELECT x_SourceRow, BilledCost, EffectiveCost, ChargePeriodStart, ChargePeriodEnd, ChargeDescription, "
+        "ResourceId, RegionId, SubAccountId, BillingAccountId, ChargeCategory, PricingCategory, x_CostCategory, "
+        "x_TransferKind, x_TransferDirection, x_TransferFrom, x_TransferTo, ConsumedQuantity, ConsumedUnit, Tags "
+        "FROM costs ORDER BY 1").fetchall()
+    assert [g[0] for g in got] == list(range(2, 11))
+    for g, r in zip(got, KOKU_ROWS, strict=True):
+        line = g[0]
+        assert g[1] == g[2] == csv_net(r), line  # exact, not only to the cent
+        assert g[3].strftime("%Y-%m-%d %H:%M:%S+00:00") == r["usage_start_time"], line
+        assert g[4].strftime("%Y-%m-%d %H:%M:%S+00:00") == r["usage_end_time"], line
+        assert g[5] == r["sku.description"], line
+        assert g[6:10] == ("//example", "us-central1", "cloud-billing-292519", "018984-D0AAA4-940B88"), line
+        assert g[10:13] == ("Usage", "Standard", "transfer"), line
+        dst = r["sku.description"].rsplit(" to ", 1)[1]
+        assert g[13:17] == ("internet", "out", "Americas", dst), line
+        assert g[17] == D(r["usage.amount_in_pricing_units"]) and g[18] == "gibibyte", line
+        assert g[19] == {}, line
+    assert {r["sku.description"].rsplit(" to ", 1)[1] for r in KOKU_ROWS} == {"APAC", "EMEA", "China"}
+
+
+# ---- the fixtures: CSV, JSON and Parquet ------------------------------------------------------------------
+
+# sku.description -> (x_CostCategory, x_GpuModel, x_GpuCount, x_InstanceType, PricingCategory, ChargeCategory,
+#                     x_TransferKind, x_TransferDirection, x_TransferFrom, x_TransferTo)
+NO_TRANSFER = (None, None, None, None)
+EXPECTED = {
+    "Nvidia Tesla A100 GPU running in Americas":
+        ("gpu_compute", "A100", 1, None, "Committed", "Usage", *NO_TRANSFER),
+    # core and RAM lines of GPU machines bill no GPU-hours (the GPU has its own SKU line): count 0
+    "A2 Instance Core running in Americas":
+        ("gpu_compute", "A100", 0, "a2-highgpu-1g", "Committed", "Usage", *NO_TRANSFER),
+    "A2 Instance Ram running in Americas":
+        ("gpu_compute", "A100", 0, "a2-highgpu-1g", "Committed", "Usage", *NO_TRANSFER),
+    "Spot Preemptible Nvidia L4 GPU running in Americas":
+        ("gpu_compute", "L4", 1, None, "Dynamic", "Usage", *NO_TRANSFER),
+    "Spot Preemptible G2 Instance Core running in Americas":
+        ("gpu_compute", "L4", 0, "g2-standard-4", "Dynamic", "Usage", *NO_TRANSFER),
+    # sustained-use and promotional credits are no commitment
+    "N2 Instance Core running in Americas":
+        ("other_compute", None, 0, "n2-standard-8", "Standard", "Usage", *NO_TRANSFER),
+    "Nvidia A100 80GB GPU running in EMEA":
+        ("gpu_compute", "A100-80GB", 1, None, "Standard", "Usage", *NO_TRANSFER),
+    "Network Inter Region Data Transfer Out from Americas to EMEA":
+        ("transfer", None, None, None, "Standard", "Usage", "inter_region", "out", "Americas", "EMEA"),
+    "Network Inter Region Egress from Iowa to Netherlands":
+        ("transfer", None, None, None, "Standard", "Usage", "inter_region", "out", "Iowa", "Netherlands"),
+    "Network Inter Region Ingress from EMEA to Americas":
+        ("transfer", None, None, None, "Standard", "Usage", "inter_region", "in", "EMEA", "Americas"),
+    "Network Internet Egress from Americas to APAC":
+        ("transfer", None, None, None, "Standard", "Usage", "internet", "out", "Americas", "APAC"),
+    "Storage PD Capacity": ("storage", None, None, None, "Standard", "Usage", *NO_TRANSFER),
+    "SSD backed PD Capacity": ("storage", None, None, None, "Standard", "Usage", *NO_TRANSFER),
+    "Standard Storage US Multi-region": ("storage", None, None, None, "Standard", "Usage", *NO_TRANSFER),
+    # Cloud Storage egress names no ends: it leaves from the bucket's location
+    "Download Worldwide Destinations (excluding Asia & Australia)":
+        ("transfer", None, None, None, "Standard", "Usage", "internet", "out", "us", None),
+    "Analysis": ("other", None, None, None, "Standard", "Usage", *NO_TRANSFER),
+    "Commitment v1: A2 Cpu in Americas for 1 Year":
+        ("other", None, None, None, "Committed", "Purchase", *NO_TRANSFER),
+    "Nvidia Tesla T4 GPU running in Americas":
+        ("gpu_compute", "T4", 1, None, "Standard", "Usage", *NO_TRANSFER),
+    "Tax": ("other", None, None, None, None, "Tax", *NO_TRANSFER),
+}
+CLASSES = ("x_CostCategory, x_GpuModel, x_GpuCount, x_InstanceType, PricingCategory, ChargeCategory, "
+           "x_TransferKind, x_TransferDirection, x_TransferFrom, x_TransferTo")
+LINE = (f"SELECT x_SourceRow - {{d}} AS n, ChargeDescription, BilledCost, EffectiveCost, ListCost, {CLASSES}, "
+        "Tags, ChargePeriodStart, ChargePeriodEnd, RegionId, AvailabilityZone, ResourceId, SubAccountId, "
+        "BillingAccountId, SkuId, ServiceName, ConsumedQuantity, ConsumedUnit, BillingCurrency FROM costs ORDER BY 1")
+CSV_TOTAL = {"USD": D("14.408182")}
+
+
+def test_fixtures_describe_the_same_lines():
+    assert 10 <= len(CSV_ROWS) == len(JSON_ROWS) <= 30
+    for i, (c, j) in enumerate(zip(CSV_ROWS, JSON_ROWS, strict=True)):
+        assert c["sku.description"] == j["sku"]["description"], i
+        assert D(c["cost"]) == j["cost"] and csv_net(c) == json_net(j), i
+        assert c["usage_start_time"].replace("+00:00", " UTC") == j["usage_start_time"], i
+        assert ast.literal_eval(c["labels"]) == j["labels"], i
+        assert [(x["type"], D(repr(x["amount"]))) for x in csv_credits(c)] == \
+            [(x["type"], x["amount"]) for x in j.get("credits", [])], i
+    assert sorted(r["sku.description"] for r in CSV_ROWS) == sorted(EXPECTED)
+    assert {c["type"] for r in CSV_ROWS for c in csv_credits(r)} == {
+        "COMMITTED_USAGE_DISCOUNT", "SUSTAINED_USAGE_DISCOUNT", "PROMOTION"}
+
+
+def test_fixture_csv_reconciles_to_the_cent(gcp_csv):
+    _, source = gcp_csv
+    expected = totals(CSV_ROWS, csv_net, lambda r: r["currency"])
+    assert expected == CSV_TOTAL
+    gross = sum(D(r["cost"]) for r in CSV_ROWS)
+    assert gross - CSV_TOTAL["USD"] == D("1.540981")  # the credits really are taken off
+    assert source.format == "gcp-billing" and source.rows == len(CSV_ROWS) == 19
+    assert q10(source.stats["billed_cost"]) == q10(expected)
+    assert q10(source.stats["effective_cost"]) == q10(expected)
+    listed = sum(D(r["cost_at_list"] or r["cost"]) for r in CSV_ROWS)
+    assert q10(source.stats["list_cost"]) == q10({"USD": listed})
+
+
+def test_fixture_json_reconciles_to_the_cent(gcp_json):
+    _, source = gcp_json
+    expected = totals(JSON_ROWS, json_net, lambda r: r["currency"])
+    assert expected == CSV_TOTAL
+    assert source.format == "gcp-billing" and source.rows == len(JSON_ROWS)
+    assert q10(source.stats["billed_cost"]) == q10(expected)
+    assert q10(source.stats["effective_cost"]) == q10(expected)
+
+
+def test_fixture_parquet_is_nested_and_reconciles(gcp_parquet):
+    store, source = gcp_parquet
+    path = Path(source.path)
+    assert path.read_bytes()[:4] == b"PAR1"
+    types = {r[0]: r[1] for r in duckdb.connect().execute(f"DESCRIBE SELECT * FROM read_parquet('{path}')").fetchall()}
+    assert types["sku"].startswith("STRUCT(") and types["credits"].startswith("STRUCT(")
+    assert types["credits"].endswith("[]") and types["labels"].endswith("[]")
+    assert source.format == "gcp-billing" and source.rows == len(JSON_ROWS)
+    assert q10(source.stats["billed_cost"]) == q10(CSV_TOTAL)
+    assert store.con.execute("SELECT min(x_SourceRow), max(x_SourceRow) FROM costs").fetchone() == (1, 19)
+
+
+def test_fixture_csv_line_by_line(gcp_csv):
+    store, _ = gcp_csv
+    got = store.con.execute(LINE.format(d=1)).fetchall()
+    assert [g[0] for g in got] == list(range(1, len(CSV_ROWS) + 1))
+    for g, r in zip(got, CSV_ROWS, strict=True):
+        sku = r["sku.description"]
+        assert g[1] == sku
+        # exact on every line: amounts go to DECIMAL from their text, never through a DOUBLE
+        assert g[2] == g[3] == csv_net(r), sku
+        assert g[4] == D(r["cost_at_list"]), sku
+        assert g[5:15] == EXPECTED[sku], sku
+
+
+@pytest.mark.parametrize("form", ["json", "parquet"])
+def test_json_and_parquet_read_exactly_as_the_csv(form, gcp_csv, gcp_json, gcp_parquet):
+    """Same costs (exactly), same classification, tags, times, ids and quantities on every line."""
+    csv_store, _ = gcp_csv
+    store, _ = gcp_json if form == "json" else gcp_parquet
+    assert store.con.execute(LINE.format(d=0)).fetchall() == csv_store.con.execute(LINE.format(d=1)).fetchall()
+    for key in ("billed_cost", "effective_cost", "list_cost", "gpu_cost", "spot_cost", "by_category", "gpu_hours",
+                "transfer_gb_out"):
+        assert store.sources[0].stats[key] == csv_store.sources[0].stats[key], key
+
+
+def test_fixture_labels_become_tags(gcp_csv):
+    store, _ = gcp_csv
+    got = dict(store.con.execute("SELECT ChargeDescription, Tags FROM costs").fetchall())
+    for r in CSV_ROWS:
+        labels = {e["key"]: e["value"] for e in ast.literal_eval(r["labels"])}
+        assert got[r["sku.description"]] == labels, r["sku.description"]
+    assert got["Nvidia Tesla A100 GPU running in Americas"] == {"team": "nlp", "owner": "alice"}
+    assert got["N2 Instance Core running in Americas"] == {"team": "data"}  # no owner label
+    assert got["Nvidia Tesla T4 GPU running in Americas"] == {"goog-k8s-cluster-name": "inference-gke"}
+    # project labels and system labels are not resource tags
+    assert store.con.execute("SELECT count(*) FROM costs WHERE Tags['cost-center'] IS NOT NULL "
+                             "OR Tags['compute.googleapis.com/machine_spec'] IS NOT NULL").fetchone()[0] == 0
+
+
+def test_fixture_details(gcp_csv):
+    store, source = gcp_csv
+    a100 = store.con.execute(
+        "SELECT ResourceId, RegionId, AvailabilityZone, SubAccountId, BillingAccountId, SkuId, ServiceName, "
+        "ConsumedQuantity, ConsumedUnit, ChargePeriodStart, ChargePeriodEnd, x_Provider, ProviderName "
+        "FROM costs WHERE ChargeDescription = 'Nvidia Tesla A100 GPU running in Americas'").fetchone()
+    assert a100[:7] == ("//compute.googleapis.com/projects/ml-training-prod/zones/us-central1-a/instances/"
+                        "5532176094820193847", "us-central1", "us-central1-a", "ml-training-prod",
+                        "01A2B3-C4D5E6-F7A8B9", "039F-D0DA-4055", "Compute Engine")
+    assert a100[7:9] == (D(1), "hour")
+    assert (a100[9].isoformat(), a100[10].isoformat()) == ("2023-09-12T10:00:00", "2023-09-12T11:00:00")
+    assert a100[11:] == ("gcp", "Google Cloud")
+    # the inter-region line: 50 GiB, counted as GB for the transfer totals
+    st = source.stats
+    assert D(st["transfer_gb_out"]["inter_region"]) == ((50 + 20) * D("1.073741824")).quantize(D("0.001"))
+    assert D(st["transfer_gb_out"]["internet"]) == ((10 + 4) * D("1.073741824")).quantize(D("0.001"))
+    tax = store.con.execute("SELECT ChargeCategory, PricingCategory, BilledCost, RegionId FROM costs "
+                            "WHERE ChargeDescription = 'Tax'").fetchone()
+    assert tax == ("Tax", None, D("1.47"), None)
+
+
+def _net(sku_test) -> Decimal:
+    return sum((csv_net(r) for r in CSV_ROWS if sku_test(r["sku.description"])), D(0))
+
+
+def test_fixture_gpu_spot_and_category_totals(gcp_csv):
+    _, source = gcp_csv
+    st = source.stats
+    gpu = _net(lambda s: EXPECTED[s][0] == "gpu_compute")
+    assert gpu == D("1.848362") + D("0.238979") + D("0.226891") + D("0.224") + D("0.03412") + D("4.4") + D("0.35")
+    assert q10(st["gpu_cost"]) == q10({"USD": gpu})
+    spot = _net(lambda s: s.startswith("Spot Preemptible "))
+    assert q10(st["spot_cost"]) == q10({"USD": spot}) == q10(st["gpu_spot_cost"]) == q10({"USD": D("0.25812")})
+    for category in ("gpu_compute", "other_compute", "transfer", "storage", "other"):
+        assert q10(st["by_category"][category]) == q10({"USD": _net(lambda s, c=category: EXPECTED[s][0] == c)})
+    # GPU-hours: one hour on each of the four GPU SKU lines; the A2 and G2 core lines (12 and 4 vCPU-hours)
+    # are not GPU-hours
+    assert D(st["gpu_hours"]) == D(4)
+
+
+def test_committed_use_discount_marks_the_lines_it_covers(gcp_csv):
+    store, _ = gcp_csv
+    covered = sorted(r["sku.description"] for r in CSV_ROWS
+                     if any(c["type"] == "COMMITTED_USAGE_DISCOUNT" for c in csv_credits(r)))
+    assert len(covered) == 3
+    got = [r[0] for r in store.con.execute("SELECT ChargeDescription FROM costs WHERE PricingCategory = 'Committed' "
+                                           "AND ChargeCategory = 'Usage' ORDER BY 1").fetchall()]
+    assert got == covered
+
+
+# ---- nested exports where DuckDB cannot see the element type -------------------------------------------------
+
+def _rewrite_json(tmp_path: Path, name: str, change) -> Path:
+    path = tmp_path / name
+    with open(path, "w", encoding="utf-8") as f:
+        for row in read_json(GCP_JSON):
+            change(row)
+            f.write(json.dumps(row, default=str) + "\n")
+    return path
+
+
+def _no_repeated(row: dict) -> None:
+    row["credits"], row["labels"], row["system_labels"] = [], [], []
+
+
+@pytest.mark.parametrize("form", ["json", "parquet"])
+def test_export_without_any_credit_or_label(form, tmp_path):
+    """A day with no credits and no labels anywhere: every list is empty, DuckDB types them JSON[] (or NULL[]
+    in Parquet) rather than STRUCT[], and the reader must not need the element's fields."""
+    path = _rewrite_json(tmp_path, "bare.jsonl", _no_repeated)
+    if form == "parquet":
+        path = to_parquet(path, tmp_path / "bare.parquet")
+    store, source = load(path)
+    gross = {"USD": sum(D(r["cost"]) for r in JSON_ROWS)}
+    assert source.rows == len(JSON_ROWS)
+    assert q10(source.stats["billed_cost"]) == q10(gross)
+    assert store.con.execute("SELECT count(*) FROM costs WHERE cardinality(Tags) > 0").fetchone()[0] == 0
+    # without system labels, the A2 core line still bills an A100 machine, by its SKU
+    assert store.con.execute("SELECT x_CostCategory, x_GpuModel FROM costs WHERE ChargeDescription = "
+                             "'A2 Instance Core running in Americas'").fetchone() == ("gpu_compute", "A100")
+
+
+def test_credits_as_json_text_in_csv(tmp_path):
+    """Some tools save the repeated records of a CSV as JSON text rather than Python repr."""
+    rows = [dict(r) for r in CSV_ROWS]
+    for r in rows:
+        r["credits"] = json.dumps(csv_credits(r))
+        r["labels"] = json.dumps(ast.literal_eval(r["labels"]))
+    path = tmp_path / "json-text.csv"
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, list(CSV_ROWS[0]), lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    store, source = load(path)
+    assert q10(source.stats["billed_cost"]) == q10(CSV_TOTAL)
+    assert store.con.execute("SELECT Tags, PricingCategory FROM costs WHERE x_SourceRow = 2").fetchone() == (
+        {"team": "nlp", "owner": "alice"}, "Committed")
+
+
+# ---- bad input ----------------------------------------------------------------------------------------------
+
+def _load_error(path: Path) -> InputError:
+    with pytest.raises(InputError) as err:  # a duckdb.Error or anything else fails the test
+        Store().load_billing([path])
+    return err.value
+
+
+def test_csv_with_a_non_numeric_cost_names_file_line_and_column(tmp_path):
+    rows = [dict(r) for r in CSV_ROWS]
+    rows[4]["cost"] = "12,50"  # data line 5 is line 6 of the file
+    path = tmp_path / "gcp-bad-cost.csv"
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, list(CSV_ROWS[0]), lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    e = _load_error(path)
+    assert (e.path, e.line, e.column) == (str(path), 6, "cost")
+    assert "'12,50'" in str(e) and "gcp-bad-cost.csv:6: " in str(e) and "\n" not in str(e)
+
+
+def test_json_with_a_non_numeric_cost_names_file_line_and_column(tmp_path):
+    rows = read_json(GCP_JSON)
+    rows[2]["cost"] = "n/a"
+    path = tmp_path / "gcp-bad-cost.jsonl"
+    path.write_text("".join(json.dumps(r, default=str) + "\n" for r in rows), encoding="utf-8")
+    e = _load_error(path)
+    assert (e.path, e.line, e.column) == (str(path), 3, "cost")  # JSON lines are numbered from 1
+    assert "'n/a'" in str(e)
+
+
+def test_csv_with_a_bad_usage_start_time_names_it(tmp_path):
+    text = GCP_CSV.read_text(encoding="utf-8").splitlines(keepends=True)
+    text[3] = text[3].replace("2023-09-12 10:00:00+00:00", "12/09/2023 10h", 1)
+    path = tmp_path / "gcp-bad-time.csv"
+    path.write_text("".join(text), encoding="utf-8")
+    e = _load_error(path)
+    assert (e.line, e.column) == (4, "usage_start_time")
