@@ -78,23 +78,16 @@ class Catalog:
         return [t for (p, _), t in self.types.items() if p == provider]
 
     def register(self, con) -> None:
-        """Load the catalog into DuckDB tables the billing readers join against."""
-        con.execute("CREATE OR REPLACE TABLE catalog_gpu_families (provider VARCHAR, family VARCHAR, "
-                    "gpu_model VARCHAR)")
-        con.executemany("INSERT INTO catalog_gpu_families VALUES (?, ?, ?)",
-                        [(p, fam, model) for p, fams in self.families.items() for fam, model in fams.items()])
-        con.execute("CREATE OR REPLACE TABLE catalog_instance_types (provider VARCHAR, instance_type VARCHAR, "
-                    "gpu_model VARCHAR, gpu_count INTEGER)")
-        con.executemany("INSERT INTO catalog_instance_types VALUES (?, ?, ?, ?)",
-                        [(t.provider, t.name.lower(), t.gpu_model, t.gpu_count) for t in self.types.values()])
-        con.execute("CREATE OR REPLACE TABLE aws_regions (code VARCHAR, prefix VARCHAR, name VARCHAR)")
-        rows = []
-        for code, r in self.aws_regions.items():
-            for prefix in r["prefix"]:
-                rows.append((code, prefix, None))
-            for name in r["names"]:
-                rows.append((code, None, name))
-        con.executemany("INSERT INTO aws_regions VALUES (?, ?, ?)", rows)
+        """Load the catalog into DuckDB tables the billing readers join against (one statement each: a
+        store is made per audit and per test, and row-by-row inserts made that slow)."""
+        families = [(p, fam, model) for p, fams in self.families.items() for fam, model in fams.items()]
+        types = [(t.provider, t.name.lower(), t.gpu_model, t.gpu_count) for t in self.types.values()]
+        con.execute("CREATE OR REPLACE TABLE catalog_gpu_families AS SELECT * FROM (VALUES "
+                    + ", ".join("(?, ?, ?)" for _ in families) + ") t(provider, family, gpu_model)",
+                    [v for row in families for v in row])
+        con.execute("CREATE OR REPLACE TABLE catalog_instance_types AS SELECT * FROM (VALUES "
+                    + ", ".join("(?, ?, ?, CAST(? AS INTEGER))" for _ in types)
+                    + ") t(provider, instance_type, gpu_model, gpu_count)", [v for row in types for v in row])
 
 
 @cache

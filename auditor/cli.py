@@ -36,6 +36,9 @@ class AuditorGroup(click.Group):
             click.echo("gpu-auditor: interrupted; nothing was written", err=True)
             sys.exit(130)
         except Exception as e:  # noqa: BLE001 - the last line of defence against a traceback
+            if "Query interrupted" in str(e):  # Ctrl-C arriving inside a DuckDB query
+                click.echo("gpu-auditor: interrupted; nothing was written", err=True)
+                sys.exit(130)
             if ctx.obj and ctx.obj.get("debug"):
                 raise
             click.echo(f"gpu-auditor: internal error: {type(e).__name__}: {e} (rerun with --debug for the "

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from auditor import __version__
+from auditor.auditfile import SCHEMA as AUDIT_SCHEMA
 from auditor.catalog import Catalog, load_catalog
 from auditor.errors import InputError
 from auditor.model import (
@@ -37,8 +38,6 @@ from auditor.rule import Rule, all_rules
 
 if TYPE_CHECKING:  # the store imports DuckDB; the gate runs the rules without it, so it loads on first use
     from auditor.store import SourceFile, Store, Window
-
-AUDIT_SCHEMA = "gpu-auditor/audit@1"
 
 
 @dataclass
@@ -140,24 +139,14 @@ def waiver_statuses(policy: Policy, status: list[dict[str, Any]], findings: list
 
 def load_baseline(path: Path) -> tuple[set[str], dict[str, Any]]:
     """The fingerprints of every finding in a previous audit.json (reported, waived or itself from a baseline)."""
-    import hashlib
-    import json
+    from auditor.auditfile import read_audit
 
-    try:
-        raw = path.read_bytes()
-        doc = json.loads(raw)
-    except FileNotFoundError:
-        raise InputError("baseline file not found", path=str(path)) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"cannot read the baseline: {e}", path=str(path)) from None
-    except json.JSONDecodeError as e:
-        raise InputError(f"not valid JSON: {e.msg}", path=str(path), line=e.lineno) from None
-    if not isinstance(doc, dict) or doc.get("schema") != AUDIT_SCHEMA or not isinstance(doc.get("findings"), list):
-        raise InputError(f"not a gpu-auditor audit.json (schema {AUDIT_SCHEMA})", path=str(path))
+    saved = read_audit(path)
+    doc = saved.doc
     listed = doc["findings"] + ((doc.get("baseline") or {}).get("findings") or [])
     prints = {f.get("fingerprint") for f in listed if isinstance(f, dict)}
     prints.discard(None)
-    return prints, {"path": str(path), "sha256": hashlib.sha256(raw).hexdigest(),
+    return prints, {"path": str(path), "sha256": saved.sha256,
                     "window": (doc.get("window") or {}).get("label")}
 
 

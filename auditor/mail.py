@@ -32,6 +32,7 @@ from typing import Any
 
 import jinja2
 
+from auditor.auditfile import read_audit
 from auditor.errors import InputError
 from auditor.model import fmt_money
 from auditor.policy import Policy
@@ -80,20 +81,8 @@ def mail_address(value: Any, what: str) -> str:
 
 def load_audit(path: Path) -> tuple[dict[str, Any], Path]:
     """An audit folder or its audit.json, as written by `gpu-auditor audit`."""
-    file = path / "audit.json" if path.is_dir() else path
-    try:
-        text = file.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("no audit.json here; give an audit folder written by `gpu-auditor audit` or its "
-                         "audit.json", path=str(file)) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"cannot read the audit: {e}", path=str(file)) from None
-    try:
-        audit = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InputError(f"not valid JSON: {e.msg} (column {e.colno})", path=str(file), line=e.lineno) from None
-    if not isinstance(audit, dict) or audit.get("schema") != "gpu-auditor/audit@1":
-        raise InputError("not a gpu-auditor audit (its schema is not gpu-auditor/audit@1)", path=str(file))
+    saved = read_audit(path)
+    audit, file = saved.doc, saved.path
     # what routing and the message read
     needed = {"window": ("label", "start", "end"), "summary": ("by_team", "billed_cost")}
     missing = [f"{part}.{key}" for part, keys in needed.items() for key in keys

@@ -24,6 +24,7 @@ import yaml
 from auditor.catalog import Catalog, family_of
 from auditor.errors import InputError
 from auditor.model import Job
+from auditor.safeyaml import NoAliasLoader
 
 SUFFIXES = (".yaml", ".yml", ".json")
 ANNOTATION_PREFIX = "gpu-auditor.dev/"
@@ -61,19 +62,8 @@ def expand(paths: Iterable[str | Path]) -> list[Path]:
     return out
 
 
-class _Loader(yaml.SafeLoader):
-    """Safe loading, with no aliases (how a YAML bomb expands) and dates kept as text."""
-
-    yaml_implicit_resolvers = {
-        ch: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-        for ch, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-    }
-
-    def compose_node(self, parent, index):  # noqa: D102
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise InputError("YAML aliases (*name) are not allowed in a manifest", line=event.start_mark.line + 1)
-        return super().compose_node(parent, index)
+class _Loader(NoAliasLoader):
+    what = "a manifest"
 
 
 def read_documents(path: str | Path) -> list[Document]:

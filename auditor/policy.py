@@ -15,6 +15,7 @@ import yaml
 from auditor.errors import InputError
 from auditor.model import Severity
 from auditor.rule import all_rules, get_rule, iter_clauses
+from auditor.safeyaml import NoAliasLoader
 from auditor.schema import Field, Validator, record
 
 
@@ -149,20 +150,8 @@ class _Lines:
         return self.lines.get(path)
 
 
-class _NoAliasLoader(yaml.SafeLoader):
-    """A policy has no use for anchors and aliases, and they are how a YAML bomb expands. Dates stay text
-    here, so the validator parses them and names the line of a bad one (2027-02-30)."""
-
-    yaml_implicit_resolvers = {
-        ch: [(tag, rx) for tag, rx in resolvers if tag != "tag:yaml.org,2002:timestamp"]
-        for ch, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-    }
-
-    def compose_node(self, parent, index):  # noqa: D102
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise InputError("YAML aliases (*name) are not allowed in a policy", line=event.start_mark.line + 1)
-        return super().compose_node(parent, index)
+class _NoAliasLoader(NoAliasLoader):
+    what = "a policy"
 
 
 def load_policy(path: str | Path) -> Policy:
@@ -184,6 +173,8 @@ def parse_policy(text: str, path: str = "<policy>") -> Policy:
             raise InputError("the policy is empty", path=path)
         lines = _Lines(node)
         data = loader.construct_document(node)
+    except RecursionError:
+        raise InputError("nested too deeply to be a policy", path=path) from None
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         raise InputError(f"not valid YAML: {e.problem or e.context}", path=path,

@@ -117,9 +117,9 @@ def render_csv(audit: Audit | dict[str, Any], team: str | None = None) -> str:
 
 def load_audit(path: Path) -> dict[str, Any]:
     """A saved audit.json, to re-render (`gpu-auditor report`)."""
-    from auditor.trend import read_audit
+    from auditor.auditfile import read_audit
 
-    return read_audit(path)
+    return read_audit(path).doc
 
 
 RENDERERS = {"json": render_json, "html": render_html, "md": render_md, "csv": render_csv}
@@ -160,25 +160,29 @@ def write_outputs(audit: Audit | dict[str, Any], out_dir: Path, formats: tuple[s
             os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; a report is as readable as any file
         for _, final in temps:
             if final.exists():
-                backup = tempfile.mktemp(prefix=f".{final.name}.old.", dir=out_dir)
+                backup = f"{tempfile.mkdtemp(prefix=f'.{final.name}.old.', dir=out_dir)}/{final.name}"
                 os.link(final, backup)
                 backups.append((backup, final))
         for tmp, final in temps:
             os.replace(tmp, final)
             replaced.append(final)
-    except OSError as e:
+    except BaseException as e:  # an OSError, or Ctrl-C between two renames: no mix of old and new files
         for backup, final in backups:  # put the previous report back as it was
             if final in replaced:
                 os.replace(backup, final)
         for final in replaced:
             if not any(f == final for _, f in backups) and final.exists():
                 final.unlink()
-        raise InputError(f"cannot write the report: {e.strerror}; the previous report is left as it was",
-                         path=str(out_dir)) from None
+        if isinstance(e, OSError):
+            raise InputError(f"cannot write the report: {e.strerror}; the previous report is left as it was",
+                             path=str(out_dir)) from None
+        raise
     finally:
         for tmp, _ in temps + backups:
             if os.path.exists(tmp):
                 os.unlink(tmp)
+        for backup, _ in backups:
+            os.rmdir(os.path.dirname(backup))
     return [out_dir / n for n in rendered]
 
 

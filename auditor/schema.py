@@ -108,9 +108,9 @@ class Validator:
             if isinstance(value, float) and value != value or value in (float("inf"), float("-inf")):
                 raise self.fail(path, f"expected a finite number, got {value!r}")
             if spec.minimum is not None and value < spec.minimum:
-                raise self.fail(path, f"must be at least {spec.minimum:g}, got {value}")
+                raise self.fail(path, f"must be at least {_num(spec.minimum)}, got {value}")
             if spec.maximum is not None and value > spec.maximum:
-                raise self.fail(path, f"must be at most {spec.maximum:g}, got {value}")
+                raise self.fail(path, f"must be at most {_num(spec.maximum)}, got {value}")
             if kind == "money":
                 try:
                     return Decimal(str(value))
@@ -151,3 +151,8 @@ def parse_datetime(value: Any, error: Callable[[], Exception]) -> datetime:
 def _kind_of(value: Any) -> str:
     return {dict: "a mapping", list: "a list", str: "text", bool: "a boolean", int: "a number",
             float: "a number"}.get(type(value), type(value).__name__)
+
+
+def _num(x: float) -> str:
+    """2147483647, not 2.14748e+09: a limit is shown as written."""
+    return str(int(x)) if float(x).is_integer() else str(x)

@@ -7,42 +7,17 @@ open last quarter) and still open (open in both, with the quarter it was first s
 
 from __future__ import annotations
 
-import hashlib
-import json
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
-from auditor.errors import InputError
-
-SCHEMA = "gpu-auditor/audit@1"
+from auditor.auditfile import read_audit
 
 
 def load_previous(path: Path) -> dict[str, Any]:
     """Read last quarter's audit.json: {"path", "sha256", "doc"}; a file that is not one is an InputError."""
-    doc = read_audit(path)
-    return {"path": str(path), "sha256": hashlib.sha256(Path(path).read_bytes()).hexdigest(), "doc": doc}
-
-
-def read_audit(path: Path) -> dict[str, Any]:
-    """A saved audit.json, checked to be one: the errors a user can cause name the file and the line."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError("no such file", path=str(path)) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"cannot read the audit: {getattr(e, 'strerror', None) or e}", path=str(path)) from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InputError(f"not JSON: {e.msg} (column {e.colno})", path=str(path), line=e.lineno) from None
-    if not isinstance(doc, dict) or doc.get("schema") != SCHEMA:
-        found = doc.get("schema") if isinstance(doc, dict) else type(doc).__name__
-        raise InputError(f"not a gpu-auditor audit.json: schema is {found!r}, expected {SCHEMA!r}", path=str(path))
-    for key, kind in (("window", dict), ("summary", dict), ("findings", list), ("policy", dict)):
-        if not isinstance(doc.get(key), kind):
-            raise InputError(f"not a complete audit: {key!r} is missing or not a {kind.__name__}", path=str(path))
-    return doc
+    saved = read_audit(path)
+    return {"path": str(path), "sha256": saved.sha256, "doc": saved.doc}
 
 
 def change_of(previous: dict[str, str] | None, current: dict[str, str] | None) -> dict[str, Any]:

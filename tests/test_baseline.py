@@ -116,8 +116,8 @@ def test_a_changed_recommendation_is_a_new_finding(tmp_path):
                     message="m", entity_type="GpuAsset", key="g5.48xlarge")
     same = Finding(rule="GPU002", name="oversized-gpu", severity=Severity.MEDIUM, resource="i-0bench4f1a2b3c4d5",
                    message="m", entity_type="GpuAsset", key="g6.48xlarge")
-    base.write_text(json.dumps({"schema": "gpu-auditor/audit@1", "findings": [stale.to_dict() | {"cost": None},
-                                                                               same.to_dict()]}), encoding="utf-8")
+    base.write_text(json.dumps({"schema": "gpu-auditor/audit@1", "window": {}, "summary": {}, "policy": {},
+                                "findings": [stale.to_dict() | {"cost": None}, same.to_dict()]}), encoding="utf-8")
     result = run_audit(load_policy(DEMO / "policy.yml"), [DEMO / "billing"], DEMO / "inventory.json",
                        parse_quarter("2026-Q3"), date(2026, 10, 15), select=["GPU002"], baseline=base)
     assert OVERSIZED_A100 in {f.resource for f in result.findings}
@@ -128,7 +128,7 @@ def test_a_changed_recommendation_is_a_new_finding(tmp_path):
 
 
 @pytest.mark.parametrize("content, message", [
-    (None, "baseline file not found"),
+    (None, "no audit.json found"),
     ("{not json", "not valid JSON"),
     ('{"schema": "something-else", "findings": []}', "not a gpu-auditor audit.json"),
     ('["a", "list"]', "not a gpu-auditor audit.json"),

@@ -563,7 +563,7 @@ def test_two_runs_cannot_share_an_outbox(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--policy", "POLICY", "--dry-run", "MISSING"], "no audit.json here"),
+    (["--policy", "POLICY", "--dry-run", "MISSING"], "no audit.json found here"),
     (["--policy", "POLICY", "--dry-run", "POLICY"], "not valid JSON"),
     (["--policy", "POLICY", "AUDIT"], "no SMTP server"),
     (["--policy", "POLICY", "--smtp-host", "h", "--smtp-user", "u", "AUDIT"], "needs a password"),

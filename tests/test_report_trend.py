@@ -148,7 +148,7 @@ def test_audit_with_previous_writes_the_trend(previous_file, tmp_path):
 
 
 @pytest.mark.parametrize(("content", "message"), [
-    ("{not json", r"prev\.json:1: not JSON"),
+    ("{not json", r"prev\.json:1: not valid JSON"),
     ('{"schema": "something/else"}', "not a gpu-auditor audit.json"),
     ('{"schema": "gpu-auditor/audit@1", "window": {}}', "not a complete audit"),
 ])
@@ -204,7 +204,7 @@ def test_report_usage_errors(tmp_path, args, message):
 
 def test_report_of_a_missing_or_foreign_file(tmp_path):
     result = run("report", tmp_path / "nope.json", "--format", "md")
-    assert result.exit_code == 2 and "nope.json: no such file" in result.stderr
+    assert result.exit_code == 2 and "nope.json: no audit.json found here" in result.stderr
     (tmp_path / "x.json").write_text("[1, 2]", encoding="utf-8")
     result = run("report", tmp_path / "x.json", "--format", "md")
     assert result.exit_code == 2 and "not a gpu-auditor audit.json" in result.stderr
