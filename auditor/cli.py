@@ -220,13 +220,19 @@ def audit(billing, policy_path, inventory, quarter, since, until, out_dir, fail_
     billing = _live_snapshots(live, pull_args, window, quiet) + list(billing)
     stamp = _generated_at(generated_at)
     last_quarter = _load_previous(previous)
+    from auditor.store import BILLING_ENGINE
+
+    engine_set = None
     if engine == "spark":
         from auditor.engines.spark import billing_engine
-        from auditor.store import BILLING_ENGINE
 
-        BILLING_ENGINE.set(billing_engine(spark_master))
-    result = run_audit(policy, billing, inventory, window, today, select or None, _progress(quiet),
-                       baseline=baseline)
+        engine_set = BILLING_ENGINE.set(billing_engine(spark_master))
+    try:
+        result = run_audit(policy, billing, inventory, window, today, select or None, _progress(quiet),
+                           baseline=baseline)
+    finally:
+        if engine_set is not None:  # for this run only (a test runs many in one process)
+            BILLING_ENGINE.reset(engine_set)
     result.as_of, result.previous = today, last_quarter
     if stamp is not None:
         result.generated_at = stamp

@@ -147,7 +147,7 @@ class Store:
         self.con = duckdb.connect(database)
         self.con.execute("SET TimeZone = 'UTC'")
         self.con.execute(f"SET temp_directory = {lit(self._spill.name)}")
-        self.con.execute(f"SET memory_limit = {lit(os.environ.get('GPU_AUDITOR_MEMORY_LIMIT', '512MB'))}")
+        self.con.execute(f"SET memory_limit = {lit(os.environ.get('GPU_AUDITOR_MEMORY_LIMIT', '384MB'))}")
         self.catalog = catalog or load_catalog()
         self.con.execute("BEGIN")  # one commit for the catalog's rows and the tables
         self.catalog.register(self.con)

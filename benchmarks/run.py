@@ -286,13 +286,20 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=HERE / "results.json", help="results as JSON")
     ap.add_argument("--markdown", type=Path, default=HERE.parent / "BENCHMARKS.md",
                     help="the report; '-' to skip")
+    ap.add_argument("--render", action="store_true",
+                    help="only write the report again from --out's results (after editing NOTES.md)")
     args = ap.parse_args()
+    if args.render:
+        results = json.loads(args.out.read_text())
+        args.markdown.write_text(render(results, results.get("command", "python benchmarks/run.py")))
+        return
     before = machine()
     results = run(sorted(args.lines), args.data, tuple(args.formats), tuple(args.tools))
     results["machine"] = before
     results["date"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    args.out.write_text(json.dumps(results, indent=2))
     command = "python benchmarks/run.py " + " ".join(sys.argv[1:])
+    results["command"] = command.strip()
+    args.out.write_text(json.dumps(results, indent=2))
     if str(args.markdown) != "-":
         args.markdown.write_text(render(results, command.strip()))
     for c in results["checks"]:

@@ -17,7 +17,7 @@ from click.testing import CliRunner
 from auditor.engine import team_sql
 from auditor.engines import spark as engine
 from auditor.policy import load_policy
-from auditor.store import Store
+from auditor.store import BILLING_ENGINE, Store
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO.parent / "shared" / "samples" / "billing"
@@ -109,6 +109,7 @@ def test_demo_audit_through_the_cli_on_spark(spark, tmp_path):
     on_spark = runner.invoke(cli, [*args, "--out", str(tmp_path / "spark"), "--engine", "spark"])
     assert duck.exit_code == 0, duck.output
     assert on_spark.exit_code == 0, on_spark.output
+    assert BILLING_ENGINE.get() is None, "--engine spark holds for its own run only"
     a, b = (json.loads((tmp_path / d / "audit.json").read_text()) for d in ("duckdb", "spark"))
     for key in ("billed_cost", "effective_cost", "gpu_cost", "spot_cost", "by_category", "by_provider", "by_team",
                 "transfer_gb_out", "gpu_hours", "monthly_savings"):

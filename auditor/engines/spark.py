@@ -6,7 +6,9 @@ the driver, into the DuckDB `costs` table, where the rules, summaries and report
 
 What the reduction keeps exact: every amount (sums of DECIMAL(38,18)), per currency, and every grouping the
 summaries use, for windows that start and end on UTC days (quarters, --since/--until dates). What it does not
-keep: line counts (a reduced row stands for all its lines of that day) and x_SourceRow (NULL).
+keep: line counts (a reduced row stands for all its lines of that day) and x_SourceRow (NULL). Nor does Spark
+diagnose a malformed file line by line as the DuckDB reader does: a line without a cost or a start time stops
+the audit with the file named, and `--engine duckdb` names the line. Spark tells gzip from the `.gz` suffix.
 
 PySpark, sqlglot and pyarrow are imported here only (the `spark` extra).
 """
@@ -30,7 +32,6 @@ CONF = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.ansi.enabled": "false",  # out-of-range list index and the like read as NULL, as in DuckDB
     "spark.ui.enabled": "false",
-    "spark.sql.shuffle.partitions": "8",
     "spark.ui.showConsoleProgress": "false",
 }
 
@@ -47,9 +48,12 @@ def session(master: str | None = None):
             if k.startswith("spark.sql."):  # the others are fixed when a session starts
                 active.conf.set(k, v)
         return active
-    builder = SparkSession.builder.master(master or "local[2]").appName("gpu-auditor")
+    master = master or "local[2]"
+    builder = SparkSession.builder.master(master).appName("gpu-auditor")
     for k, v in CONF.items():
         builder = builder.config(k, v)
+    if master.startswith("local"):  # one machine: a few shuffle partitions, not a cluster's 200
+        builder = builder.config("spark.sql.shuffle.partitions", "4")
     return builder.getOrCreate()
 
 
