@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shutil
 import sys
 from datetime import date, datetime
 from pathlib import Path
@@ -25,6 +27,8 @@ class AuditorGroup(click.Group):
         try:
             return super().invoke(ctx)
         except InputError as e:
+            if sys.stderr.isatty():  # start clean of a progress line left on the terminal
+                click.echo("\r\033[K", err=True, nl=False)
             click.echo(f"gpu-auditor: error: {e}", err=True)
             sys.exit(EXIT_INPUT)
         except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
@@ -70,9 +74,23 @@ def _date(value: str | None, option: str) -> datetime | None:
 
 
 def _progress(quiet: bool):
+    """Progress on stderr: on a terminal one line redrawn in place, with a bar over the billing files read
+    so far; elsewhere (CI logs, pipes) one plain line per step."""
     if quiet:
         return None
-    return lambda msg: click.echo(msg, err=True)
+    if not sys.stderr.isatty():
+        return lambda msg: click.echo(msg, err=True)
+    width = shutil.get_terminal_size((80, 20)).columns - 1
+
+    def show(msg: str) -> None:
+        m = re.match(r"\[(\d+)/(\d+)\] (.*)$", msg)
+        if m:
+            done, total = int(m.group(1)) - 1, int(m.group(2))
+            bar = "#" * (20 * done // total) + "-" * (20 - 20 * done // total)
+            msg = f"[{bar}] {done}/{total} files · {m.group(3)}"
+        click.echo("\r\033[K" + msg[:width], err=True, nl=msg.startswith("running the rules"))
+
+    return show
 
 
 @cli.command()
