@@ -10,7 +10,7 @@ import hashlib
 import os
 import re
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextvars import ContextVar
 from dataclasses import dataclass, field, fields
 from datetime import datetime
@@ -161,9 +161,17 @@ class Store:
         engine = BILLING_ENGINE.get()
         if engine is not None:  # --engine spark: another engine reads the files into costs (engines/spark.py)
             return engine(self, paths, progress)
+        loaded = [self.load_file(path, digest) for path, digest in self.distinct_files(paths, progress)]
+        if len(loaded) > 1:
+            self._drop_redeliveries(loaded)
+        return [s for s in loaded if s.duplicate_of is None]
+
+    def distinct_files(self, paths: list[Path], progress: Callable[[str], None] | None = None,
+                       where: str = "") -> Iterator[tuple[Path, str]]:
+        """(path, sha256) of each billing file under `paths` to read; a file whose content was read already is
+        recorded as a duplicate, with a warning, and skipped. Every billing engine reads its files from here."""
         files = expand([Path(p) for p in paths], self.warnings)
         seen: dict[str, str] = {}
-        loaded = []
         for i, path in enumerate(files, 1):
             digest = sha256_of(path)
             if digest in seen:
@@ -172,11 +180,8 @@ class Store:
                 continue
             seen[digest] = str(path)
             if progress:
-                progress(f"[{i}/{len(files)}] reading {path}")
-            loaded.append(self.load_file(path, digest))
-        if len(loaded) > 1:
-            self._drop_redeliveries(loaded)
-        return [s for s in loaded if s.duplicate_of is None]
+                progress(f"[{i}/{len(files)}] reading {path}{where}")
+            yield path, digest
 
     def _drop_redeliveries(self, loaded: list[SourceFile]) -> None:
         """A month exported twice (a re-delivered CUR, a second download) shares most of its lines with the

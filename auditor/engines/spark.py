@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from auditor.engines.normalize import select_sql
 from auditor.errors import InputError
 from auditor.providers.columns import Columns, q
-from auditor.providers.detect import expand, sniff
+from auditor.providers.detect import sniff
 
 if TYPE_CHECKING:
     from auditor.store import SourceFile, Store
@@ -136,22 +136,12 @@ def reduced_sql(select: str, costs: list[str]) -> str:
 def load_billing(store: Store, paths: list[Path], master: str | None = None,
                  progress: Callable[[str], None] | None = None, spark: Any = None) -> list[SourceFile]:
     """Read, normalize and reduce the billing files on Spark, into `store`'s costs table."""
-    from auditor.store import COSTS, SourceFile, sha256_of
+    from auditor.store import COSTS, SourceFile
 
     spark = spark or session(master)
     _register_catalog(spark, store.catalog)
-    files = expand([Path(p) for p in paths], store.warnings)
-    seen: dict[str, str] = {}
     loaded = []
-    for i, path in enumerate(files, 1):
-        digest = sha256_of(path)
-        if digest in seen:
-            store.warnings.append(f"{path}: same content as {seen[digest]}; read once")
-            store.sources.append(SourceFile(str(path), "duplicate", digest, duplicate_of=seen[digest]))
-            continue
-        seen[digest] = str(path)
-        if progress:
-            progress(f"[{i}/{len(files)}] reading {path} on Spark")
+    for i, (path, digest) in enumerate(store.distinct_files(paths, progress, " on Spark"), 1):
         sniffed = sniff(path, store.con)
         cols = Columns(sniffed.columns, sniffed.fields, sniffed.types)
         exprs, checks = store.reader_sql(sniffed.format, cols)
