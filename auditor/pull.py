@@ -19,7 +19,6 @@ secrets they hold with `Pull.secret`, every recorded message is redacted, and th
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import json
 import os
@@ -36,6 +35,7 @@ from typing import Any
 from auditor import __version__
 from auditor.errors import InputError
 from auditor.store import Window
+from auditor.store import sha256_of as sha256  # the snapshot's hashes are the audit's
 
 MANIFEST_SCHEMA = "gpu-auditor/snapshot-manifest@1"
 ADAPTERS = {"aws": "aws_live", "gcp": "gcp_live", "azure": "azure_live", "k8s": "k8s_live"}
@@ -314,14 +314,6 @@ def _json_default(v: Any) -> Any:
     if isinstance(v, date):
         return v.isoformat()
     return str(v)
-
-
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 # ---- helpers the adapters share --------------------------------------------------------------------------
