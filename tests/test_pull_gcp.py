@@ -1,28 +1,33 @@
 """`gpu-auditor pull --provider gcp`: Application Default Credentials (a service-account key whose token URI is
-the loopback server), google-cloud-compute over its REST transport, BigQuery's REST API and Vertex AI's REST API,
-all answered by a loopback server with recorded responses shaped as the APIs document them. Cloud Monitoring is
-gRPC only: the adapter reads it through its `MetricsReader` seam, which this test fills with a fake."""
+the loopback server), google-cloud-compute and google-cloud-billing over their REST transports, BigQuery's REST
+API and Vertex AI's REST API, all answered by a loopback HTTP server with recorded responses shaped as the APIs
+document them; and google-cloud-monitoring's gRPC client against a loopback gRPC server that answers
+ListTimeSeries with recorded Ops Agent series, but only for the query the audit needs."""
 
 from __future__ import annotations
 
 import base64
 import json
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 
+import grpc
 import pytest
 from click.testing import CliRunner
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
+from google.cloud import monitoring_v3
+from servers.grpc_monitoring import MonitoringServer, Refuse, recorded_time_series
 from servers.http_api import ApiServer, Request, recorded
 
 from auditor.cli import cli
 from auditor.providers import gcp_live
 from auditor.providers.snapshot import load_snapshot
-from auditor.pull import PullOptions, pull_snapshot
+from auditor.pull import PullOptions, Retry, pull_snapshot
 from auditor.store import Window
 
 TOKEN = "ya29.planted-gcp-access-token-do-not-write"
 SINCE, UNTIL = datetime(2026, 10, 1), datetime(2026, 10, 4)
+BILLING = "ml-prod.billing.gcp_billing_export_resource_v1_01A2B3"
 POLICY = """policy: test
 version: "1"
 owner: finops@example.com
@@ -32,18 +37,33 @@ clauses:
 """
 
 
+def authorised(header: str) -> bool:
+    """The access token from /token, or the self-signed JWT that Google's clients make from a service-account
+    key (its signature is not checked here: the issuer must be the planted service account)."""
+    token = header.removeprefix("Bearer ")
+    if token == TOKEN:
+        return True
+    parts = token.split(".")
+    if len(parts) != 3:
+        return False
+    claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
+    return claims.get("iss") == "auditor@ml-prod.iam.gserviceaccount.com"
+
+
 class Google:
     """OAuth token endpoint, Compute aggregated list (two pages), Vertex customJobs, BigQuery jobs.query and
-    getQueryResults (rows in pages of 5)."""
+    getQueryResults (rows in pages of 5), Cloud Billing Catalog services.skus.list (two pages)."""
 
     def __init__(self):
         self.rows = [json.dumps(r) for r in recorded("gcp/billing-export-rows.json")]
         self.queries: list[dict] = []
+        self.sku_pages: list[dict] = []
+        self.refuse_skus = False
 
     def __call__(self, req: Request):
         if req.path == "/token":
             return 200, {"access_token": TOKEN, "expires_in": 3600, "token_type": "Bearer"}
-        if not self._authorised(req.header("Authorization") or ""):
+        if not authorised(req.header("Authorization") or ""):
             return 401, {"error": {"code": 401, "message": "Request had invalid authentication credentials.",
                                    "status": "UNAUTHENTICATED"}}
         if req.path == "/compute/v1/projects/ml-prod/aggregated/instances":
@@ -61,20 +81,15 @@ class Google:
                          "jobReference": {"projectId": "ml-prod", "jobId": "job-1", "location": "US"},
                          "configuration": {"query": {"query": "SELECT 1"}, "jobType": "QUERY"},
                          "statistics": {"creationTime": "1790000000000", "query": {"totalBytesProcessed": "1000"}}}
+        if req.path == "/v1/services/6F81-5844-456A/skus" and req.method == "GET":
+            if self.refuse_skus:
+                return 403, {"error": {"code": 403, "status": "PERMISSION_DENIED", "message":
+                                       "Cloud Billing API has not been used in project ml-prod or it is disabled."}}
+            self.sku_pages.append({k: v[0] for k, v in req.query.items()})
+            if req.arg("currencyCode") != "USD":
+                return 400, {"error": {"code": 400, "message": "currencyCode", "status": "INVALID_ARGUMENT"}}
+            return 200, recorded(f"gcp/skus-{2 if req.arg('pageToken') == 'skus-page-2' else 1}.json")
         return 404, {"error": {"code": 404, "message": f"not recorded: {req.method} {req.path}", "status": "NOT_FOUND"}}
-
-    @staticmethod
-    def _authorised(header: str) -> bool:
-        """The access token from /token, or the self-signed JWT that Google's clients make from a service-account
-        key (its signature is not checked here: the issuer must be the planted service account)."""
-        token = header.removeprefix("Bearer ")
-        if token == TOKEN:
-            return True
-        parts = token.split(".")
-        if len(parts) != 3:
-            return False
-        claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
-        return claims.get("iss") == "auditor@ml-prod.iam.gserviceaccount.com"
 
     def _rows(self, start: int) -> dict:
         page = self.rows[start:start + 5]
@@ -87,24 +102,47 @@ class Google:
         return doc
 
 
-class FakeMonitoring:
-    """Stands in for Cloud Monitoring (gRPC) at the adapter's MetricsReader seam: hourly aligned points."""
+class Monitoring:
+    """Cloud Monitoring's ListTimeSeries: the recorded Ops Agent GPU series (two pages per metric), answered only
+    to the query the audit needs (project, filter, interval, hourly alignment); any other is INVALID_ARGUMENT,
+    so a wrong query fails the pull. `refuse` answers every call with that status; `throttle` answers the first
+    call RESOURCE_EXHAUSTED."""
+
+    QUERIES = {  # filter -> (recorded file stem, per-series aligner)
+        'metric.type = "agent.googleapis.com/gpu/utilization" AND resource.type = "gce_instance"':
+            ("utilization", "ALIGN_MEAN"),
+        'metric.type = "agent.googleapis.com/gpu/memory/bytes_used" AND resource.type = "gce_instance" '
+        'AND metric.labels.memory_state = "used"': ("memory", "ALIGN_MAX"),
+    }
 
     def __init__(self):
-        self.asked = []
+        self.refuse: tuple[grpc.StatusCode, str] | None = None
+        self.throttle = False
+        self.calls = 0
 
-    def gpu_series(self, project, start, end, period_s):
-        self.asked.append((project, start, end, period_s))
-        hours = int((end - start).total_seconds() // period_s)
-
-        def series(values, gpus):
-            return [[(start + timedelta(hours=h), values[h % len(values)]) for h in range(hours)] for _ in range(gpus)]
-
-        gib = 2**30
-        return {"1001": (series([1.5, 2.5], 8), series([3 * gib], 8)),
-                "1002": (series([24.0, 30.0, 26.0], 1), series([10 * gib, 6 * gib], 1)),
-                "1003": (series([91.0], 1), series([20 * gib], 1)),
-                "9999": (series([50.0], 1), series([1 * gib], 1))}  # not a GPU instance of this pull
+    def __call__(self, req: monitoring_v3.ListTimeSeriesRequest, metadata: dict[str, str]):
+        self.calls += 1
+        if not authorised(metadata.get("authorization", "")):
+            raise Refuse(grpc.StatusCode.UNAUTHENTICATED, "Request had invalid authentication credentials.")
+        if self.refuse:
+            raise Refuse(*self.refuse)
+        if self.throttle and self.calls == 1:
+            raise Refuse(grpc.StatusCode.RESOURCE_EXHAUSTED, "Quota exceeded for quota metric 'Time series "
+                         "queries' and limit 'Time series queries per minute' of service 'monitoring.googleapis.com'")
+        stem, aligner = self.QUERIES.get(req.filter, (None, None))
+        wrong = [what for what, ok in (
+            (f"filter {req.filter!r}", stem is not None),
+            (f"name {req.name!r}", req.name == "projects/ml-prod"),
+            (f"interval {req.interval}", (req.interval.start_time, req.interval.end_time) ==
+             (SINCE.replace(tzinfo=UTC), UNTIL.replace(tzinfo=UTC))),
+            (f"aggregation {req.aggregation}", req.aggregation.alignment_period == timedelta(hours=1)
+             and req.aggregation.per_series_aligner.name == aligner),
+            (f"view {req.view}", req.view == monitoring_v3.ListTimeSeriesRequest.TimeSeriesView.FULL),
+            (f"page_token {req.page_token!r}", req.page_token in ("", f"{stem}-page-2")),
+        ) if not ok]
+        if wrong:
+            raise Refuse(grpc.StatusCode.INVALID_ARGUMENT, f"not recorded: {'; '.join(wrong)}")
+        return recorded_time_series(f"gcp/timeSeries-gpu-{stem}-{2 if req.page_token else 1}.json")
 
 
 @pytest.fixture
@@ -112,7 +150,7 @@ def google(tmp_path, monkeypatch):
     key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
     pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
                             serialization.NoEncryption()).decode()
-    with ApiServer(Google()) as server:
+    with ApiServer(Google()) as server, MonitoringServer(Monitoring()) as monitoring:
         adc = tmp_path / "adc.json"
         adc.write_text(json.dumps({
             "type": "service_account", "project_id": "ml-prod", "private_key_id": "k1", "private_key": pem,
@@ -120,25 +158,46 @@ def google(tmp_path, monkeypatch):
             "token_uri": f"{server.url}/token"}))
         monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(adc))
         monkeypatch.setenv(gcp_live.ENDPOINT_ENV, server.url)
-        yield {"server": server, "pem": pem}
+        monkeypatch.setenv(gcp_live.MONITORING_ENDPOINT_ENV, monitoring.address)
+        yield {"server": server, "api": server.handler, "monitoring": monitoring.handler,
+               "monitoring_requests": monitoring.requests}
 
 
-def pull(tmp_path, metrics=None, **options):
+def pull(tmp_path, retry=None, **options):
     opts = PullOptions("gcp", Window(SINCE, UNTIL, "2026-10-01 to 2026-10-03"), **options)
-    return pull_snapshot(opts, tmp_path / "snap", adapter=lambda p: gcp_live.pull(p, metrics=metrics))
+    return pull_snapshot(opts, tmp_path / "snap", retry=retry)  # the adapter as `gpu-auditor pull` loads it
+
+
+def audit(tmp_path):
+    policy = tmp_path / "policy.yml"
+    policy.write_text(POLICY)
+    result = CliRunner().invoke(cli, ["audit", "--policy", str(policy), "--out", str(tmp_path / "r"),
+                                      str(tmp_path / "snap")], catch_exceptions=False)
+    doc = json.loads((tmp_path / "r" / "audit.json").read_text())
+    return result, doc, {(f["rule"], f["resource"]) for f in doc["findings"]}
 
 
 def test_pull_then_audit_finds_idle_oversized_and_spot_without_checkpoint(google, tmp_path):
-    metrics = FakeMonitoring()
-    manifest = pull(tmp_path, metrics, billing="ml-prod.billing.gcp_billing_export_resource_v1_01A2B3")
+    google["monitoring"].throttle = True
+    sleeps: list[float] = []
+    manifest = pull(tmp_path, Retry(sleep=sleeps.append), billing=BILLING, prices=True)
     assert manifest["failed"] == []
     counts = {s["name"]: s.get("counts") for s in manifest["sources"]}
     assert counts["gcp:ml-prod:compute"] == {"instances": 4, "gpu_instances": 3}
     assert counts["gcp:ml-prod:monitoring"] == {"gpu_usage": 3}
     assert counts["gcp:ml-prod:vertex:us-central1"] == {"custom_jobs": 3}
+    assert counts["gcp:ml-prod:prices"] == {"prices": 4}
     assert counts["gcp:billing"] == {"rows": 12, "files": 1}
-    assert metrics.asked == [("ml-prod", SINCE, UNTIL, 3600)]
-    query = google["server"].handler.queries[0]
+    assert manifest["retries"] == 1 and sleeps == [1.0]  # RESOURCE_EXHAUSTED over gRPC is backed off and retried
+    # gRPC: one throttled call, then both metrics, each followed to its second page.
+    asked = [(r.filter.split('"')[1], r.page_token) for r in google["monitoring_requests"]]
+    assert asked == [("agent.googleapis.com/gpu/utilization", "")] * 2 + [
+        ("agent.googleapis.com/gpu/utilization", "utilization-page-2"),
+        ("agent.googleapis.com/gpu/memory/bytes_used", ""),
+        ("agent.googleapis.com/gpu/memory/bytes_used", "memory-page-2")]
+    assert [(q.get("pageToken"), q["pageSize"]) for q in google["api"].sku_pages] == [(None, "5000"),
+                                                                                      ("skus-page-2", "5000")]
+    query = google["api"].queries[0]
     assert "usage_start_time >= @start" in query["query"] and "resource" in query["query"]
     assert {p["name"]: p["parameterValue"]["value"] for p in query["queryParameters"]} == {
         "start": "2026-10-01T00:00:00Z", "end": "2026-10-04T00:00:00Z"}
@@ -151,8 +210,27 @@ def test_pull_then_audit_finds_idle_oversized_and_spot_without_checkpoint(google
                                                                                                      "us-central1")
     assert assets["1003"]["lifecycle"] == "spot" and assets["1003"]["gpu_model"] == "L4"
     assert assets["1001"]["tags"] == {"team": "research", "owner": "li"}
+    # Hourly points over the whole window (each aligned point counted from its period's start), averaged over the
+    # machine's GPUs; memory is the fullest GPU's peak of the "used" series; 9999 is not an instance of the pull.
     usage = {u["asset_id"]: u for u in inv["gpu_usage"]}
-    assert usage["1002"]["peak_mem_gb"] == pytest.approx(10.0)
+    assert set(usage) == {"1001", "1002", "1003"}
+    assert all((u["window_start"], u["window_end"], u["samples"], u["source"]) == (
+        SINCE, UNTIL, 72, "cloud-monitoring") for u in usage.values())
+    assert (usage["1001"]["mean_util_pct"], usage["1001"]["p95_util_pct"], usage["1001"]["peak_mem_gb"]) == (
+        1.5, 2.0, 3.5)
+    assert (usage["1002"]["mean_util_pct"], usage["1002"]["p95_util_pct"], usage["1002"]["peak_mem_gb"]) == (
+        pytest.approx(26.667), 30.0, 10.0)
+    assert (usage["1003"]["mean_util_pct"], usage["1003"]["peak_mem_gb"]) == (91.0, 20.0)
+    # Per-GPU prices of the GPU models seen (A100, L4) in the region seen, on demand and Spot, from the second
+    # page too; commitments, other regions, other models and the Virtual Workstation SKU are left out.
+    prices = {(x["instance_type"], x["region"]): x for x in inv["prices"]}
+    assert {k: x["price_per_hour"] for k, x in prices.items()} == {
+        ("gpu:A100", "us-central1"): "2.933908", ("gpu:A100:spot", "us-central1"): "1.1472",
+        ("gpu:L4", "us-central1"): "0.56004", ("gpu:L4:spot", "us-central1"): "0.2231"}
+    assert {x["provider"] for x in inv["prices"]} == {"gcp"} and {x["currency"] for x in inv["prices"]} == {"USD"}
+    assert prices[("gpu:A100:spot", "us-central1")]["source"] == (
+        'Cloud Billing Catalog API, SKU 0A10-0000-0002 "Spot Preemptible Nvidia Tesla A100 GPU running in Americas", '
+        "per GPU")
     jobs = {j["name"]: j for j in inv["jobs"]}
     assert jobs["llm-spot-nockpt"]["spot"] and jobs["llm-spot-nockpt"]["checkpoint_uri"] is None
     assert jobs["llm-spot-ckpt"]["checkpoint_uri"] == "gs://ml-prod-runs/llm-spot-ckpt/checkpoints/"
@@ -160,17 +238,13 @@ def test_pull_then_audit_finds_idle_oversized_and_spot_without_checkpoint(google
     billing = [f for f in manifest["files"] if f["path"].startswith("billing/gcp/")]
     assert len(billing) == 1 and billing[0]["path"].endswith(".jsonl")
 
-    policy = tmp_path / "policy.yml"
-    policy.write_text(POLICY)
-    result = CliRunner().invoke(cli, ["audit", "--policy", str(policy), "--out", str(tmp_path / "r"), str(snap)],
-                                catch_exceptions=False)
+    result, doc, flagged = audit(tmp_path)
     assert result.exit_code == 0, result.output
-    doc = json.loads((tmp_path / "r" / "audit.json").read_text())
-    flagged = {(f["rule"], f["resource"]) for f in doc["findings"]}
     assert ("GPU001", "1001") in flagged
     assert ("GPU002", "1002") in flagged
     assert ("SPOT001", "projects/123456789/locations/us-central1/customJobs/501") in flagged
     assert ("SPOT001", "projects/123456789/locations/us-central1/customJobs/502") not in flagged
+    assert not {r for r, res in flagged if res == "1003"} & {"GPU001", "GPU002"}  # the busy L4 is fine
     idle = next(f for f in doc["findings"] if f["rule"] == "GPU001")
     assert idle["cost"] == "2015.13"  # three days of the idle A2's GPU and core lines, from the pulled export
     for path in (p for p in snap.rglob("*") if p.is_file()):
@@ -178,16 +252,46 @@ def test_pull_then_audit_finds_idle_oversized_and_spot_without_checkpoint(google
         assert TOKEN not in text and "PRIVATE KEY" not in text, path
 
 
-def test_without_a_billing_table_or_with_monitoring_down_the_pull_is_partial(google, tmp_path):
-    class Down:
-        def gpu_series(self, *args):
-            raise ConnectionError("monitoring.googleapis.com:443: connection refused")
+def test_monitoring_permission_denied_is_a_failed_source_and_the_audit_is_partial(google, tmp_path):
+    google["monitoring"].refuse = (grpc.StatusCode.PERMISSION_DENIED,
+                                   "Permission monitoring.timeSeries.list denied (or the resource may not exist).")
+    snap = tmp_path / "snap"
+    result = CliRunner().invoke(cli, ["pull", "--provider", "gcp", "--since", "2026-10-01", "--until", "2026-10-04",
+                                      "--billing-uri", BILLING, "--prices", "--out", str(snap)],
+                                catch_exceptions=False)
+    assert result.exit_code == 3, result.output
+    manifest = json.loads((snap / "manifest.json").read_text())
+    assert [f["name"] for f in manifest["failed"]] == ["gcp:ml-prod:monitoring"]
+    reason = manifest["failed"][0]["reason"]
+    assert reason.startswith("PermissionDenied: 403") and "monitoring.timeSeries.list denied" in reason
+    assert google["monitoring"].calls == 1  # a refusal is not retried
+    inv = load_snapshot(snap / "inventory.json")
+    assert inv["gpu_usage"] == [] and len(inv["assets"]) == 3 and len(inv["prices"]) == 4  # the rest completed
 
-    manifest = pull(tmp_path, Down())
+    audited, doc, flagged = audit(tmp_path)
+    assert audited.exit_code == 3, audited.output
+    assert "gcp:ml-prod:monitoring" in audited.stderr and "partial" in audited.stderr
+    assert doc["partial"] is True
+    assert ("SPOT001", "projects/123456789/locations/us-central1/customJobs/501") in flagged
+    assert not any(rule == "GPU001" for rule, _ in flagged)  # no utilisation, no idle verdict
+
+
+def test_the_price_catalog_fails_on_its_own(google, tmp_path):
+    google["api"].refuse_skus = True
+    manifest = pull(tmp_path, billing=BILLING, prices=True)
+    assert [f["name"] for f in manifest["failed"]] == ["gcp:ml-prod:prices"]
+    assert "403" in manifest["failed"][0]["reason"] and "Cloud Billing API" in manifest["failed"][0]["reason"]
+    inv = load_snapshot(tmp_path / "snap" / "inventory.json")
+    assert inv["prices"] == [] and len(inv["gpu_usage"]) == 3 and len(inv["jobs"]) == 3
+
+
+def test_without_prices_or_a_billing_table_neither_is_asked(google, tmp_path):
+    manifest = pull(tmp_path)
     failed = {f["name"]: f["reason"] for f in manifest["failed"]}
-    assert set(failed) == {"gcp:billing", "gcp:ml-prod:monitoring"}
-    assert "--billing-uri" in failed["gcp:billing"]
-    assert len(load_snapshot(tmp_path / "snap" / "inventory.json")["assets"]) == 3
+    assert set(failed) == {"gcp:billing"} and "--billing-uri" in failed["gcp:billing"]
+    assert "gcp:ml-prod:prices" not in {s["name"] for s in manifest["sources"]}
+    assert google["api"].sku_pages == [] and google["api"].queries == []
+    assert len(load_snapshot(tmp_path / "snap" / "inventory.json")["gpu_usage"]) == 3
 
 
 def test_no_application_default_credentials(tmp_path, monkeypatch):

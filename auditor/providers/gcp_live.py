@@ -5,22 +5,33 @@ Sources, each recorded in the snapshot manifest on its own, per project (`--acco
   columns the audit reads and only the window's rows, written as newline-delimited JSON.
 - `gcp:<project>:compute`: instances with guest accelerators or a GPU machine family (A2, A3, G2, ...), SPOT
   or preemptible (google-cloud-compute, REST transport).
-- `gcp:<project>:monitoring`: GPU utilisation and memory from Cloud Monitoring (Ops Agent metrics). The Cloud
-  Monitoring client is gRPC only, so it sits behind the small `MetricsReader` seam: `CloudMonitoring` is the
-  real one (google-cloud-monitoring), and the tests give a fake in its place.
+- `gcp:<project>:monitoring`: GPU utilisation and memory used from Cloud Monitoring (google-cloud-monitoring,
+  gRPC: the only transport it has): the Ops Agent's `agent.googleapis.com/gpu/utilization` (hourly mean) and
+  `agent.googleapis.com/gpu/memory/bytes_used` with `memory_state = "used"` (hourly max), one series per GPU.
 - `gcp:<project>:vertex:<region>`: Vertex AI custom jobs (spot scheduling strategy, base output directory),
   read from the Vertex REST API through the authorised session, so the large aiplatform SDK is not needed.
+- `gcp:<project>:prices` (with `--prices`): per-GPU hourly prices of the GPU models the project runs, in its
+  regions, from the Cloud Billing Catalog (google-cloud-billing, REST): Compute Engine's GPU SKUs, on demand
+  and Spot. Kept in the inventory's `prices` as evidence, one entry per SKU and region: `instance_type` is
+  `gpu:<model>` (on demand) or `gpu:<model>:spot`, the SKU id and description in `source`.
 
-`GPU_AUDITOR_GCP_ENDPOINT` (a base URL) sends every call to one endpoint instead of Google's: a private
-endpoint, or the tests' loopback server. Not done yet: GPU SKU prices from the Cloud Billing Catalog.
+Endpoints: `GPU_AUDITOR_GCP_ENDPOINT` (a base URL) sends every REST call (Compute, BigQuery, Vertex AI, Billing
+Catalog) to one endpoint instead of Google's: a private endpoint, or the tests' loopback server.
+`GPU_AUDITOR_GCP_MONITORING_ENDPOINT` (`host:port`) does the same for Cloud Monitoring's gRPC: TLS to a remote
+host; a loopback host (an emulator, a tunnel, the tests' server) is reached in plain gRPC with gRPC's local
+credentials, which still carry the OAuth token and which gRPC refuses to use with any peer off this machine.
 """
 
 from __future__ import annotations
 
+import functools
+import ipaddress
 import os
 import re
-from datetime import datetime
-from typing import Any, Protocol
+from datetime import datetime, timedelta
+from decimal import Decimal
+from typing import Any
+from urllib.parse import urlsplit
 
 import google.auth
 from google.api_core import exceptions as gexc
@@ -35,6 +46,8 @@ PAGE = 500
 PERIOD = 3600
 GPU_FAMILIES = re.compile(r"^(a2|a3|a4|g2|g4)-")
 ENDPOINT_ENV = "GPU_AUDITOR_GCP_ENDPOINT"
+MONITORING_ENDPOINT_ENV = "GPU_AUDITOR_GCP_MONITORING_ENDPOINT"
+TIMEOUT = 60
 BILLING_COLUMNS = ("billing_account_id", "service", "sku", "usage_start_time", "usage_end_time", "project",
                    "labels", "system_labels", "location", "cost", "currency", "usage", "credits", "cost_type")
 
@@ -46,45 +59,7 @@ def throttled(e: BaseException) -> bool:
     return getattr(response, "status_code", None) in (429, 503)
 
 
-class MetricsReader(Protocol):
-    """GPU series of a project's instances: {instance id: (per-GPU utilisation series in percent, per-GPU memory
-    used series in bytes)}, each series a list of (time, value), one point per aligned period."""
-
-    def gpu_series(self, project: str, start: datetime, end: datetime,
-                   period_s: int) -> dict[str, tuple[list[list], list[list]]]: ...
-
-
-class CloudMonitoring:
-    """The real reader: `list_time_series` over the Ops Agent's GPU metrics, aligned to `period_s`."""
-
-    METRICS = {"util": ("agent.googleapis.com/gpu/utilization", "ALIGN_MEAN"),
-               "mem": ("agent.googleapis.com/gpu/memory/bytes_used", "ALIGN_MAX")}
-
-    def __init__(self, credentials):
-        self.credentials = credentials
-
-    def gpu_series(self, project, start, end, period_s):
-        from google.cloud import monitoring_v3  # gRPC only; imported here, installed by the gcp extra
-
-        client = monitoring_v3.MetricServiceClient(credentials=self.credentials)
-        interval = monitoring_v3.TimeInterval(start_time=start, end_time=end)
-        out: dict[str, tuple[list, list]] = {}
-        for i, (metric, aligner) in enumerate(self.METRICS.values()):
-            aggregation = monitoring_v3.Aggregation(alignment_period={"seconds": period_s},
-                                                    per_series_aligner=getattr(monitoring_v3.Aggregation.Aligner,
-                                                                               aligner))
-            for ts in client.list_time_series(request={
-                    "name": f"projects/{project}", "interval": interval, "aggregation": aggregation,
-                    "filter": f'metric.type = "{metric}" AND resource.type = "gce_instance"',
-                    "view": monitoring_v3.ListTimeSeriesRequest.TimeSeriesView.FULL}):
-                iid = ts.resource.labels.get("instance_id")
-                points = [(pt.interval.end_time, pt.value.double_value or float(pt.value.int64_value))
-                          for pt in ts.points]
-                out.setdefault(iid, ([], []))[i].append(points)
-        return out
-
-
-def pull(p: Pull, metrics: MetricsReader | None = None) -> None:
+def pull(p: Pull) -> None:
     o = p.options
     try:
         credentials, default_project = google.auth.default(scopes=SCOPES)
@@ -98,14 +73,19 @@ def pull(p: Pull, metrics: MetricsReader | None = None) -> None:
     projects = o.accounts or ([default_project] if default_project else [])
     if not projects:
         p.fail("gcp:compute", "inventory", "no project: name one with --account PROJECT_ID")
-    metrics = metrics or CloudMonitoring(credentials)
+    # The Compute Engine SKUs are the same for every project: read once, when a project first wants them.
+    gpu_skus = functools.cache(lambda: _gpu_skus(p, credentials, endpoint))
     try:
         for project in projects:
             if p.run(f"gcp:{project}:compute", "inventory", lambda pr=project: _compute(p, credentials, endpoint, pr)):
-                p.run(f"gcp:{project}:monitoring", "metrics", lambda pr=project: _monitoring(p, metrics, pr))
+                p.run(f"gcp:{project}:monitoring", "metrics", lambda pr=project: _monitoring(p, credentials, pr))
+            else:
+                p.fail(f"gcp:{project}:monitoring", "metrics", "skipped: the Compute Engine inventory failed")
             for region in o.regions or ["us-central1"]:
                 p.run(f"gcp:{project}:vertex:{region}", "jobs",
                       lambda pr=project, r=region: _vertex(p, session, endpoint, pr, r))
+            if o.prices:
+                p.run(f"gcp:{project}:prices", "prices", lambda pr=project: _prices(p, gpu_skus, pr))
         if o.billing:
             p.run("gcp:billing", "billing", lambda: _billing(p, credentials, endpoint, projects))
         else:
@@ -152,21 +132,81 @@ def _compute(p: Pull, credentials, endpoint: str | None, project: str) -> dict[s
     return {"instances": seen, "gpu_instances": found}
 
 
-def _monitoring(p: Pull, metrics: MetricsReader, project: str) -> dict[str, int]:
+# ---- Cloud Monitoring (gRPC) ---------------------------------------------------------------------------------
+
+# (metric type, per-series aligner, extra filter): the Ops Agent's nvml metrics, one series per GPU. The memory
+# metric has a series for free bytes too (label memory_state), which must not count as used.
+GPU_METRICS = (("agent.googleapis.com/gpu/utilization", "ALIGN_MEAN", ""),
+               ("agent.googleapis.com/gpu/memory/bytes_used", "ALIGN_MAX", ' AND metric.labels.memory_state = "used"'))
+
+
+def _monitoring_client(credentials):
+    """A MetricServiceClient for Google's endpoint, or the one `GPU_AUDITOR_GCP_MONITORING_ENDPOINT` names."""
+    from google.cloud import monitoring_v3  # gRPC only; imported here, installed by the gcp extra
+
+    endpoint = os.environ.get(MONITORING_ENDPOINT_ENV)
+    if not endpoint:
+        return monitoring_v3.MetricServiceClient(credentials=credentials)
+    host = urlsplit(f"//{endpoint}").hostname or ""
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        return monitoring_v3.MetricServiceClient(credentials=credentials,
+                                                 client_options=ClientOptions(api_endpoint=endpoint))
+    import grpc
+    from google.cloud.monitoring_v3.services.metric_service.transports import MetricServiceGrpcTransport
+
+    transport = MetricServiceGrpcTransport(
+        host=endpoint, credentials=credentials, scopes=SCOPES,
+        ssl_channel_credentials=grpc.local_channel_credentials(grpc.LocalConnectionType.LOCAL_TCP))
+    return monitoring_v3.MetricServiceClient(transport=transport)
+
+
+def _monitoring(p: Pull, credentials, project: str) -> dict[str, int]:
     ids = {a["id"] for a in p.assets if a["provider"] == "gcp" and a["account"] == project}
     if not ids:
         return {"gpu_usage": 0}
+    from google.cloud import monitoring_v3
+
     w = p.options.window
-    series = p.retry.call(metrics.gpu_series, project, w.start, w.end, PERIOD, throttled=throttled)
+    interval = monitoring_v3.TimeInterval(start_time=w.start, end_time=w.end)
+    series: dict[str, tuple[list, list]] = {}  # instance id -> (per-GPU utilisation, per-GPU memory used)
+    with _monitoring_client(credentials) as client:
+        def one_page(**request):  # retry=None: our Retry backs off on throttling, not the client's own as well
+            return next(iter(client.list_time_series(request=request, retry=None, timeout=TIMEOUT).pages))
+
+        for i, (metric, aligner, extra) in enumerate(GPU_METRICS):
+            aggregation = monitoring_v3.Aggregation(
+                alignment_period=timedelta(seconds=PERIOD),
+                per_series_aligner=monitoring_v3.Aggregation.Aligner[aligner])
+            for page in pages(one_page, p.retry, throttled, token_in="page_token", token_out="next_page_token",
+                              name=f"projects/{project}", interval=interval, aggregation=aggregation,
+                              filter=f'metric.type = "{metric}" AND resource.type = "gce_instance"{extra}',
+                              view=monitoring_v3.ListTimeSeriesRequest.TimeSeriesView.FULL):
+                for ts in page.time_series:
+                    iid = ts.resource.labels.get("instance_id")
+                    if iid in ids:
+                        series.setdefault(iid, ([], []))[i].append(_points(ts))
     added = 0
     for iid, (util, mem) in sorted(series.items()):
-        if iid not in ids:
-            continue
         usage = usage_summary(iid, util, mem, PERIOD, "cloud-monitoring", memory_scale=1 / 2**30)
         if usage:
             p.gpu_usage.append(usage)
             added += 1
     return {"gpu_usage": added}
+
+
+def _points(ts) -> list[tuple[datetime, float]]:
+    """(period start, value) of an aligned series. An aligned point is stamped with the end of its period;
+    `usage_summary` counts each sample from its period's start."""
+    out = []
+    for pt in ts.points:
+        kind = type(pt.value).pb(pt.value).WhichOneof("value")
+        if kind in ("double_value", "int64_value"):
+            out.append((utc(pt.interval.end_time) - timedelta(seconds=PERIOD), float(getattr(pt.value, kind))))
+    return out
 
 
 # ---- Vertex AI custom jobs (REST) --------------------------------------------------------------------------
@@ -249,3 +289,59 @@ def _billing(p: Pull, credentials, endpoint: str | None, projects: list[str]) ->
         raise LookupError(f"no billing rows in {table} for {w.label}")
     return {"rows": written, "files": 1}
 
+
+# ---- GPU prices from the Cloud Billing Catalog (REST) --------------------------------------------------------
+
+COMPUTE_ENGINE = "services/6F81-5844-456A"  # Compute Engine in the Cloud Billing Catalog
+# A GPU's own SKU, on demand or Spot: "Nvidia Tesla A100 GPU running in Americas", "Spot Preemptible Nvidia L4
+# GPU running in Americas". Commitments, Virtual Workstation licences and other variants do not match.
+GPU_SKU = re.compile(r"(?:Spot Preemptible )?Nvidia (?:Tesla )?(?P<gpu>[A-Z]+\d+[A-Z]*(?: \d+GB)?(?: Mega)?) "
+                     r"GPU running in [\w ]+", re.I)
+USAGE_TYPES = {"OnDemand": "", "Preemptible": ":spot"}  # the SKU's usage type -> suffix of the price's name
+
+
+def _gpu_skus(p: Pull, credentials, endpoint: str | None) -> list[dict[str, Any]]:
+    """Compute Engine's hourly GPU SKUs, on demand and Spot, every page of `list_skus`."""
+    from google.cloud import billing_v1
+
+    options = ClientOptions(api_endpoint=endpoint) if endpoint else None
+    out = []
+    with billing_v1.CloudCatalogClient(credentials=credentials, transport="rest", client_options=options) as client:
+        def one_page(**request):
+            return next(iter(client.list_skus(request=request, retry=None, timeout=TIMEOUT).pages))
+
+        for page in pages(one_page, p.retry, throttled, token_in="page_token", token_out="next_page_token",
+                          parent=COMPUTE_ENGINE, currency_code="USD", page_size=5000):
+            for sku in page.skus:
+                m = GPU_SKU.fullmatch(sku.description)
+                suffix = USAGE_TYPES.get(sku.category.usage_type)
+                if not m or suffix is None or sku.category.resource_group != "GPU" or not sku.pricing_info:
+                    continue
+                expression = sku.pricing_info[0].pricing_expression  # the current price: no time range was asked
+                rate = next((r for r in expression.tiered_rates if not r.start_usage_amount), None)
+                if expression.usage_unit != "h" or rate is None:
+                    continue
+                price = Decimal(rate.unit_price.units) + Decimal(rate.unit_price.nanos).scaleb(-9)  # exact
+                model = gpu_model(m["gpu"])
+                out.append({"model": model, "name": f"gpu:{model}{suffix}",
+                            "regions": set(sku.service_regions), "price": format(price.normalize(), "f"),
+                            "currency": rate.unit_price.currency_code or "USD",
+                            "source": f'Cloud Billing Catalog API, SKU {sku.sku_id} "{sku.description}", per GPU'})
+    return out
+
+
+def _prices(p: Pull, gpu_skus, project: str) -> dict[str, int]:
+    """Per-GPU hourly prices of the GPU models this project's instances and jobs use, in their regions."""
+    seen = [x for x in p.assets + p.jobs if x["provider"] == "gcp" and x["account"] == project and x.get("gpu_model")]
+    models, regions = {x["gpu_model"] for x in seen}, {x["region"] for x in seen}
+    if not models:
+        return {"prices": 0}
+    found = 0
+    for sku in gpu_skus():
+        if sku["model"] not in models:
+            continue
+        for region in sorted(regions & sku["regions"]):
+            p.prices.append({"provider": "gcp", "instance_type": sku["name"], "region": region,
+                             "price_per_hour": sku["price"], "currency": sku["currency"], "source": sku["source"]})
+            found += 1
+    return {"prices": found}
