@@ -156,7 +156,8 @@ def _pull_options(several: bool):
             click.option("--context", help="Kubernetes: kubeconfig context."),
             click.option("--prometheus", help="Kubernetes: base URL of the Prometheus API with DCGM exporter metrics."),
             click.option("--prices", is_flag=True, help="Also read on-demand prices of the GPU types seen from the "
-                         "provider's price API (AWS Pricing, Cloud Billing Catalog) into the inventory."),
+                         "provider's price API (AWS Pricing, Cloud Billing Catalog, Azure Retail Prices) into the "
+                         "inventory."),
         ]
         for option in reversed(options):
             f = option(f)
