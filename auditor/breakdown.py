@@ -172,7 +172,7 @@ def next_window(w: Window) -> Window:
 def previous_spend(store: Store, window: Window) -> dict[str, Any] | None:
     """The window before, when the billing read covers it: its spend, for the quarter-over-quarter change."""
     prev = previous_window(window)
-    rows = store.con.execute(f"SELECT count(*) FROM costs WHERE {prev.where()}").fetchone()[0]
+    rows = store.con.execute(f"SELECT COALESCE(sum(x_Lines), 0) FROM costs WHERE {prev.where()}").fetchone()[0]
     if not rows:
         return None
     totals = store._per_currency(
@@ -186,7 +186,7 @@ def previous_spend(store: Store, window: Window) -> dict[str, Any] | None:
 def coverage(store: Store, window: Window) -> dict[str, Any]:
     """Billing lines per provider and calendar month of the window, and the months a provider has none."""
     counts = store.con.execute(
-        f"SELECT strftime(date_trunc('month', ChargePeriodStart), '%Y-%m'), x_Provider, count(*) FROM costs "
+        f"SELECT strftime(date_trunc('month', ChargePeriodStart), '%Y-%m'), x_Provider, sum(x_Lines) FROM costs "
         f"WHERE {window.where()} GROUP BY ALL ORDER BY 1, 2").fetchall()
     months = []
     m = window.start.replace(day=1, hour=0, minute=0, second=0, microsecond=0)

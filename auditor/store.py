@@ -1,7 +1,9 @@
 """The normalized tables in an embedded DuckDB database, and the SQL that reduces them to entities.
 
-Billing lines are never looped over in Python: each file is read and normalized by one INSERT ... SELECT,
-and every summary is a GROUP BY.
+Billing lines are never looped over in Python: each file is read, summed per day and normalized by one
+INSERT ... SELECT into `costs` (engines/normalize.py: rollup_sql), and every summary is a GROUP BY over it.
+The view `lines` shows the same files one row per billing line, for looking a line up; nothing the audit
+reports reads it.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import os
 import re
 import tempfile
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from dataclasses import dataclass, field, fields
 from datetime import datetime
@@ -21,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import duckdb
 
 from auditor.catalog import Catalog, load_catalog
-from auditor.engines.normalize import referenced, select_sql
+from auditor.engines.normalize import CLASH, referenced, rollup_sql, select_sql
 from auditor.errors import InputError
 from auditor.model import (
     Commitment,
@@ -55,11 +58,13 @@ COSTS = {
     "x_InstanceType": "VARCHAR", "x_GpuModel": "VARCHAR", "x_GpuCount": "INTEGER", "x_CostCategory": "VARCHAR",
     "x_TransferKind": "VARCHAR", "x_TransferDirection": "VARCHAR", "x_TransferFrom": "VARCHAR",
     "x_TransferTo": "VARCHAR", "x_SourceFile": "VARCHAR", "x_SourceRow": "BIGINT", "x_SourceFormat": "VARCHAR",
+    "x_Lines": "BIGINT",
 }
 ENRICHED = ("x_GpuModel", "x_GpuCount", "x_CostCategory", "x_SourceFile", "x_SourceRow", "x_SourceFormat")
 
 TABLES = f"""
 CREATE TABLE costs ({', '.join(f'{q(k)} {v}' for k, v in COSTS.items())});
+CREATE VIEW lines AS SELECT * FROM costs WHERE false;
 CREATE TABLE assets (id VARCHAR PRIMARY KEY, provider VARCHAR, account VARCHAR, region VARCHAR, zone VARCHAR,
     name VARCHAR, kind VARCHAR, instance_type VARCHAR, gpu_model VARCHAR, gpu_count INTEGER,
     gpu_memory_gb DOUBLE, lifecycle VARCHAR, state VARCHAR, launch_time TIMESTAMP, tags MAP(VARCHAR, VARCHAR));
@@ -155,13 +160,41 @@ class Store:
         self.con.execute("COMMIT")
         self.sources: list[SourceFile] = []
         self.warnings: list[str] = []
+        self._line_sql: dict[str, str] = {}  # per file read: the SELECT of its lines, for the `lines` view
 
     # ---- billing -------------------------------------------------------------------------------------
     def load_billing(self, paths: list[Path], progress: Callable[[str], None] | None = None) -> list[SourceFile]:
         engine = BILLING_ENGINE.get()
         if engine is not None:  # --engine spark: another engine reads the files into costs (engines/spark.py)
             return engine(self, paths, progress)
-        loaded = [self.load_file(path, digest) for path, digest in self.distinct_files(paths, progress)]
+        files = list(self.distinct_files(paths))
+        # Files are read side by side, each on its own connection (DuckDB appends to one table from several
+        # at once), then registered in their order: the gain is largest on gzip CSV, read on one core per file.
+        workers = min(len(files), os.cpu_count() or 1)
+        cons = [self.con.cursor() for _ in range(workers)]
+        free = list(cons)
+
+        def read(item: tuple[int, tuple[Path, str]]) -> tuple[SourceFile, str]:
+            i, (path, digest) = item
+            if progress:
+                progress(f"[{i}/{len(files)}] reading {path}")
+            con = free.pop()
+            try:
+                return self._read(path, digest, con)
+            finally:
+                free.append(con)
+
+        try:
+            with ThreadPoolExecutor(max_workers=workers or 1) as pool:
+                done = list(pool.map(read, enumerate(files, 1)))
+        except KeyboardInterrupt:
+            for con in cons:
+                con.interrupt()
+            raise
+        finally:
+            for con in cons:
+                con.close()
+        loaded = [self._register(source, line_sql) for source, line_sql in done]
         if len(loaded) > 1:
             self._drop_redeliveries(loaded)
         return [s for s in loaded if s.duplicate_of is None]
@@ -195,9 +228,10 @@ class Store:
         if not overlapping:
             return
         pairs = self.con.execute(f"""
-            WITH k AS (SELECT DISTINCT x_SourceFile AS f, hash({LINE_KEY}) AS h FROM costs
-                       WHERE x_SourceFile IN ({', '.join(lit(f) for f in overlapping)}))
-            SELECT a.f, b.f, count(*) FROM k a JOIN k b ON a.h = b.h AND a.f < b.f GROUP BY ALL""").fetchall()
+            WITH k AS (SELECT x_SourceFile AS f, hash({LINE_KEY}) AS h, sum(x_Lines) AS n FROM costs
+                       WHERE x_SourceFile IN ({', '.join(lit(f) for f in overlapping)}) GROUP BY ALL)
+            SELECT a.f, b.f, sum(least(a.n, b.n)) FROM k a JOIN k b ON a.h = b.h AND a.f < b.f
+            GROUP BY ALL""").fetchall()
         by_path = {s.path: s for s in loaded}
         for a, b, shared in pairs:
             sa, sb = by_path[a], by_path[b]
@@ -206,6 +240,8 @@ class Store:
             rank = lambda s: (s.stats["period_end"], s.rows, s.path)  # noqa: E731
             keep, drop = (sa, sb) if rank(sa) >= rank(sb) else (sb, sa)
             self.con.execute("DELETE FROM costs WHERE x_SourceFile = ?", [drop.path])
+            self._line_sql.pop(drop.path, None)
+            self._define_lines()
             drop.duplicate_of = keep.path
             self.warnings.append(f"{drop.path}: {shared:,} of its {drop.rows:,} lines are also in {keep.path} "
                                  "(a re-delivered export?); counted once, from the latter")
@@ -221,38 +257,58 @@ class Store:
         return exprs, checks
 
     def load_file(self, path: Path, digest: str | None = None) -> SourceFile:
-        sniffed = sniff(path, self.con)
-        source = SourceFile(str(path), sniffed.format, digest or sha256_of(path))
+        """Read one billing file into `costs`."""
+        return self._register(*self._read(path, digest or sha256_of(path), self.con))
+
+    def _read(self, path: Path, digest: str, con: duckdb.DuckDBPyConnection) -> tuple[SourceFile, str]:
+        """Read, group and classify one file into `costs` on `con`, in one transaction; with the SELECT of its
+        lines, for the `lines` view."""
+        sniffed = sniff(path, con)
+        source = SourceFile(str(path), sniffed.format, digest)
         cols = Columns(sniffed.columns, sniffed.fields, sniffed.types)
         exprs, checks = self.reader_sql(sniffed.format, cols)
         source.cost_column = next((c for c, kind in checks if kind == "money"), None)
         relation = self._relation(sniffed)
         first_row = 2 if sniffed.container == "csv" else 1  # CSV rows are counted as lines, after the header
-        # One INSERT ... SELECT; classification is computed once per distinct key, not per line (normalize.py).
+        # One INSERT ... SELECT of the lines summed per day; classification runs on those sums (normalize.py).
         # Parquet numbers its rows itself, which keeps the scan parallel; row_number() OVER () reads in order.
-        numbers = "(file_row_number + 1)" if sniffed.container == "parquet" else "row_number() OVER ()"
-        sql = "INSERT INTO costs BY NAME " + select_sql(exprs, cols, relation, first_row, str(path), sniffed.format,
-                                                        list(COSTS), numbers)
-        try:
-            self.con.execute("BEGIN")
-            source.rows = self.con.execute(sql).fetchone()[0]  # an INSERT answers with its row count
-            self._check_values(path, source.rows)
-            self._redact_ids(path)
-            self.con.execute("COMMIT")
-        except duckdb.Error as e:
-            self.con.execute("ROLLBACK")
-            raise self._diagnose(sniffed, cols, relation, checks, first_row, e) from None
-        except InputError:
-            self.con.execute("ROLLBACK")
-            raise
-        except RuntimeError as e:  # DuckDB answers Ctrl-C during a query with RuntimeError('Query interrupted')
-            self.con.execute("ROLLBACK")
-            if "interrupted" in str(e).lower():
-                raise KeyboardInterrupt from None
-            raise
-        if source.rows == 0:
+        parquet = sniffed.container == "parquet"
+        numbers = "(file_row_number + 1)" if parquet else "row_number() OVER ()"
+        for by_hash in ((True, False) if parquet else (False,)):
+            sql = "INSERT INTO costs BY NAME " + rollup_sql(exprs, cols, relation, first_row, str(path),
+                                                            sniffed.format, list(COSTS), numbers, by_hash)
+            try:
+                con.execute("BEGIN")
+                con.execute(sql)
+                self._check_values(path, con)
+                self._redact_ids(path, con)
+                con.execute("COMMIT")
+                break
+            except duckdb.Error as e:
+                con.execute("ROLLBACK")
+                if by_hash and CLASH in str(e):
+                    continue  # two keys shared a hash: group by the key columns themselves
+                raise self._diagnose(con, sniffed, cols, relation, checks, first_row, e) from None
+            except InputError:
+                con.execute("ROLLBACK")
+                raise
+            except RuntimeError as e:  # DuckDB answers Ctrl-C during a query with RuntimeError('Query interrupted')
+                con.execute("ROLLBACK")
+                if "interrupted" in str(e).lower():
+                    raise KeyboardInterrupt from None
+                raise
+        if not con.execute("SELECT count(*) FROM costs WHERE x_SourceFile = ?", [str(path)]).fetchone()[0]:
             raise InputError("the file has a header but no billing lines", path=str(path))
-        source.stats = self.file_stats(str(path))
+        # The same file, line by line (nothing is read until the view is queried).
+        by_line = {**exprs, "x_Lines": "1", "ResourceId": self._redacted_id(exprs["ResourceId"])}
+        return source, select_sql(by_line, cols, relation, first_row, str(path), sniffed.format, list(COSTS), numbers)
+
+    def _register(self, source: SourceFile, line_sql: str) -> SourceFile:
+        """A file read into `costs`: its figures, its warnings, its lines in the `lines` view."""
+        source.stats = self.file_stats(source.path)
+        source.rows = source.stats["rows"]
+        self._line_sql[source.path] = line_sql
+        self._define_lines()
         self._note_odd(source)
         self.sources.append(source)
         return source
@@ -265,8 +321,8 @@ class Store:
             self.warnings.append(f"{source.path}: lines in {len(currencies)} currencies ({', '.join(currencies)}); "
                                  "each is totalled on its own, never added to another")
         old, first, new, last = self.con.execute(
-            "SELECT count(*) FILTER (WHERE ChargePeriodStart < TIMESTAMP '2000-01-01'), min(ChargePeriodStart), "
-            "count(*) FILTER (WHERE ChargePeriodStart >= CAST(current_date + 1 AS TIMESTAMP)), "
+            "SELECT sum(x_Lines) FILTER (WHERE ChargePeriodStart < TIMESTAMP '2000-01-01'), min(ChargePeriodStart), "
+            "sum(x_Lines) FILTER (WHERE ChargePeriodStart >= CAST(current_date + 1 AS TIMESTAMP)), "
             "max(ChargePeriodStart) FROM costs WHERE x_SourceFile = ?", [source.path]).fetchone()
         if old:
             self.warnings.append(f"{source.path}: {old:,} line(s) charged before 2000 (the first on "
@@ -281,6 +337,10 @@ class Store:
             return f"read_parquet({p}, file_row_number = true)"
         if s.container == "json":
             return f"read_ndjson({p})"
+        if s.container == "avro":  # DuckDB reads Avro only with a downloaded extension: a Parquet copy (avro.py)
+            from auditor.providers.avro import to_parquet
+
+            return f"read_parquet({lit(str(to_parquet(s.path, self._spill.name)))})"
         nulls = "[" + ", ".join(lit(n) for n in NULL_STRINGS.get(s.format, [""])) + "]"
         # The header was read already; naming the columns turns DuckDB's sniffer off, so a ragged or
         # unquoted row is an error with its line rather than a guess.
@@ -289,15 +349,24 @@ class Store:
                 f"quote = '\"', escape = '\"', nullstr = {nulls}, compression = {lit(s.compression)}, "
                 f"strict_mode = true, encoding = 'utf-8'{', parallel = false' if s.serial else ''})")
 
-    def _redact_ids(self, path: Path) -> None:
+    def _define_lines(self) -> None:
+        body = " UNION ALL BY NAME ".join(f"({sql})" for sql in self._line_sql.values())
+        self.con.execute(f"CREATE OR REPLACE VIEW lines AS {body or 'SELECT * FROM costs WHERE false'}")
+
+    @staticmethod
+    def _redacted_id(expr: str) -> str:
+        return (f"CASE WHEN contains({expr}, '://') OR contains({expr}, '=') THEN {redact_sql(expr)} "
+                f"ELSE {expr} END")
+
+    def _redact_ids(self, path: Path, con: duckdb.DuckDBPyConnection) -> None:
         """Resource ids that hold a URL or a credential parameter, redacted (redact.py) in the few lines that
         do: an UPDATE after the INSERT, so the common id stays a plain per-line column there."""
-        self.con.execute(f"UPDATE costs SET ResourceId = {redact_sql('ResourceId')} WHERE x_SourceFile = ? "
+        con.execute(f"UPDATE costs SET ResourceId = {redact_sql('ResourceId')} WHERE x_SourceFile = ? "
                          "AND (contains(ResourceId, '://') OR contains(ResourceId, '='))", [str(path)])
 
-    def _check_values(self, path: Path, rows: int) -> None:
+    def _check_values(self, path: Path, con: duckdb.DuckDBPyConnection) -> None:
         """Lines whose cost or time is missing cannot be counted: say which, rather than drop them."""
-        bad = self.con.execute(
+        bad = con.execute(
             "SELECT x_SourceRow, BilledCost IS NULL, ChargePeriodStart IS NULL FROM costs "
             "WHERE x_SourceFile = ? AND (BilledCost IS NULL OR ChargePeriodStart IS NULL) "
             "ORDER BY x_SourceRow LIMIT 1", [str(path)]).fetchone()
@@ -306,8 +375,8 @@ class Store:
             raise InputError(f"{what}; every billing line needs a cost and a start time",
                              path=str(path), line=bad[0])
 
-    def _diagnose(self, s: Sniffed, cols: Columns, relation: str, checks: list[tuple[str, str]],
-                  first_row: int, error: duckdb.Error) -> InputError:
+    def _diagnose(self, con: duckdb.DuckDBPyConnection, s: Sniffed, cols: Columns, relation: str,
+                  checks: list[tuple[str, str]], first_row: int, error: duckdb.Error) -> InputError:
         """Turn a DuckDB error into one line that names the file, the line and the column."""
         tests = {"money": f"TRY_CAST(v AS {MONEY}) IS NULL", "time": "TRY_CAST(v AS TIMESTAMPTZ) IS NULL",
                  "date": f"({azure.parse_date('trim(CAST(v AS VARCHAR))', try_=True)}) IS NULL",
@@ -317,12 +386,12 @@ class Store:
                 "date": "a date like 09/21/2023 or 2023-09-21", "tags": "a JSON object of tags"}
         try:
             for column, kind in checks:
-                row = self.con.execute(
+                row = con.execute(
                     f"SELECT rn, v FROM (SELECT row_number() OVER () + {first_row - 1} AS rn, {cols.ref(column)} AS v "
                     f"FROM {relation}) WHERE v IS NOT NULL AND ({tests[kind]}) ORDER BY rn LIMIT 1").fetchone()
                 if row:
                     shown = f"{redact(str(row[1]))[:60]!r}"
-                    if kind == "money" and self.con.execute("SELECT isfinite(TRY_CAST(? AS DOUBLE))",
+                    if kind == "money" and con.execute("SELECT isfinite(TRY_CAST(? AS DOUBLE))",
                                                             [str(row[1])]).fetchone()[0]:
                         return InputError(f"{shown} is out of range: an amount has at most 20 digits before the "
                                           "decimal point", path=str(s.path), line=row[0], column=column)
@@ -336,15 +405,21 @@ class Store:
 
     # ---- inventory -----------------------------------------------------------------------------------
     def _insert_many(self, sql: str, rows: list) -> None:
-        if rows:  # DuckDB's executemany refuses an empty list: an inventory may have no jobs or no metrics
-            # One transaction: with the database on disk, each row would otherwise commit on its own.
-            self.con.execute("BEGIN")
-            try:
-                self.con.executemany(sql, rows)
-            except BaseException:
-                self.con.execute("ROLLBACK")
-                raise
-            self.con.execute("COMMIT")
+        """`INSERT INTO t VALUES (?, ...)` for every row: many rows to a statement (executemany runs one
+        statement per row, seconds for an inventory of thousands), in one transaction."""
+        if not rows:
+            return
+        head, values = sql.split(" VALUES ", 1)
+        chunk = max(1, 20000 // len(rows[0]))  # parameters per statement
+        self.con.execute("BEGIN")
+        try:
+            for i in range(0, len(rows), chunk):
+                part = rows[i:i + chunk]
+                self.con.execute(f"{head} VALUES {', '.join([values] * len(part))}", [v for r in part for v in r])
+        except BaseException:
+            self.con.execute("ROLLBACK")
+            raise
+        self.con.execute("COMMIT")
 
     def load_snapshot(self, doc: dict[str, Any]) -> None:
         tags = "MAP(VARCHAR, VARCHAR)"
@@ -395,7 +470,7 @@ class Store:
                 SELECT BillingCurrency AS cur, x_CostCategory AS cat, x_Provider AS provider, x_TransferKind AS kind,
                        COALESCE(PricingCategory = 'Dynamic', false) AS spot,
                        COALESCE(x_TransferKind IS NOT NULL AND x_TransferDirection = 'out', false) AS x_out,
-                       count(*) AS n, min(ChargePeriodStart) AS first, max(ChargePeriodEnd) AS last,
+                       sum(x_Lines) AS n, min(ChargePeriodStart) AS first, max(ChargePeriodEnd) AS last,
                        sum(BilledCost) AS billed, sum(EffectiveCost) AS effective, sum(ListCost) AS listed,
                        sum({GB}) FILTER (x_TransferKind IS NOT NULL AND x_TransferDirection = 'out') AS gb,
                        sum(ConsumedQuantity * x_GpuCount) FILTER (x_GpuCount IS NOT NULL AND ChargeCategory = 'Usage'
@@ -540,7 +615,7 @@ class Store:
                             || COALESCE(ServiceName, '-') || ':' || COALESCE(RegionId, 'global')) AS id,
                    ResourceId IS NOT NULL, x_Provider, COALESCE(SubAccountId, BillingAccountId), Tags,
                    BillingCurrency, any_value(RegionId), any_value(ServiceName),
-                   arg_max(x_CostCategory, BilledCost), any_value(x_InstanceType), sum(BilledCost), count(*),
+                   arg_max(x_CostCategory, BilledCost), any_value(x_InstanceType), sum(BilledCost), sum(x_Lines),
                    max(ChargePeriodStart)
             FROM costs WHERE {window.where()} AND ChargeCategory = 'Usage'
             GROUP BY ALL ORDER BY 1""").fetchall()
@@ -562,14 +637,18 @@ class Store:
         return list(by_id.values())
 
     def transfer_flows(self, window: Window) -> list[TransferFlow]:
+        # Per resource first: a flow's top resources are those it cost the most in all, and its tags theirs.
         rows = self.con.execute(f"""
-            SELECT x_Provider, x_TransferKind, x_TransferFrom, x_TransferTo, COALESCE(SubAccountId, BillingAccountId),
-                   BillingCurrency, sum({GB}), sum(BilledCost), count(*),
-                   (list(ResourceId ORDER BY BilledCost DESC) FILTER (WHERE ResourceId IS NOT NULL))[1:5],
-                   arg_max(Tags, BilledCost)
-            FROM costs WHERE {window.where()} AND x_TransferKind IS NOT NULL AND x_TransferDirection = 'out'
-            GROUP BY x_Provider, x_TransferKind, x_TransferFrom, x_TransferTo, 5, BillingCurrency
-            ORDER BY 1, 2, 3, 4""").fetchall()
+            WITH r AS (
+                SELECT x_Provider AS p, x_TransferKind AS k, x_TransferFrom AS src, x_TransferTo AS dst,
+                       COALESCE(SubAccountId, BillingAccountId) AS account, BillingCurrency AS cur, ResourceId AS rid,
+                       sum({GB}) AS gb, sum(BilledCost) AS cost, sum(x_Lines) AS n, arg_max(Tags, BilledCost) AS tags
+                FROM costs WHERE {window.where()} AND x_TransferKind IS NOT NULL AND x_TransferDirection = 'out'
+                GROUP BY ALL)
+            SELECT p, k, src, dst, account, cur, sum(gb), sum(cost), sum(n),
+                   (list(rid ORDER BY cost DESC, rid) FILTER (WHERE rid IS NOT NULL))[1:5],
+                   arg_max(tags, cost ORDER BY rid) FROM r
+            GROUP BY ALL ORDER BY 1, 2, 3, 4""").fetchall()
         out: dict[tuple, TransferFlow] = {}
         for provider, kind, src, dst, account, currency, gb, cost, n, top, tags in rows:
             key = (provider, kind, src, dst, account)
@@ -675,7 +754,8 @@ class Store:
         rows = self.con.execute(f"""
             WITH p AS (SELECT BillingCurrency AS cur, x_CostCategory = 'gpu_compute' AS gpu, Tags,
                               COALESCE(ResourceId, x_Provider || ':' || COALESCE(ServiceName, '-') || ':'
-                                       || COALESCE(ChargeCategory, '-')) AS rid, sum(BilledCost) AS cost, count(*) AS n
+                                       || COALESCE(ChargeCategory, '-')) AS rid, sum(BilledCost) AS cost,
+                              sum(x_Lines) AS n
                        FROM costs WHERE {window.where()} GROUP BY ALL),
                  l AS (SELECT cur, gpu, {team_sql(policy)} IS NULL AS unowned, cost, n, rid FROM p),
                  scoped AS (SELECT 'gpu' AS scope, * FROM l WHERE gpu UNION ALL SELECT 'all' AS scope, * FROM l),

@@ -402,10 +402,11 @@ def test_no_secret_is_stored(tmp_path, fmt):
     store = Store()
     [source] = store.load_billing([path])
     assert source.rows == 2
-    stored = str(store.con.execute("SELECT * FROM costs").fetchall())
-    assert [secret for secret in SECRETS if secret in stored] == []
-    assert "ckpt-bucket.s3.us-east-1.amazonaws.com/runs/model.pt?REDACTED" in stored
-    assert "mlcheckpoints.blob.core.windows.net/runs/ckpt-0814?REDACTED" in stored
+    for table in ("costs", "lines"):  # the stored rows, and the same file read line by line
+        stored = str(store.con.execute(f"SELECT * FROM {table}").fetchall())
+        assert [secret for secret in SECRETS if secret in stored] == [], table
+        assert "ckpt-bucket.s3.us-east-1.amazonaws.com/runs/model.pt?REDACTED" in stored, table
+        assert "mlcheckpoints.blob.core.windows.net/runs/ckpt-0814?REDACTED" in stored, table
 
 
 @pytest.mark.parametrize(("text", "expected"), [

@@ -1,6 +1,7 @@
-"""The one SELECT that turns a billing file into rows of the `costs` table, built from a reader's column
-expressions (auditor/providers/). DuckDB runs it (Store.load_file); Spark runs the same text, translated
-(auditor/engines/spark.py).
+"""The SELECTs that turn a billing file into normalized rows, built from a reader's column expressions
+(auditor/providers/): `select_sql`, one row per billing line (the `lines` view; Spark runs the same text,
+translated, in auditor/engines/spark.py), and `rollup_sql`, the rows of the `costs` table, which stand for
+all lines of one file and one UTC day that agree on everything but their amounts and times.
 
 Most of a reader's work is classification: regular expressions over usage types and descriptions, tag maps
 built from tag columns, CASEs over region names. Its inputs repeat from line to line (an export of ten million
@@ -23,6 +24,7 @@ TIMES = ("ChargePeriodStart", "ChargePeriodEnd")
 COSTLY = re.compile(r"(?i)regexp|\blike\b|\bilike\b|similar|lambda|json|map|list_|strptime|\bcase\b|split_part|"
                     r"timezone|timestamptz")
 ENRICHED = ("x_GpuModel", "x_GpuCount", "x_CostCategory", "x_SourceFile", "x_SourceRow", "x_SourceFormat")
+LINES = "x_Lines"  # how many billing lines a row stands for
 EXTRA = ("_kind", "_gpu", "_gpu_count")
 DEFAULTS = {"_gpu": "CAST(NULL AS VARCHAR)", "_gpu_count": "CAST(NULL AS INTEGER)"}
 
@@ -96,3 +98,81 @@ def select_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: i
             ON t.provider = n.x_Provider AND t.instance_type = {it_key}
         LEFT JOIN catalog_gpu_families f
             ON f.provider = n.x_Provider AND f.family = {fam_key}"""
+
+
+# Groups keyed by a hash of their key columns carry a second hash, in reverse column order, to catch the
+# (~1e-9) chance of two different keys sharing the first; a test forces clashes by replacing KEY_HASH.
+KEY_HASH = "hash({})"
+CLASH = "gpu-auditor: grouping hash clash"
+
+
+def rollup_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: int, path: str, fmt: str,
+               costs: list[str], row_number: str = "row_number() OVER ()", by_hash: bool = False) -> str:
+    """The SELECT of one file's `costs` rows: its lines summed per UTC day and per distinct value of every
+    source column the reader classifies from (resource, usage type, tags, ...), before anything is classified.
+
+    Grouping the export's own columns first is what makes a large export cheap: a quarter of hourly lines
+    collapses about twentyfold, and the classification then runs on the groups (with `select_sql`, as for
+    lines). What stays exact: every amount (DECIMAL sums of each line's own amount expression), the line
+    count (x_Lines), the first and last charge time of each group, and x_SourceRow, the group's first line,
+    or its first line without a cost or start time, whose group then keeps a NULL cost or start so that such
+    a line is still reported by its number.
+
+    `by_hash` (for Parquet, which is cheap to read again column by column): the lines are grouped by a hash
+    of the key columns, and each group's key columns are read back from its first line, which is several
+    times faster than grouping by a few dozen text columns. Should two different keys share a hash, the
+    query fails with CLASH and the caller groups by the columns themselves."""
+    top = [n for n in cols.names if n not in cols.fields]
+    refs = {c: referenced(e, top) for c, e in exprs.items()}
+    amounts = [c for c in PER_LINE if c in exprs]
+    times = [c for c in TIMES if c in exprs]
+    keys = sorted(set().union(*(refs[c] for c in exprs if c not in PER_LINE and c not in TIMES)))
+    time_cols = sorted(set().union(*(refs[c] for c in times)))
+    def u(c: str) -> str:  # the name a line's amount or time goes by until the rows are classified
+        return q("__" + c)
+
+    key_sql = ", ".join(q(c) for c in keys)
+    by_hash = by_hash and bool(keys)
+    line_sql = ", ".join(f"{exprs[c]} AS {u(c)}" for c in amounts)
+    if by_hash:
+        line_sql += (f", {KEY_HASH.format(key_sql)} AS __h, "
+                     f"{KEY_HASH.format(', '.join(q(c) for c in reversed(keys)))} AS __h2")
+    time_sql = ", ".join(f"{exprs[c]} AS {u(c)}" for c in times)
+    numbered = f"(SELECT *, {row_number} + {first_row - 1} AS __row FROM {relation})"
+    if time_cols:  # times repeat (hourly, daily): parsed once per distinct value and joined back
+        raw = ", ".join(q(c) for c in time_cols)
+        named = ", ".join(f"{q(c)} AS __t{i}" for i, c in enumerate(time_cols))
+        tm = f"SELECT {named}, {time_sql} FROM (SELECT DISTINCT {raw} FROM {relation})"
+        on = " AND ".join(f"s.{q(c)} IS NOT DISTINCT FROM tm.__t{i}" for i, c in enumerate(time_cols))
+        lines = (f"SELECT s.*, {line_sql}, {', '.join('tm.' + u(c) for c in times)} "
+                 f"FROM {numbered} s JOIN ({tm}) tm ON {on}")
+    else:
+        lines = f"SELECT *, {line_sql}, {time_sql} FROM {numbered}"
+    start = u("ChargePeriodStart")
+    bad = f"{u('BilledCost')} IS NULL OR {start} IS NULL"
+    sums = [f"CASE WHEN count(*) FILTER ({bad}) = 0 THEN sum({u(c)}) END AS {u(c)}" if c == "BilledCost"
+            else f"sum({u(c)}) AS {u(c)}" for c in amounts]
+    spans = [f"CASE WHEN count(*) FILTER ({bad}) = 0 THEN min({start}) END AS {start}"] + \
+            [f"max({u(c)}) AS {u(c)}" for c in times if c != "ChargePeriodStart"]
+    aggregates = (f"{', '.join(sums + spans)}, count(*) AS __lines, "
+                  f"COALESCE(min(__row) FILTER ({bad}), min(__row)) AS __first")
+    day = f"date_trunc('day', {start})"
+    if by_hash:
+        grouped = (f"SELECT {aggregates}, min(__row) AS __rep, min(__h2) <> max(__h2) AS __clash "
+                   f"FROM ({lines}) GROUP BY __h, {day}")
+        grouped = (f"SELECT r.* EXCLUDE (__rep), g.* EXCLUDE (__rep, __clash) FROM ({grouped}) g "
+                   f"JOIN (SELECT __row AS __rep, {key_sql} FROM {numbered}) r USING (__rep) "
+                   f"WHERE CASE WHEN g.__clash THEN error({lit(CLASH)}) ELSE true END")
+    else:
+        grouped = (f"SELECT {key_sql + ', ' if keys else ''}{aggregates} "
+                   f"FROM ({lines}) GROUP BY {key_sql + ', ' if keys else ''}{day}")
+    # The classification reads the grouped rows: the key columns keep their names, so the reader's expressions
+    # apply unchanged; amounts and times are the group's.
+    over = {c: u(c) for c in amounts + times}
+    over[LINES] = "__lines"
+    rows = Columns(keys + [f"__{c}" for c in amounts + times] + ["__lines", "__first"],
+                   tuple((k, v) for k, v in cols.fields.items() if k.split(".")[0] in keys))
+    # Materialized: the classification reads the groups twice (rows and distinct keys), and the grouping is the
+    # costly part.
+    return f"WITH __g AS MATERIALIZED ({grouped}) " + select_sql({**exprs, **over}, rows, "__g", 1, path, fmt,
+                                                                   costs, "__first")

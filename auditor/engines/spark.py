@@ -6,7 +6,7 @@ the driver, into the DuckDB `costs` table, where the rules, summaries and report
 
 What the reduction keeps exact: every amount (sums of DECIMAL(38,18)), per currency, and every grouping the
 summaries use, for windows that start and end on UTC days (quarters, --since/--until dates). What it does not
-keep: line counts (a reduced row stands for all its lines of that day) and x_SourceRow (NULL). Nor does Spark
+keep: x_SourceRow (NULL; DuckDB keeps each row's first line). Nor does Spark
 diagnose a malformed file line by line as the DuckDB reader does: a line without a cost or a start time stops
 the audit with the file named, and `--engine duckdb` names the line. Spark tells gzip from the `.gz` suffix.
 
@@ -120,13 +120,14 @@ def _read(spark, s, view: str) -> None:
 def reduced_sql(select: str, costs: list[str]) -> str:
     """The normalized lines reduced to one row per UTC day and distinct everything else, amounts summed
     (DuckDB's dialect, like `select`). Spark cannot group by a MAP, so Tags travel as their sorted entries."""
-    keys = [c for c in costs if c not in AMOUNTS + ("ChargePeriodStart", "ChargePeriodEnd", "x_SourceRow", "Tags")]
+    keys = [c for c in costs if c not in AMOUNTS + ("ChargePeriodStart", "ChargePeriodEnd", "x_SourceRow", "Tags",
+                                                    "x_Lines")]
     cols = ", ".join(q(c) for c in keys)
     sums = ", ".join(f"sum({q(c)}) AS {q(c)}" for c in AMOUNTS)
     return f"""
         SELECT {cols}, {sums}, min(ChargePeriodStart) AS ChargePeriodStart, max(ChargePeriodEnd) AS ChargePeriodEnd,
                map_from_entries(tag_entries) AS Tags, CAST(NULL AS BIGINT) AS x_SourceRow,
-               count(*) AS lines, count(*) - count(BilledCost) AS no_cost,
+               count(*) AS x_Lines, count(*) - count(BilledCost) AS no_cost,
                count(*) - count(ChargePeriodStart) AS no_start
         FROM (SELECT *, array_sort(map_entries(Tags)) AS tag_entries, date_trunc('DAY', ChargePeriodStart) AS day
               FROM ({select}))
@@ -152,16 +153,16 @@ def load_billing(store: Store, paths: list[Path], master: str | None = None,
         table = spark.sql(to_spark(reduced_sql(select, list(COSTS)))).toArrow()
         store.con.register("spark_reduced", table)
         lines, no_cost, no_start = store.con.execute(
-            "SELECT sum(lines), sum(no_cost), sum(no_start) FROM spark_reduced").fetchone()
+            "SELECT sum(x_Lines), sum(no_cost), sum(no_start) FROM spark_reduced").fetchone()
         if no_cost or no_start:
             what = "the cost is empty" if no_cost else "the charge period start is empty"
             raise InputError(f"{what} on {no_cost or no_start} lines; every billing line needs a cost and a start "
                              "time (read the file with --engine duckdb for the line numbers)", path=str(path))
         if not lines:
             raise InputError("the file has a header but no billing lines", path=str(path))
-        store.con.execute("INSERT INTO costs BY NAME SELECT * EXCLUDE (lines, no_cost, no_start) FROM spark_reduced")
+        store.con.execute("INSERT INTO costs BY NAME SELECT * EXCLUDE (no_cost, no_start) FROM spark_reduced")
         store.con.unregister("spark_reduced")
-        store._redact_ids(path)
+        store._redact_ids(path, store.con)
         source = SourceFile(str(path), sniffed.format, digest, rows=int(lines),
                             cost_column=next((c for c, kind in checks if kind == "money"), None))
         source.stats = store.file_stats(str(path))

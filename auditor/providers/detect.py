@@ -7,24 +7,26 @@ import gzip
 import io
 import re
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from auditor.errors import InputError
+from auditor.providers import avro
 
-DATA_SUFFIXES = (".csv", ".csv.gz", ".gz", ".parquet", ".txt", ".json", ".jsonl", ".ndjson")
+DATA_SUFFIXES = (".csv", ".csv.gz", ".gz", ".parquet", ".txt", ".json", ".jsonl", ".ndjson", ".avro")
 
 
 @dataclass(frozen=True)
 class Sniffed:
     path: Path
-    container: str  # csv, parquet or json (newline-delimited)
+    container: str  # csv, parquet, json (newline-delimited) or avro (read through a Parquet copy: avro.py)
     compression: str  # none or gzip
     columns: tuple[str, ...]  # nested fields of Parquet and JSON appear dotted: `sku.description`
     format: str  # aws-cur, aws-cur2, focus-1.0, focus-1.1, focus-1.2, gcp-billing, azure-cost
     has_bom: bool = False
     fields: tuple[tuple[str, str], ...] = ()  # dotted name -> SQL that reaches it, for nested fields
-    types: tuple[tuple[str, str], ...] = ()  # column -> DuckDB type, for Parquet and JSON
+    types: tuple[tuple[str, str], ...] = ()  # column -> DuckDB type, for Parquet, JSON and Avro
     serial: bool = False  # read with DuckDB's single-threaded CSV reader (see has_long_line)
 
 
@@ -50,7 +52,8 @@ def expand(paths: list[Path], notes: list[str] | None = None) -> list[Path]:
                         notes.append(f"{f}: not in the folder's CUR manifest (a superseded delivery); not read")
                 found = kept
             if not found:
-                raise InputError("folder holds no billing files (.csv, .csv.gz, .parquet, .json)", path=str(p))
+                raise InputError("folder holds no billing files (.csv, .csv.gz, .parquet, .json, .avro)",
+                                 path=str(p))
             out.extend(found)
         elif p.is_file():
             out.append(p)
@@ -119,14 +122,20 @@ def _nested_columns(path: Path, con, reader: str) -> tuple[list[str], list[tuple
     """Columns of a Parquet or JSON file, with STRUCT fields flattened to dotted names."""
     import duckdb
 
-    from auditor.providers.columns import q
-
     kind = "Parquet" if reader == "read_parquet" else "JSON"
     try:
         top = con.execute(f"DESCRIBE SELECT * FROM {reader}(?)", [str(path)]).fetchall()
     except duckdb.Error as e:
         reason = re.sub(r"^[A-Za-z ]*Error: ", "", str(e).splitlines()[0]).replace(f" '{path}'", "")
         raise InputError(f"cannot read the {kind} file (cut short or damaged?): {reason}", path=str(path)) from None
+    return flatten([(name, dtype) for name, dtype, *_ in top])
+
+
+def flatten(top: list[tuple[str, str]]) -> tuple[list[str], list[tuple[str, str]], list[tuple[str, str]]]:
+    """(column, DuckDB type) pairs to the column names with STRUCT fields as dotted names, the SQL that reaches
+    each nested field, and every name's type."""
+    from auditor.providers.columns import q
+
     names: list[str] = []
     fields: list[tuple[str, str]] = []
     types: list[tuple[str, str]] = []
@@ -140,7 +149,7 @@ def _nested_columns(path: Path, con, reader: str) -> tuple[list[str], list[tuple
             for fname, ftype in struct_fields(dtype[7:-1]):
                 walk(f"{name}.{fname}", f"{sql}.{q(fname)}", ftype)
 
-    for name, dtype, *_ in top:
+    for name, dtype in top:
         walk(name, q(name), dtype)
     return names, fields, types
 
@@ -177,6 +186,9 @@ def sniff(path: Path, con) -> Sniffed:
     elif magic.lstrip()[:1] == b"{":
         columns, fields, types = _nested_columns(path, con, "read_ndjson")
         container, compression, bom = "json", "none", False
+    elif magic == avro.MAGIC:  # an Avro object container file (GCP's BigQuery export)
+        columns, fields, types = flatten(avro.describe(path, con))
+        container, compression, bom = "avro", "none", False
     else:
         gz = magic[:2] == b"\x1f\x8b"
         columns, bom = _read_header(path, gz)
@@ -188,10 +200,13 @@ def sniff(path: Path, con) -> Sniffed:
                 if detect_format(columns[0].split(delim)):
                     raise InputError(f"the columns are separated by {name}; gpu-auditor reads comma-separated "
                                      "files: export the file as CSV with commas", path=str(path), line=1)
+        header = 1 if container == "csv" else None  # Parquet, JSON and Avro have no header line to name
+        if missed := near_miss(columns):
+            raise InputError(missed, path=str(path), line=header)
         shown = ", ".join(_clip(c, 40) for c in columns[:6]) + (", ..." if len(columns) > 6 else "")
         raise InputError(f"not a billing export gpu-auditor reads (header: {shown}); it reads AWS Cost and "
                          "Usage Reports, FOCUS 1.0-1.2, GCP BigQuery billing exports and Azure cost details",
-                         path=str(path), line=1)
+                         path=str(path), line=header)
     long_lines = container == "csv" and compression == "none" and has_long_line(path)
     if long_lines and (line := first_line_over(path, MAX_LINE)):
         raise InputError(f"cannot read the file: the line is longer than {MAX_LINE:,} bytes, the longest line "
@@ -248,21 +263,103 @@ FOCUS_12 = {"invoiceid", "pricingcurrency", "pricingcurrencyeffectivecost", "pri
 FOCUS_11 = {"servicesubcategory", "skumeter", "skupricedetails", "capacityreservationid"}
 
 
+@dataclass(frozen=True)
+class Need:
+    """A column a reader cannot do without, under any of its spellings (normalized keys)."""
+
+    keys: frozenset[str]
+    shown: str  # as an error names it
+    what: str  # what the reader takes from it
+
+
+@dataclass(frozen=True)
+class Family:
+    """A family of exports: the columns its reader needs, and columns that only it has (`marks`), by which a
+    file that lacks a needed column is still recognised as one of the family."""
+
+    name: str  # as an error names it
+    needs: tuple[Need, ...]
+    marks: Callable[[str], bool]  # whether a column (as spelled in the file) is one of this family's
+
+
+def _need(shown: str, what: str, *keys: str) -> Need:
+    return Need(frozenset(keys or (norm(shown),)), shown, what)
+
+
+def _keyed(*keys: str) -> Callable[[str], bool]:
+    return lambda column: norm(column) in keys
+
+
+# The needs are what each reader (aws.py, focus.py, gcp.py, azure.py) reads as the billed cost, the start time
+# and the currency, plus what tells a GCP or Azure file apart from any CSV with a date and a cost.
+FAMILIES = {
+    "focus": Family("a FOCUS export", (
+        _need("BilledCost", "the billed cost"), _need("ChargePeriodStart", "the start time"),
+        _need("BillingCurrency", "the currency")),
+        _keyed("billedcost", "effectivecost", "listcost", "contractedcost", "billingperiodstart", "billingperiodend",
+               "chargeperiodstart", "chargeperiodend", "chargecategory", "chargeclass", "chargefrequency",
+               "servicecategory", "pricingcategory", "pricingquantity", "pricingunit", "consumedquantity",
+               "consumedunit", "commitmentdiscountid", "invoiceissuername", "providername", "publishername",
+               "subaccountid", "regionid", "skupriceid", "listunitprice", "contractedunitprice")),
+    "aws": Family("an AWS CUR", (
+        _need("lineItem/UnblendedCost", "the billed cost"), _need("lineItem/UsageStartDate", "the start time")),
+        # `lineItem/UsageType` or `line_item_usage_type`, `bill/PayerAccountId`, `identity/LineItemId`, ...
+        lambda column: re.match(r"(?i)^(lineitem/|line_item_|identity[/_]|bill[/_]|product[/_]|pricing[/_]|"
+                                r"reservation[/_]|savingsplan/|savings_plan_)", column) is not None),
+    "gcp": Family("a GCP BigQuery billing export", (
+        _need("cost", "the billed cost"), _need("usage_start_time", "the start time"),
+        _need("currency", "the currency"),
+        _need("sku.description", "what each line bills for", "skudescription", "sku")),
+        _keyed("serviceid", "servicedescription", "skudescription", "usagestarttime", "usageendtime", "exporttime",
+               "projectid", "projectnumber", "projectname", "systemlabels", "locationlocation", "locationregion",
+               "locationzone", "costtype", "credits", "invoicemonth", "currencyconversionrate", "costatlist",
+               "usageamount", "usageunit", "usageamountinpricingunits", "usagepricingunit", "resourceglobalname",
+               "transactiontype")),
+    "azure": Family("an Azure cost details export", (
+        _need("CostInBillingCurrency, Cost, PreTaxCost or costInUsd", "the billed cost",
+              "costinbillingcurrency", "cost", "pretaxcost", "costinusd"),
+        _need("Date, UsageDateTime or servicePeriodStartDate", "the start time",
+              "date", "usagedatetime", "serviceperiodstartdate"),
+        _need("MeterCategory or ResourceLocation", "what each line bills for", "metercategory", "resourcelocation")),
+        _keyed("metercategory", "metersubcategory", "metername", "meterid", "meterregion", "resourcelocation",
+               "subscriptionguid", "subscriptionname", "resourcegroup", "resourcegroupname", "consumedservice",
+               "chargetype", "pricingmodel", "additionalinfo", "unitofmeasure", "billingprofileid",
+               "invoicesectionid", "partnumber", "effectiveprice", "paygprice", "reservationid", "benefitid",
+               "instanceid", "costinbillingcurrency", "pretaxcost", "costinusd", "usagedatetime",
+               "serviceperiodstartdate")),
+}
+
+
 def detect_format(columns: list[str] | tuple[str, ...]) -> str | None:
     keys = {norm(c) for c in columns}
-    if {"billedcost", "chargeperiodstart", "billingcurrency"} <= keys:
+    fam = next((f for f, family in FAMILIES.items() if all(n.keys & keys for n in family.needs)), None)
+    if fam == "focus":
         if keys & FOCUS_12:
             return "focus-1.2"
         if keys & FOCUS_11:
             return "focus-1.1"
         return "focus-1.0"
-    if "lineitemunblendedcost" in keys and "lineitemusagestartdate" in keys:
+    if fam == "aws":
         # AWS Data Exports (CUR 2.0) has a fixed snake_case schema with these columns CUR 1 never had.
         return "aws-cur2" if keys & {"billpayeraccountname", "lineitemusageaccountname"} else "aws-cur"
-    if {"cost", "currency", "usagestarttime"} <= keys and ("skudescription" in keys or "sku" in keys):
-        return "gcp-billing"
-    azure_cost = {"costinbillingcurrency", "cost", "pretaxcost", "costinusd"}
-    azure_date = {"date", "usagedatetime"}
-    if keys & azure_cost and keys & azure_date and ({"metercategory", "resourcelocation"} & keys):
-        return "azure-cost"
-    return None
+    return {"gcp": "gcp-billing", "azure": "azure-cost"}.get(fam or "")
+
+
+def near_miss(columns: list[str] | tuple[str, ...]) -> str | None:
+    """For a file of no known format that has three or more columns only one family of exports has, what it
+    looks like and the needed columns it lacks: `looks like an AWS CUR but has no lineItem/UnblendedCost column
+    (the billed cost)`. None for a file that looks like nothing."""
+    keys = {norm(c) for c in columns}
+    family = max(FAMILIES.values(), key=lambda f: sum(map(f.marks, columns)))  # the first of a tie
+    missing = [n for n in family.needs if not n.keys & keys]
+    if sum(map(family.marks, columns)) < 3 or not missing:
+        return None
+    snake = family is FAMILIES["aws"] and not any("/" in c for c in columns)  # Athena and CUR 2.0 spelling
+    shown = [f"{_snake(n.shown) if snake else n.shown} column ({n.what})" for n in missing]
+    return (f"looks like {family.name} but has no {' and no '.join(shown)}; gpu-auditor reads such an export "
+            f"only with {'that column' if len(missing) == 1 else 'those columns'}")
+
+
+def _snake(column: str) -> str:
+    """`lineItem/UnblendedCost` as the Athena and CUR 2.0 exports spell it: `line_item_unblended_cost`."""
+    return "_".join(re.sub(r"(?<!^)(?=[A-Z])", "_", part).lower() for part in column.split("/"))

@@ -1,0 +1,367 @@
+"""GCP's BigQuery billing export as Avro, read through a Parquet copy (auditor/providers/avro.py), against the
+same 19 lines as the CSV, JSON and Parquet fixtures of test_readers_gcp.py: reconciled to the cent with an
+independent sum (fastavro and Decimal only: cost plus the credits' amounts) and classified line by line exactly
+as those are.
+
+fixtures/billing/gcp/gcp-detailed-export.avro is written by fixtures/billing/gcp/make_avro.py from
+gcp-detailed-export.jsonl in BigQuery's Avro mapping of the detailed export's schema (see its docstring); a test
+here checks that the fixture is what the script writes.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import os
+import subprocess
+import sys
+from decimal import Decimal
+from pathlib import Path
+
+import duckdb
+import fastavro
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+from test_readers_gcp import (
+    CSV_ROWS,
+    CSV_TOTAL,
+    EXPECTED,
+    GCP_CSV,
+    GCP_JSON,
+    JSON_ROWS,
+    LINE,
+    json_net,
+    q10,
+    totals,
+)
+
+from auditor.cli import cli
+from auditor.errors import InputError
+from auditor.providers import avro
+from auditor.providers.detect import sniff
+from auditor.store import Store
+
+REPO = Path(__file__).resolve().parents[1]
+GCP_AVRO = REPO / "fixtures" / "billing" / "gcp" / "gcp-detailed-export.avro"
+D = Decimal
+
+spec = importlib.util.spec_from_file_location("make_avro", REPO / "fixtures" / "billing" / "gcp" / "make_avro.py")
+make_avro = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(make_avro)
+
+
+# ---- independent reading ----------------------------------------------------------------------------------
+
+def read_avro(path: Path) -> list[dict]:
+    with open(path, "rb") as f:
+        return list(fastavro.reader(f))
+
+
+def avro_net(record: dict) -> Decimal:
+    # FLOAT64 columns are Avro doubles; repr() of a double is the shortest text that is exactly it
+    return D(repr(record["cost"])) + sum((D(repr(c["amount"])) for c in record["credits"]), D(0))
+
+
+AVRO_ROWS = read_avro(GCP_AVRO)
+
+
+def load(path: Path) -> tuple[Store, object]:
+    store = Store()
+    return store, store.load_file(path)
+
+
+@pytest.fixture(scope="module")
+def gcp_avro():
+    return load(GCP_AVRO)
+
+
+@pytest.fixture(scope="module")
+def gcp_json():
+    return load(GCP_JSON)
+
+
+@pytest.fixture(scope="module")
+def gcp_csv():
+    return load(GCP_CSV)
+
+
+def write_avro(path: Path, records, codec: str = "null") -> Path:
+    with open(path, "wb") as f:
+        fastavro.writer(f, fastavro.parse_schema(make_avro.schema()), records, codec=codec)
+    return path
+
+
+# ---- the fixture ------------------------------------------------------------------------------------------
+
+def test_fixture_is_what_the_generator_writes():
+    assert GCP_AVRO.read_bytes() == make_avro.write()
+
+
+def test_fixture_is_a_bigquery_style_avro_export():
+    data = GCP_AVRO.read_bytes()
+    assert data[:4] == b"Obj\x01"
+    with open(GCP_AVRO, "rb") as f:
+        reader = fastavro.reader(f)
+        schema, codec = reader.writer_schema, reader.codec
+    assert codec == "deflate"
+    fields = {f["name"]: f["type"] for f in schema["fields"]}
+    assert fields["cost"] == ["null", "double"]
+    assert fields["usage_start_time"] == ["null", {"type": "long", "logicalType": "timestamp-micros"}]
+    assert fields["labels"]["type"] == "array" and fields["credits"]["type"] == "array"  # REPEATED: never null
+    price = {f["name"]: f["type"] for f in fields["price"][1]["fields"]}
+    assert price["effective_price"][1]["logicalType"] == "decimal"  # NUMERIC
+    assert fields["project"][1]["name"] == "root.project"
+    # the same lines as the JSON fixture, every line of it
+    assert len(AVRO_ROWS) == len(JSON_ROWS) == 19
+    for a, j in zip(AVRO_ROWS, JSON_ROWS, strict=True):
+        assert a["sku"]["description"] == j["sku"]["description"]
+        assert avro_net(a) == json_net(j)
+        assert a["usage_start_time"].isoformat(" ").replace("+00:00", " UTC") == j["usage_start_time"]
+    kinds = {c["type"] for r in AVRO_ROWS for c in r["credits"]}
+    assert "COMMITTED_USAGE_DISCOUNT" in kinds
+
+
+# ---- reconciliation and classification --------------------------------------------------------------------
+
+def test_avro_reconciles_to_the_cent(gcp_avro):
+    store, source = gcp_avro
+    expected = totals(AVRO_ROWS, avro_net, lambda r: r["currency"])
+    assert expected == CSV_TOTAL == {"USD": D("14.408182")}
+    gross = sum(D(repr(r["cost"])) for r in AVRO_ROWS)
+    assert gross - expected["USD"] == D("1.540981")  # the credits really are taken off
+    assert source.format == "gcp-billing" and source.cost_column == "cost"
+    assert source.rows == source.stats["rows"] == len(AVRO_ROWS)
+    assert q10(source.stats["billed_cost"]) == q10(expected)
+    assert q10(source.stats["effective_cost"]) == q10(expected)
+    listed = sum(D(repr(r["cost_at_list"] if r["cost_at_list"] is not None else r["cost"])) for r in AVRO_ROWS)
+    assert q10(source.stats["list_cost"]) == q10({"USD": listed})
+
+
+def test_avro_classifies_every_named_line(gcp_avro):
+    store, _ = gcp_avro
+    got = store.con.execute(LINE.format(d=0)).fetchall()
+    assert [g[0] for g in got] == list(range(1, len(AVRO_ROWS) + 1))  # records numbered from 1, in file order
+    for g, r in zip(got, AVRO_ROWS, strict=True):
+        sku = r["sku"]["description"]
+        assert g[1] == sku
+        assert g[2] == g[3] == avro_net(r), sku  # exact on every line, not only to the cent
+        assert g[5:15] == EXPECTED[sku], sku
+    rows = {g[1]: g for g in got}
+    # GPU, spot, committed use and transfer lines, by name
+    assert rows["Nvidia Tesla A100 GPU running in Americas"][5:10] == ("gpu_compute", "A100", 1, None, "Committed")
+    assert rows["Spot Preemptible Nvidia L4 GPU running in Americas"][5:10] == (
+        "gpu_compute", "L4", 1, None, "Dynamic")
+    assert rows["Commitment v1: A2 Cpu in Americas for 1 Year"][9:11] == ("Committed", "Purchase")
+    assert rows["Network Inter Region Egress from Iowa to Netherlands"][11:15] == (
+        "inter_region", "out", "Iowa", "Netherlands")
+
+
+@pytest.mark.parametrize("form", ["json", "csv"])
+def test_avro_reads_exactly_as_json_and_csv(form, gcp_avro, gcp_json, gcp_csv):
+    """Same costs (exactly), classification, tags, times, ids and quantities on every line, and the same totals."""
+    store, _ = gcp_avro
+    other, _ = gcp_json if form == "json" else gcp_csv
+    d = 0 if form == "json" else 1  # CSV lines count the header
+    assert store.con.execute(LINE.format(d=0)).fetchall() == other.con.execute(LINE.format(d=d)).fetchall()
+    for key in ("billed_cost", "effective_cost", "list_cost", "gpu_cost", "spot_cost", "gpu_spot_cost",
+                "by_category", "gpu_hours", "transfer_gb_out"):
+        assert store.sources[0].stats[key] == other.sources[0].stats[key], key
+    assert len(CSV_ROWS) == len(AVRO_ROWS)
+
+
+def test_labels_become_tags_and_nested_records_stay_nested(gcp_avro):
+    store, _ = gcp_avro
+    got = dict(store.con.execute("SELECT ChargeDescription, Tags FROM lines").fetchall())
+    for r in AVRO_ROWS:
+        assert got[r["sku"]["description"]] == {e["key"]: e["value"] for e in r["labels"]}
+    assert got["Nvidia Tesla A100 GPU running in Americas"] == {"team": "nlp", "owner": "alice"}
+    s = sniff(GCP_AVRO, store.con)
+    types = dict(s.types)
+    assert s.container == "avro" and s.format == "gcp-billing"
+    assert types["sku"].startswith("STRUCT(") and types["credits"].startswith("STRUCT(")
+    assert types["credits"].endswith("[]") and types["labels"].endswith("[]") and types["project.labels"].endswith("[]")
+    assert types["usage_start_time"] == "TIMESTAMP WITH TIME ZONE" and types["cost"] == "DOUBLE"
+    assert types["price.effective_price"] == "DECIMAL(38,9)"
+    assert "sku.description" in s.columns and dict(s.fields)["sku.description"] == '"sku"."description"'
+
+
+def test_the_copy_has_the_types_sniff_reported(tmp_path):
+    """Columns and types come from the Avro header; the Parquet copy the store reads must agree."""
+    con = duckdb.connect()
+    s = sniff(GCP_AVRO, con)
+    copy = avro.to_parquet(GCP_AVRO, tmp_path)
+    top = con.execute(f"DESCRIBE SELECT * FROM read_parquet('{copy}')").fetchall()
+    assert [(n, t) for n, t, *_ in top] == [(n, t) for n, t in s.types if "." not in n]
+    assert con.execute(f"SELECT count(*) FROM read_parquet('{copy}')").fetchone()[0] == len(AVRO_ROWS)
+
+
+def test_the_copy_goes_to_the_store_private_folder():
+    store, _ = load(GCP_AVRO)
+    copies = list(Path(store._spill.name).glob("*.parquet"))
+    assert len(copies) == 1 and copies[0].name.startswith("gcp-detailed-export.avro-"), copies
+    assert not list(GCP_AVRO.parent.glob("*.parquet"))  # nothing beside the export
+
+
+# ---- form, not name ---------------------------------------------------------------------------------------
+
+def test_detected_by_magic_bytes_not_by_name(tmp_path):
+    renamed = tmp_path / "billing.csv"
+    renamed.write_bytes(GCP_AVRO.read_bytes())
+    store, source = load(renamed)
+    assert sniff(renamed, store.con).container == "avro"
+    assert q10(source.stats["billed_cost"]) == q10(CSV_TOTAL)
+    named_avro = tmp_path / "export.avro"
+    named_avro.write_bytes(GCP_CSV.read_bytes())
+    assert sniff(named_avro, duckdb.connect()).container == "csv"
+
+
+def test_a_folder_of_avro_parts(tmp_path):
+    """A BigQuery export of a large table is many Avro files (`billing-000000000000.avro`, ...)."""
+    rows = read_avro(GCP_AVRO)
+    write_avro(tmp_path / "billing-000000000000.avro", rows[:10])
+    write_avro(tmp_path / "billing-000000000001.avro", rows[10:])
+    store = Store()
+    sources = store.load_billing([tmp_path])
+    assert [Path(s.path).name for s in sources] == ["billing-000000000000.avro", "billing-000000000001.avro"]
+    assert sum(s.rows for s in sources) == 19
+    billed = sum((s.stats["billed_cost"]["USD"] for s in sources), D(0))
+    assert q10({"USD": billed}) == q10(CSV_TOTAL)
+
+
+@pytest.mark.parametrize("codec", ["null", "deflate", "snappy"])
+def test_bigquery_compression_codecs(tmp_path, codec):
+    """BigQuery writes Avro uncompressed, with DEFLATE or with SNAPPY."""
+    path = write_avro(tmp_path / f"export-{codec}.avro", read_avro(GCP_AVRO), codec)
+    store, source = load(path)
+    assert source.rows == 19 and q10(source.stats["billed_cost"]) == q10(CSV_TOTAL)
+
+
+def test_a_large_file_is_written_in_batches(tmp_path):
+    """Records go to Parquet a batch at a time, never the whole file in Python: 25,000 records are three row
+    groups of at most avro.BATCH records, and reconcile exactly."""
+    rows = read_avro(GCP_AVRO)
+    n = 25_000
+    path = write_avro(tmp_path / "large.avro", (rows[i % len(rows)] for i in range(n)))
+    copy = avro.to_parquet(path, tmp_path)
+    meta = pq.ParquetFile(copy).metadata
+    assert meta.num_rows == n and meta.num_row_groups == -(-n // avro.BATCH) == 3
+    store, source = load(path)
+    expected = sum((avro_net(rows[i % len(rows)]) for i in range(n)), D(0))
+    assert source.rows == n
+    assert q10(source.stats["billed_cost"]) == q10({"USD": expected})
+
+
+# ---- bad input --------------------------------------------------------------------------------------------
+
+def one_error_line(args: list[str]) -> str:
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and isinstance(result.exception, SystemExit), result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("gpu-auditor: error: "), result.stderr
+    return lines[0]
+
+
+def test_truncated_avro_is_one_line_and_leaves_no_copy(tmp_path):
+    data = write_avro(tmp_path / "whole.avro", read_avro(GCP_AVRO) * 50, "deflate").read_bytes()
+    cut = tmp_path / "cut.avro"
+    cut.write_bytes(data[: len(data) * 2 // 3])
+    error = one_error_line(["inspect", str(cut)])
+    assert error.startswith(f"gpu-auditor: error: {cut}: cannot read the Avro file (cut short or damaged?)"), error
+    store = Store()
+    with pytest.raises(InputError) as err:
+        store.load_billing([cut])
+    assert "cut short or damaged" in str(err.value) and "\n" not in str(err.value)
+    assert not list(Path(store._spill.name).glob("*.parquet")), "a half-written copy was left"
+    assert store.con.execute("SELECT count(*) FROM costs").fetchone()[0] == 0
+
+
+def test_damaged_avro_block_is_one_line(tmp_path):
+    data = bytearray(write_avro(tmp_path / "whole.avro", read_avro(GCP_AVRO), "deflate").read_bytes())
+    data[-40:-20] = b"\xff" * 20  # inside the deflated block
+    bad = tmp_path / "bad-block.avro"
+    bad.write_bytes(bytes(data))
+    error = one_error_line(["inspect", str(bad)])
+    assert f"{bad}: cannot read the Avro file (cut short or damaged?)" in error, error
+
+
+def test_avro_cut_inside_its_header_is_one_line(tmp_path):
+    cut = tmp_path / "header.avro"
+    cut.write_bytes(GCP_AVRO.read_bytes()[:60])
+    error = one_error_line(["inspect", str(cut)])
+    assert f"{cut}: cannot read the Avro file's header (cut short or damaged?)" in error, error
+
+
+def test_avro_that_is_no_billing_export(tmp_path):
+    path = tmp_path / "other.avro"
+    with open(path, "wb") as f:
+        fastavro.writer(f, {"type": "record", "name": "r", "fields": [{"name": "a", "type": "long"}]}, [{"a": 1}])
+    error = one_error_line(["inspect", str(path)])
+    assert f"{path}: not a billing export" in error, error
+
+
+def test_avro_with_no_records(tmp_path):
+    path = write_avro(tmp_path / "empty.avro", [])
+    error = one_error_line(["inspect", str(path)])
+    assert f"{path}: the file has a header but no billing lines" in error, error
+
+
+def test_without_fastavro_the_error_says_what_to_install(tmp_path):
+    """As installed without the avro extra: fastavro cannot be imported (a None in sys.modules does that)."""
+    code = ("import sys; sys.modules['fastavro'] = None; from auditor.cli import main; "
+            f"sys.argv = ['gpu-auditor', 'inspect', {str(GCP_AVRO)!r}]; main()")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO,
+                         env={**os.environ, "PYTHONPATH": str(REPO)})
+    assert run.returncode == 2, run.stderr
+    lines = run.stderr.strip().splitlines()
+    assert lines == [f"gpu-auditor: error: {GCP_AVRO}: reading an Avro export needs fastavro, which is not "
+                     "installed: pip install 'gpu-auditor[avro]'"], run.stderr
+
+
+def test_a_codec_fastavro_cannot_decode_here_says_what_to_install(tmp_path):
+    """The fixture relabelled with a codec BigQuery does not write and whose library the avro extra does not
+    bring (lz4, or zstandard before Python 3.14): the error names the codec and the library, not a damaged file."""
+    from fastavro._read_common import HEADER_SCHEMA
+    from fastavro.read import BLOCK_READERS
+
+    missing = [c for c in ("lz4", "zstandard") if BLOCK_READERS[c].__qualname__.startswith("missing_codec_lib")]
+    assert missing, "lz4 and zstandard can both be read here: this test needs a codec whose library is missing"
+    data = GCP_AVRO.read_bytes()
+    f = io.BytesIO(data)
+    header = fastavro.schemaless_reader(f, HEADER_SCHEMA)
+    header["meta"]["avro.codec"] = missing[0].encode()
+    out = io.BytesIO()
+    fastavro.schemaless_writer(out, HEADER_SCHEMA, header)
+    path = tmp_path / "relabelled.avro"
+    path.write_bytes(out.getvalue() + data[f.tell():])
+    error = one_error_line(["inspect", str(path)])
+    assert error.startswith(f"gpu-auditor: error: {path}: the Avro file is {missing[0]}-compressed, which fastavro "
+                            "reads only with "), error
+    assert error.endswith(": pip install 'fastavro[codecs]'") and "damaged" not in error, error
+
+
+def test_avro_schema_mapping_of_other_types(tmp_path):
+    """Types BigQuery can export besides the billing table's: maps, enums, dates, fixed, long decimals."""
+    schema = {"type": "record", "name": "r", "fields": [
+        {"name": "m", "type": {"type": "map", "values": "long"}},
+        {"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["A", "B"]}},
+        {"name": "d", "type": ["null", {"type": "int", "logicalType": "date"}]},
+        {"name": "x", "type": {"type": "fixed", "name": "F", "size": 2}},
+        {"name": "big", "type": {"type": "bytes", "logicalType": "decimal", "precision": 76, "scale": 38}},
+        {"name": "again", "type": ["null", "E"]},
+    ]}
+    buf = io.BytesIO()
+    import datetime
+
+    fastavro.writer(buf, fastavro.parse_schema(schema), [
+        {"m": {"k": 1}, "e": "B", "d": datetime.date(2023, 9, 12), "x": b"ab", "big": D("1.5"), "again": None}])
+    path = tmp_path / "types.avro"
+    path.write_bytes(buf.getvalue())
+    copy = avro.to_parquet(path, tmp_path)
+    row = duckdb.connect().execute(f"SELECT m, e, d, x, again FROM read_parquet('{copy}')").fetchone()
+    assert row == ({"k": 1}, "B", datetime.date(2023, 9, 12), b"ab", None)
+    assert str(pq.read_schema(copy).field("big").type) == "decimal256(76, 38)"
+    union = {"type": "record", "name": "u", "fields": [{"name": "v", "type": ["null", "string", "long"]}]}
+    with pytest.raises(InputError, match="holds values of several types"):
+        avro.arrow_schema(fastavro.parse_schema(union), path)

@@ -1,0 +1,133 @@
+"""The `costs` table holds billing lines summed per file, UTC day and everything the audit groups by
+(engines/normalize.py: rollup_sql). These tests hold it to the lines themselves (the `lines` view reads the
+same files one row per line): every amount, count and time, exactly, on real samples and fixtures, in CSV and
+in Parquet (which groups by a hash of the key columns), including when hashes clash."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+import auditor.engines.normalize as normalize
+from auditor.store import Store
+
+REPO = Path(__file__).resolve().parents[1]
+SAMPLES = REPO.parent / "shared" / "samples" / "billing"
+FILES = [
+    SAMPLES / "aws_cur_legacy" / "focus_converters__sample-anonymous-aws-export-dataset.csv",
+    SAMPLES / "focus" / "FOCUS-Sample-Data__FOCUS-1.0__focus_sample.csv",
+    SAMPLES / "azure" / "finops-toolkit__EA_ActualCost_Small.csv",
+    SAMPLES / "gcp_bigquery" / "koku__gcp__2022-08-01_5.csv",
+    REPO / "fixtures" / "billing" / "cur-gpu-spot.csv",
+    REPO / "fixtures" / "billing" / "gcp" / "gcp-detailed-export.jsonl",
+    REPO / "fixtures" / "demo" / "billing" / "aws-cur-2026-07.csv",
+    REPO / "fixtures" / "demo" / "billing" / "focus-azure-2026-q3.csv",
+]
+# What the summaries group by; Tags as text, since a MAP does not sort.
+KEYS = ("x_SourceFile, date_trunc('day', ChargePeriodStart), BillingCurrency, ResourceId, x_UsageType, "
+        "x_CostCategory, ChargeCategory, PricingCategory, x_TransferKind, x_TransferFrom, x_TransferTo, x_GpuModel, "
+        "x_GpuCount, x_InstanceType, CommitmentDiscountId, CommitmentDiscountStatus, RegionId, SubAccountId, "
+        "CAST(Tags AS VARCHAR)")
+
+
+def sums(store: Store, table: str) -> list[tuple]:
+    count = "sum(x_Lines)" if table == "costs" else "count(*)"
+    rows = store.con.execute(
+        f"SELECT {KEYS}, sum(BilledCost), sum(EffectiveCost), sum(ListCost), sum(ConsumedQuantity), "
+        f"min(ChargePeriodStart), max(ChargePeriodEnd), {count}, min(x_SourceRow) FROM {table} GROUP BY ALL"
+    ).fetchall()
+    return sorted(rows, key=repr)
+
+
+def as_parquet(path: Path, folder: Path) -> Path:
+    """The file as Parquet, every column text, as an export converted by hand would be."""
+    out = folder / (path.name.split(".")[0] + ".parquet")
+    con = duckdb.connect()
+    con.execute(f"COPY (SELECT * FROM read_csv('{path}', all_varchar = true, header = true)) TO '{out}' "
+                "(FORMAT parquet)")
+    return out
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_costs_rows_sum_the_lines_exactly(path):
+    store = Store()
+    [source] = store.load_billing([path])
+    rollup, lines = sums(store, "costs"), sums(store, "lines")
+    assert rollup == lines
+    assert source.rows == store.con.execute("SELECT count(*) FROM lines").fetchone()[0]
+
+
+def test_a_quarter_of_hourly_lines_collapses(tmp_path):
+    """The benchmark generator's quarter of hourly lines, in every format it writes (CUR Parquet, CUR gzip CSV,
+    FOCUS Parquet): a day's lines of one resource are one row, and the rows still sum the lines exactly."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import generate
+
+    info = generate.generate(20000, tmp_path / "bench")
+    for fmt, files in info["formats"].items():
+        store = Store()
+        store.load_billing([Path(f) for f in files])
+        rows, lines = store.con.execute("SELECT count(*), sum(x_Lines) FROM costs").fetchone()
+        assert lines == store.con.execute("SELECT count(*) FROM lines").fetchone()[0] == 20000
+        assert rows * 3 < lines, (fmt, rows, lines)
+        assert sums(store, "costs") == sums(store, "lines")
+
+
+@pytest.mark.parametrize("path", [FILES[0], FILES[6]], ids=lambda p: p.name)
+def test_parquet_groups_by_hash_and_equals_the_lines(path, tmp_path):
+    store = Store()
+    store.load_billing([as_parquet(path, tmp_path)])
+    assert sums(store, "costs") == sums(store, "lines")
+
+
+def test_a_hash_clash_falls_back_to_grouping_by_the_columns(tmp_path, monkeypatch):
+    parquet = as_parquet(FILES[6], tmp_path)
+    exact = Store()
+    exact.load_billing([parquet])
+    # Three hash values for hundreds of distinct keys: clashes are certain.
+    monkeypatch.setattr(normalize, "KEY_HASH", "(hash({}) % 3)")
+    clashing = Store()
+    [source] = clashing.load_billing([parquet])
+    assert source.rows == exact.sources[0].rows
+    assert sums(clashing, "costs") == sums(exact, "costs") == sums(exact, "lines")
+    # And the hashed query itself refuses to give clashing groups.
+    from auditor.engines.normalize import CLASH, rollup_sql
+    from auditor.providers.columns import Columns
+    from auditor.providers.detect import sniff
+    from auditor.store import COSTS
+
+    s = sniff(parquet, clashing.con)
+    exprs, _ = clashing.reader_sql(s.format, Columns(s.columns, s.fields, s.types))
+    sql = rollup_sql(exprs, Columns(s.columns, s.fields, s.types), clashing._relation(s), 1, str(parquet), s.format,
+                     list(COSTS), "(file_row_number + 1)", by_hash=True)
+    with pytest.raises(duckdb.Error, match=CLASH):
+        clashing.con.execute(f"SELECT count(*), sum(BilledCost) FROM ({sql})").fetchall()
+
+
+def test_files_read_side_by_side_keep_their_order_and_amounts(tmp_path):
+    demo = sorted((REPO / "fixtures" / "demo" / "billing").iterdir())
+    together = Store()
+    sources = together.load_billing(demo)
+    assert [s.path for s in sources] == [str(p) for p in demo]
+    for path, source in zip(demo, sources, strict=True):
+        alone = Store()
+        [one] = alone.load_billing([path])
+        assert one.stats == source.stats
+    assert sums(together, "costs") == sums(together, "lines")
+
+
+def test_a_line_without_a_cost_is_named_among_lines_of_its_day(tmp_path):
+    path = tmp_path / "focus.csv"
+    header = "BilledCost,BillingCurrency,ChargePeriodStart,ChargePeriodEnd,ChargeCategory,ProviderName,ResourceId\n"
+    body = "".join(f"{'' if h == 5 else '1.25'},USD,2026-07-01T{h:02d}:00:00Z,2026-07-01T{h + 1:02d}:00:00Z,Usage,"
+                   "AWS,i-1\n" for h in range(10))
+    path.write_text(header + body)
+    from auditor.errors import InputError
+
+    with pytest.raises(InputError) as e:
+        Store().load_billing([path])
+    assert e.value.line == 7  # the header is line 1; the sixth line has no cost
+    assert "cost is empty" in str(e.value)
