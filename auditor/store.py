@@ -141,6 +141,28 @@ def sha256_of(path: Path) -> str:
     return h.hexdigest()
 
 
+class ByResource:
+    """Amounts per resource id (lower case) and currency. Billing names a resource by its id or by an ARN or
+    path that ends with it: `of` finds both, through an index of the ids' last segments."""
+
+    def __init__(self, amounts: dict[str, dict[str, Decimal]]):
+        self.amounts = amounts
+        self.by_tail: dict[str, list[str]] = {}
+        for key in amounts:
+            self.by_tail.setdefault(re.split(r"[/:]", key)[-1], []).append(key)
+
+    def of(self, rid: str) -> dict[str, Decimal]:
+        rid = rid.lower()
+        if rid in self.amounts:
+            return self.amounts[rid]
+        merged: dict[str, Decimal] = {}
+        for key in self.by_tail.get(re.split(r"[/:]", rid)[-1], []):
+            if key.endswith("/" + rid) or key.endswith(":" + rid):
+                for cur, amount in self.amounts[key].items():
+                    merged[cur] = merged.get(cur, Decimal(0)) + amount
+        return merged
+
+
 class Store:
     def __init__(self, catalog: Catalog | None = None, database: str = ":memory:"):
         # Large exports spill to a private temporary folder instead of growing without bound.
@@ -276,7 +298,7 @@ class Store:
         numbers = "(file_row_number + 1)" if parquet else "row_number() OVER ()"
         for by_hash in ((True, False) if parquet else (False,)):
             sql = "INSERT INTO costs BY NAME " + rollup_sql(exprs, cols, relation, first_row, str(path),
-                                                            sniffed.format, list(COSTS), numbers, by_hash)
+                                                            sniffed.format, list(COSTS), numbers, by_hash, parquet)
             try:
                 con.execute("BEGIN")
                 con.execute(sql)
@@ -528,23 +550,10 @@ class Store:
             f"SELECT COALESCE({key_sql}, '(unattributed)'), BillingCurrency, sum(cost) FROM g GROUP BY ALL ORDER BY 1")
 
     # ---- entities ------------------------------------------------------------------------------------
-    def _costs_by_resource(self, window: Window) -> dict[str, dict[str, Decimal]]:
-        return self._per_currency(
+    def _costs_by_resource(self, window: Window) -> ByResource:
+        return ByResource(self._per_currency(
             f"SELECT lower(ResourceId), BillingCurrency, sum(BilledCost) FROM costs WHERE {window.where()} "
-            "AND ResourceId IS NOT NULL GROUP BY ALL")
-
-    @staticmethod
-    def _cost_for(costs: dict[str, dict[str, Decimal]], rid: str) -> dict[str, Decimal]:
-        """Billing names a resource by its id or by an ARN or path that ends with it."""
-        rid = rid.lower()
-        if rid in costs:
-            return costs[rid]
-        merged: dict[str, Decimal] = {}
-        for key, per in costs.items():
-            if key.endswith("/" + rid) or key.endswith(":" + rid):
-                for cur, amount in per.items():
-                    merged[cur] = merged.get(cur, Decimal(0)) + amount
-        return merged
+            "AND ResourceId IS NOT NULL GROUP BY ALL"))
 
     def gpu_assets(self, window: Window) -> list[GpuAsset]:
         ws, we = lit(window.start.isoformat(" ")), lit(window.end.isoformat(" "))
@@ -560,10 +569,10 @@ class Store:
             FROM assets a LEFT JOIN u ON u.asset_id = a.id
             GROUP BY ALL ORDER BY a.id""").fetchall()
         costs = self._costs_by_resource(window)
-        hours = self._per_currency(  # keyed 'h', so that _cost_for matches ids the same way
+        hours = ByResource(self._per_currency(  # keyed 'h', so that ids are matched the same way
             f"SELECT lower(ResourceId), 'h', sum(ConsumedQuantity) FROM costs WHERE {window.where()} "
             f"AND ResourceId IS NOT NULL AND ChargeCategory = 'Usage' AND {HOURS} "
-            "AND x_CostCategory IN ('gpu_compute', 'other_compute') GROUP BY ALL")
+            "AND x_CostCategory IN ('gpu_compute', 'other_compute') GROUP BY ALL"))
         out = []
         for r in rows:
             a = GpuAsset(id=r[0], provider=r[1], account=r[2], region=r[3], zone=r[4], name=r[5], kind=r[6],
@@ -574,8 +583,8 @@ class Store:
             self._complete_gpu(a)
             if not a.gpu_count:
                 continue
-            a.cost = self._cost_for(costs, a.id)
-            a.billed_hours = self._cost_for(hours, a.id).get("h")
+            a.cost = costs.of(a.id)
+            a.billed_hours = hours.of(a.id).get("h")
             out.append(a)
         return out
 
@@ -605,7 +614,7 @@ class Store:
             d["tags"] = dict(d["tags"] or {})
             job = Job(**d)
             self._complete_gpu(job)
-            job.cost = self._cost_for(costs, job.id)
+            job.cost = costs.of(job.id)
             out.append(job)
         return out
 

@@ -102,7 +102,7 @@ def test_a_hash_clash_falls_back_to_grouping_by_the_columns(tmp_path, monkeypatc
     s = sniff(parquet, clashing.con)
     exprs, _ = clashing.reader_sql(s.format, Columns(s.columns, s.fields, s.types))
     sql = rollup_sql(exprs, Columns(s.columns, s.fields, s.types), clashing._relation(s), 1, str(parquet), s.format,
-                     list(COSTS), "(file_row_number + 1)", by_hash=True)
+                     list(COSTS), "(file_row_number + 1)", by_hash=True, rescan=True)
     with pytest.raises(duckdb.Error, match=CLASH):
         clashing.con.execute(f"SELECT count(*), sum(BilledCost) FROM ({sql})").fetchall()
 

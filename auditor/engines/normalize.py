@@ -107,7 +107,8 @@ CLASH = "gpu-auditor: grouping hash clash"
 
 
 def rollup_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: int, path: str, fmt: str,
-               costs: list[str], row_number: str = "row_number() OVER ()", by_hash: bool = False) -> str:
+               costs: list[str], row_number: str = "row_number() OVER ()", by_hash: bool = False,
+               rescan: bool = False) -> str:
     """The SELECT of one file's `costs` rows: its lines summed per UTC day and per distinct value of every
     source column the reader classifies from (resource, usage type, tags, ...), before anything is classified.
 
@@ -118,10 +119,12 @@ def rollup_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: i
     or its first line without a cost or start time, whose group then keeps a NULL cost or start so that such
     a line is still reported by its number.
 
-    `by_hash` (for Parquet, which is cheap to read again column by column): the lines are grouped by a hash
-    of the key columns, and each group's key columns are read back from its first line, which is several
-    times faster than grouping by a few dozen text columns. Should two different keys share a hash, the
-    query fails with CLASH and the caller groups by the columns themselves."""
+    For Parquet, which is cheap to read again column by column (`rescan`), the times are parsed once per
+    distinct value and joined back; text files would be parsed twice for that, so there each line's times are
+    parsed. `by_hash` (Parquet too): the lines are grouped by a hash of the key columns, and each group's key
+    columns are read back from its first line, several times faster than grouping by a few dozen text
+    columns. Should two different keys share a hash, the query fails with CLASH and the caller groups by the
+    columns themselves."""
     top = [n for n in cols.names if n not in cols.fields]
     refs = {c: referenced(e, top) for c, e in exprs.items()}
     amounts = [c for c in PER_LINE if c in exprs]
@@ -139,7 +142,7 @@ def rollup_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: i
                      f"{KEY_HASH.format(', '.join(q(c) for c in reversed(keys)))} AS __h2")
     time_sql = ", ".join(f"{exprs[c]} AS {u(c)}" for c in times)
     numbered = f"(SELECT *, {row_number} + {first_row - 1} AS __row FROM {relation})"
-    if time_cols:  # times repeat (hourly, daily): parsed once per distinct value and joined back
+    if time_cols and rescan:  # times repeat (hourly, daily): parsed once per distinct value and joined back
         raw = ", ".join(q(c) for c in time_cols)
         named = ", ".join(f"{q(c)} AS __t{i}" for i, c in enumerate(time_cols))
         tm = f"SELECT {named}, {time_sql} FROM (SELECT DISTINCT {raw} FROM {relation})"

@@ -15,6 +15,7 @@ PySpark, sqlglot and pyarrow are imported here only (the `spark` extra).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -31,6 +32,9 @@ AMOUNTS = ("BilledCost", "EffectiveCost", "ListCost", "ConsumedQuantity")
 CONF = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.ansi.enabled": "false",  # out-of-range list index and the like read as NULL, as in DuckDB
+    "spark.sql.legacy.timeParserPolicy": "CORRECTED",  # a date that does not fit a format is NULL (Spark 3's default
+    # raises where its old parser would have read it), so the next of strptime's formats is tried
+    "spark.sql.variant.allowDuplicateKeys": "true",  # json_valid: DuckDB takes JSON with a key twice as valid
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
 }
@@ -57,8 +61,43 @@ def session(master: str | None = None):
     return builder.getOrCreate()
 
 
+def _template(sql: str, **parts):
+    """A Spark SQL expression with `:name` placeholders filled by (copies of) already translated expressions."""
+    import sqlglot
+    from sqlglot import exp
+
+    def fill(node):
+        return parts[node.name].copy() if isinstance(node, exp.Placeholder) and node.name in parts else node
+
+    return sqlglot.parse_one(sql, read="spark").transform(fill)
+
+
+def _replacement(text: str, shift: int = 0) -> str:
+    """A DuckDB (RE2) regexp_replace replacement in Java's terms: group `\\1` is `$1` (plus `shift`), a literal
+    `$` is `\\$`, and `\\\\` stays a backslash."""
+    def one(m: re.Match) -> str:
+        if m.group(0) == "$":
+            return "\\$"
+        return f"${int(m.group(1)) + shift}" if m.group(1).isdigit() else m.group(0)
+
+    return re.sub(r"\\(.)|\$", one, text)
+
+
+def _element_type(node) -> str:
+    """The Spark type of a list's elements, where the SQL says it: list_transform(l, lambda a: CAST(a AS T))."""
+    from sqlglot import exp
+
+    body = node.args.get("expression").this if isinstance(node, exp.Transform) and \
+        isinstance(node.args.get("expression"), exp.Lambda) else None
+    if isinstance(body, exp.Cast):
+        return body.to.sql(dialect="spark")
+    raise ValueError(f"cannot translate list_sum to Spark: the type of the list's elements is not in the SQL "
+                     f"({node.sql(dialect='duckdb')[:80]}); cast them in a list_transform")
+
+
 def to_spark(sql: str) -> str:
-    """DuckDB SQL as Spark SQL: sqlglot's translation, plus rewrites for what it leaves in DuckDB's terms."""
+    """DuckDB SQL as Spark SQL: sqlglot's translation, plus rewrites for what it leaves in DuckDB's terms (or
+    translates with other semantics). A construct with no faithful translation raises ValueError."""
     import sqlglot
     from sqlglot import exp
 
@@ -82,9 +121,59 @@ def to_spark(sql: str) -> str:
         if isinstance(node, exp.Bracket) and len(node.expressions) == 1 and \
                 isinstance(node.expressions[0], exp.Slice) and node.expressions[0].args.get("expression") is None:
             return exp.Substring(this=node.this, start=node.expressions[0].this)
+        # list_sum(l): a sum that skips NULLs and is NULL for no values, as SQL's sum(); Spark adds two
+        # DECIMAL(38,18) as DECIMAL(38,17), hence the cast back to the elements' type.
+        if isinstance(node, exp.Anonymous) and str(node.this).lower() == "list_sum" and len(node.expressions) == 1:
+            t = _element_type(node.expressions[0])
+            return _template(f"aggregate(:l, CAST(NULL AS {t}), (__acc, __v) -> "
+                             f"CAST(COALESCE(__acc + __v, __acc, __v) AS {t}))", l=node.expressions[0])
+        # len(list): Spark's length() is for text only; array_size, unlike size, keeps NULL as NULL.
+        if isinstance(node, exp.Length) and isinstance(node.this, (exp.ArrayFilter, exp.Transform, exp.Array,
+                                                                   exp.RegexpExtractAll, exp.Split)):
+            return exp.Anonymous(this="array_size", expressions=[node.this])
+        # json_valid(x): NULL stays NULL.
+        if isinstance(node, exp.Anonymous) and str(node.this).lower() == "json_valid" and len(node.expressions) == 1:
+            return _template("(try_parse_json(:x) IS NOT NULL OR NULLIF(:x IS NULL, TRUE))", x=node.expressions[0])
+        # json_extract_string(j, '$[*].f'): the field of every element that has it, as a list of text (a
+        # string as itself, anything else as its JSON text). Spark's get_json_object unwraps one match.
+        if isinstance(node, exp.JSONExtractScalar) and isinstance(node.expression, exp.JSONPath) and \
+                node.expression.find(exp.JSONPathWildcard):
+            parts = node.expression.expressions
+            if [type(p) for p in parts] != [exp.JSONPathRoot, exp.JSONPathSubscript, exp.JSONPathKey] or \
+                    not isinstance(parts[1].this, exp.JSONPathWildcard):
+                raise ValueError(f"cannot translate the JSON path {node.expression.sql(dialect='duckdb')} to Spark")
+            return _template("transform(filter(from_json(:j, 'array<map<string, string>>'), "
+                             "__e -> map_contains_key(__e, :f)), __e -> __e[:f])",
+                             j=node.this, f=exp.Literal.string(parts[2].name))
+        # strptime(x, [formats]): the first format that reads the whole text.
+        if isinstance(node, exp.StrToTime) and isinstance(node.args.get("format"), exp.Array):
+            return exp.Coalesce(this=exp.StrToTime(this=node.this.copy(), format=node.args["format"].expressions[0]),
+                                expressions=[exp.StrToTime(this=node.this.copy(), format=f)
+                                             for f in node.args["format"].expressions[1:]])
+        # regexp_replace: DuckDB replaces the first match unless told 'g', Spark every match; groups are $1.
+        if isinstance(node, exp.RegexpReplace) and isinstance(node.expression, exp.Literal) and \
+                isinstance(node.args.get("replacement"), exp.Literal):
+            flags = node.args["modifiers"].name if isinstance(node.args.get("modifiers"), exp.Literal) else ""
+            if set(flags) - set("gi"):
+                raise ValueError(f"cannot translate regexp_replace with options {flags!r} to Spark")
+            pattern, replacement = node.expression.name, node.args["replacement"].name
+            if "i" in flags:
+                pattern = f"(?i){pattern}"
+            if "g" in flags:
+                replacement = _replacement(replacement)
+            else:  # the shortest prefix, then the pattern (group 2, and its groups after it): the first match only
+                pattern = f"^(?s:(.*?))({pattern})"
+                replacement = "$1" + _replacement(replacement, 2)
+            return exp.RegexpReplace(this=node.this, expression=exp.Literal.string(pattern),
+                                     replacement=exp.Literal.string(replacement))
         return node
 
-    tree = sqlglot.parse_one(sql, read="duckdb").transform(fix)
+    tree = sqlglot.parse_one(sql, read="duckdb")
+    # Children first, so that a rewrite sees (and keeps) its arguments already in Spark's terms.
+    for node in reversed(list(tree.walk(bfs=False))):
+        new = fix(node)
+        if new is not node:
+            node.replace(new)
     return tree.sql(dialect="spark")
 
 
@@ -97,12 +186,18 @@ def _register_catalog(spark, catalog) -> None:
         .createOrReplaceTempView("catalog_instance_types")
 
 
-def _read(spark, s, view: str) -> None:
-    """The file as a Spark view with the columns DuckDB sees: CSV as text, Parquet and JSON typed."""
+def _read(spark, s, view: str, scratch: str) -> None:
+    """The file as a Spark view with the columns DuckDB sees: CSV as text, Parquet, JSON and Avro typed. An Avro
+    file is read through the Parquet copy DuckDB reads too (avro.py), written to `scratch`, the store's own
+    temporary folder (on a cluster, a folder every node mounts: TMPDIR)."""
     # file: URIs: every executor reads the same path from its own file system (a shared mount on a cluster),
     # rather than the cluster's default file system.
     path = Path(s.path).resolve().as_uri()
-    if s.container == "parquet":
+    if s.container == "avro":
+        from auditor.providers.avro import to_parquet
+
+        df = spark.read.parquet(to_parquet(s.path, scratch).resolve().as_uri())
+    elif s.container == "parquet":
         df = spark.read.parquet(path)
     elif s.container == "json":
         df = spark.read.json(path)
@@ -147,7 +242,7 @@ def load_billing(store: Store, paths: list[Path], master: str | None = None,
         cols = Columns(sniffed.columns, sniffed.fields, sniffed.types)
         exprs, checks = store.reader_sql(sniffed.format, cols)
         view = f"billing_{i}"
-        _read(spark, sniffed, view)
+        _read(spark, sniffed, view, store._spill.name)
         select = select_sql(exprs, cols, q(view), 1, str(path), sniffed.format, list(COSTS),
                             row_number="CAST(NULL AS BIGINT)")
         table = spark.sql(to_spark(reduced_sql(select, list(COSTS)))).toArrow()
