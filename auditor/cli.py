@@ -67,10 +67,10 @@ def cli(ctx: click.Context, debug: bool) -> None:
 def _date(value: str | None, option: str) -> datetime | None:
     if value is None:
         return None
-    try:
-        return datetime.fromisoformat(value)
+    try:  # whole UTC days: billing is summed per day (store.py)
+        return datetime.combine(date.fromisoformat(value), datetime.min.time())
     except ValueError:
-        raise InputError(f"{option} {value!r}: use a date like 2026-07-01") from None
+        raise InputError(f"{option} {value!r}: use a date like 2026-07-01 (windows are whole UTC days)") from None
 
 
 def _progress(quiet: bool):
@@ -375,7 +375,10 @@ def _generated_at(value: str | None) -> datetime | None:
     from datetime import UTC
 
     if value:
-        stamp = _date(value, "--generated-at")
+        try:
+            stamp = datetime.fromisoformat(value)
+        except ValueError:
+            raise InputError(f"--generated-at {value!r}: use a time like 2026-10-20T14:30:00+02:00") from None
         return stamp.astimezone(UTC).replace(tzinfo=None) if stamp.tzinfo else stamp
     epoch = os.environ.get("SOURCE_DATE_EPOCH", "").strip()
     if not epoch:

@@ -431,11 +431,14 @@ def test_since_until_window(tmp_path):
 
 @pytest.mark.parametrize("extra", [["--since", "2026-08-01", "--until", "2026-07-01"],
                                    ["--since", "someday", "--until", "2026-07-01"],
-                                   ["--quarter", "2026-Q3", "--as-of", "someday"]])
+                                   ["--quarter", "2026-Q3", "--as-of", "someday"],
+                                   # billing is summed per UTC day, so a window is whole days
+                                   ["--since", "2026-07-01T12:00", "--until", "2026-08-01"]])
 def test_bad_dates(tmp_path, extra):
     result = run(*demo_args(tmp_path, *extra))
     assert result.exit_code == 2
     one_error_line(result)
+    assert "use a date like 2026-07-01" in result.output
 
 
 def test_audit_with_invalid_policy(tmp_path):
