@@ -9,6 +9,7 @@ reports reads it.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import tempfile
@@ -16,7 +17,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextvars import ContextVar
 from dataclasses import dataclass, field, fields
-from datetime import datetime
+from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -426,41 +427,31 @@ class Store:
                           line=int(line.group(1)) if line else None)
 
     # ---- inventory -----------------------------------------------------------------------------------
-    def _insert_many(self, sql: str, rows: list) -> None:
-        """`INSERT INTO t VALUES (?, ...)` for every row: many rows to a statement (executemany runs one
-        statement per row, seconds for an inventory of thousands), in one transaction."""
+    def _insert_rows(self, table: str, rows: list[dict[str, Any]]) -> None:
+        """Rows (dicts by column name; keys the table lacks are left out) into a table, through a newline-JSON
+        file DuckDB reads in one statement: parameters row by row take seconds for an inventory of thousands."""
         if not rows:
             return
-        head, values = sql.split(" VALUES ", 1)
-        chunk = max(1, 20000 // len(rows[0]))  # parameters per statement
-        self.con.execute("BEGIN")
-        try:
-            for i in range(0, len(rows), chunk):
-                part = rows[i:i + chunk]
-                self.con.execute(f"{head} VALUES {', '.join([values] * len(part))}", [v for r in part for v in r])
-        except BaseException:
-            self.con.execute("ROLLBACK")
-            raise
-        self.con.execute("COMMIT")
+        columns = self.con.execute("SELECT column_name, data_type FROM duckdb_columns() WHERE table_name = ? "
+                                   "ORDER BY column_index", [table]).fetchall()
+        path = os.path.join(self._spill.name, f"{table}.ndjson")
+
+        def plain(v: Any) -> Any:  # times as naive UTC text, as the tables hold them
+            if isinstance(v, datetime):
+                return (v.astimezone(UTC).replace(tzinfo=None) if v.tzinfo else v).isoformat(" ")
+            return float(v) if isinstance(v, Decimal) else str(v)
+
+        with open(path, "w", encoding="utf-8") as f:
+            for r in rows:
+                f.write(json.dumps({c: r.get(c) for c, _ in columns}, default=plain) + "\n")
+        spec = "{" + ", ".join(f"{lit(c)}: {lit(t)}" for c, t in columns) + "}"
+        self.con.execute(f"INSERT INTO {table} SELECT * FROM read_json({lit(path)}, format = 'newline_delimited', "
+                         f"columns = {spec})")
+        os.unlink(path)
 
     def load_snapshot(self, doc: dict[str, Any]) -> None:
-        tags = "MAP(VARCHAR, VARCHAR)"
-        self._insert_many(
-            f"INSERT INTO assets VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, CAST(? AS {tags}))",
-            [[a["id"], a["provider"], a["account"], a["region"], a["zone"], a["name"], a["kind"],
-              a["instance_type"], a["gpu_model"], a["gpu_count"], a["gpu_memory_gb"], a["lifecycle"],
-              a["state"], a["launch_time"], a["tags"]] for a in doc["assets"]])
-        self._insert_many(
-            "INSERT INTO gpu_usage VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            [[u["asset_id"], u["window_start"], u["window_end"], u["samples"], u["mean_util_pct"],
-              u["p95_util_pct"], u["peak_mem_gb"], u["source"]] for u in doc["gpu_usage"]])
-        self._insert_many(
-            f"INSERT INTO jobs VALUES ({', '.join(['?'] * 21)}, CAST(? AS {tags}), ?, ?)",
-            [[j["id"], j["platform"], j["provider"], j["account"], j["region"], j["name"], j["state"],
-              j["instance_type"], j["instance_count"], j["gpu_model"], j["gpu_count"], j["spot"],
-              j["checkpoint_uri"], j["checkpoint_interval_min"], j["max_runtime_s"], j["max_wait_s"],
-              j["training_s"], j["billable_s"], j["interruptions"], j["start_time"], j["end_time"], j["tags"],
-              j.get("source_file"), j.get("source_line")] for j in doc["jobs"]])
+        for table in ("assets", "gpu_usage", "jobs"):
+            self._insert_rows(table, doc[table])
 
     # ---- summaries -----------------------------------------------------------------------------------
     def data_window(self) -> Window | None:
