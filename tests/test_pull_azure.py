@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import time
 from datetime import datetime, timedelta
+from pathlib import Path
 
 import pytest
 from azure.core.credentials import AccessToken
@@ -194,6 +195,10 @@ def test_pull_then_audit_finds_idle_oversized_and_spot_without_checkpoint(arm, t
     assert (pool["id"], pool["gpu_count"], pool["lifecycle"], pool["zone"]) == (VMSS + "train-a100-vmss", 2,
                                                                                 "on_demand", None)  # zones 1, 2
     assert assets["vis-t4-spot-vmss"]["gpu_count"] == 3  # 1 T4 a VM x capacity 3
+    written = json.loads((snap / "inventory.json").read_text())["assets"]
+    assert {a["name"]: a["eviction_policy"] for a in written} == {  # Deallocate, Delete; null where not spot
+        "vis-t4-spot": "deallocate", "vis-t4-spot-vmss": "delete", "vis-a100-train": None, "scratch-h100": None,
+        "train-a100-vmss": None}
     usage = {u["asset_id"]: u for u in inv["gpu_usage"]}
     assert set(usage) == set(GPU_METRICS)
     assert usage[VMSS + "train-a100-vmss"]["mean_util_pct"] == pytest.approx(1.5)
@@ -292,3 +297,37 @@ def test_iso_durations_and_retail_price_choice():
     page2 = recorded("azure/retail-prices-Standard_NC24ads_A100_v4-2.json")["Items"]
     assert azure_live.retail_price(items + page2)["retailPrice"] == 3.673  # the latest of the two Linux prices
 
+
+
+def test_eviction_policy_of_spot_machines_only():
+    assert [azure_live.eviction(policy, spot) for policy, spot in (
+        ("Deallocate", True), ("Delete", True), ("delete", True), ("Deallocate", False), (None, True),
+        ("Hibernate", True))] == ["deallocate", "delete", "delete", None, None, None]
+
+
+@pytest.mark.parametrize(("value", "words"), [
+    ("Deallocate", "'Deallocate' is not one of deallocate, delete; did you mean 'deallocate'?"),
+    ("hibernate", "'hibernate' is not one of deallocate, delete"),
+    (1, "expected text, got a number 1"),
+])
+def test_an_eviction_policy_the_schema_does_not_know_is_one_error_line(tmp_path, value, words):
+    repo = Path(__file__).resolve().parents[1]
+    doc = json.loads((repo / "fixtures" / "demo" / "inventory.json").read_text(encoding="utf-8"))
+    doc["assets"][1]["eviction_policy"] = "delete"  # a known value is kept
+    inventory = tmp_path / "inventory.json"
+    inventory.write_text(json.dumps(doc), encoding="utf-8")
+    assert load_snapshot(inventory)["assets"][1]["eviction_policy"] == "delete"
+    assert load_snapshot(inventory)["assets"][0]["eviction_policy"] is None  # left out: null
+
+    doc["assets"][0]["eviction_policy"] = value
+    inventory.write_text(json.dumps(doc), encoding="utf-8")
+    policy = tmp_path / "policy.yml"
+    policy.write_text(POLICY)
+    result = CliRunner().invoke(cli, ["audit", "-q", "--policy", str(policy), "--inventory", str(inventory),
+                                      "--out", str(tmp_path / "r"), str(repo / "fixtures" / "billing" /
+                                                                         "cur-gpu-spot.csv")])
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and isinstance(result.exception, SystemExit), repr(result.exception)
+    assert result.stderr.strip().splitlines() == [
+        f"gpu-auditor: error: {inventory}: assets[0].eviction_policy: {words}"]
+    assert not (tmp_path / "r").exists()

@@ -209,6 +209,9 @@ def test_pull_then_audit_finds_idle_oversized_and_spot_without_checkpoint(google
     assert (assets["1001"]["gpu_model"], assets["1001"]["gpu_count"], assets["1001"]["region"]) == ("A100", 8,
                                                                                                      "us-central1")
     assert assets["1003"]["lifecycle"] == "spot" and assets["1003"]["gpu_model"] == "L4"
+    written = json.loads((snap / "inventory.json").read_text())["assets"]
+    # the Spot VM's instanceTerminationAction STOP; the standard VMs have none
+    assert {a["id"]: a["eviction_policy"] for a in written} == {"1001": None, "1002": None, "1003": "deallocate"}
     assert assets["1001"]["tags"] == {"team": "research", "owner": "li"}
     # Hourly points over the whole window (each aligned point counted from its period's start), averaged over the
     # machine's GPUs; memory is the fullest GPU's peak of the "used" series; 9999 is not an instance of the pull.

@@ -2,12 +2,14 @@
 $AZURE_SUBSCRIPTION_ID).
 
 Sources, each recorded in the snapshot manifest on its own (one failing does not stop the others):
-- `azure:<sub>:compute`: VMs with GPU sizes (`virtual_machines.list_all`), priority Spot or Low, with tags.
+- `azure:<sub>:compute`: VMs with GPU sizes (`virtual_machines.list_all`), priority Spot or Low and, for those,
+  the eviction policy (`properties.evictionPolicy`: Deallocate or Delete), with tags.
 - `azure:<sub>:scalesets`: VM scale sets with GPU sizes (`virtual_machine_scale_sets.list_all`): one asset per
   scale set, not per instance, because Cost Management bills a scale set's instances under the scale set's
   ResourceId (so the asset's cost joins), and the scale set is what one scales down or deletes. Its GPU count is
-  the size's (from the catalog) times the capacity; priority Spot or Low makes it spot. Flexible-orchestration
-  scale sets are skipped: their instances are ordinary VMs, listed and billed by the compute source.
+  the size's (from the catalog) times the capacity; priority Spot or Low makes it spot, with the eviction policy
+  of `virtualMachineProfile.evictionPolicy`. Flexible-orchestration scale sets are skipped: their instances are
+  ordinary VMs, listed and billed by the compute source.
 - `azure:<sub>:metrics`: GPU utilisation and memory per VM and scale set from Azure Monitor. Azure has no
   platform GPU metric for VMs; the documented way to get one is Telegraf's `nvidia_smi` input with its
   `azure_monitor` output, which writes custom metrics in namespace `Telegraf/nvidia_smi` (`utilization_gpu` in
@@ -37,8 +39,7 @@ further SDK is needed; throttling (429, 503) is retried with the pull's backoff 
 `GPU_AUDITOR_AZURE_ENDPOINT` (a base URL) sends the management calls elsewhere: the tests' loopback server
 (over plain http, where the SDK is told that bearer tokens may go without TLS).
 `GPU_AUDITOR_AZURE_PRICES_ENDPOINT` does the same for the Retail Prices API (default https://prices.azure.com).
-Not done yet: the eviction policy of spot VMs and scale sets (Deallocate or Delete) is not kept, as the snapshot
-schema has no field for it; Azure ML job end times, training seconds and interruptions (ARM does not give them;
+Not done yet: Azure ML job end times, training seconds and interruptions (ARM does not give them;
 the run history API would); sweep and pipeline jobs; GPU metrics of AKS nodes (they come through
 `--provider k8s` and DCGM).
 """
@@ -59,6 +60,7 @@ from azure.core.rest import HttpRequest
 from auditor.manifests import INTERVAL_KEY
 from auditor.manifests import _checkpoint as checkpoint_of  # the gate's reading, so a job and its manifest agree
 from auditor.providers.columns import lit
+from auditor.providers.snapshot import EVICTION_POLICIES
 from auditor.pull import Pull, iso, usage_summary, utc
 
 ENDPOINT_ENV = "GPU_AUDITOR_AZURE_ENDPOINT"
@@ -158,11 +160,12 @@ def _compute(p: Pull, credential, sub: str, kw: dict, call: dict) -> dict[str, i
         if not size or not GPU_SIZE.match(size):
             continue
         found += 1
+        spot = (vm.priority or "").lower() in ("spot", "low")
         p.assets.append({
             "id": vm.id.lower(), "provider": "azure", "account": sub, "region": vm.location,
             "zone": (vm.zones or [None])[0],
             "name": vm.name, "kind": "vm", "instance_type": size,
-            "lifecycle": "spot" if (vm.priority or "").lower() in ("spot", "low") else "on_demand",
+            "lifecycle": "spot" if spot else "on_demand", "eviction_policy": eviction(vm.eviction_policy, spot),
             "state": (vm.provisioning_state or "").lower() or None,
             "launch_time": iso(utc(vm.time_created)) if getattr(vm, "time_created", None) else None,
             "tags": dict(vm.tags or {}),
@@ -185,6 +188,7 @@ def _scale_sets(p: Pull, credential, sub: str, kw: dict, call: dict) -> dict[str
             continue
         found += 1
         profile = s.virtual_machine_profile
+        spot = bool(profile) and (profile.priority or "").lower() in ("spot", "low")
         per_vm = catalog.instance("azure", size)
         capacity = s.sku.capacity
         p.assets.append({
@@ -194,12 +198,20 @@ def _scale_sets(p: Pull, credential, sub: str, kw: dict, call: dict) -> dict[str
             "name": s.name, "kind": "vm", "instance_type": size,
             # all its GPUs: a scale set at capacity 0 has none, and the GPU rules pass it by
             "gpu_count": per_vm.gpu_count * capacity if per_vm and capacity is not None else None,
-            "lifecycle": "spot" if profile and (profile.priority or "").lower() in ("spot", "low") else "on_demand",
+            "lifecycle": "spot" if spot else "on_demand",
+            "eviction_policy": eviction(profile.eviction_policy, spot) if profile else None,
             "state": (s.provisioning_state or "").lower() or None,
             "launch_time": iso(utc(s.time_created)) if getattr(s, "time_created", None) else None,
             "tags": dict(s.tags or {}),
         })
     return {"scale_sets": len(sets), "gpu_scale_sets": found}
+
+
+def eviction(policy: str | None, spot: bool) -> str | None:
+    """The snapshot's eviction policy of a Spot or Low priority machine: deallocate or delete. None for a regular
+    one, or a value Azure may add later (the snapshot schema would refuse it)."""
+    value = (policy or "").lower()
+    return value if spot and value in EVICTION_POLICIES else None
 
 
 # ---- Azure Monitor: GPU metrics the Telegraf agent writes -------------------------------------------------

@@ -4,7 +4,8 @@ Sources, each recorded in the snapshot manifest on its own, per project (`--acco
 - `gcp:billing`: the Cloud Billing export from BigQuery (`--billing-uri project.dataset.table`), only the
   columns the audit reads and only the window's rows, written as newline-delimited JSON.
 - `gcp:<project>:compute`: instances with guest accelerators or a GPU machine family (A2, A3, G2, ...), SPOT
-  or preemptible (google-cloud-compute, REST transport).
+  or preemptible (google-cloud-compute, REST transport); for those, `scheduling.instanceTerminationAction` as
+  the eviction policy (STOP: deallocate, DELETE: delete; not known when the response leaves it out).
 - `gcp:<project>:monitoring`: GPU utilisation and memory used from Cloud Monitoring (google-cloud-monitoring,
   gRPC: the only transport it has): the Ops Agent's `agent.googleapis.com/gpu/utilization` (hourly mean) and
   `agent.googleapis.com/gpu/memory/bytes_used` with `memory_state = "used"` (hourly max), one series per GPU.
@@ -46,6 +47,7 @@ PAGE = 500
 PERIOD = 3600
 GPU_FAMILIES = re.compile(r"^(a2|a3|a4|g2|g4)-")
 ENDPOINT_ENV = "GPU_AUDITOR_GCP_ENDPOINT"
+TERMINATION = {"STOP": "deallocate", "DELETE": "delete"}  # instanceTerminationAction as a snapshot eviction policy
 MONITORING_ENDPOINT_ENV = "GPU_AUDITOR_GCP_MONITORING_ENDPOINT"
 TIMEOUT = 60
 BILLING_COLUMNS = ("billing_account_id", "service", "sku", "usage_start_time", "usage_end_time", "project",
@@ -126,6 +128,8 @@ def _compute(p: Pull, credentials, endpoint: str | None, project: str) -> dict[s
                     "gpu_model": gpu_model(kind) if kind else None,
                     "gpu_count": sum(a.accelerator_count for a in accelerators) or None,
                     "lifecycle": "spot" if spot else "on_demand", "state": i.status.lower() or None,
+                    # only a spot VM's: a standard VM's termination action is for its max run duration
+                    "eviction_policy": TERMINATION.get(sched.instance_termination_action) if spot else None,
                     "launch_time": iso(utc(i.creation_timestamp)) if i.creation_timestamp else None,
                     "tags": dict(i.labels),
                 })

@@ -5,7 +5,8 @@ Schema (version 1), every time UTC ISO-8601:
 
     {"version": 1, "generated_at": "...", "source": "...",
      "assets":    [{"id", "provider", "account", "region", "zone", "name", "kind", "instance_type",
-                    "gpu_model", "gpu_count", "gpu_memory_gb", "lifecycle", "state", "launch_time", "tags"}],
+                    "gpu_model", "gpu_count", "gpu_memory_gb", "lifecycle", "eviction_policy", "state",
+                    "launch_time", "tags"}],
      "gpu_usage": [{"asset_id", "window_start", "window_end", "samples", "mean_util_pct", "p95_util_pct",
                     "peak_mem_gb", "source"}],
      "jobs":      [{"id", "platform", "provider", "account", "region", "name", "state", "instance_type",
@@ -18,6 +19,9 @@ Schema (version 1), every time UTC ISO-8601:
 
 `gpu_model`, `gpu_count` and `gpu_memory_gb` may be left out where the catalog knows the instance type.
 `peak_mem_gb` is per GPU (the fullest GPU of the machine).
+`eviction_policy` says what the cloud does to a spot machine it takes back: `deallocate` (stopped, its disks
+kept and billed: Azure's Deallocate, GCP's instanceTerminationAction STOP) or `delete` (gone, disks too); null
+where not known or not spot.
 """
 
 from __future__ import annotations
@@ -32,6 +36,7 @@ from auditor.schema import Field, Validator, record
 
 PROVIDERS = ("aws", "gcp", "azure", "kubernetes", "oci", "other")
 LIFECYCLES = ("on_demand", "spot", "reserved", "capacity_block")
+EVICTION_POLICIES = ("deallocate", "delete")
 TAGS = Field("map", item=Field("str"), default={})
 INT, BIGINT = 2**31 - 1, 2**63 - 1  # what the INTEGER and BIGINT columns of the tables hold
 
@@ -41,7 +46,8 @@ ASSET = record(
     kind=Field("str", default="vm", choices=("vm", "node", "notebook", "endpoint", "cluster")),
     instance_type=Field("str"), gpu_model=Field("str"), gpu_count=Field("int", minimum=0, maximum=INT),
     gpu_memory_gb=Field("number", minimum=0), lifecycle=Field("str", default="on_demand", choices=LIFECYCLES),
-    state=Field("str"), launch_time=Field("datetime"), tags=TAGS,
+    eviction_policy=Field("str", choices=EVICTION_POLICIES), state=Field("str"), launch_time=Field("datetime"),
+    tags=TAGS,
 )
 USAGE = record(
     asset_id=Field("str", required=True), window_start=Field("datetime", required=True),
