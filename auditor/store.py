@@ -611,14 +611,15 @@ class Store:
 
     def resource_spend(self, window: Window) -> list[ResourceSpend]:
         rows = self.con.execute(f"""
-            SELECT COALESCE(ResourceId, x_Provider || ':' || COALESCE(SubAccountId, BillingAccountId, '-') || ':'
-                            || COALESCE(ServiceName, '-') || ':' || COALESCE(RegionId, 'global')) AS id,
-                   ResourceId IS NOT NULL, x_Provider, COALESCE(SubAccountId, BillingAccountId), Tags,
-                   BillingCurrency, any_value(RegionId), any_value(ServiceName),
-                   arg_max(x_CostCategory, BilledCost), any_value(x_InstanceType), sum(BilledCost), sum(x_Lines),
-                   max(ChargePeriodStart)
-            FROM costs WHERE {window.where()} AND ChargeCategory = 'Usage'
-            GROUP BY ALL ORDER BY 1""").fetchall()
+            SELECT * FROM (
+                SELECT COALESCE(ResourceId, x_Provider || ':' || COALESCE(SubAccountId, BillingAccountId, '-') || ':'
+                                || COALESCE(ServiceName, '-') || ':' || COALESCE(RegionId, 'global')) AS id,
+                       ResourceId IS NOT NULL, x_Provider, COALESCE(SubAccountId, BillingAccountId), Tags AS tags,
+                       BillingCurrency, min(RegionId), min(ServiceName),
+                       arg_max(x_CostCategory, BilledCost), max(x_InstanceType), sum(BilledCost) AS cost,
+                       sum(x_Lines), max(ChargePeriodStart) AS last
+                FROM costs WHERE {window.where()} AND ChargeCategory = 'Usage' GROUP BY ALL)
+            ORDER BY id, last, cost, CAST(list_sort(map_entries(tags)) AS VARCHAR)""").fetchall()
         by_id: dict[str, ResourceSpend] = {}
         latest: dict[str, datetime] = {}
         for (rid, has_rid, provider, account, tags, currency, region, service, category, itype, cost, n,
@@ -631,7 +632,9 @@ class Store:
             spend.cost[currency] = spend.cost.get(currency, Decimal(0)) + cost
             spend.lines += n
             spend.tag_sets.append((tags, currency, cost))
-            if rid not in latest or last > latest[rid]:
+            spend.instance_type = spend.instance_type or itype
+            # The tags of the latest charge; of tag sets charged as late, the costliest (the rows' order).
+            if rid not in latest or last >= latest[rid]:
                 latest[rid] = last
                 spend.tags = tags
         return list(by_id.values())

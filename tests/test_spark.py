@@ -1,7 +1,9 @@
 """`--engine spark`: the same normalization SQL, translated to Spark's dialect, run on Spark in local mode, must
 give the summaries DuckDB gives, to the cent: totals, categories, providers, transfer volume, GPU-hours, spend
-per team, per resource and per transfer flow; on hand-written and real public exports (CSV, gzip CSV), the
-benchmark generator's CUR and FOCUS Parquet, and the demo audit end to end through the CLI.
+per team, per resource and per transfer flow; on hand-written and real public exports (AWS CUR, FOCUS, GCP as
+CSV, JSON and Avro, Azure EA, MCA and pay-as-you-go), the benchmark generator's CUR and FOCUS Parquet, and the
+demo audit end to end through the CLI. The rewrites of DuckDB functions Spark lacks or reads otherwise give, on
+Spark, the values DuckDB gives.
 """
 
 from __future__ import annotations
@@ -11,17 +13,21 @@ import sys
 from decimal import Decimal
 from pathlib import Path
 
+import duckdb
 import pytest
 from click.testing import CliRunner
 
 from auditor.engine import team_sql
 from auditor.engines import spark as engine
 from auditor.policy import load_policy
+from auditor.providers.azure import US_DATES
+from auditor.providers.redact import redact_sql
 from auditor.store import BILLING_ENGINE, Store
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO.parent / "shared" / "samples" / "billing"
 DEMO = REPO / "fixtures" / "demo"
+FIXTURES = REPO / "fixtures" / "billing"
 CENT = Decimal("0.01")
 # Line counts are not kept by the reduction (a reduced row stands for a day of lines); everything else is.
 PER_LINE = {"rows", "lines_by_category"}
@@ -64,8 +70,14 @@ def summaries(store: Store) -> dict:
         "window": (window.start, window.end),
         "stats": stats,
         "teams": store.spend_by(window, team_sql(policy)),
-        # (not the category: a resource's is its costliest line's, and a tie, as between $0 lines, goes either way)
-        "resources": {r.id: (r.cost, r.instance_type, r.tags) for r in store.resource_spend(window)},
+        # Per resource: its spend and every tag set it was billed under, with the spend under each; every
+        # instance type of every resource, below. (Not the category: a resource's is its costliest line's, and a
+        # tie, as between $0 lines, goes either way. Nor the one instance type and tag set resource_spend
+        # picks: the first of several rows in the order `costs` holds them, which is not the same on Spark.)
+        "resources": {r.id: (r.cost, sorted((sorted(t.items()), c, v) for t, c, v in r.tag_sets))
+                      for r in store.resource_spend(window)},
+        "instance_types": store.con.execute("SELECT DISTINCT ResourceId, x_InstanceType FROM costs "
+                                            "ORDER BY ALL").fetchall(),
         "flows": {f.id: (f.gb, f.cost) for f in store.transfer_flows(window)},
     })
 
@@ -80,13 +92,27 @@ def both(paths: list[Path], spark) -> tuple[dict, dict]:
     return summaries(duck), summaries(on_spark)
 
 
-@pytest.mark.parametrize("name", ["cur-gpu-spot", "focus-sample", "cur-sample"])
+FILES = {
+    "cur-gpu-spot": FIXTURES / "cur-gpu-spot.csv",
+    "focus-sample": SAMPLES / "focus" / "FOCUS-Sample-Data__FOCUS-1.0__focus_sample.csv",
+    "cur-sample": SAMPLES / "aws_cur_legacy" / "focus_converters__sample-anonymous-aws-export-dataset.csv",
+    # GCP: repeated records as Python-repr text (CSV), real lists (JSON, and Avro through its Parquet copy)
+    "gcp-csv": FIXTURES / "gcp" / "gcp-detailed-export.csv",
+    "gcp-json": FIXTURES / "gcp" / "gcp-detailed-export.jsonl",
+    "gcp-avro": FIXTURES / "gcp" / "gcp-detailed-export.avro",
+    "gcp-koku": SAMPLES / "gcp_bigquery" / "koku__gcp__2022-08-01_5.csv",
+    # Azure: US and ISO dates, Tags without braces, JSON AdditionalInfo, a BOM
+    "azure-ea": FIXTURES / "azure" / "ea-cost-details.csv",
+    "azure-ea-short-dates": FIXTURES / "azure" / "ea-short-dates.csv",
+    "azure-mca": FIXTURES / "azure" / "mca-cost-details.csv",
+    "azure-payg": FIXTURES / "azure" / "payg-usage-details.csv",
+    "azure-ea-sample": SAMPLES / "azure" / "finops-toolkit__EA_ActualCost_Small.csv",
+}
+
+
+@pytest.mark.parametrize("name", list(FILES))
 def test_spark_summaries_equal_duckdb(name, spark):
-    paths = {"cur-gpu-spot": [REPO / "fixtures" / "billing" / "cur-gpu-spot.csv"],
-             "focus-sample": [SAMPLES / "focus" / "FOCUS-Sample-Data__FOCUS-1.0__focus_sample.csv"],
-             "cur-sample": [SAMPLES / "aws_cur_legacy" / "focus_converters__sample-anonymous-aws-export-dataset.csv"],
-             }[name]
-    duck, on_spark = both(paths, spark)
+    duck, on_spark = both([FILES[name]], spark)
     assert on_spark == duck
     assert duck["stats"]["billed_cost"], "the fixture has spend"
 
@@ -127,3 +153,46 @@ def test_translation_rewrites_what_sqlglot_leaves_in_duckdb_terms():
     assert "RLIKE '^(?:.* to .+)$'" in sql
     assert "NAMED_STRUCT('src', REGEXP_EXTRACT(d, '(.+) to (.+)'), 'dst', REGEXP_EXTRACT(d, '(.+) to (.+)', 2))" in sql
     assert "SUBSTRING(k, 6)" in sql
+
+
+# DuckDB expressions the readers use that Spark lacks or reads otherwise, over values that tell the readings
+# apart: NULLs, empty and missing things, several formats, first match against every match.
+SEMANTICS = [
+    "list_sum(list_transform(l, lambda a: CAST(a AS DECIMAL(38,18))))",
+    "len(list_filter(l, lambda t: starts_with(t, '1')))",
+    "json_valid(j)",
+    "CASE WHEN json_valid(j) THEN json_extract_string(j, '$[*].amount') END",
+    # (a DOUBLE's text differs, 1e-05 or 1.0E-5; what the readers use is the number)
+    "list_transform(json_extract_string(to_json(list_transform(l, lambda a: {'amount': CAST(a AS DOUBLE), 'n': 1})), "
+    "'$[*].amount'), lambda a: CAST(a AS DECIMAL(38,18)))",
+    f"CAST(strptime(d, {US_DATES}) AS VARCHAR)",
+    "regexp_replace(r, 'o(.)', '<\\1$>')",
+    "regexp_replace(r, 'o(.)', '<\\1$>', 'g')",
+    "regexp_replace(r, 'B', '-', 'i')",
+    redact_sql("r"),
+]
+ROWS = """(VALUES
+    (['1.25', '-0.5', NULL], '[{"amount": -1.085546, "type": "X"}, {"type": "Y"}, {"amount": null}]', '09/21/2023',
+     'foo boo https://user:pw@host/path?sig=abc&se=1 x'),
+    ([], '{"a": 1, "a": 2}', '9/2/2023 13:05:09', 'no match'),  -- a key twice is valid JSON to DuckDB
+    ([NULL], '[{''amount'': 1}]', '9/2/2023 1:05:09 PM', 'bob'),
+    (NULL, NULL, NULL, NULL),
+    (['10.000000000000000001', '1e-5'], '[]', '12/31/2023 23:59', 'token=s3cr3t; o'),
+    (NULL, '[1, {"amount": 2}, [3], {"amount": [4, 5], "b": {}}]', NULL, NULL),
+    (NULL, '{"amount": 6}', NULL, NULL)) AS t(l, j, d, r)"""
+
+
+@pytest.mark.parametrize("expr", SEMANTICS)
+def test_rewritten_functions_read_on_spark_as_on_duckdb(expr, spark):
+    sql = f"SELECT {expr} AS v FROM {ROWS}"
+    duck = [v for (v,) in duckdb.connect().execute(sql).fetchall()]
+    on_spark = [r.v for r in spark.sql(engine.to_spark(sql)).collect()]
+    assert on_spark == duck, engine.to_spark(sql)
+    assert any(v not in (None, [], False) for v in duck), "the values tell something apart"
+
+
+def test_translation_refuses_what_it_cannot_translate_faithfully():
+    for sql in ("SELECT list_sum(l) FROM x", "SELECT json_extract_string(j, '$[*].a.b') FROM x",
+                "SELECT regexp_replace(r, 'a', 'b', 'm') FROM x"):
+        with pytest.raises(ValueError, match="cannot translate"):
+            engine.to_spark(sql)

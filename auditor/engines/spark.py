@@ -9,6 +9,14 @@ summaries use, for windows that start and end on UTC days (quarters, --since/--u
 keep: x_SourceRow (NULL; DuckDB keeps each row's first line). Nor does Spark
 diagnose a malformed file line by line as the DuckDB reader does: a line without a cost or a start time stops
 the audit with the file named, and `--engine duckdb` names the line. Spark tells gzip from the `.gz` suffix.
+A date none of Azure's formats reads is such an empty start time on Spark (DuckDB stops at it). Avro exports
+are read through the Parquet copy DuckDB reads, written to the store's temporary folder.
+
+The rewrites (`to_spark`) give DuckDB's semantics, not just a function of the same name: list functions
+(list_sum as aggregate, len as array_size), JSON (json_valid, `$[*].field` over a list, to_json's nulls),
+strptime with a list of formats, regexp_replace's first match and `\\1` groups. What has no faithful rewrite
+raises ValueError rather than run with other semantics. Numbers inside JSON text are read as DOUBLE on both
+engines; DOUBLE as text differs (`1e-05`, `1.0E-5`), the number it casts to does not. Spark 4 (try_parse_json).
 
 PySpark, sqlglot and pyarrow are imported here only (the `spark` extra).
 """
@@ -35,6 +43,8 @@ CONF = {
     "spark.sql.legacy.timeParserPolicy": "CORRECTED",  # a date that does not fit a format is NULL (Spark 3's default
     # raises where its old parser would have read it), so the next of strptime's formats is tried
     "spark.sql.variant.allowDuplicateKeys": "true",  # json_valid: DuckDB takes JSON with a key twice as valid
+    # DECIMAL(38,18) + DECIMAL(38,18) is DECIMAL(38,18), as in DuckDB, not DECIMAL(38,17) (an 18th decimal lost)
+    "spark.sql.decimalOperations.allowPrecisionLoss": "false",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
 }
@@ -121,30 +131,39 @@ def to_spark(sql: str) -> str:
         if isinstance(node, exp.Bracket) and len(node.expressions) == 1 and \
                 isinstance(node.expressions[0], exp.Slice) and node.expressions[0].args.get("expression") is None:
             return exp.Substring(this=node.this, start=node.expressions[0].this)
-        # list_sum(l): a sum that skips NULLs and is NULL for no values, as SQL's sum(); Spark adds two
-        # DECIMAL(38,18) as DECIMAL(38,17), hence the cast back to the elements' type.
+        # list_sum(l): a sum that skips NULLs and is NULL for no values, as SQL's sum(), in the elements' type
+        # (the cast keeps aggregate's accumulator in that type whatever Spark makes of a sum's type).
         if isinstance(node, exp.Anonymous) and str(node.this).lower() == "list_sum" and len(node.expressions) == 1:
             t = _element_type(node.expressions[0])
             return _template(f"aggregate(:l, CAST(NULL AS {t}), (__acc, __v) -> "
                              f"CAST(COALESCE(__acc + __v, __acc, __v) AS {t}))", l=node.expressions[0])
-        # len(list): Spark's length() is for text only; array_size, unlike size, keeps NULL as NULL.
-        if isinstance(node, exp.Length) and isinstance(node.this, (exp.ArrayFilter, exp.Transform, exp.Array,
-                                                                   exp.RegexpExtractAll, exp.Split)):
+        # len(list), array_length(list): Spark's length() is for text only; array_size, unlike size, keeps NULL
+        # as NULL. (len of a bare list column is not told from len of text: it fails on Spark, never misreads.)
+        if isinstance(node, exp.ArraySize) or isinstance(node, exp.Length) and (
+                isinstance(node.this, (exp.ArrayFilter, exp.Transform, exp.Array, exp.RegexpExtractAll, exp.Split))
+                or id(node.this) in lists):
             return exp.Anonymous(this="array_size", expressions=[node.this])
         # json_valid(x): NULL stays NULL.
         if isinstance(node, exp.Anonymous) and str(node.this).lower() == "json_valid" and len(node.expressions) == 1:
             return _template("(try_parse_json(:x) IS NOT NULL OR NULLIF(:x IS NULL, TRUE))", x=node.expressions[0])
-        # json_extract_string(j, '$[*].f'): the field of every element that has it, as a list of text (a
-        # string as itself, anything else as its JSON text). Spark's get_json_object unwraps one match.
+        # json_extract_string(j, '$[*].f'): the field of every element that is an object and has it, as a list
+        # of text (a string as itself, anything else as its JSON text); [] where j is no array. Spark's
+        # get_json_object unwraps a single match.
         if isinstance(node, exp.JSONExtractScalar) and isinstance(node.expression, exp.JSONPath) and \
                 node.expression.find(exp.JSONPathWildcard):
             parts = node.expression.expressions
             if [type(p) for p in parts] != [exp.JSONPathRoot, exp.JSONPathSubscript, exp.JSONPathKey] or \
                     not isinstance(parts[1].this, exp.JSONPathWildcard):
                 raise ValueError(f"cannot translate the JSON path {node.expression.sql(dialect='duckdb')} to Spark")
-            return _template("transform(filter(from_json(:j, 'array<map<string, string>>'), "
-                             "__e -> map_contains_key(__e, :f)), __e -> __e[:f])",
-                             j=node.this, f=exp.Literal.string(parts[2].name))
+            found = _template("CASE WHEN :j IS NOT NULL THEN coalesce(transform(filter(transform("
+                              "from_json(:j, 'array<string>'), __e -> from_json(__e, 'map<string, string>')), "
+                              "__m -> map_contains_key(__m, :f)), __m -> __m[:f]), array()) END",
+                              j=node.this, f=exp.Literal.string(parts[2].name))
+            lists.add(id(found))
+            return found
+        # to_json(x): a NULL field written as null, as DuckDB writes it, not left out.
+        if isinstance(node, exp.Anonymous) and str(node.this).lower() == "to_json" and len(node.expressions) == 1:
+            return _template("to_json(:x, map('ignoreNullFields', 'false'))", x=node.expressions[0])
         # strptime(x, [formats]): the first format that reads the whole text.
         if isinstance(node, exp.StrToTime) and isinstance(node.args.get("format"), exp.Array):
             return exp.Coalesce(this=exp.StrToTime(this=node.this.copy(), format=node.args["format"].expressions[0]),
@@ -168,6 +187,7 @@ def to_spark(sql: str) -> str:
                                      replacement=exp.Literal.string(replacement))
         return node
 
+    lists: set[int] = set()  # rewritten expressions that are lists, where sqlglot's node type no longer says so
     tree = sqlglot.parse_one(sql, read="duckdb")
     # Children first, so that a rewrite sees (and keeps) its arguments already in Spark's terms.
     for node in reversed(list(tree.walk(bfs=False))):
