@@ -207,14 +207,15 @@ class Store:
             finally:
                 free.append(con)
 
+        pool = ThreadPoolExecutor(max_workers=workers or 1)
         try:
-            with ThreadPoolExecutor(max_workers=workers or 1) as pool:
-                done = list(pool.map(read, enumerate(files, 1)))
-        except KeyboardInterrupt:
+            done = list(pool.map(read, enumerate(files, 1)))
+        except BaseException:  # Ctrl-C, or a bad file: the files still being read stop now
             for con in cons:
                 con.interrupt()
             raise
         finally:
+            pool.shutdown(wait=True, cancel_futures=True)
             for con in cons:
                 con.close()
         loaded = [self._register(source, line_sql) for source, line_sql in done]
@@ -307,6 +308,9 @@ class Store:
                 self._redact_ids(path, con)
                 con.execute("COMMIT")
                 break
+            except duckdb.InterruptException:  # Ctrl-C, or another file failed: stop, without a diagnosis
+                con.execute("ROLLBACK")
+                raise KeyboardInterrupt from None
             except duckdb.Error as e:
                 con.execute("ROLLBACK")
                 if by_hash and CLASH in str(e):

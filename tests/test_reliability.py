@@ -458,16 +458,19 @@ def test_output_folder_the_system_refuses(policy):
 
 # ---- Ctrl-C -----------------------------------------------------------------------------------------------
 
-def test_ctrl_c_while_reading_leaves_nothing_behind(tmp_path, policy):
-    """SIGINT while DuckDB reads a million lines: exit 130, one line, the previous report untouched, no
-    temporary file (report temp files, DuckDB's spill folder) left."""
-    big = tmp_path / "big.csv"
+@pytest.mark.parametrize("files", [1, 2])
+def test_ctrl_c_while_reading_leaves_nothing_behind(tmp_path, policy, files):
+    """SIGINT while DuckDB reads a million lines (or two files of them, read side by side): exit 130 at once,
+    one line, the previous report untouched, no temporary file (report temp files, DuckDB's spill folder)
+    left."""
     con = duckdb.connect()
-    con.execute(f"""COPY (SELECT 'li-' || i AS "identity/LineItemId", 'Usage' AS "lineItem/LineItemType",
-        '2026-07-01T00:00:00Z' AS "lineItem/UsageStartDate", '2026-07-01T01:00:00Z' AS "lineItem/UsageEndDate",
-        'BoxUsage:g5.xlarge' AS "lineItem/UsageType", '1' AS "lineItem/UsageAmount",
-        'USD' AS "lineItem/CurrencyCode", (i % 1000) / 100.0 AS "lineItem/UnblendedCost",
-        'i-' || (i % 5000) AS "lineItem/ResourceId" FROM range(1000000) t(i)) TO '{big}' (HEADER)""")
+    bigs = [tmp_path / f"big-{k}.csv" for k in range(files)]
+    for k, big in enumerate(bigs):
+        con.execute(f"""COPY (SELECT 'li-' || i AS "identity/LineItemId", 'Usage' AS "lineItem/LineItemType",
+            '2026-07-01T00:00:00Z' AS "lineItem/UsageStartDate", '2026-07-01T01:00:00Z' AS "lineItem/UsageEndDate",
+            'BoxUsage:g5.xlarge' AS "lineItem/UsageType", '1' AS "lineItem/UsageAmount",
+            'USD' AS "lineItem/CurrencyCode", (i % 1000 + {k}) / 100.0 AS "lineItem/UnblendedCost",
+            'i-' || (i % 5000) AS "lineItem/ResourceId" FROM range(1000000) t(i)) TO '{big}' (HEADER)""")
     con.close()
     out = tmp_path / "out"
     out.mkdir()
@@ -477,22 +480,60 @@ def test_ctrl_c_while_reading_leaves_nothing_behind(tmp_path, policy):
     scratch = tmp_path / "tmp"
     scratch.mkdir()
     proc = subprocess.Popen([sys.executable, "-m", "auditor", "audit", "--policy", str(policy), "--out", str(out),
-                             str(big)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+                             *map(str, bigs)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
                             env={**os.environ, "TMPDIR": str(scratch)})
     try:
-        first = proc.stderr.readline()  # "[1/1] reading ...": the read has begun
+        first = proc.stderr.readline()  # "[1/n] reading ...": the read has begun
         assert "reading" in first, first
         time.sleep(0.5)
         proc.send_signal(signal.SIGINT)
+        sent = time.monotonic()
         _, err = proc.communicate(timeout=60)
+        stopped = time.monotonic() - sent
     finally:
         if proc.poll() is None:
             proc.kill()
     assert proc.returncode == 130, err
     assert "Traceback" not in err
-    assert err.strip().splitlines() == ["gpu-auditor: interrupted; nothing was written"]
+    assert [line for line in err.strip().splitlines() if "reading" not in line] == [
+        "gpu-auditor: interrupted; nothing was written"]
+    assert stopped < 5, f"took {stopped:.1f} s to stop"  # the reads are interrupted, not waited for
     assert files_under(out) == before
     assert list(scratch.iterdir()) == []
+
+
+def test_an_interrupted_read_stops_as_an_interrupt_not_as_a_bad_file(tmp_path):
+    """A read interrupted (Ctrl-C, or another file failing beside it) stops at once: no diagnosis of the file,
+    which would read it all again and name a line that is fine."""
+    import threading
+
+    from auditor.store import Store, sha256_of
+
+    big = tmp_path / "big.csv"
+    con = duckdb.connect()
+    con.execute(f"""COPY (SELECT 'Usage' AS "lineItem/LineItemType",
+        '2026-07-01T00:00:00Z' AS "lineItem/UsageStartDate", '2026-07-01T01:00:00Z' AS "lineItem/UsageEndDate",
+        'BoxUsage:g5.xlarge' AS "lineItem/UsageType", '1' AS "lineItem/UsageAmount", 'USD' AS "lineItem/CurrencyCode",
+        (i % 1000) / 100.0 AS "lineItem/UnblendedCost", 'i-' || (i % 5000) AS "lineItem/ResourceId"
+        FROM range(2000000) t(i)) TO '{big}' (HEADER)""")
+    con.close()
+    store = Store()
+    cursor = store.con.cursor()
+    raised: list[BaseException] = []
+
+    def read() -> None:
+        try:
+            store._read(big, sha256_of(big), cursor)
+        except BaseException as e:  # noqa: BLE001 - the test inspects what was raised
+            raised.append(e)
+
+    thread = threading.Thread(target=read)
+    thread.start()
+    time.sleep(0.3)
+    cursor.interrupt()
+    thread.join(timeout=60)
+    assert [type(e) for e in raised] == [KeyboardInterrupt]
+    assert store.con.execute("SELECT count(*) FROM costs").fetchone()[0] == 0
 
 
 # ---- the gate: a manifest of 10,000 documents -------------------------------------------------------------
