@@ -49,7 +49,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from decimal import Decimal
 from typing import Any
@@ -137,16 +137,21 @@ class Arm:
 
     def pages(self, path: str, **params: str) -> Iterator[dict]:
         """Every page of an ARM list, following `nextLink` to the end."""
-        page, seen = self.get(path, **params), set()
-        while True:
-            yield page
-            link = page.get("nextLink")
-            if not link:
-                return
-            if link in seen:
-                raise RuntimeError(f"the API returned the nextLink {link} twice; stopped paging")
-            seen.add(link)
-            page = self.get(link)
+        return follow(self.get(path, **params), "nextLink", self.get)
+
+
+def follow(page: dict, key: str, get: Callable[[str], dict]) -> Iterator[dict]:
+    """The pages of a list, each page's `key` linking to the next, to the end (a link seen twice stops it)."""
+    seen: set[str] = set()
+    while True:
+        yield page
+        link = page.get(key)
+        if not link:
+            return
+        if link in seen:
+            raise RuntimeError(f"the API returned the {key} {link} twice; stopped paging")
+        seen.add(link)
+        page = get(link)
 
 
 def _compute(p: Pull, credential, sub: str, kw: dict, call: dict) -> dict[str, int]:
@@ -356,17 +361,8 @@ def _prices(p: Pull, base: str) -> dict[str, int]:
     for size, region in sorted(wanted.values()):
         odata = (f"serviceName eq 'Virtual Machines' and armRegionName eq '{region}' and armSkuName eq '{size}' "
                  "and priceType eq 'Consumption'")
-        page, items, links = get(f"{base.rstrip('/')}/api/retail/prices",
-                                 {"api-version": PRICES_API, "$filter": odata}), [], set()
-        while True:
-            items += page.get("Items") or []
-            link = page.get("NextPageLink")
-            if not link:
-                break
-            if link in links:
-                raise RuntimeError(f"the API returned the NextPageLink {link} twice; stopped paging")
-            links.add(link)
-            page = get(link)
+        first = get(f"{base.rstrip('/')}/api/retail/prices", {"api-version": PRICES_API, "$filter": odata})
+        items = [item for page in follow(first, "NextPageLink", get) for item in page.get("Items") or []]
         best = retail_price(items)
         if best:
             p.prices.append({"provider": "azure", "instance_type": size, "region": region,
