@@ -165,8 +165,18 @@ def _pull_options(several: bool):
     return decorate
 
 
+class BillingPath(click.Path):
+    """A billing file or folder, or a URI (s3a://bucket/prefix, for --engine spark) kept as text: as a Path its
+    `//` would fold to `/`."""
+
+    def convert(self, value, param, ctx):
+        from auditor.providers.detect import is_uri
+
+        return value if is_uri(value) else super().convert(value, param, ctx)
+
+
 @cli.command()
-@click.argument("billing", nargs=-1, required=False, type=click.Path(path_type=Path))
+@click.argument("billing", nargs=-1, required=False, type=BillingPath(path_type=Path))
 @click.option("--live", is_flag=True, help="Pull from --provider into a temporary snapshot first, and audit it "
               "(with any BILLING given).")
 @_pull_options(several=True)

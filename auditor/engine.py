@@ -359,18 +359,25 @@ def savings_total(findings: list[Finding]) -> dict[str, Decimal]:
     return out
 
 
-def run_audit(policy: Policy, billing: list[Path], inventory: Path | None = None,
+def run_audit(policy: Policy, billing: list[Path | str], inventory: Path | None = None,
               window: Window | None = None, today: date | None = None,
               select: Iterable[str] | None = None,
               progress: Callable[[str], None] | None = None, baseline: Path | None = None) -> Audit:
+    from auditor.providers.detect import URI_NEEDS_SPARK, is_uri
     from auditor.pull import audit_inputs
-    from auditor.store import Store, Window
+    from auditor.store import BILLING_ENGINE, Store, Window
 
+    # URIs (s3a://bucket/prefix) are read by --engine spark through the cluster's file systems (engines/spark.py),
+    # after the local files and snapshots.
+    uris = [p for p in billing if is_uri(p)]
+    if uris and BILLING_ENGINE.get() is None:
+        raise InputError(URI_NEEDS_SPARK, path=str(uris[0]))
     prints, base_info = load_baseline(baseline) if baseline is not None else (None, None)  # fail before the work
     catalog = load_catalog()
     store = Store(catalog)
-    inputs = audit_inputs(billing, inventory)  # snapshot folders: their billing, inventory, window, failures
-    store.load_billing(inputs.billing, progress)
+    # Snapshot folders: their billing, inventory, window, failures.
+    inputs = audit_inputs([p for p in billing if not is_uri(p)], inventory)
+    store.load_billing(inputs.billing + uris, progress)
     if inputs.inventory is not None:
         if progress:
             progress(f"reading inventory {inputs.inventory_label}")

@@ -15,6 +15,16 @@ from auditor.errors import InputError
 from auditor.providers import avro
 
 DATA_SUFFIXES = (".csv", ".csv.gz", ".gz", ".parquet", ".txt", ".json", ".jsonl", ".ndjson", ".avro")
+# A Hadoop file system URI (s3a://bucket/prefix, gs://, abfss://, hdfs://, file:///, dbfs:/), or the `s3:/bucket`
+# pathlib makes of one. Two letters at least: `C:/` is a Windows drive.
+URI = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]+:/")
+URI_NEEDS_SPARK = ("a URI is read directly only by `gpu-auditor audit --engine spark` (on a cluster with that file "
+                   "system's connector); or mount the bucket and give its local path")
+
+
+def is_uri(path: object) -> bool:
+    """Whether a billing argument is a URI, kept as text (a Path would fold its `//`)."""
+    return isinstance(path, str) and URI.match(path) is not None
 
 
 @dataclass(frozen=True)
@@ -57,6 +67,8 @@ def expand(paths: list[Path], notes: list[str] | None = None) -> list[Path]:
             out.extend(found)
         elif p.is_file():
             out.append(p)
+        elif URI.match(str(p)):
+            raise InputError(URI_NEEDS_SPARK, path=str(p))
         else:
             raise InputError("no such file or folder", path=str(p))
     return out
@@ -69,20 +81,31 @@ def _tail(path: Path) -> str:
 def _manifest_keys(folder: Path) -> set[str]:
     """`assemblyId/file` and `file` names listed by the CUR manifests in a folder (CUR 1 `reportKeys`,
     CUR 2.0 `dataFiles`)."""
-    import json
-
     keys: set[str] = set()
     for m in folder.rglob("*"):
         if not (m.is_file() and m.name.lower().endswith("manifest.json")):
             continue
         try:
-            doc = json.loads(m.read_text(encoding="utf-8"))
+            text = m.read_text(encoding="utf-8")
         except (OSError, ValueError) as e:
             raise InputError(f"cannot read the CUR manifest: {e}", path=str(m)) from None
-        for key in (doc.get("reportKeys") or doc.get("dataFiles") or []) if isinstance(doc, dict) else []:
-            parts = str(key).rstrip("/").split("/")
-            keys.add("/".join(parts[-2:]))
-            keys.add(parts[-1])
+        keys |= manifest_keys(text, str(m))
+    return keys
+
+
+def manifest_keys(text: str, where: str) -> set[str]:
+    """`assemblyId/file` and `file` names one CUR manifest lists (also read from object storage: spark.py)."""
+    import json
+
+    try:
+        doc = json.loads(text)
+    except ValueError as e:
+        raise InputError(f"cannot read the CUR manifest: {e}", path=where) from None
+    keys: set[str] = set()
+    for key in (doc.get("reportKeys") or doc.get("dataFiles") or []) if isinstance(doc, dict) else []:
+        parts = str(key).rstrip("/").split("/")
+        keys.add("/".join(parts[-2:]))
+        keys.add(parts[-1])
     return keys
 
 
