@@ -24,3 +24,16 @@ def rule_registry() -> Iterator[dict]:
         rule_module._REGISTRY.update(saved)
         rule_module.RETIRED.clear()
         rule_module.RETIRED.update(retired)
+
+
+# --- one local Spark session for the --engine spark tests ------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from auditor.engines import spark as engine
+
+    s = engine.session("local[2]")
+    s.sparkContext.setLogLevel("ERROR")
+    yield s
+    s.stop()

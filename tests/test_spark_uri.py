@@ -29,14 +29,6 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module")
-def spark():
-    s = engine.session("local[2]")
-    s.sparkContext.setLogLevel("ERROR")
-    yield s
-    s.stop()
-
-
-@pytest.fixture(scope="module")
 def exports(tmp_path_factory) -> Path:
     """A folder of exports in four containers: the fixtures' CUR CSV and GCP newline JSON, and the benchmark
     generator's CUR as Parquet (July) and as gzip CSV (August, in a subfolder), plus a file read by no one."""
