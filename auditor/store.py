@@ -678,9 +678,8 @@ class Store:
         if not assets:
             return []
         ws, we = lit(window.start.isoformat(" ")), lit(window.end.isoformat(" "))
-        seg = "regexp_extract(s.rid, '[^/:]+$')"
-        named = (f"a.name IS NOT NULL AND length(a.name) >= 3 AND ({seg} = lower(a.name) "
-                 f"OR starts_with({seg}, lower(a.name) || '-') OR starts_with({seg}, lower(a.name) || '_'))")
+        named = ("a.name IS NOT NULL AND length(a.name) >= 3 AND (s.seg = lower(a.name) "
+                 "OR starts_with(s.seg, lower(a.name) || '-') OR starts_with(s.seg, lower(a.name) || '_'))")
         # Billing names a machine by its id, or by an ARN or path that ends with it: two equality joins.
         rows = self.con.execute(f"""
             WITH b AS (SELECT lower(ResourceId) AS rid, regexp_extract(lower(ResourceId), '[^/:]+$') AS tail,
@@ -692,9 +691,10 @@ class Store:
                                 UNION ALL
                                 SELECT a.id, b.first, b.last FROM assets a JOIN b ON b.tail = lower(a.id)
                                 WHERE b.rid <> lower(a.id)) GROUP BY 1),
-                 s AS (SELECT lower(ResourceId) AS rid, BillingCurrency AS cur, sum(BilledCost) AS cost
-                       FROM costs WHERE {window.where()} AND ResourceId IS NOT NULL AND x_CostCategory = 'storage'
-                       GROUP BY ALL),
+                 s AS (SELECT *, regexp_extract(rid, '[^/:]+$') AS seg FROM (  -- the id's last segment, once
+                           SELECT lower(ResourceId) AS rid, BillingCurrency AS cur, sum(BilledCost) AS cost
+                           FROM costs WHERE {window.where()} AND ResourceId IS NOT NULL
+                             AND x_CostCategory = 'storage' GROUP BY ALL)),
                  disks AS (SELECT a.id, list({{'rid': s.rid, 'cur': s.cur, 'cost': s.cost}} ORDER BY s.rid) AS d
                            FROM assets a JOIN s ON {named} GROUP BY 1),
                  u AS (SELECT asset_id, max(least(window_end, TIMESTAMP {we})) AS last_usage FROM gpu_usage
