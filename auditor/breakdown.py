@@ -46,19 +46,28 @@ def _add(into: dict[str, Decimal], cur: str, amount: Decimal | None) -> None:
         into[cur] = into.get(cur, Decimal(0)) + amount
 
 
+def _attributed(window: Window, team_key: str, project_key: str) -> str:
+    """The window's `costs` rows with `team` and `project` columns: the tag lookups run once per distinct tag
+    set and are joined back, rather than once per row."""
+    return f"""(SELECT c.*, t.team, t.project FROM (SELECT * FROM costs WHERE {window.where()}) c JOIN (
+                    SELECT Tags, COALESCE({team_key}, {lit(UNATTRIBUTED)}) AS team,
+                           COALESCE({project_key}, '(no project)') AS project
+                    FROM (SELECT DISTINCT Tags FROM costs WHERE {window.where()})) t ON c.Tags = t.Tags)"""
+
+
 def spend_breakdown(store: Store, window: Window, currency: str, team_key: str,
                     project_key: str) -> dict[str, list[dict[str, Any]]]:
     """{dimension: [{key, billed_cost, gpu_cost}]}, largest first in the policy's currency; at most TOP rows
     each, the rest summed per currency into one last row."""
-    keys = {**DIMENSIONS, "team": f"COALESCE({team_key}, {lit(UNATTRIBUTED)})",
-            "project": f"COALESCE({project_key}, '(no project)')"}
+    keys = {**DIMENSIONS, "team": "team", "project": "project"}
+    attributed = _attributed(window, team_key, project_key)
     out = {}
     for dim, key in keys.items():
         rows = store.con.execute(f"""
             WITH b AS (
                 SELECT {key} AS k, BillingCurrency AS cur, sum(BilledCost) AS billed,
                        sum(BilledCost) FILTER (WHERE x_CostCategory = 'gpu_compute') AS gpu
-                FROM costs WHERE {window.where()} GROUP BY ALL),
+                FROM {attributed if dim in ("team", "project") else f"costs WHERE {window.where()}"} GROUP BY ALL),
             r AS (SELECT k, sum(billed) FILTER (WHERE cur = ?) AS main FROM b GROUP BY k)
             SELECT b.k, b.cur, b.billed, b.gpu FROM b JOIN r USING (k)
             ORDER BY r.main DESC NULLS LAST, b.k, b.cur""", [currency]).fetchall()
@@ -82,7 +91,7 @@ def spend_breakdown(store: Store, window: Window, currency: str, team_key: str,
 def team_spend(store: Store, window: Window, team_key: str, project_key: str) -> dict[str, dict[str, Any]]:
     """Per team (UNATTRIBUTED for the rest): spend by category, provider and project, and GPU-hours by pricing
     and by GPU model, so that a team's own report shows its own money."""
-    team = f"COALESCE({team_key}, {lit(UNATTRIBUTED)})"
+    rows = _attributed(window, team_key, project_key)
     out: dict[str, dict[str, Any]] = {}
 
     def entry(t: str) -> dict[str, Any]:
@@ -90,18 +99,18 @@ def team_spend(store: Store, window: Window, team_key: str, project_key: str) ->
                                   "gpu_hours_by_pricing": {p: Decimal(0) for p in PRICING}, "by_model": {}})
 
     for part, key in (("by_category", "COALESCE(x_CostCategory, 'other')"), ("by_provider", "x_Provider"),
-                      ("by_project", f"COALESCE({project_key}, '(no project)')")):
+                      ("by_project", "project")):
         for t, k, cur, amount in store.con.execute(
-                f"SELECT {team}, {key}, BillingCurrency, sum(BilledCost) FROM costs WHERE {window.where()} "
-                "GROUP BY ALL ORDER BY 1, 2, 3").fetchall():
+                f"SELECT team, {key}, BillingCurrency, sum(BilledCost) FROM {rows} GROUP BY ALL ORDER BY 1, 2, 3"
+        ).fetchall():
             _add(entry(t)[part].setdefault(k, {}), cur, amount)
     for t, pricing, hours in store.con.execute(
-            f"SELECT {team}, {PRICING_SQL}, {GPU_HOURS} AS h FROM costs WHERE {window.where()} "
+            f"SELECT team, {PRICING_SQL}, {GPU_HOURS} AS h FROM {rows} "
             "GROUP BY ALL HAVING h IS NOT NULL ORDER BY 1, 2").fetchall():
         entry(t)["gpu_hours_by_pricing"][pricing] += hours
     for t, model, cur, hours, amount in store.con.execute(
-            f"SELECT {team}, x_GpuModel, BillingCurrency, {GPU_HOURS}, sum(BilledCost) FROM costs "
-            f"WHERE {window.where()} AND x_CostCategory = 'gpu_compute' GROUP BY ALL ORDER BY 1, 2, 3").fetchall():
+            f"SELECT team, x_GpuModel, BillingCurrency, {GPU_HOURS}, sum(BilledCost) FROM {rows} "
+            "WHERE x_CostCategory = 'gpu_compute' GROUP BY ALL ORDER BY 1, 2, 3").fetchall():
         m = entry(t)["by_model"].setdefault(model or "(unknown)", {"gpu_hours": Decimal(0), "billed_cost": {}})
         m["gpu_hours"] += hours or 0
         _add(m["billed_cost"], cur, amount)
