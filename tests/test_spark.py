@@ -19,6 +19,7 @@ from click.testing import CliRunner
 
 from auditor.engine import team_sql
 from auditor.engines import spark as engine
+from auditor.engines import spark_sql
 from auditor.policy import load_policy
 from auditor.providers.azure import US_DATES
 from auditor.providers.redact import redact_sql
@@ -137,7 +138,7 @@ def test_demo_audit_through_the_cli_on_spark(spark, tmp_path):
 
 
 def test_translation_rewrites_what_sqlglot_leaves_in_duckdb_terms():
-    sql = engine.to_spark("SELECT timezone('UTC', CAST(t AS TIMESTAMPTZ)) AS a, d SIMILAR TO '.* to .+' AS b, "
+    sql = spark_sql.to_spark("SELECT timezone('UTC', CAST(t AS TIMESTAMPTZ)) AS a, d SIMILAR TO '.* to .+' AS b, "
                           "regexp_extract(d, '(.+) to (.+)', ['src', 'dst']) AS c, k[6:] AS e FROM x")
     assert "TIMEZONE" not in sql.upper() and "SIMILAR" not in sql.upper()
     assert "RLIKE '^(?:.* to .+)$'" in sql
@@ -176,8 +177,8 @@ ROWS = """(VALUES
 def test_rewritten_functions_read_on_spark_as_on_duckdb(expr, spark):
     sql = f"SELECT {expr} AS v FROM {ROWS}"
     duck = [v for (v,) in duckdb.connect().execute(sql).fetchall()]
-    on_spark = [r.v for r in spark.sql(engine.to_spark(sql)).collect()]
-    assert on_spark == duck, engine.to_spark(sql)
+    on_spark = [r.v for r in spark.sql(spark_sql.to_spark(sql)).collect()]
+    assert on_spark == duck, spark_sql.to_spark(sql)
     assert any(v not in (None, [], False) for v in duck), "the values tell something apart"
 
 
@@ -185,4 +186,4 @@ def test_translation_refuses_what_it_cannot_translate_faithfully():
     for sql in ("SELECT list_sum(l) FROM x", "SELECT json_extract_string(j, '$[*].a.b') FROM x",
                 "SELECT regexp_replace(r, 'a', 'b', 'm') FROM x"):
         with pytest.raises(ValueError, match="cannot translate"):
-            engine.to_spark(sql)
+            spark_sql.to_spark(sql)

@@ -20,6 +20,7 @@ from test_spark import DEMO, FIXTURES, summaries
 from auditor.cli import cli
 from auditor.engine import run_audit
 from auditor.engines import spark as engine
+from auditor.engines import spark_files
 from auditor.errors import InputError
 from auditor.policy import load_policy
 from auditor.providers.detect import sniff
@@ -75,8 +76,8 @@ def test_folder_uri_in_four_containers_equals_duckdb_by_local_path(exports, spar
 def test_each_file_is_sniffed_as_duckdb_sniffs_it_locally(exports, spark):
     store = Store()
     for local in sorted(p for p in exports.rglob("*") if p.suffix in (".csv", ".jsonl", ".parquet", ".gz")):
-        [(fs, status)] = engine._list(spark, local.as_uri(), [])
-        remote = engine._sniff_uri(spark, fs, status.getPath(), local.as_uri(), store)
+        [(fs, status)] = spark_files._list(spark, local.as_uri(), [])
+        remote = spark_files._sniff_uri(spark, fs, status.getPath(), local.as_uri(), store)
         here = sniff(local, store.con)
         for field in ("container", "compression", "columns", "format", "has_bom", "fields", "types"):
             assert getattr(remote, field) == getattr(here, field), (local.name, field)
@@ -94,8 +95,8 @@ def test_newline_json_is_sniffed_from_the_lines_duckdb_samples(tmp_path, spark):
             extra = {"inside": 1} if i == 20_000 else {"outside": 1} if i == 22_000 else {}
             f.write(json.dumps(line | extra) + "\n")
     store = Store()
-    [(fs, status)] = engine._list(spark, path.as_uri(), [])
-    remote = engine._sniff_uri(spark, fs, status.getPath(), path.as_uri(), store)
+    [(fs, status)] = spark_files._list(spark, path.as_uri(), [])
+    remote = spark_files._sniff_uri(spark, fs, status.getPath(), path.as_uri(), store)
     here = sniff(path, store.con)
     assert remote.types == here.types and remote.format == here.format == "gcp-billing"
     assert "inside" in remote.columns and "outside" not in remote.columns
