@@ -204,7 +204,8 @@ class BillingPath(click.Path):
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines on stderr.")
 @click.option("--engine", type=click.Choice(["duckdb", "spark"]), default="duckdb", show_default=True,
               help="Where billing files are read, normalized and reduced: in-process DuckDB, or Spark (extra "
-                   "`spark`) for exports too large for one machine.")
+                   "`spark`) for exports too large for one machine; Spark also reads BILLING given as a URI "
+                   "(s3a://, gs://, abfss://, hdfs://).")
 @click.option("--spark-master", help="Spark master URL for --engine spark (default: the active session, else "
               "local[2]).")
 @click.option("--email", "email_it", is_flag=True,
