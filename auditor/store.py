@@ -2,8 +2,8 @@
 
 Billing lines are never looped over in Python: each file is read, summed per day and normalized by one
 INSERT ... SELECT into `costs` (engines/normalize.py: rollup_sql), and every summary is a GROUP BY over it.
-The view `lines` shows the same files one row per billing line, for looking a line up; nothing the audit
-reports reads it.
+`Store.lines()` defines the view `lines`: the same files one row per billing line, for looking a line up;
+nothing the audit reports reads it.
 """
 
 from __future__ import annotations
@@ -65,7 +65,6 @@ ENRICHED = ("x_GpuModel", "x_GpuCount", "x_CostCategory", "x_SourceFile", "x_Sou
 
 TABLES = f"""
 CREATE TABLE costs ({', '.join(f'{q(k)} {v}' for k, v in COSTS.items())});
-CREATE VIEW lines AS SELECT * FROM costs WHERE false;
 CREATE TABLE assets (id VARCHAR PRIMARY KEY, provider VARCHAR, account VARCHAR, region VARCHAR, zone VARCHAR,
     name VARCHAR, kind VARCHAR, instance_type VARCHAR, gpu_model VARCHAR, gpu_count INTEGER,
     gpu_memory_gb DOUBLE, lifecycle VARCHAR, state VARCHAR, launch_time TIMESTAMP, tags MAP(VARCHAR, VARCHAR));
@@ -265,7 +264,6 @@ class Store:
             keep, drop = (sa, sb) if rank(sa) >= rank(sb) else (sb, sa)
             self.con.execute("DELETE FROM costs WHERE x_SourceFile = ?", [drop.path])
             self._line_sql.pop(drop.path, None)
-            self._define_lines()
             drop.duplicate_of = keep.path
             self.warnings.append(f"{drop.path}: {shared:,} of its {drop.rows:,} lines are also in {keep.path} "
                                  "(a re-delivered export?); counted once, from the latter")
@@ -331,11 +329,10 @@ class Store:
         return source, select_sql(by_line, cols, relation, first_row, str(path), sniffed.format, list(COSTS), numbers)
 
     def _register(self, source: SourceFile, line_sql: str) -> SourceFile:
-        """A file read into `costs`: its figures, its warnings, its lines in the `lines` view."""
+        """A file read into `costs`: its figures, its warnings, its lines for the `lines` view."""
         source.stats = self.file_stats(source.path)
         source.rows = source.stats["rows"]
         self._line_sql[source.path] = line_sql
-        self._define_lines()
         self._note_odd(source)
         self.sources.append(source)
         return source
@@ -376,9 +373,13 @@ class Store:
                 f"quote = '\"', escape = '\"', nullstr = {nulls}, compression = {lit(s.compression)}, "
                 f"strict_mode = true, encoding = 'utf-8'{', parallel = false' if s.serial else ''})")
 
-    def _define_lines(self) -> None:
+    def lines(self) -> duckdb.DuckDBPyConnection:
+        """The connection, with the view `lines` over the files read so far: their billing lines, one row each,
+        normalized as `costs` is but not summed (for looking a line up; nothing the audit reports reads it).
+        Made when asked for: defining it binds every file's SELECT, tens of milliseconds a file."""
         body = " UNION ALL BY NAME ".join(f"({sql})" for sql in self._line_sql.values())
         self.con.execute(f"CREATE OR REPLACE VIEW lines AS {body or 'SELECT * FROM costs WHERE false'}")
+        return self.con
 
     @staticmethod
     def _redacted_id(expr: str) -> str:

@@ -171,10 +171,10 @@ def test_bad_file_in_a_folder_is_named(tmp_path):
 def test_failed_file_leaves_no_rows_and_the_store_usable():
     store = Store()
     load_error(BAD / "focus-bad-date.csv", store)  # two good lines precede the bad one
-    assert store.con.execute("SELECT count(*) FROM lines").fetchone()[0] == 0
+    assert store.lines().execute("SELECT count(*) FROM lines").fetchone()[0] == 0
     [source] = store.load_billing([GPU_FIXTURE])
     assert source.rows == 10
-    assert store.con.execute("SELECT count(*) FROM lines").fetchone()[0] == 10
+    assert store.lines().execute("SELECT count(*) FROM lines").fetchone()[0] == 10
 
 
 # ---- the command line -------------------------------------------------------------------------------------

@@ -47,7 +47,7 @@ def test_generator_writes_three_months_in_every_format_with_the_same_totals(data
         # GPU and other instances, storage, transfer between regions, spot, and some lines without tags.
         assert {"gpu_compute", "other_compute", "storage", "transfer"} <= set(stats["by_category"])
         assert stats["spot_cost"]["USD"] > 0 and "inter_region" in stats["transfer_gb_out"]
-        untagged = store.con.execute("SELECT count(*) FROM lines WHERE cardinality(Tags) = 0").fetchone()[0]
+        untagged = store.lines().execute("SELECT count(*) FROM lines WHERE cardinality(Tags) = 0").fetchone()[0]
         assert 0 < untagged < LINES
         totals[fmt] = {k: stats[k]["USD"].quantize(Decimal("0.01")) for k in ("billed_cost", "gpu_cost", "spot_cost")}
     assert totals["cur-parquet"] == totals["cur-csv-gz"] == totals["focus-parquet"]

@@ -2,7 +2,7 @@
 the loopback server), google-cloud-compute and google-cloud-billing over their REST transports, BigQuery's REST
 API and Vertex AI's REST API, all answered by a loopback HTTP server with recorded responses shaped as the APIs
 document them; and google-cloud-monitoring's gRPC client against a loopback gRPC server that answers
-ListTimeSeries with recorded Ops Agent series, but only for the query the audit needs."""
+ListTimeSeries with recorded Ops Agent series (NVML and DCGM), but only for the queries the audit needs."""
 
 from __future__ import annotations
 
@@ -52,9 +52,11 @@ def authorised(header: str) -> bool:
 
 class Google:
     """OAuth token endpoint, Compute aggregated list (two pages), Vertex customJobs, BigQuery jobs.query and
-    getQueryResults (rows in pages of 5), Cloud Billing Catalog services.skus.list (two pages)."""
+    getQueryResults (rows in pages of 5), Cloud Billing Catalog services.skus.list (two pages). `instances_page_2`
+    names the recorded second page of instances (the one with a DCGM-only VM too, for the DCGM test)."""
 
     def __init__(self):
+        self.instances_page_2 = "gcp/instances-aggregated-2.json"
         self.rows = [json.dumps(r) for r in recorded("gcp/billing-export-rows.json")]
         self.queries: list[dict] = []
         self.sku_pages: list[dict] = []
@@ -67,8 +69,9 @@ class Google:
             return 401, {"error": {"code": 401, "message": "Request had invalid authentication credentials.",
                                    "status": "UNAUTHENTICATED"}}
         if req.path == "/compute/v1/projects/ml-prod/aggregated/instances":
-            page = 2 if req.arg("pageToken") == "page-2" else 1
-            return 200, recorded(f"gcp/instances-aggregated-{page}.json")
+            if req.arg("pageToken") == "page-2":
+                return 200, recorded(self.instances_page_2)
+            return 200, recorded("gcp/instances-aggregated-1.json")
         if req.path == "/v1/projects/ml-prod/locations/us-central1/customJobs":
             return 200, recorded("gcp/customJobs.json")
         if req.path == "/bigquery/v2/projects/ml-prod/queries" and req.method == "POST":
@@ -103,7 +106,8 @@ class Google:
 
 
 class Monitoring:
-    """Cloud Monitoring's ListTimeSeries: the recorded Ops Agent GPU series (two pages per metric), answered only
+    """Cloud Monitoring's ListTimeSeries: the recorded Ops Agent GPU series (NVML: two pages per metric; DCGM
+    version 2: one page per metric, asked only for instances without NVML series), answered only
     to the query the audit needs (project, filter, interval, hourly alignment); any other is INVALID_ARGUMENT,
     so a wrong query fails the pull. `refuse` answers every call with that status; `throttle` answers the first
     call RESOURCE_EXHAUSTED."""
@@ -113,6 +117,10 @@ class Monitoring:
             ("utilization", "ALIGN_MEAN"),
         'metric.type = "agent.googleapis.com/gpu/memory/bytes_used" AND resource.type = "gce_instance" '
         'AND metric.labels.memory_state = "used"': ("memory", "ALIGN_MAX"),
+        'metric.type = "workload.googleapis.com/gpu.dcgm.utilization" AND resource.type = "gce_instance"':
+            ("dcgm-utilization", "ALIGN_MEAN"),
+        'metric.type = "workload.googleapis.com/gpu.dcgm.memory.bytes_used" AND resource.type = "gce_instance" '
+        'AND metric.labels.state = "used"': ("dcgm-memory", "ALIGN_MAX"),
     }
 
     def __init__(self):
@@ -218,7 +226,7 @@ def test_pull_then_audit_finds_idle_oversized_and_spot_without_checkpoint(google
     usage = {u["asset_id"]: u for u in inv["gpu_usage"]}
     assert set(usage) == {"1001", "1002", "1003"}
     assert all((u["window_start"], u["window_end"], u["samples"], u["source"]) == (
-        SINCE, UNTIL, 72, "cloud-monitoring") for u in usage.values())
+        SINCE, UNTIL, 72, "cloud-monitoring:agent.googleapis.com/gpu") for u in usage.values())
     assert (usage["1001"]["mean_util_pct"], usage["1001"]["p95_util_pct"], usage["1001"]["peak_mem_gb"]) == (
         1.5, 2.0, 3.5)
     assert (usage["1002"]["mean_util_pct"], usage["1002"]["p95_util_pct"], usage["1002"]["peak_mem_gb"]) == (
@@ -253,6 +261,41 @@ def test_pull_then_audit_finds_idle_oversized_and_spot_without_checkpoint(google
     for path in (p for p in snap.rglob("*") if p.is_file()):
         text = path.read_text()
         assert TOKEN not in text and "PRIVATE KEY" not in text, path
+
+
+def test_a_dcgm_only_instance_is_read_from_the_dcgm_metrics_and_audited_like_the_others(google, tmp_path):
+    google["api"].instances_page_2 = "gcp/instances-aggregated-2-dcgm.json"  # adds 1005, a 2x L4 G2 VM
+    manifest = pull(tmp_path, billing=BILLING)
+    assert manifest["failed"] == []
+    counts = {s["name"]: s.get("counts") for s in manifest["sources"]}
+    assert counts["gcp:ml-prod:compute"] == {"instances": 5, "gpu_instances": 4}
+    assert counts["gcp:ml-prod:monitoring"] == {"gpu_usage": 4}
+    # NVML first, both pages of both metrics; then DCGM, only because 1005 had no NVML series
+    asked = [(r.filter.split('"')[1], r.page_token) for r in google["monitoring_requests"]]
+    assert asked == [("agent.googleapis.com/gpu/utilization", ""),
+                     ("agent.googleapis.com/gpu/utilization", "utilization-page-2"),
+                     ("agent.googleapis.com/gpu/memory/bytes_used", ""),
+                     ("agent.googleapis.com/gpu/memory/bytes_used", "memory-page-2"),
+                     ("workload.googleapis.com/gpu.dcgm.utilization", ""),
+                     ("workload.googleapis.com/gpu.dcgm.memory.bytes_used", "")]
+    inv = load_snapshot(tmp_path / "snap" / "inventory.json")
+    asset = next(a for a in inv["assets"] if a["id"] == "1005")
+    assert (asset["instance_type"], asset["gpu_model"], asset["gpu_count"]) == ("g2-standard-24", "L4", 2)
+    usage = {u["asset_id"]: u for u in inv["gpu_usage"]}
+    # DCGM utilisation is a fraction: GPU 0 at 0.03 all along, GPU 1 at 0.01 and 0.05 by turns, so the machine
+    # averaged 2% and 4% by turns; memory is bytes, GPU 1's 2 GiB hour the peak.
+    assert usage["1005"] == {"asset_id": "1005", "window_start": SINCE, "window_end": UNTIL, "samples": 72,
+                             "mean_util_pct": 3.0, "p95_util_pct": 4.0, "peak_mem_gb": 2.0,
+                             "source": "cloud-monitoring:workload.googleapis.com/gpu.dcgm"}
+    # 1001 has both families: its NVML series win, its busy DCGM series (90%, 40 GiB) are not mixed in
+    assert (usage["1001"]["mean_util_pct"], usage["1001"]["peak_mem_gb"], usage["1001"]["source"]) == (
+        1.5, 3.5, "cloud-monitoring:agent.googleapis.com/gpu")
+
+    result, doc, flagged = audit(tmp_path)
+    assert result.exit_code == 0, result.output
+    assert {("GPU001", "1001"), ("GPU001", "1005"), ("GPU002", "1002")} <= flagged
+    idle = next(f for f in doc["findings"] if f["rule"] == "GPU001" and f["resource"] == "1005")
+    assert idle["evidence"]["mean_util_pct"] == 3.0 and idle["evidence"]["usage_hours"] == 72.0
 
 
 def test_monitoring_permission_denied_is_a_failed_source_and_the_audit_is_partial(google, tmp_path):

@@ -72,9 +72,9 @@ def snake(column: str) -> str:
 
 
 def store_totals(store: Store) -> tuple[dict[str, Decimal], dict[str, Decimal], int]:
-    rows = store.con.execute("SELECT BillingCurrency, sum(BilledCost), sum(EffectiveCost) FROM lines "
+    rows = store.lines().execute("SELECT BillingCurrency, sum(BilledCost), sum(EffectiveCost) FROM lines "
                              "GROUP BY ALL").fetchall()
-    count = store.con.execute("SELECT count(*) FROM lines").fetchone()[0]
+    count = store.lines().execute("SELECT count(*) FROM lines").fetchone()[0]
     return {c: b for c, b, _ in rows}, {c: e for c, _, e in rows}, count
 
 
@@ -137,7 +137,7 @@ def test_cur_sample_reconciles_to_the_cent(cur_store):
 
 def test_cur_sample_effective_equals_unblended_on_every_line(cur_store):
     store, _ = cur_store
-    differ = store.con.execute("SELECT count(*) FROM lines WHERE EffectiveCost IS DISTINCT FROM BilledCost"
+    differ = store.lines().execute("SELECT count(*) FROM lines WHERE EffectiveCost IS DISTINCT FROM BilledCost"
                                ).fetchone()[0]
     assert differ == 0
 
@@ -211,7 +211,7 @@ def test_cur_sample_same_totals_in_every_form(kind, tmp_path):
     assert q10(billed) == q10(CUR_BILLED) and q10(effective) == q10(CUR_BILLED)
     # Every file numbers its own lines from 2 (line 1 is its header).
     for s in sources:
-        lo, hi, n = store.con.execute("SELECT min(x_SourceRow), max(x_SourceRow), count(DISTINCT x_SourceRow) "
+        lo, hi, n = store.lines().execute("SELECT min(x_SourceRow), max(x_SourceRow), count(DISTINCT x_SourceRow) "
                                       "FROM lines WHERE x_SourceFile = ?", [s.path]).fetchone()
         assert (lo, hi, n) == (2, s.rows + 1, s.rows)
 
@@ -246,7 +246,7 @@ def test_cur_snake_case_classifies_like_the_legacy_spelling(cur_store, tmp_path)
     store.load_billing([_rewrite_cur(tmp_path, "cur-snake.csv", snake)])
     sql = ("SELECT x_SourceRow, x_CostCategory, x_TransferKind, x_TransferDirection, x_TransferFrom, x_TransferTo, "
            "x_UsageType, RegionId, ServiceName, ChargeCategory, BilledCost FROM lines ORDER BY x_SourceRow")
-    assert store.con.execute(sql).fetchall() == legacy.con.execute(sql).fetchall()
+    assert store.lines().execute(sql).fetchall() == legacy.lines().execute(sql).fetchall()
 
 
 def _focus_parquet(tmp_path: Path, kind: str) -> Path:
@@ -280,12 +280,12 @@ def test_focus_sample_as_parquet_same_totals(kind, tmp_path, focus_store):
     assert q10(source.stats["billed_cost"]) == q10(FOCUS_BILLED)
     assert q10(source.stats["effective_cost"]) == q10(FOCUS_EFFECTIVE)
     # Parquet rows are numbered from 1, in file order, and classify exactly as the CSV does.
-    lo, hi = store.con.execute("SELECT min(x_SourceRow), max(x_SourceRow) FROM lines").fetchone()
+    lo, hi = store.lines().execute("SELECT min(x_SourceRow), max(x_SourceRow) FROM lines").fetchone()
     assert (lo, hi) == (1, FOCUS_ROWS)
     csv_store, _ = focus_store
     sql = ("SELECT x_SourceRow - {d}, BilledCost, EffectiveCost, ChargePeriodStart, ChargeDescription, "
            "x_CostCategory, x_GpuModel, x_TransferKind, x_TransferFrom, x_TransferTo, Tags FROM lines ORDER BY 1")
-    assert store.con.execute(sql.format(d=0)).fetchall() == csv_store.con.execute(sql.format(d=1)).fetchall()
+    assert store.lines().execute(sql.format(d=0)).fetchall() == csv_store.lines().execute(sql.format(d=1)).fetchall()
 
 
 # ---- format detection -------------------------------------------------------------------------------------
@@ -334,10 +334,10 @@ def test_detect_microsoft_focus_10_export_as_focus_10():
 def test_cur_source_rows_follow_the_file(cur_store):
     store, _ = cur_store
     _, rows = read_csv(CUR)
-    lo, hi, n = store.con.execute("SELECT min(x_SourceRow), max(x_SourceRow), count(DISTINCT x_SourceRow) "
+    lo, hi, n = store.lines().execute("SELECT min(x_SourceRow), max(x_SourceRow), count(DISTINCT x_SourceRow) "
                                   "FROM lines").fetchone()
     assert (lo, hi, n) == (2, CUR_ROWS + 1, CUR_ROWS)  # header is line 1; consecutive, no gaps
-    got = store.con.execute("SELECT x_SourceRow, x_UsageType, BilledCost, ChargeDescription, ChargePeriodStart "
+    got = store.lines().execute("SELECT x_SourceRow, x_UsageType, BilledCost, ChargeDescription, ChargePeriodStart "
                             "FROM lines ORDER BY x_SourceRow").fetchall()
     for line, usage_type, billed, desc, start in got:
         r = rows[line - 2]
@@ -348,8 +348,8 @@ def test_cur_source_rows_follow_the_file(cur_store):
     by_id = {r["identity/LineItemId"]: i + 2 for i, r in enumerate(rows)}
     for item_id in (rows[0]["identity/LineItemId"], rows[640]["identity/LineItemId"], rows[-1]["identity/LineItemId"]):
         r = rows[by_id[item_id] - 2]
-        got = store.con.execute("SELECT x_UsageType, BilledCost, ChargeDescription FROM lines WHERE x_SourceRow = ?",
-                                [by_id[item_id]]).fetchone()
+        got = store.lines().execute("SELECT x_UsageType, BilledCost, ChargeDescription FROM lines "
+                                    "WHERE x_SourceRow = ?", [by_id[item_id]]).fetchone()
         assert got == (r["lineItem/UsageType"] or None, D(r["lineItem/UnblendedCost"]),
                        r["lineItem/LineItemDescription"]), item_id
     assert by_id[rows[0]["identity/LineItemId"]] == 2
@@ -370,10 +370,10 @@ def test_source_rows_keep_file_order_in_a_large_file(tmp_path):
     path.write_text(out.getvalue(), encoding="utf-8")
     store = Store()
     store.load_file(path)
-    wrong = store.con.execute("SELECT count(*), min(x_SourceRow) FROM lines "
+    wrong = store.lines().execute("SELECT count(*), min(x_SourceRow) FROM lines "
                               "WHERE ChargeDescription <> 'line ' || x_SourceRow").fetchone()
     assert wrong[0] == 0, f"{wrong[0]} lines carry the wrong x_SourceRow, first at {wrong[1]}"
-    assert store.con.execute("SELECT count(*) FROM lines").fetchone()[0] == n
+    assert store.lines().execute("SELECT count(*) FROM lines").fetchone()[0] == n
 
 
 def _cur_rows_where(predicate) -> list[int]:
@@ -384,19 +384,19 @@ def test_cur_transfer_lines_are_the_ones_with_a_transfer_type(cur_store):
     store, _ = cur_store
     expected = _cur_rows_where(lambda r: r["product/transferType"] != "")
     assert len(expected) >= 424
-    got = [r[0] for r in store.con.execute("SELECT x_SourceRow FROM lines WHERE x_TransferKind IS NOT NULL "
+    got = [r[0] for r in store.lines().execute("SELECT x_SourceRow FROM lines WHERE x_TransferKind IS NOT NULL "
                                            "ORDER BY 1").fetchall()]
     assert got == expected
-    cats = store.con.execute("SELECT DISTINCT x_CostCategory FROM lines WHERE x_TransferKind IS NOT NULL"
+    cats = store.lines().execute("SELECT DISTINCT x_CostCategory FROM lines WHERE x_TransferKind IS NOT NULL"
                              ).fetchall()
     assert cats == [("transfer",)]
-    dirs = store.con.execute("SELECT count(*) FROM lines WHERE x_TransferKind IS NOT NULL "
+    dirs = store.lines().execute("SELECT count(*) FROM lines WHERE x_TransferKind IS NOT NULL "
                              "AND x_TransferDirection NOT IN ('in', 'out')").fetchone()[0]
     assert dirs == 0
 
 
 def _classes(store: Store, where: str, params: list) -> Counter:
-    return Counter(store.con.execute(
+    return Counter(store.lines().execute(
         f"SELECT x_TransferKind, x_TransferDirection, x_TransferFrom, x_TransferTo FROM lines WHERE {where}",
         params).fetchall())
 
@@ -421,7 +421,7 @@ def test_cur_inter_zone(cur_store):
     expected = _cur_rows_where(lambda r: "-xAZ-" in r["lineItem/UsageType"]
                                or r["lineItem/UsageType"].endswith("DataTransfer-Regional-Bytes"))
     assert len(expected) == 8
-    got = store.con.execute("SELECT x_SourceRow, x_TransferKind FROM lines WHERE x_UsageType LIKE '%-xAZ-%' "
+    got = store.lines().execute("SELECT x_SourceRow, x_TransferKind FROM lines WHERE x_UsageType LIKE '%-xAZ-%' "
                             "OR x_UsageType LIKE '%DataTransfer-Regional-Bytes' ORDER BY 1").fetchall()
     assert got == [(line, "inter_zone") for line in expected]
 
@@ -429,11 +429,11 @@ def test_cur_inter_zone(cur_store):
 def test_cur_inbound_lines(cur_store):
     store, _ = cur_store
     expected = _cur_rows_where(lambda r: r["lineItem/UsageType"].endswith("-AWS-In-Bytes"))
-    got = store.con.execute("SELECT x_SourceRow, x_TransferKind, x_TransferDirection FROM lines "
+    got = store.lines().execute("SELECT x_SourceRow, x_TransferKind, x_TransferDirection FROM lines "
                             "WHERE x_UsageType LIKE '%-AWS-In-Bytes' ORDER BY 1").fetchall()
     assert got == [(line, "inter_region", "in") for line in expected] and len(expected) == 46
     # Every line whose usage type says In is inbound, whatever its kind.
-    assert store.con.execute("SELECT count(*) FROM lines WHERE x_UsageType LIKE '%-In-Bytes' "
+    assert store.lines().execute("SELECT count(*) FROM lines WHERE x_UsageType LIKE '%-In-Bytes' "
                              "AND x_TransferDirection IS DISTINCT FROM 'in'").fetchone()[0] == 0
 
 
@@ -441,7 +441,7 @@ def test_cur_non_transfer_lines_carry_no_transfer_columns(cur_store):
     """x_TransferFrom/x_TransferTo describe a transfer; on S3 requests or Glue jobs they must be NULL (the
     FOCUS reader gates them on x_TransferKind; the CUR reader does not)."""
     store, _ = cur_store
-    bad = store.con.execute(
+    bad = store.lines().execute(
         "SELECT count(*), any_value(x_UsageType), any_value(x_TransferFrom) FROM lines "
         "WHERE x_TransferKind IS NULL AND (x_TransferDirection IS NOT NULL OR x_TransferFrom IS NOT NULL "
         "OR x_TransferTo IS NOT NULL)").fetchone()
@@ -468,7 +468,7 @@ def test_focus_g5_rows_are_gpu_compute(focus_store):
     store, _ = focus_store
     lines = _focus_lines(lambda r: "g5.4xlarge" in r["ChargeDescription"])
     assert len(lines) == 8
-    got = store.con.execute(
+    got = store.lines().execute(
         "SELECT x_SourceRow, x_CostCategory, x_InstanceType, x_GpuModel, x_GpuCount, x_Provider FROM lines "
         "WHERE ChargeDescription LIKE '%g5.4xlarge%' ORDER BY 1").fetchall()
     assert got == [(line, "gpu_compute", "g5.4xlarge", "A10G", 1, "aws") for line in lines]
@@ -484,16 +484,17 @@ def test_focus_inter_region_rows(focus_store):
     desc = "$0.02 per GB - US West (Oregon) data transfer to US East (Northern Virginia)"
     lines = _focus_lines(lambda r: r["ChargeDescription"] == desc)
     assert len(lines) >= 10
-    got = store.con.execute("SELECT x_SourceRow, x_TransferKind, x_TransferDirection, x_TransferFrom, x_TransferTo, "
-                            "x_CostCategory FROM lines WHERE ChargeDescription = ? ORDER BY 1", [desc]).fetchall()
+    got = store.lines().execute("SELECT x_SourceRow, x_TransferKind, x_TransferDirection, x_TransferFrom, "
+                                "x_TransferTo, x_CostCategory FROM lines WHERE ChargeDescription = ? ORDER BY 1",
+                                [desc]).fetchall()
     assert got == [(line, "inter_region", "out", "us-west-2", "us-east-1", "transfer") for line in lines]
 
 
 def test_focus_tags_become_a_map(focus_store):
     store, _ = focus_store
-    assert store.con.execute("SELECT DISTINCT typeof(Tags) FROM lines").fetchall() == [("MAP(VARCHAR, VARCHAR)",)]
+    assert store.lines().execute("SELECT DISTINCT typeof(Tags) FROM lines").fetchall() == [("MAP(VARCHAR, VARCHAR)",)]
     _, rows = read_csv(FOCUS)
-    got = dict(store.con.execute("SELECT x_SourceRow, Tags FROM lines").fetchall())
+    got = dict(store.lines().execute("SELECT x_SourceRow, Tags FROM lines").fetchall())
     tagged = 0
     for i, r in enumerate(rows):
         tags = got[i + 2]
@@ -504,16 +505,16 @@ def test_focus_tags_become_a_map(focus_store):
         assert dict(tags) == {k: str(v) for k, v in json.loads(r["Tags"]).items()}, i + 2
     assert tagged > 100
     line = _focus_lines(lambda r: r["Id"] == "712018")[0]
-    tags = store.con.execute("SELECT Tags FROM lines WHERE x_SourceRow = ?", [line]).fetchone()[0]
+    tags = store.lines().execute("SELECT Tags FROM lines WHERE x_SourceRow = ?", [line]).fetchone()[0]
     assert tags["business_unit"] == "NaplesProcurement"
-    assert store.con.execute("SELECT count(*) FROM lines WHERE Tags['business_unit'] = 'NaplesProcurement'"
+    assert store.lines().execute("SELECT count(*) FROM lines WHERE Tags['business_unit'] = 'NaplesProcurement'"
                              ).fetchone()[0] == sum(1 for r in rows if '"NaplesProcurement"' in r["Tags"])
 
 
 def test_focus_first_data_line_is_2(focus_store):
     store, _ = focus_store
     first = read_csv(FOCUS)[1][0]
-    got = store.con.execute("SELECT BilledCost, ChargeDescription FROM lines WHERE x_SourceRow = 2").fetchone()
+    got = store.lines().execute("SELECT BilledCost, ChargeDescription FROM lines WHERE x_SourceRow = 2").fetchone()
     assert got == (D(first["BilledCost"]), first["ChargeDescription"])
 
 
@@ -544,7 +545,7 @@ def test_gpu_fixture_matches_its_own_csv():
 
 def test_gpu_fixture_per_line(gpu_store):
     store, _ = gpu_store
-    got = store.con.execute(
+    got = store.lines().execute(
         "SELECT x_SourceRow, BilledCost, EffectiveCost, x_CostCategory, x_GpuModel, x_GpuCount, PricingCategory, "
         "Tags['team'] FROM lines ORDER BY 1").fetchall()
     assert [g[0] for g in got] == list(GPU_LINES)
@@ -556,18 +557,19 @@ def test_gpu_fixture_per_line(gpu_store):
 
 def test_gpu_fixture_details(gpu_store):
     store, _ = gpu_store
-    row = {r[0]: r[1:] for r in store.con.execute(
+    row = {r[0]: r[1:] for r in store.lines().execute(
         "SELECT x_SourceRow, x_InstanceType, ChargeCategory FROM lines").fetchall()}
     assert row[2] == ("p4d.24xlarge", "Usage")
     assert row[3] == ("g5.xlarge", "Usage")  # empty product/instanceType: read from SpotUsage:g5.xlarge
     assert row[4] == ("ml.p3.2xlarge", "Usage")  # SageMaker: the instance type as billed
     assert row[8] == ("g5.2xlarge", "Purchase")  # RIFee is a purchase
     assert row[11] == (None, "Tax")
-    transfer = store.con.execute("SELECT x_TransferKind, x_TransferDirection, x_TransferFrom, x_TransferTo "
+    transfer = store.lines().execute("SELECT x_TransferKind, x_TransferDirection, x_TransferFrom, x_TransferTo "
                                  "FROM lines WHERE x_SourceRow = 10").fetchone()
     # No product/fromRegionCode columns here: the ends come from the usage type's region prefixes.
     assert transfer == ("inter_region", "out", "us-east-1", "us-west-2")
-    tags = store.con.execute("SELECT x_SourceRow, Tags FROM lines WHERE x_SourceRow IN (2, 7) ORDER BY 1").fetchall()
+    tags = store.lines().execute("SELECT x_SourceRow, Tags FROM lines WHERE x_SourceRow IN (2, 7) "
+                                 "ORDER BY 1").fetchall()
     assert [dict(t) for _, t in tags] == [{"team": "research"}, {}]
 
 

@@ -140,7 +140,7 @@ def test_avro_reconciles_to_the_cent(gcp_avro):
 
 def test_avro_classifies_every_named_line(gcp_avro):
     store, _ = gcp_avro
-    got = store.con.execute(LINE.format(d=0)).fetchall()
+    got = store.lines().execute(LINE.format(d=0)).fetchall()
     assert [g[0] for g in got] == list(range(1, len(AVRO_ROWS) + 1))  # records numbered from 1, in file order
     for g, r in zip(got, AVRO_ROWS, strict=True):
         sku = r["sku"]["description"]
@@ -163,7 +163,7 @@ def test_avro_reads_exactly_as_json_and_csv(form, gcp_avro, gcp_json, gcp_csv):
     store, _ = gcp_avro
     other, _ = gcp_json if form == "json" else gcp_csv
     d = 0 if form == "json" else 1  # CSV lines count the header
-    assert store.con.execute(LINE.format(d=0)).fetchall() == other.con.execute(LINE.format(d=d)).fetchall()
+    assert store.lines().execute(LINE.format(d=0)).fetchall() == other.lines().execute(LINE.format(d=d)).fetchall()
     for key in ("billed_cost", "effective_cost", "list_cost", "gpu_cost", "spot_cost", "gpu_spot_cost",
                 "by_category", "gpu_hours", "transfer_gb_out"):
         assert store.sources[0].stats[key] == other.sources[0].stats[key], key
@@ -172,7 +172,7 @@ def test_avro_reads_exactly_as_json_and_csv(form, gcp_avro, gcp_json, gcp_csv):
 
 def test_labels_become_tags_and_nested_records_stay_nested(gcp_avro):
     store, _ = gcp_avro
-    got = dict(store.con.execute("SELECT ChargeDescription, Tags FROM lines").fetchall())
+    got = dict(store.lines().execute("SELECT ChargeDescription, Tags FROM lines").fetchall())
     for r in AVRO_ROWS:
         assert got[r["sku"]["description"]] == {e["key"]: e["value"] for e in r["labels"]}
     assert got["Nvidia Tesla A100 GPU running in Americas"] == {"team": "nlp", "owner": "alice"}

@@ -112,7 +112,7 @@ def test_reconciles_to_the_cent(path, cost, currency, rows, total):
     assert q10(source.stats["billed_cost"]) == q10(expected)
     assert q10(source.stats["effective_cost"]) == q10(expected)
     # line for line, exactly, in the file's order from line 2
-    got = store.con.execute("SELECT x_SourceRow, BilledCost, EffectiveCost, BillingCurrency FROM lines "
+    got = store.lines().execute("SELECT x_SourceRow, BilledCost, EffectiveCost, BillingCurrency FROM lines "
                             "ORDER BY 1").fetchall()
     assert got == [(i + 2, D(r[cost]), D(r[cost]), r[currency]) for i, r in enumerate(read_csv(path)[1])]
 
@@ -136,18 +136,19 @@ def test_sample_purchase_row(sample):
     _, rows = read_csv(EA_SAMPLE)
     purchases = [i + 2 for i, r in enumerate(rows) if r["ChargeType"] == "Purchase"]
     assert purchases == [2]
-    got = store.con.execute("SELECT ChargeCategory, PricingCategory, BilledCost, x_InstanceType, ResourceId FROM lines "
-                            "WHERE x_SourceRow = 2").fetchone()
+    got = store.lines().execute("SELECT ChargeCategory, PricingCategory, BilledCost, x_InstanceType, ResourceId "
+                                "FROM lines WHERE x_SourceRow = 2").fetchone()
     assert got[:4] == ("Purchase", "Committed", D("3.25"), "Standard_B1s")
     assert got[4] == rows[0]["ResourceId"].lower()
-    assert store.con.execute("SELECT count(*) FROM lines WHERE ChargeCategory = 'Usage' AND PricingCategory = "
+    assert store.lines().execute("SELECT count(*) FROM lines WHERE ChargeCategory = 'Usage' AND PricingCategory = "
                              "'Standard'").fetchone()[0] == 10
 
 
 def test_sample_dates_are_parsed(sample):
     store, _ = sample
     _, rows = read_csv(EA_SAMPLE)
-    got = store.con.execute("SELECT x_SourceRow, ChargePeriodStart, ChargePeriodEnd FROM lines ORDER BY 1").fetchall()
+    got = store.lines().execute("SELECT x_SourceRow, ChargePeriodStart, ChargePeriodEnd FROM lines "
+                                "ORDER BY 1").fetchall()
     for line, start, end in got:
         day = datetime.strptime(rows[line - 2]["Date"], "%m/%d/%Y")
         assert (start, end) == (day, day + timedelta(days=1)), line
@@ -157,8 +158,8 @@ def test_sample_dates_are_parsed(sample):
 def test_sample_tags_become_a_map(sample):
     store, _ = sample
     _, rows = read_csv(EA_SAMPLE)
-    assert store.con.execute("SELECT DISTINCT typeof(Tags) FROM lines").fetchall() == [("MAP(VARCHAR, VARCHAR)",)]
-    got = dict(store.con.execute("SELECT x_SourceRow, Tags FROM lines").fetchall())
+    assert store.lines().execute("SELECT DISTINCT typeof(Tags) FROM lines").fetchall() == [("MAP(VARCHAR, VARCHAR)",)]
+    got = dict(store.lines().execute("SELECT x_SourceRow, Tags FROM lines").fetchall())
     for i, r in enumerate(rows):
         assert got[i + 2] == tags_of(r["Tags"]), i + 2
     assert not r["Tags"].startswith("{") and r["Tags"]  # written without the outer braces
@@ -171,7 +172,7 @@ def test_sample_tags_become_a_map(sample):
 def test_sample_regions_are_normalized(sample):
     store, _ = sample
     _, rows = read_csv(EA_SAMPLE)
-    got = dict(store.con.execute("SELECT x_SourceRow, RegionId FROM lines").fetchall())
+    got = dict(store.lines().execute("SELECT x_SourceRow, RegionId FROM lines").fetchall())
     assert [got[i + 2] for i in range(len(rows))] == [region_of(r["ResourceLocation"]) for r in rows]
     assert {r["ResourceLocation"]: got[i + 2] for i, r in enumerate(rows)} == {
         "uksouth": "uksouth", "EastUS2": "eastus2", "WestUS": "westus", "SouthCentralUS": "southcentralus",
@@ -180,10 +181,10 @@ def test_sample_regions_are_normalized(sample):
 
 def test_sample_classification(sample):
     store, _ = sample
-    got = dict(store.con.execute("SELECT x_SourceRow, x_CostCategory FROM lines").fetchall())
+    got = dict(store.lines().execute("SELECT x_SourceRow, x_CostCategory FROM lines").fetchall())
     assert got[5] == "other_compute"  # Standard_D2s_v3, from AdditionalInfo
     assert got[3] == got[4] == got[9] == "storage"
-    assert store.con.execute("SELECT count(*) FROM lines WHERE x_TransferKind IS NOT NULL OR x_GpuModel IS NOT NULL"
+    assert store.lines().execute("SELECT count(*) FROM lines WHERE x_TransferKind IS NOT NULL OR x_GpuModel IS NOT NULL"
                              ).fetchone()[0] == 0
 
 
@@ -192,7 +193,7 @@ def test_region_spellings_through_the_bundled_table():
     store = Store()
     for path in (EA, MCA, PAYG):
         store.load_file(path)
-    got = {r[0] for r in store.con.execute("SELECT DISTINCT RegionId FROM lines").fetchall()}
+    got = {r[0] for r in store.lines().execute("SELECT DISTINCT RegionId FROM lines").fetchall()}
     assert got == {"eastus", "eastus2", "westus2", "westeurope", "northeurope"}
 
 
@@ -266,7 +267,7 @@ CLASSES = ("SELECT x_SourceRow, ChargeCategory, PricingCategory, x_CostCategory,
                                             (SHORT, SHORT_LINES)], ids=["ea", "mca", "payg", "short-dates"])
 def test_fixture_line_by_line(path, expected):
     store, _ = load(path)
-    got = {g[0]: g[1:] for g in store.con.execute(CLASSES).fetchall()}
+    got = {g[0]: g[1:] for g in store.lines().execute(CLASSES).fetchall()}
     assert list(got) == list(expected)
     for line, exp in expected.items():
         assert got[line] == exp, f"{path.name}:{line}"
@@ -275,7 +276,7 @@ def test_fixture_line_by_line(path, expected):
     tag_col = next(c for c in rows[0] if c.lower() == "tags")
     assert [got[i + 2][-1] for i in range(len(rows))] == [tags_of(r[tag_col]) for r in rows]
     # transfers name no destination: Azure meters do not say
-    assert store.con.execute("SELECT count(*) FROM lines WHERE x_TransferTo IS NOT NULL").fetchone()[0] == 0
+    assert store.lines().execute("SELECT count(*) FROM lines WHERE x_TransferTo IS NOT NULL").fetchone()[0] == 0
 
 
 @pytest.mark.parametrize("path, column, fmt", [(EA, "Date", "%m/%d/%Y"), (MCA, "date", "%Y-%m-%d"),
@@ -284,14 +285,14 @@ def test_fixture_line_by_line(path, expected):
 def test_fixture_dates(path, column, fmt):
     store, _ = load(path)
     _, rows = read_csv(path)
-    got = store.con.execute("SELECT ChargePeriodStart, ChargePeriodEnd FROM lines ORDER BY x_SourceRow").fetchall()
+    got = store.lines().execute("SELECT ChargePeriodStart, ChargePeriodEnd FROM lines ORDER BY x_SourceRow").fetchall()
     want = [datetime.strptime(r[column], fmt) for r in rows]
     assert got == [(d, d + timedelta(days=1)) for d in want]
 
 
 def test_short_dates_without_leading_zeros():
     store, _ = load(SHORT)
-    days = [r[0].date().isoformat() for r in store.con.execute(
+    days = [r[0].date().isoformat() for r in store.lines().execute(
         "SELECT ChargePeriodStart FROM lines ORDER BY x_SourceRow").fetchall()]
     assert [r["Date"] for r in read_csv(SHORT)[1]] == ["9/2/2023", "9/9/2023", "9/10/2023", "10/1/2023",
                                                         "12/31/2023"]
@@ -325,14 +326,14 @@ def test_mca_bills_in_its_billing_currency():
     assert q10(source.stats["billed_cost"]) != q10({"USD": usd})
     assert set(source.stats["billed_cost"]) == {"EUR"}
     # the resource id is lower-cased, as ARM ids are case-insensitive
-    assert store.con.execute("SELECT ResourceId FROM lines WHERE x_SourceRow = 2").fetchone()[0] == \
+    assert store.lines().execute("SELECT ResourceId FROM lines WHERE x_SourceRow = 2").fetchone()[0] == \
         rows[0]["ResourceId"].lower()
 
 
 def test_payg_reads_instance_id_and_usage_quantity():
     store, _ = load(PAYG)
     _, rows = read_csv(PAYG)
-    got = store.con.execute("SELECT ResourceId, ConsumedQuantity, ConsumedUnit, SubAccountId FROM lines "
+    got = store.lines().execute("SELECT ResourceId, ConsumedQuantity, ConsumedUnit, SubAccountId FROM lines "
                             "ORDER BY x_SourceRow").fetchall()
     assert got == [(r["InstanceId"].lower(), D(r["UsageQuantity"]),
                     "Hours" if r["UnitOfMeasure"] == "1 Hour" else

@@ -85,7 +85,7 @@ def lines(path: Path) -> tuple[Store, list[tuple]]:
     store = Store()
     source = store.load_file(path)
     cols = ", ".join(COMPARE)
-    return store, [source.format] + store.con.execute(
+    return store, [source.format] + store.lines().execute(
         f"SELECT {cols} FROM lines ORDER BY x_SourceRow").fetchall()
 
 
@@ -147,7 +147,7 @@ def test_redelivered_month_is_counted_once(tmp_path):
     assert [Path(s.path).name for s in kept] == ["b-second.csv"]
     assert any("a-first.csv" in w and "counted once" in w for w in store.warnings)
     alone = Store().load_file(second)
-    total = store.con.execute("SELECT sum(BilledCost), count(*) FROM lines").fetchall()[0]
+    total = store.lines().execute("SELECT sum(BilledCost), count(*) FROM lines").fetchall()[0]
     assert total == (alone.stats["billed_cost"]["USD"], alone.rows)
 
 
@@ -158,5 +158,5 @@ def test_parts_of_one_export_are_all_kept(tmp_path):
         (tmp_path / f"report-{i}.csv").write_text("\n".join([header, *part]) + "\n", encoding="utf-8")
     store = Store()
     assert len(store.load_billing([tmp_path])) == 2
-    assert store.con.execute("SELECT count(*) FROM lines").fetchall()[0][0] == len(body)
+    assert store.lines().execute("SELECT count(*) FROM lines").fetchall()[0][0] == len(body)
     assert not store.warnings

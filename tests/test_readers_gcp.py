@@ -136,7 +136,7 @@ def test_koku_sample_reconciles_to_the_cent(koku):
 
 def test_koku_sample_line_by_line(koku):
     store, _ = koku
-    got = store.con.execute(
+    got = store.lines().execute(
         "SELECT x_SourceRow, BilledCost, EffectiveCost, ChargePeriodStart, ChargePeriodEnd, ChargeDescription, "
         "ResourceId, RegionId, SubAccountId, BillingAccountId, ChargeCategory, PricingCategory, x_CostCategory, "
         "x_TransferKind, x_TransferDirection, x_TransferFrom, x_TransferTo, ConsumedQuantity, ConsumedUnit, Tags "
@@ -253,12 +253,12 @@ def test_fixture_parquet_is_nested_and_reconciles(gcp_parquet):
     assert types["credits"].endswith("[]") and types["labels"].endswith("[]")
     assert source.format == "gcp-billing" and source.rows == len(JSON_ROWS)
     assert q10(source.stats["billed_cost"]) == q10(CSV_TOTAL)
-    assert store.con.execute("SELECT min(x_SourceRow), max(x_SourceRow) FROM lines").fetchone() == (1, 19)
+    assert store.lines().execute("SELECT min(x_SourceRow), max(x_SourceRow) FROM lines").fetchone() == (1, 19)
 
 
 def test_fixture_csv_line_by_line(gcp_csv):
     store, _ = gcp_csv
-    got = store.con.execute(LINE.format(d=1)).fetchall()
+    got = store.lines().execute(LINE.format(d=1)).fetchall()
     assert [g[0] for g in got] == list(range(1, len(CSV_ROWS) + 1))
     for g, r in zip(got, CSV_ROWS, strict=True):
         sku = r["sku.description"]
@@ -274,7 +274,7 @@ def test_json_and_parquet_read_exactly_as_the_csv(form, gcp_csv, gcp_json, gcp_p
     """Same costs (exactly), same classification, tags, times, ids and quantities on every line."""
     csv_store, _ = gcp_csv
     store, _ = gcp_json if form == "json" else gcp_parquet
-    assert store.con.execute(LINE.format(d=0)).fetchall() == csv_store.con.execute(LINE.format(d=1)).fetchall()
+    assert store.lines().execute(LINE.format(d=0)).fetchall() == csv_store.lines().execute(LINE.format(d=1)).fetchall()
     for key in ("billed_cost", "effective_cost", "list_cost", "gpu_cost", "spot_cost", "by_category", "gpu_hours",
                 "transfer_gb_out"):
         assert store.sources[0].stats[key] == csv_store.sources[0].stats[key], key
@@ -282,7 +282,7 @@ def test_json_and_parquet_read_exactly_as_the_csv(form, gcp_csv, gcp_json, gcp_p
 
 def test_fixture_labels_become_tags(gcp_csv):
     store, _ = gcp_csv
-    got = dict(store.con.execute("SELECT ChargeDescription, Tags FROM lines").fetchall())
+    got = dict(store.lines().execute("SELECT ChargeDescription, Tags FROM lines").fetchall())
     for r in CSV_ROWS:
         labels = {e["key"]: e["value"] for e in ast.literal_eval(r["labels"])}
         assert got[r["sku.description"]] == labels, r["sku.description"]
@@ -290,13 +290,13 @@ def test_fixture_labels_become_tags(gcp_csv):
     assert got["N2 Instance Core running in Americas"] == {"team": "data"}  # no owner label
     assert got["Nvidia Tesla T4 GPU running in Americas"] == {"goog-k8s-cluster-name": "inference-gke"}
     # project labels and system labels are not resource tags
-    assert store.con.execute("SELECT count(*) FROM lines WHERE Tags['cost-center'] IS NOT NULL "
+    assert store.lines().execute("SELECT count(*) FROM lines WHERE Tags['cost-center'] IS NOT NULL "
                              "OR Tags['compute.googleapis.com/machine_spec'] IS NOT NULL").fetchone()[0] == 0
 
 
 def test_fixture_details(gcp_csv):
     store, source = gcp_csv
-    a100 = store.con.execute(
+    a100 = store.lines().execute(
         "SELECT ResourceId, RegionId, AvailabilityZone, SubAccountId, BillingAccountId, SkuId, ServiceName, "
         "ConsumedQuantity, ConsumedUnit, ChargePeriodStart, ChargePeriodEnd, x_Provider, ProviderName "
         "FROM lines WHERE ChargeDescription = 'Nvidia Tesla A100 GPU running in Americas'").fetchone()
@@ -310,7 +310,7 @@ def test_fixture_details(gcp_csv):
     st = source.stats
     assert D(st["transfer_gb_out"]["inter_region"]) == ((50 + 20) * D("1.073741824")).quantize(D("0.001"))
     assert D(st["transfer_gb_out"]["internet"]) == ((10 + 4) * D("1.073741824")).quantize(D("0.001"))
-    tax = store.con.execute("SELECT ChargeCategory, PricingCategory, BilledCost, RegionId FROM lines "
+    tax = store.lines().execute("SELECT ChargeCategory, PricingCategory, BilledCost, RegionId FROM lines "
                             "WHERE ChargeDescription = 'Tax'").fetchone()
     assert tax == ("Tax", None, D("1.47"), None)
 
@@ -339,8 +339,9 @@ def test_committed_use_discount_marks_the_lines_it_covers(gcp_csv):
     covered = sorted(r["sku.description"] for r in CSV_ROWS
                      if any(c["type"] == "COMMITTED_USAGE_DISCOUNT" for c in csv_credits(r)))
     assert len(covered) == 3
-    got = [r[0] for r in store.con.execute("SELECT ChargeDescription FROM lines WHERE PricingCategory = 'Committed' "
-                                           "AND ChargeCategory = 'Usage' ORDER BY 1").fetchall()]
+    got = [r[0] for r in store.lines().execute("SELECT ChargeDescription FROM lines "
+                                               "WHERE PricingCategory = 'Committed' AND ChargeCategory = 'Usage' "
+                                               "ORDER BY 1").fetchall()]
     assert got == covered
 
 
@@ -370,9 +371,9 @@ def test_export_without_any_credit_or_label(form, tmp_path):
     gross = {"USD": sum(D(r["cost"]) for r in JSON_ROWS)}
     assert source.rows == len(JSON_ROWS)
     assert q10(source.stats["billed_cost"]) == q10(gross)
-    assert store.con.execute("SELECT count(*) FROM lines WHERE cardinality(Tags) > 0").fetchone()[0] == 0
+    assert store.lines().execute("SELECT count(*) FROM lines WHERE cardinality(Tags) > 0").fetchone()[0] == 0
     # without system labels, the A2 core line still bills an A100 machine, by its SKU
-    assert store.con.execute("SELECT x_CostCategory, x_GpuModel FROM lines WHERE ChargeDescription = "
+    assert store.lines().execute("SELECT x_CostCategory, x_GpuModel FROM lines WHERE ChargeDescription = "
                              "'A2 Instance Core running in Americas'").fetchone() == ("gpu_compute", "A100")
 
 
@@ -389,7 +390,7 @@ def test_credits_as_json_text_in_csv(tmp_path):
         w.writerows(rows)
     store, source = load(path)
     assert q10(source.stats["billed_cost"]) == q10(CSV_TOTAL)
-    assert store.con.execute("SELECT Tags, PricingCategory FROM lines WHERE x_SourceRow = 2").fetchone() == (
+    assert store.lines().execute("SELECT Tags, PricingCategory FROM lines WHERE x_SourceRow = 2").fetchone() == (
         {"team": "nlp", "owner": "alice"}, "Committed")
 
 

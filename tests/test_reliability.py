@@ -189,7 +189,7 @@ def test_credits_and_refunds_are_kept_negative(policy, tmp_path):
 
     store = Store()
     store.load_billing([BAD / "cur-credits.csv"])
-    rows = store.con.execute("SELECT ChargeCategory, sum(BilledCost) FROM lines GROUP BY 1 ORDER BY 1").fetchall()
+    rows = store.lines().execute("SELECT ChargeCategory, sum(BilledCost) FROM lines GROUP BY 1 ORDER BY 1").fetchall()
     assert rows == [("Credit", Decimal("-3.25")), ("Tax", Decimal("0.10")), ("Usage", Decimal("10.00"))]
 
 

@@ -436,7 +436,7 @@ def test_forecast_is_the_last_month_run_rate(demo_audit, demo_doc):
 
     store = Store()
     store.load_billing([DEMO / "billing"])
-    september = store.con.execute("SELECT sum(BilledCost) FROM lines WHERE ChargePeriodStart >= '2026-09-01' "
+    september = store.lines().execute("SELECT sum(BilledCost) FROM lines WHERE ChargePeriodStart >= '2026-09-01' "
                                   "AND ChargePeriodStart < '2026-10-01'").fetchone()[0]
     fc = demo_doc["summary"]["forecast"]
     assert fc["basis"]["start"] == "2026-09-01T00:00:00Z" and fc["next"]["label"] == "2026-Q4"

@@ -251,7 +251,7 @@ def test_previous_window_from_the_billing(tmp_path):
     assert pw["label"] == "2026-07-01 to 2026-07-31"
     store = Store()
     store.load_billing([DEMO / "billing"])
-    july = store.con.execute("SELECT sum(BilledCost) FROM lines WHERE ChargePeriodStart >= '2026-07-01' "
+    july = store.lines().execute("SELECT sum(BilledCost) FROM lines WHERE ChargePeriodStart >= '2026-07-01' "
                              "AND ChargePeriodStart < '2026-08-01'").fetchone()[0]
     assert pw["billed_cost"]["USD"] == str(money(july))
     assert doc["trend"] is None

@@ -403,7 +403,7 @@ def test_no_secret_is_stored(tmp_path, fmt):
     [source] = store.load_billing([path])
     assert source.rows == 2
     for table in ("costs", "lines"):  # the stored rows, and the same file read line by line
-        stored = str(store.con.execute(f"SELECT * FROM {table}").fetchall())
+        stored = str(store.lines().execute(f"SELECT * FROM {table}").fetchall())
         assert [secret for secret in SECRETS if secret in stored] == [], table
         assert "ckpt-bucket.s3.us-east-1.amazonaws.com/runs/model.pt?REDACTED" in stored, table
         assert "mlcheckpoints.blob.core.windows.net/runs/ckpt-0814?REDACTED" in stored, table

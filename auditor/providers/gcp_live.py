@@ -7,8 +7,13 @@ Sources, each recorded in the snapshot manifest on its own, per project (`--acco
   or preemptible (google-cloud-compute, REST transport); for those, `scheduling.instanceTerminationAction` as
   the eviction policy (STOP: deallocate, DELETE: delete; not known when the response leaves it out).
 - `gcp:<project>:monitoring`: GPU utilisation and memory used from Cloud Monitoring (google-cloud-monitoring,
-  gRPC: the only transport it has): the Ops Agent's `agent.googleapis.com/gpu/utilization` (hourly mean) and
-  `agent.googleapis.com/gpu/memory/bytes_used` with `memory_state = "used"` (hourly max), one series per GPU.
+  gRPC: the only transport it has), one series per GPU, utilisation as the hourly mean and memory as the hourly
+  max. First the Ops Agent's NVML metrics, `agent.googleapis.com/gpu/utilization` (percent) and
+  `agent.googleapis.com/gpu/memory/bytes_used` with `memory_state = "used"`; then, for the GPU instances that
+  have none, the Ops Agent DCGM receiver's (version 2) `workload.googleapis.com/gpu.dcgm.utilization` (a
+  fraction, turned into percent) and `workload.googleapis.com/gpu.dcgm.memory.bytes_used` with `state = "used"`.
+  Each `gpu_usage` row's `source` names the family it came from: `cloud-monitoring:agent.googleapis.com/gpu` or
+  `cloud-monitoring:workload.googleapis.com/gpu.dcgm`.
 - `gcp:<project>:vertex:<region>`: Vertex AI custom jobs (spot scheduling strategy, base output directory),
   read from the Vertex REST API through the authorised session, so the large aiplatform SDK is not needed.
 - `gcp:<project>:prices` (with `--prices`): per-GPU hourly prices of the GPU models the project runs, in its
@@ -31,7 +36,7 @@ import os
 import re
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 import google.auth
@@ -138,10 +143,25 @@ def _compute(p: Pull, credentials, endpoint: str | None, project: str) -> dict[s
 
 # ---- Cloud Monitoring (gRPC) ---------------------------------------------------------------------------------
 
-# (metric type, per-series aligner, extra filter): the Ops Agent's nvml metrics, one series per GPU. The memory
-# metric has a series for free bytes too (label memory_state), which must not count as used.
-GPU_METRICS = (("agent.googleapis.com/gpu/utilization", "ALIGN_MEAN", ""),
-               ("agent.googleapis.com/gpu/memory/bytes_used", "ALIGN_MAX", ' AND metric.labels.memory_state = "used"'))
+class GpuMetrics(NamedTuple):
+    """One family of per-GPU metric types: utilisation (aligned by hourly mean) and memory used (hourly max)."""
+    family: str  # the metric types' common prefix, named in each gpu_usage row's source
+    utilization: str
+    util_to_pct: float  # utilisation values times this are percent
+    memory: str
+    memory_used: str  # the filter on the memory type's state label: its free (and reserved) series are not used
+
+
+# Read in this order; an instance takes its usage from the first family that has utilisation series for it.
+# The Ops Agent's own NVML metrics are there on any GPU VM running it; the DCGM receiver's version 2 metrics
+# replace them where the agent is set up for DCGM. DCGM version 1 (`workload.googleapis.com/dcgm.gpu.profiling.*`)
+# only adds profiling metrics beside the NVML ones, so it has no memory metric and is not read.
+GPU_METRICS = (
+    GpuMetrics("agent.googleapis.com/gpu", "agent.googleapis.com/gpu/utilization", 1.0,  # percent
+               "agent.googleapis.com/gpu/memory/bytes_used", 'metric.labels.memory_state = "used"'),
+    GpuMetrics("workload.googleapis.com/gpu.dcgm", "workload.googleapis.com/gpu.dcgm.utilization", 100.0,  # fraction
+               "workload.googleapis.com/gpu.dcgm.memory.bytes_used", 'metric.labels.state = "used"'),
+)
 
 
 def _monitoring_client(credentials):
@@ -176,40 +196,50 @@ def _monitoring(p: Pull, credentials, project: str) -> dict[str, int]:
 
     w = p.options.window
     interval = monitoring_v3.TimeInterval(start_time=w.start, end_time=w.end)
-    series: dict[str, tuple[list, list]] = {}  # instance id -> (per-GPU utilisation, per-GPU memory used)
+    left, added = set(ids), 0  # the instances no family has given usage for yet
     with _monitoring_client(credentials) as client:
         def one_page(**request):  # retry=None: our Retry backs off on throttling, not the client's own as well
             return next(iter(client.list_time_series(request=request, retry=None, timeout=TIMEOUT).pages))
 
-        for i, (metric, aligner, extra) in enumerate(GPU_METRICS):
+        def read(metric: str, aligner: str, extra: str, wanted: set[str], scale: float) -> dict[str, list]:
+            """Instance id -> its per-GPU series of one metric type, for the instances wanted."""
             aggregation = monitoring_v3.Aggregation(
                 alignment_period=timedelta(seconds=PERIOD),
                 per_series_aligner=monitoring_v3.Aggregation.Aligner[aligner])
+            out: dict[str, list] = {}
             for page in pages(one_page, p.retry, throttled, token_in="page_token", token_out="next_page_token",
                               name=f"projects/{project}", interval=interval, aggregation=aggregation,
                               filter=f'metric.type = "{metric}" AND resource.type = "gce_instance"{extra}',
                               view=monitoring_v3.ListTimeSeriesRequest.TimeSeriesView.FULL):
                 for ts in page.time_series:
                     iid = ts.resource.labels.get("instance_id")
-                    if iid in ids:
-                        series.setdefault(iid, ([], []))[i].append(_points(ts))
-    added = 0
-    for iid, (util, mem) in sorted(series.items()):
-        usage = usage_summary(iid, util, mem, PERIOD, "cloud-monitoring", memory_scale=1 / 2**30)
-        if usage:
-            p.gpu_usage.append(usage)
-            added += 1
+                    if iid in wanted:
+                        out.setdefault(iid, []).append(_points(ts, scale))
+            return out
+
+        for m in GPU_METRICS:
+            if not left:
+                break  # every instance has its usage: the other families are not asked
+            util = read(m.utilization, "ALIGN_MEAN", "", left, m.util_to_pct)
+            mem = read(m.memory, "ALIGN_MAX", f" AND {m.memory_used}", set(util), 1.0) if util else {}
+            for iid in sorted(util):
+                usage = usage_summary(iid, util[iid], mem.get(iid, []), PERIOD, f"cloud-monitoring:{m.family}",
+                                      memory_scale=1 / 2**30)
+                if usage:
+                    p.gpu_usage.append(usage)
+                    left.discard(iid)
+                    added += 1
     return {"gpu_usage": added}
 
 
-def _points(ts) -> list[tuple[datetime, float]]:
-    """(period start, value) of an aligned series. An aligned point is stamped with the end of its period;
-    `usage_summary` counts each sample from its period's start."""
+def _points(ts, scale: float = 1.0) -> list[tuple[datetime, float]]:
+    """(period start, value times scale) of an aligned series. An aligned point is stamped with the end of its
+    period; `usage_summary` counts each sample from its period's start."""
     out = []
     for pt in ts.points:
         kind = type(pt.value).pb(pt.value).WhichOneof("value")
         if kind in ("double_value", "int64_value"):
-            out.append((utc(pt.interval.end_time) - timedelta(seconds=PERIOD), float(getattr(pt.value, kind))))
+            out.append((utc(pt.interval.end_time) - timedelta(seconds=PERIOD), float(getattr(pt.value, kind)) * scale))
     return out
 
 
