@@ -82,6 +82,8 @@ CREATE MACRO gpu_family(p, t) AS CASE p
     ELSE t END;
 """
 
+PARALLEL_FILES = 4
+
 # Which engine reads billing files into `costs`: None is DuckDB here; `--engine spark` sets Spark's for the run.
 BILLING_ENGINE: ContextVar[Callable[..., list] | None] = ContextVar("billing_engine", default=None)
 
@@ -192,7 +194,8 @@ class Store:
         files = list(self.distinct_files(paths))
         # Files are read side by side, each on its own connection (DuckDB appends to one table from several
         # at once), then registered in their order: the gain is largest on gzip CSV, read on one core per file.
-        workers = min(len(files), os.cpu_count() or 1)
+        # At most PARALLEL_FILES: each file's grouping holds its own hash table within the one memory limit.
+        workers = min(len(files), os.cpu_count() or 1, PARALLEL_FILES)
         cons = [self.con.cursor() for _ in range(workers)]
         free = list(cons)
 
