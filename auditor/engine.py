@@ -273,32 +273,31 @@ def _source_dict(s: SourceFile) -> dict[str, Any]:
     return d
 
 
+def _exact(d: Decimal) -> str:
+    """A Decimal as its exact text, without the trailing zeros or exponent of DuckDB's DECIMAL (2208, not
+    2208.000000000000000000)."""
+    text = format(d, "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def _jsonable(v: Any, decimal: Callable[[Decimal], str] = lambda d: str(money(d))) -> Any:
+    """For JSON: times as UTC ISO-8601, Decimals by `decimal` (money by default: strings rounded once to the
+    cent), through dicts and lists."""
+    if isinstance(v, Decimal):
+        return decimal(v)
+    if isinstance(v, datetime):
+        return v.isoformat() + "Z"
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x, decimal) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_jsonable(x, decimal) for x in v]
+    return v
+
+
 def _plain(v: Any) -> Any:
     """A finding's dict for JSON: a Decimal left in its evidence (GB, hours, percent) as its exact text, not a
-    cent, and without the trailing zeros or exponent of DuckDB's DECIMAL (2208, not 2208.000000000000000000)."""
-    if isinstance(v, Decimal):
-        text = format(v, "f")
-        return text.rstrip("0").rstrip(".") if "." in text else text
-    if isinstance(v, datetime):
-        return v.isoformat() + "Z"
-    if isinstance(v, dict):
-        return {str(k): _plain(x) for k, x in v.items()}
-    if isinstance(v, list | tuple):
-        return [_plain(x) for x in v]
-    return v
-
-
-def _jsonable(v: Any) -> Any:
-    """Money as strings rounded once to the cent; times as UTC ISO-8601."""
-    if isinstance(v, Decimal):
-        return str(money(v))
-    if isinstance(v, datetime):
-        return v.isoformat() + "Z"
-    if isinstance(v, dict):
-        return {str(k): _jsonable(x) for k, x in v.items()}
-    if isinstance(v, list | tuple):
-        return [_jsonable(x) for x in v]
-    return v
+    cent."""
+    return _jsonable(v, _exact)
 
 
 def team_sql(policy: Policy) -> str:

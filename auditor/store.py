@@ -61,7 +61,6 @@ COSTS = {
     "x_TransferTo": "VARCHAR", "x_SourceFile": "VARCHAR", "x_SourceRow": "BIGINT", "x_SourceFormat": "VARCHAR",
     "x_Lines": "BIGINT",
 }
-ENRICHED = ("x_GpuModel", "x_GpuCount", "x_CostCategory", "x_SourceFile", "x_SourceRow", "x_SourceFormat")
 
 TABLES = f"""
 CREATE TABLE costs ({', '.join(f'{q(k)} {v}' for k, v in COSTS.items())});
@@ -331,11 +330,13 @@ class Store:
         by_line = {**exprs, "x_Lines": "1", "ResourceId": self._redacted_id(exprs["ResourceId"])}
         return source, select_sql(by_line, cols, relation, first_row, str(path), sniffed.format, list(COSTS), numbers)
 
-    def _register(self, source: SourceFile, line_sql: str) -> SourceFile:
-        """A file read into `costs`: its figures, its warnings, its lines for the `lines` view."""
+    def _register(self, source: SourceFile, line_sql: str | None) -> SourceFile:
+        """A file read into `costs` (by DuckDB or Spark): its figures, its warnings, and the SELECT of its lines
+        for the `lines` view where DuckDB can read the file itself."""
         source.stats = self.file_stats(source.path)
         source.rows = source.stats["rows"]
-        self._line_sql[source.path] = line_sql
+        if line_sql is not None:
+            self._line_sql[source.path] = line_sql
         self._note_odd(source)
         self.sources.append(source)
         return source
@@ -347,10 +348,11 @@ class Store:
         if len(currencies) > 1:
             self.warnings.append(f"{source.path}: lines in {len(currencies)} currencies ({', '.join(currencies)}); "
                                  "each is totalled on its own, never added to another")
-        old, first, new, last = self.con.execute(
+        # fetchall: a result left open (fetchone) blocks the next con.register, as Spark's next file does
+        [(old, first, new, last)] = self.con.execute(
             "SELECT sum(x_Lines) FILTER (WHERE ChargePeriodStart < TIMESTAMP '2000-01-01'), min(ChargePeriodStart), "
             "sum(x_Lines) FILTER (WHERE ChargePeriodStart >= CAST(current_date + 1 AS TIMESTAMP)), "
-            "max(ChargePeriodStart) FROM costs WHERE x_SourceFile = ?", [source.path]).fetchone()
+            "max(ChargePeriodStart) FROM costs WHERE x_SourceFile = ?", [source.path]).fetchall()
         if old:
             self.warnings.append(f"{source.path}: {old:,} line(s) charged before 2000 (the first on "
                                  f"{first.date().isoformat()}); read as they are: check the export's dates")

@@ -146,12 +146,9 @@ def load_billing(store: Store, paths: list[Path | str], master: str | None = Non
         store.con.execute("INSERT INTO costs BY NAME SELECT * EXCLUDE (no_cost, no_start) FROM spark_reduced")
         store.con.unregister("spark_reduced")
         store._redact_ids(path, store.con)
-        source = SourceFile(str(path), sniffed.format, digest, rows=int(lines),
+        source = SourceFile(str(path), sniffed.format, digest,
                             cost_column=next((c for c, kind in checks if kind == "money"), None))
-        source.stats = store.file_stats(str(path))
-        source.stats["rows"] = int(lines)
-        store.sources.append(source)
-        loaded.append(source)
+        loaded.append(store._register(source, None))
     return loaded
 
 
