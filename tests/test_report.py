@@ -289,19 +289,24 @@ def test_write_outputs_is_atomic_when_writing_fails(demo_audit, tmp_path, monkey
     assert (tmp_path / "audit.json").read_text() == "{}\n"
 
 
-def test_write_outputs_rename_failure_leaves_previous_report(demo_audit, tmp_path, monkeypatch):
-    (tmp_path / "audit.json").write_text("{}\n")
-    (tmp_path / "report.html").write_text("the previous report\n")
+def fail_rename(monkeypatch, nth: int) -> None:
+    """The report's nth rename into place fails with an I/O error; the others go through."""
     real = os.replace
     calls = []
 
     def flaky_replace(src, dst):
         calls.append(dst)
-        if len(calls) == 2:
+        if len(calls) == nth:
             raise OSError(5, "Input/output error")
         return real(src, dst)
 
     monkeypatch.setattr(report.os, "replace", flaky_replace)
+
+
+def test_write_outputs_rename_failure_leaves_previous_report(demo_audit, tmp_path, monkeypatch):
+    (tmp_path / "audit.json").write_text("{}\n")
+    (tmp_path / "report.html").write_text("the previous report\n")
+    fail_rename(monkeypatch, 2)
     with pytest.raises(InputError, match="left as it was"):
         write_outputs(demo_audit, tmp_path)
     # the first file was already renamed into place when the second rename failed: it is put back
@@ -311,16 +316,7 @@ def test_write_outputs_rename_failure_leaves_previous_report(demo_audit, tmp_pat
 
 
 def test_write_outputs_rename_failure_without_previous_report(demo_audit, tmp_path, monkeypatch):
-    real = os.replace
-    calls = []
-
-    def flaky_replace(src, dst):
-        calls.append(dst)
-        if len(calls) == 3:
-            raise OSError(5, "Input/output error")
-        return real(src, dst)
-
-    monkeypatch.setattr(report.os, "replace", flaky_replace)
+    fail_rename(monkeypatch, 3)
     with pytest.raises(InputError):
         write_outputs(demo_audit, tmp_path)
     assert list(tmp_path.iterdir()) == []  # no half report: the two files already renamed are removed again
