@@ -13,10 +13,10 @@ from pathlib import Path
 import click
 
 from auditor import __version__
-from auditor.errors import InputError
+from auditor.errors import EXIT_CLEAN, EXIT_INPUT, EXIT_PARTIAL, InputError
 from auditor.model import Severity
+from auditor.window import from_options, parse_day, quarter_to_date
 
-EXIT_CLEAN, EXIT_FINDINGS, EXIT_INPUT, EXIT_PARTIAL = 0, 1, 2, 3
 SEVERITY_CHOICES = [s.label for s in reversed(Severity)] + ["none"]
 
 
@@ -64,13 +64,9 @@ def cli(ctx: click.Context, debug: bool) -> None:
     ctx.obj = {"debug": debug}
 
 
-def _date(value: str | None, option: str) -> datetime | None:
-    if value is None:
-        return None
-    try:  # whole UTC days: billing is summed per day (store.py)
-        return datetime.combine(date.fromisoformat(value), datetime.min.time())
-    except ValueError:
-        raise InputError(f"{option} {value!r}: use a date like 2026-07-01 (windows are whole UTC days)") from None
+def _day(as_of: str | None) -> date:
+    """The day waivers are judged on: --as-of, else today."""
+    return parse_day(as_of, "--as-of").date() if as_of else date.today()
 
 
 def _progress(quiet: bool):
@@ -103,8 +99,8 @@ def inspect(files: tuple[Path, ...], as_json: bool) -> None:
     Example:
       gpu-auditor inspect fixtures/demo/billing/
     """
-    from auditor.engine import _jsonable
-    from auditor.store import Store
+    from auditor.audit import _jsonable
+    from auditor.tables.store import Store
 
     store = Store()
     sources = store.load_billing(list(files))
@@ -114,7 +110,7 @@ def inspect(files: tuple[Path, ...], as_json: bool) -> None:
                          for s in sources], "warnings": store.warnings}
         click.echo(json.dumps(out, indent=2))
         return
-    from auditor.report import fmt_money, fmt_num
+    from auditor.outputs.report import fmt_money, fmt_num
 
     for s in sources:
         st = s.stats
@@ -170,7 +166,7 @@ class BillingPath(click.Path):
     `//` would fold to `/`."""
 
     def convert(self, value, param, ctx):
-        from auditor.providers.detect import is_uri
+        from auditor.providers.billing.detect import is_uri
 
         return value if is_uri(value) else super().convert(value, param, ctx)
 
@@ -226,46 +222,27 @@ def audit(billing, policy_path, inventory, quarter, since, until, out_dir, fail_
     inventory.json and window are used, and a source its manifest lists as failed makes the audit partial
     (exit 3). `--live --provider aws` pulls into a temporary snapshot first.
     """
-    from auditor.engine import parse_quarter, run_audit
+    from auditor.core import run_audit
+    from auditor.outputs.report import write_outputs
     from auditor.policy import load_policy
-    from auditor.report import write_outputs
-    from auditor.store import Window
 
-    if quarter and (since or until):
-        raise click.UsageError("use either --quarter or --since/--until, not both")
-    window = parse_quarter(quarter) if quarter else None
-    if since or until:
-        if not (since and until):
-            raise click.UsageError("--since and --until go together")
-        start, end = _date(since, "--since"), _date(until, "--until")
-        if end <= start:
-            raise InputError("--until must be after --since")
-        window = Window(start, end, f"{since} to {until}")
-    today = _date(as_of, "--as-of").date() if as_of else date.today()
+    window = from_options(quarter, since, until)
+    today = _day(as_of)
     policy = load_policy(policy_path)
     if email_it:  # a missing SMTP setting fails before the audit runs, not after
-        from auditor.mail import smtp_settings
+        from auditor.outputs.mail import smtp_settings
 
         smtp = smtp_settings()
     billing = _live_snapshots(live, pull_args, window, quiet) + list(billing)
     stamp = _generated_at(generated_at)
     last_quarter = _load_previous(previous)
-    from auditor.store import BILLING_ENGINE
-
-    engine_set = None
+    reader = None
     if engine == "spark":
-        from auditor.engines.spark import billing_engine
+        from auditor.tables.spark import billing_engine
 
-        engine_set = BILLING_ENGINE.set(billing_engine(spark_master))
-    try:
-        result = run_audit(policy, billing, inventory, window, today, select or None, _progress(quiet),
-                           baseline=baseline)
-    finally:
-        if engine_set is not None:  # for this run only (a test runs many in one process)
-            BILLING_ENGINE.reset(engine_set)
-    result.as_of, result.previous = today, last_quarter
-    if stamp is not None:
-        result.generated_at = stamp
+        reader = billing_engine(spark_master)
+    result = run_audit(policy, billing, inventory, window, today, select or None, _progress(quiet),
+                       baseline=baseline, engine=reader, previous=last_quarter, generated_at=stamp)
     written = write_outputs(result, out_dir)
     _print_summary(result)
     for w in result.warnings:
@@ -273,16 +250,13 @@ def audit(billing, policy_path, inventory, quarter, since, until, out_dir, fail_
     click.echo(f"\nwrote {', '.join(str(p) for p in written)}")
     mail_left = False
     if email_it:
-        from auditor.mail import send_audit
+        from auditor.outputs.mail import send_audit
 
         click.echo("")
         mail_left = _mail_report(send_audit(out_dir, policy, out_dir / "outbox", smtp, progress=_mail_progress),
                                  dry_run=False)
-    if result.partial or mail_left:
-        sys.exit(EXIT_PARTIAL)
-    worst = result.worst()
-    if fail_on != "none" and worst is not None and worst >= Severity.parse(fail_on):
-        sys.exit(EXIT_FINDINGS)
+    code = result.exit_code(None if fail_on == "none" else Severity.parse(fail_on))
+    sys.exit(EXIT_PARTIAL if mail_left else code)
 
 
 def _live_snapshots(live: bool, pull_args: dict, window, quiet: bool) -> list[Path]:
@@ -290,7 +264,7 @@ def _live_snapshots(live: bool, pull_args: dict, window, quiet: bool) -> list[Pa
     ends) and return the snapshot folders; without --live, check that there is something to audit."""
     import tempfile
 
-    from auditor.pull import default_window, pull_snapshot
+    from auditor.providers.live.pull import pull_snapshot
 
     providers = pull_args.pop("providers")
     if not live:
@@ -304,37 +278,19 @@ def _live_snapshots(live: bool, pull_args: dict, window, quiet: bool) -> list[Pa
     tmp = click.get_current_context().with_resource(tempfile.TemporaryDirectory(prefix="gpu-auditor-live-"))
     out = []
     for provider in dict.fromkeys(providers):
-        options = _pull_request(provider, window or default_window(), pull_args)
+        options = _pull_request(provider, window or quarter_to_date(), pull_args)
         pull_snapshot(options, Path(tmp) / provider, progress=_progress(quiet))
         out.append(Path(tmp) / provider)
     return out
 
 
 def _pull_request(provider: str, window, args: dict):
-    from auditor.pull import PullOptions
+    from auditor.providers.live.pull import PullOptions
 
     return PullOptions(provider, window, regions=list(args["regions"]), profile=args["profile"],
                        assume_role=args["assume_role"], accounts=list(args["accounts"]), billing=args["billing_uri"],
                        kubeconfig=str(args["kubeconfig"]) if args["kubeconfig"] else None, context=args["context"],
                        prometheus=args["prometheus"], prices=args["prices"])
-
-
-def _window_option(quarter: str | None, since: str | None, until: str | None):
-    from auditor.engine import label_for, parse_quarter
-    from auditor.store import Window
-
-    if quarter and (since or until):
-        raise click.UsageError("use either --quarter or --since/--until, not both")
-    if quarter:
-        return parse_quarter(quarter)
-    if not (since or until):
-        return None
-    if not (since and until):
-        raise click.UsageError("--since and --until go together")
-    start, end = _date(since, "--since"), _date(until, "--until")
-    if end <= start:
-        raise InputError("--until must be after --since")
-    return Window(start, end, label_for(start, end))
 
 
 @cli.command("pull")
@@ -360,11 +316,11 @@ def pull_command(providers, quarter, since, until, out_dir, force, quiet, **pull
 
     Exit 3 when a source failed (it is named in the manifest; the others are in the snapshot).
     """
-    from auditor.pull import default_window, pull_snapshot
+    from auditor.providers.live.pull import pull_snapshot
 
     if not providers:
         raise click.UsageError("--provider is required (aws, gcp, azure or k8s)")
-    window = _window_option(quarter, since, until) or default_window()
+    window = from_options(quarter, since, until) or quarter_to_date()
     manifest = pull_snapshot(_pull_request(providers, window, pull_args), out_dir, force=force,
                              progress=_progress(quiet))
     c = manifest["counts"]
@@ -424,7 +380,7 @@ def report(audit_json: Path, formats: tuple[str, ...], out_dir: Path | None, tea
       gpu-auditor report demo-report/audit.json --format md
       gpu-auditor report demo-report/audit.json --team nlp --out nlp-report
     """
-    from auditor import report as views
+    from auditor.outputs import report as views
 
     doc = views.load_audit(audit_json)
     if team is not None and team not in views.teams_of(doc):
@@ -441,7 +397,7 @@ def report(audit_json: Path, formats: tuple[str, ...], out_dir: Path | None, tea
 
 
 def _print_summary(result) -> None:
-    from auditor.report import fmt_money
+    from auditor.outputs.report import fmt_money
 
     s = result.summary
     click.echo(f"GPU spend audit {result.window.label} · {result.policy.name}")
@@ -509,7 +465,7 @@ def email(audit_path, policy_path, smtp_host, smtp_port, smtp_user, smtp_passwor
       GPU_AUDITOR_SMTP_PASSWORD=... gpu-auditor email --policy fixtures/demo/policy.yml \\
         --smtp-host smtp.example.com --starttls --smtp-user auditor demo-report
     """
-    from auditor.mail import Retry, resend, send_audit, smtp_settings
+    from auditor.outputs.mail import Retry, resend, send_audit, smtp_settings
 
     retry = Retry(attempts=attempts, delay=retry_delay)
     if resend_dir is not None:
@@ -575,7 +531,7 @@ def rules() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def rules_list(as_json: bool) -> None:
     """List every rule: ID, name, severity, policy clause and what it checks."""
-    from auditor.rule import all_rules
+    from auditor.registry import all_rules
 
     items = all_rules()
     if as_json:
@@ -608,7 +564,7 @@ def _show(value) -> str:
 @click.argument("rule_id")
 def rules_explain(rule_id: str) -> None:
     """Show a rule's documentation: what it does, why it matters, an example, how to fix."""
-    from auditor.rule import all_rules, get_rule
+    from auditor.registry import all_rules, get_rule
 
     try:
         r = get_rule(rule_id)
@@ -664,7 +620,7 @@ def policy_render(file: Path, as_of: str | None) -> None:
     """
     from auditor.policy import load_policy, render_markdown
 
-    today = _date(as_of, "--as-of").date() if as_of else date.today()
+    today = _day(as_of)
     click.echo(render_markdown(load_policy(file), today), nl=False)
 
 
@@ -710,11 +666,11 @@ def gate(manifests, policy_path, fmt, output, fail_on, warn_only, skip_unknown, 
     Example:
       gpu-auditor gate --policy gpu-policy.yml --format sarif --output gate.sarif k8s/
     """
-    from auditor.ci_formats import render, summary_line, write_atomic
     from auditor.gate import run_gate
+    from auditor.outputs.ci_formats import render, summary_line, write_atomic
     from auditor.policy import load_policy
 
-    today = _date(as_of, "--as-of").date() if as_of else date.today()
+    today = _day(as_of)
     threshold = None if fail_on == "none" else Severity.parse(fail_on)
     result = run_gate(load_policy(policy_path), list(manifests), fail_on=threshold, warn_only=warn_only, today=today,
                       skip_unknown=skip_unknown)

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+# The exit codes of every command: clean, findings at or above --fail-on, bad input, partial (a source could not
+# be read completely).
+EXIT_CLEAN, EXIT_FINDINGS, EXIT_INPUT, EXIT_PARTIAL = 0, 1, 2, 3
+
 
 class InputError(Exception):
     """Bad input: a file, a policy, an option. Exit code 2."""

@@ -18,43 +18,24 @@ import difflib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import date, datetime
-from decimal import Decimal
+from datetime import date
 from pathlib import Path
 from typing import Any
 
-from auditor.catalog import load_catalog
-from auditor.engine import Context, apply_waivers, configured_rules, run_rules
+from auditor.context import Context
+from auditor.core import apply_waivers, configured_rules, run_rules
 from auditor.errors import InputError
 from auditor.manifests import ANNOTATION_PREFIX, load_jobs
 from auditor.model import Finding, Job, Severity
 from auditor.policy import Policy
-from auditor.rule import Rule, all_rules, get_rule
+from auditor.providers.catalog import load_catalog
+from auditor.registry import all_rules, get_rule
+from auditor.rule import Rule
+from auditor.window import quarter_of
 
 WAIVE_KEY = ANNOTATION_PREFIX + "waive"
 WAIVER_RE = re.compile(r"^\s*(?P<rule>[A-Za-z0-9-]+)\s+until\s+(?P<date>\d{4}-\d{2}-\d{2})\s*:\s*(?P<reason>.*?)\s*$")
 GATE_SCHEMA = "gpu-auditor/gate@1"
-
-
-@dataclass(frozen=True)
-class QuarterWindow:
-    """The calendar quarter (UTC, half-open) the gate judges in: a job has no billing window yet, and team
-    budgets are per quarter. Quacks like store.Window, which the gate does not import (it loads DuckDB)."""
-
-    start: datetime
-    end: datetime
-    label: str
-
-    @classmethod
-    def of(cls, day: date) -> QuarterWindow:
-        q = (day.month - 1) // 3 + 1
-        start = datetime(day.year, 3 * q - 2, 1)
-        end = datetime(day.year + 1, 1, 1) if q == 4 else datetime(day.year, 3 * q + 1, 1)
-        return cls(start, end, f"{day.year}-Q{q}")
-
-    @property
-    def hours(self) -> Decimal:
-        return Decimal((self.end - self.start).total_seconds()) / 3600
 
 
 @dataclass
@@ -167,7 +148,7 @@ def run_gate(policy: Policy, paths: Iterable[str | Path], *, fail_on: Severity |
     skipped: list[str] = []
     jobs, files = load_jobs(paths, catalog, skipped if skip_unknown else None)
     rules = job_rules(policy)
-    ctx = Context(catalog, policy, QuarterWindow.of(today))
+    ctx = Context(catalog, policy, quarter_of(today))
     findings = run_rules(rules, {Job: jobs}, ctx)
     waivers = [{"source": "policy", **w} for w in apply_waivers(findings, policy, today)]
     waivers += apply_inline_waivers(findings, jobs, today)

@@ -21,9 +21,9 @@ from typing import Any
 
 import yaml
 
-from auditor.catalog import Catalog, family_of
 from auditor.errors import InputError
 from auditor.model import Job
+from auditor.providers.catalog import Catalog, family_of
 from auditor.safeyaml import NoAliasLoader
 
 SUFFIXES = (".yaml", ".yml", ".json")

@@ -14,7 +14,7 @@ import yaml
 
 from auditor.errors import InputError
 from auditor.model import Severity
-from auditor.rule import all_rules, get_rule, iter_clauses
+from auditor.registry import all_rules, get_rule, iter_clauses
 from auditor.safeyaml import NoAliasLoader
 from auditor.schema import Field, Validator, record
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from auditor.rule import iter_clauses
+from auditor.registry import iter_clauses
 
 HEADER = """\
 # The team's written GPU policy, read by gpu-auditor.

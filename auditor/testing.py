@@ -30,12 +30,13 @@ from typing import Any
 
 import yaml
 
-from auditor.catalog import load_catalog
-from auditor.engine import Context, parse_quarter
+from auditor.context import Context
 from auditor.model import Finding
 from auditor.policy import parse_policy
-from auditor.rule import get_rule
+from auditor.providers.catalog import load_catalog
+from auditor.registry import get_rule
 from auditor.schema import parse_datetime
+from auditor.window import parse_quarter
 
 CASE_KEYS = {"entities", "fail", "options", "message_contains", "window", "description"}
 POLICY = ("policy: rule test policy\nowner: owner@example.com\n"

@@ -3,7 +3,8 @@ from __future__ import annotations
 from decimal import Decimal
 
 from auditor.model import Severity, TeamSpend, fmt_money, money
-from auditor.rule import Rule, register
+from auditor.registry import register
+from auditor.rule import Rule
 from auditor.schema import Field
 
 

@@ -1,8 +1,9 @@
 from __future__ import annotations
 
-from auditor.catalog import InstanceType
 from auditor.model import GpuAsset, Severity, fmt_money, primary
-from auditor.rule import Rule, register
+from auditor.providers.catalog import InstanceType
+from auditor.registry import register
+from auditor.rule import Rule
 from auditor.schema import Field
 
 

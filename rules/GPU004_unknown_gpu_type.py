@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 from auditor.model import Job, Severity
-from auditor.rule import Rule, register
+from auditor.registry import register
+from auditor.rule import Rule
 
 
 @register

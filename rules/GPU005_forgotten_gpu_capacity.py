@@ -4,7 +4,8 @@ from datetime import timedelta
 from decimal import Decimal
 
 from auditor.model import GpuCapacity, Severity, fmt_money, primary
-from auditor.rule import Rule, register
+from auditor.registry import register
+from auditor.rule import Rule
 from auditor.schema import Field
 
 STOPPED = ("stop", "dealloc", "suspend", "hibernat")  # stopped, stopping, deallocated, suspended, hibernated

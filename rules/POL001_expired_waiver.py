@@ -1,7 +1,8 @@
 from __future__ import annotations
 
 from auditor.model import Severity, WaiverStatus, fmt_money, money, primary
-from auditor.rule import Rule, register
+from auditor.registry import register
+from auditor.rule import Rule
 from auditor.schema import Field
 
 

@@ -4,7 +4,8 @@ import fnmatch
 from decimal import Decimal
 
 from auditor.model import Severity, StorageGrowth, fmt_money, money
-from auditor.rule import Rule, register
+from auditor.registry import register
+from auditor.rule import Rule
 from auditor.schema import Field
 
 

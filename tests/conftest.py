@@ -12,7 +12,7 @@ import pytest
 @pytest.fixture
 def rule_registry() -> Iterator[dict]:
     """The rule registry with the whole pack loaded; whatever a test registers is gone afterwards."""
-    from auditor import rule as rule_module
+    from auditor import registry as rule_module
 
     rule_module.all_rules()
     saved = dict(rule_module._REGISTRY)
@@ -31,7 +31,7 @@ def rule_registry() -> Iterator[dict]:
 
 @pytest.fixture(scope="session")
 def spark():
-    from auditor.engines import spark as engine
+    from auditor.tables import spark as engine
 
     s = engine.session("local[2]")
     s.sparkContext.setLogLevel("ERROR")

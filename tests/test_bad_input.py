@@ -20,7 +20,7 @@ from click.testing import CliRunner
 
 from auditor.cli import cli
 from auditor.errors import InputError
-from auditor.store import Store
+from auditor.tables.store import Store
 
 REPO = Path(__file__).resolve().parents[1]
 BAD = REPO / "fixtures" / "bad"

@@ -14,9 +14,10 @@ import pytest
 from click.testing import CliRunner
 
 from auditor.cli import cli
-from auditor.engine import parse_quarter, run_audit
+from auditor.core import run_audit
 from auditor.model import Finding, Severity
 from auditor.policy import load_policy
+from auditor.window import parse_quarter
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "fixtures" / "demo"

@@ -19,7 +19,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import generate  # noqa: E402
 import run  # noqa: E402
 
-from auditor.store import Store  # noqa: E402
+from auditor.tables.store import Store  # noqa: E402
 
 LINES = 2000
 

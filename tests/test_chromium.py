@@ -17,10 +17,11 @@ import pytest
 import websocket
 from test_report_trend import last_quarter
 
-from auditor.engine import parse_quarter, run_audit
+from auditor.core import run_audit
 from auditor.model import fmt_money
+from auditor.outputs.report import render_html
 from auditor.policy import load_policy
-from auditor.report import render_html
+from auditor.window import parse_quarter
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "fixtures" / "demo"
@@ -123,11 +124,10 @@ def browser(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def demo_doc() -> dict:
-    audit = run_audit(load_policy(DEMO / "policy.yml"), [DEMO / "billing"], DEMO / "inventory.json",
-                      parse_quarter("2026-Q3"), date(2026, 10, 15))
-    audit.as_of = date(2026, 10, 15)
-    doc = audit.to_dict()
-    audit.previous = {"path": "last-quarter/audit.json", "sha256": "0" * 64, "doc": last_quarter(doc)}
+    policy, day = load_policy(DEMO / "policy.yml"), date(2026, 10, 15)
+    args = ([DEMO / "billing"], DEMO / "inventory.json", parse_quarter("2026-Q3"), day)
+    before = last_quarter(run_audit(policy, *args).to_dict())
+    audit = run_audit(policy, *args, previous={"path": "last-quarter/audit.json", "sha256": "0" * 64, "doc": before})
     return audit.to_dict()
 
 

@@ -12,10 +12,10 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from auditor.ci_formats import _data, _prop, as_json, github, junit, render, sarif, text
 from auditor.gate import run_gate
+from auditor.outputs.ci_formats import _data, _prop, as_json, github, junit, render, sarif, text
 from auditor.policy import load_policy
-from auditor.rule import get_rule
+from auditor.registry import get_rule
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures" / "manifests"

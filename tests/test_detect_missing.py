@@ -23,8 +23,8 @@ from click.testing import CliRunner
 
 from auditor.cli import cli
 from auditor.errors import InputError
-from auditor.providers.detect import detect_format, near_miss
-from auditor.store import Store
+from auditor.providers.billing.detect import detect_format, near_miss
+from auditor.tables.store import Store
 
 REPO = Path(__file__).resolve().parents[1]
 CUR = REPO / "fixtures" / "billing" / "cur-gpu-spot.csv"

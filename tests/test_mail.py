@@ -21,9 +21,9 @@ from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, LoginPassword
 from click.testing import CliRunner
 
-from auditor import mail
 from auditor.cli import cli
 from auditor.errors import InputError
+from auditor.outputs import mail
 from auditor.policy import load_policy, parse_policy
 
 REPO = Path(__file__).resolve().parents[1]

@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from auditor.catalog import load_catalog
 from auditor.errors import InputError
 from auditor.manifests import (
     Document,
@@ -17,6 +16,7 @@ from auditor.manifests import (
     parse,
     read_documents,
 )
+from auditor.providers.catalog import load_catalog
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures" / "manifests"

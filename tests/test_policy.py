@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from auditor.engine import apply_waivers, configured_rules
+from auditor.core import apply_waivers, configured_rules
 from auditor.errors import InputError
 from auditor.model import Finding, Severity
 from auditor.policy import Policy, Waiver, load_policy, parse_policy, policy_schema
-from auditor.rule import all_rules
+from auditor.registry import all_rules
 
 REPO = Path(__file__).resolve().parents[1]
 POLICIES = REPO / "fixtures" / "policies"
@@ -306,7 +306,7 @@ def test_clause_options_and_severity_override(valid):
     assert rules["TAG001"].opt("required_tags") == ["team", "owner"]
     assert rules["SPOT001"].opt("max_interval_min") == 30
     # the override is per configured rule, not on the class
-    from auditor.rule import get_rule
+    from auditor.registry import get_rule
 
     assert get_rule("GPU001").severity is Severity.HIGH
 

@@ -21,10 +21,11 @@ from pathlib import Path
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from auditor.engine import parse_quarter, run_audit
+from auditor.core import run_audit
 from auditor.errors import InputError
 from auditor.policy import parse_policy
-from auditor.store import Store
+from auditor.tables.store import Store
+from auditor.window import parse_quarter
 
 SETTINGS = settings(max_examples=12, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])

@@ -19,10 +19,10 @@ from click.testing import CliRunner
 from servers.moto_server import ACCESS_KEY, SECRET_KEY, SESSION_TOKEN, MotoServer
 
 from auditor.cli import cli
-from auditor.providers import aws_live
-from auditor.providers.snapshot import load_snapshot
-from auditor.pull import Pull, PullOptions, Retry, pull_snapshot, sha256
-from auditor.store import Window
+from auditor.providers.live import aws as aws_live
+from auditor.providers.live.pull import Pull, PullOptions, Retry, pull_snapshot, sha256
+from auditor.providers.live.snapshot import load_snapshot
+from auditor.tables.store import Window
 
 REPO = Path(__file__).resolve().parents[1]
 CUR_HEADER = (REPO / "fixtures" / "billing" / "cur-gpu-spot.csv").read_text().splitlines()[0].split(",")
@@ -86,7 +86,8 @@ def gpu_metrics(cw, instance: dict, util: list[float], mem_mib: float, gpus: int
     data = []
     for gpu in range(gpus):
         d = dims + [{"Name": "index", "Value": str(gpu)}, {"Name": "name", "Value": "NVIDIA A100-SXM4-40GB"}]
-        for h in range(0, hours, STEP):
+        points = len(range(0, hours, STEP)) // len(util) * len(util)  # whole cycles: the mean is the same any hour
+        for h in range(0, points * STEP, STEP):
             ts = SINCE + timedelta(hours=h, minutes=5)
             data.append({"MetricName": "nvidia_smi_utilization_gpu", "Dimensions": d, "Timestamp": ts,
                          "Value": util[h // STEP % len(util)], "Unit": "Percent"})

@@ -18,10 +18,10 @@ from click.testing import CliRunner
 from servers.http_api import ApiServer, Request, recorded
 
 from auditor.cli import cli
-from auditor.providers import azure_live
-from auditor.providers.snapshot import load_snapshot
-from auditor.pull import PullOptions, pull_snapshot
-from auditor.store import Window
+from auditor.providers.live import azure as azure_live
+from auditor.providers.live.pull import PullOptions, pull_snapshot
+from auditor.providers.live.snapshot import load_snapshot
+from auditor.tables.store import Window
 
 SUB = "00000000-0000-0000-0000-0000000000a1"
 TOKEN = "planted-azure-arm-token-do-not-write-91c2"
@@ -147,7 +147,7 @@ def arm(monkeypatch):
 
 
 def pull(tmp_path, credential=None, **options):
-    from auditor.pull import Retry
+    from auditor.providers.live.pull import Retry
 
     opts = PullOptions("azure", WINDOW, **{"accounts": [SUB], **options})
     return pull_snapshot(opts, tmp_path / "snap", retry=Retry(delays=(0.0, 0.0)),

@@ -20,10 +20,10 @@ from servers.grpc_monitoring import MonitoringServer, Refuse, recorded_time_seri
 from servers.http_api import ApiServer, Request, recorded
 
 from auditor.cli import cli
-from auditor.providers import gcp_live
-from auditor.providers.snapshot import load_snapshot
-from auditor.pull import PullOptions, Retry, pull_snapshot
-from auditor.store import Window
+from auditor.providers.live import gcp as gcp_live
+from auditor.providers.live.pull import PullOptions, Retry, pull_snapshot
+from auditor.providers.live.snapshot import load_snapshot
+from auditor.tables.store import Window
 
 TOKEN = "ya29.planted-gcp-access-token-do-not-write"
 SINCE, UNTIL = datetime(2026, 10, 1), datetime(2026, 10, 4)

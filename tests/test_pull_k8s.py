@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from servers.http_api import ApiServer, Request, recorded
 
 from auditor.cli import cli
-from auditor.providers.snapshot import load_snapshot
+from auditor.providers.live.snapshot import load_snapshot
 
 TOKEN = "planted-k8s-bearer-token-do-not-write-7f3a9c"
 TODAY = datetime.now(UTC).replace(tzinfo=None, hour=0, minute=0, second=0, microsecond=0)
@@ -110,11 +110,11 @@ def pull(cluster, out: Path, *extra):
 
 
 def test_pull_then_audit_finds_idle_oversized_and_uncheckpointed_spot(cluster, tmp_path, monkeypatch):
-    from auditor.providers import k8s_live
-    from auditor.pull import Retry
+    from auditor.providers.live import k8s as k8s_live
+    from auditor.providers.live.pull import Retry
 
     monkeypatch.setattr(k8s_live, "PAGE", 2)  # five nodes: three pages
-    monkeypatch.setattr("auditor.pull.Retry", lambda: Retry(delays=(0.01, 0.02)))
+    monkeypatch.setattr("auditor.providers.live.pull.Retry", lambda: Retry(delays=(0.01, 0.02)))
     snap = tmp_path / "snap"
     result = pull(cluster, snap, "--prometheus", cluster["prom"].url)
     assert result.exit_code == 0, result.output

@@ -25,8 +25,8 @@ import duckdb
 import pytest
 
 from auditor.errors import InputError
-from auditor.providers.detect import detect_format
-from auditor.store import Store
+from auditor.providers.billing.detect import detect_format
+from auditor.tables.store import Store
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO.parent / "shared" / "samples" / "billing"
@@ -601,6 +601,6 @@ def test_gpu_fixture_gpu_hours(gpu_store):
     _, source = gpu_store
     got = D(str(source.stats["gpu_hours"]))
     assert got == D(19), (
-        f"READER BUG (auditor/store.py _stats gpu_hours): GPU-hours of {GPU_FIXTURE.name} are {got}, expected 19; "
+        f"READER BUG (tables/store.py _stats gpu_hours): GPU-hours of {GPU_FIXTURE.name} are {got}, expected 19; "
         "the RIFee line's UsageAmount (744 reservation hours) and the SavingsPlanNegation line are counted "
         "as GPU usage")

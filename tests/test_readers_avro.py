@@ -38,9 +38,9 @@ from test_readers_gcp import (
 
 from auditor.cli import cli
 from auditor.errors import InputError
-from auditor.providers import avro
-from auditor.providers.detect import sniff
-from auditor.store import Store
+from auditor.providers.billing import avro
+from auditor.providers.billing.detect import sniff
+from auditor.tables.store import Store
 
 REPO = Path(__file__).resolve().parents[1]
 GCP_AVRO = REPO / "fixtures" / "billing" / "gcp" / "gcp-detailed-export.avro"

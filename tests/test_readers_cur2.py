@@ -15,7 +15,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from auditor.store import Store
+from auditor.tables.store import Store
 
 REPO = Path(__file__).resolve().parents[1]
 LEGACY = REPO / "fixtures" / "billing" / "cur-gpu-spot.csv"

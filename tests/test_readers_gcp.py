@@ -26,8 +26,8 @@ import duckdb
 import pytest
 
 from auditor.errors import InputError
-from auditor.providers.detect import detect_format
-from auditor.store import Store
+from auditor.providers.billing.detect import detect_format
+from auditor.tables.store import Store
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO.parent / "shared" / "samples" / "billing"

@@ -185,7 +185,7 @@ def test_credits_and_refunds_are_kept_negative(policy, tmp_path):
     assert audit(policy, out, BAD / "cur-credits.csv").exit_code == 0
     doc = json.loads((out / "audit.json").read_text(encoding="utf-8"))
     assert doc["summary"]["billed_cost"] == {"USD": "6.85"}  # 10.00 - 2.50 - 0.75 + 0.10
-    from auditor.store import Store
+    from auditor.tables.store import Store
 
     store = Store()
     store.load_billing([BAD / "cur-credits.csv"])
@@ -277,7 +277,7 @@ def test_a_long_line_under_the_limit_is_read(tmp_path, policy):
     path = tmp_path / "long-but-legal.csv"
     _cur_with_long_line(path, 1_900_000, "last", pad_lines=3_000)
     assert path.stat().st_size > 2 << 20
-    from auditor.providers.detect import has_long_line
+    from auditor.providers.billing.detect import has_long_line
 
     assert has_long_line(path) and not has_long_line(GPU_FIXTURE)
     out = tmp_path / "out"
@@ -507,7 +507,8 @@ def test_an_interrupted_read_stops_as_an_interrupt_not_as_a_bad_file(tmp_path):
     which would read it all again and name a line that is fine."""
     import threading
 
-    from auditor.store import Store, sha256_of
+    from auditor.files import sha256_of
+    from auditor.tables.store import Store
 
     big = tmp_path / "big.csv"
     con = duckdb.connect()
@@ -520,17 +521,20 @@ def test_an_interrupted_read_stops_as_an_interrupt_not_as_a_bad_file(tmp_path):
     store = Store()
     cursor = store.con.cursor()
     raised: list[BaseException] = []
+    digest = sha256_of(big)
 
     def read() -> None:
         try:
-            store._read(big, sha256_of(big), cursor)
+            store._read(big, digest, cursor)
         except BaseException as e:  # noqa: BLE001 - the test inspects what was raised
             raised.append(e)
 
     thread = threading.Thread(target=read)
     thread.start()
-    time.sleep(0.3)
-    cursor.interrupt()
+    deadline = time.monotonic() + 60
+    while thread.is_alive() and time.monotonic() < deadline:  # until the read is under way, on a busy machine too
+        time.sleep(0.2)
+        cursor.interrupt()
     thread.join(timeout=60)
     assert [type(e) for e in raised] == [KeyboardInterrupt]
     assert store.con.execute("SELECT count(*) FROM costs").fetchone()[0] == 0

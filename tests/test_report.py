@@ -18,12 +18,12 @@ from pathlib import Path
 
 import pytest
 
-from auditor import report
-from auditor.engine import Audit, parse_quarter, run_audit
+from auditor.audit import Audit
+from auditor.core import run_audit
 from auditor.errors import InputError
 from auditor.model import Finding, Severity, fmt_money
-from auditor.policy import load_policy
-from auditor.report import (
+from auditor.outputs import report
+from auditor.outputs.report import (
     CSV_FIELDS,
     FILE_NAMES,
     md_escape,
@@ -34,6 +34,9 @@ from auditor.report import (
     safe_cell,
     write_outputs,
 )
+from auditor.policy import load_policy
+from auditor.trend import compare
+from auditor.window import parse_quarter
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "fixtures" / "demo"
@@ -372,6 +375,7 @@ def demo_doc(demo_audit) -> dict:
     audit = copy.copy(demo_audit)
     audit.as_of = date(2026, 10, 15)
     audit.previous = {"path": "q2/audit.json", "sha256": "0" * 64, "doc": last_quarter(audit.to_dict())}
+    audit.trend = compare(audit.to_dict(), audit.previous["doc"])
     return audit.to_dict()
 
 
@@ -428,7 +432,7 @@ def test_fleet_bands_and_idle_machine(demo_doc):
 
 
 def test_forecast_is_the_last_month_run_rate(demo_audit, demo_doc):
-    from auditor.store import Store
+    from auditor.tables.store import Store
 
     store = Store()
     store.load_billing([DEMO / "billing"])

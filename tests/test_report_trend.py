@@ -15,12 +15,13 @@ import pytest
 from click.testing import CliRunner
 
 from auditor.cli import cli
-from auditor.engine import parse_quarter, run_audit
+from auditor.core import run_audit
 from auditor.model import fmt_money, money
+from auditor.outputs.report import render_html, render_json, render_md
 from auditor.policy import load_policy
-from auditor.report import render_html, render_json, render_md
-from auditor.store import Store
+from auditor.tables.store import Store
 from auditor.trend import compare
+from auditor.window import parse_quarter
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "fixtures" / "demo"

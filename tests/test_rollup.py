@@ -1,5 +1,5 @@
 """The `costs` table holds billing lines summed per file, UTC day and everything the audit groups by
-(engines/normalize.py: rollup_sql). These tests hold it to the lines themselves (the `lines` view reads the
+(tables/normalize.py: rollup_sql). These tests hold it to the lines themselves (the `lines` view reads the
 same files one row per line): every amount, count and time, exactly, on real samples and fixtures, in CSV and
 in Parquet (which groups by a hash of the key columns), including when hashes clash."""
 
@@ -11,8 +11,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-import auditor.engines.normalize as normalize
-from auditor.store import Store
+import auditor.tables.normalize as normalize
+from auditor.tables.store import Store
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO.parent / "shared" / "samples" / "billing"
@@ -94,10 +94,10 @@ def test_a_hash_clash_falls_back_to_grouping_by_the_columns(tmp_path, monkeypatc
     assert source.rows == exact.sources[0].rows
     assert sums(clashing, "costs") == sums(exact, "costs") == sums(exact, "lines")
     # And the hashed query itself refuses to give clashing groups.
-    from auditor.engines.normalize import CLASH, rollup_sql
-    from auditor.providers.columns import Columns
-    from auditor.providers.detect import sniff
-    from auditor.store import COSTS
+    from auditor.providers.billing.columns import Columns
+    from auditor.providers.billing.detect import sniff
+    from auditor.tables.normalize import CLASH, rollup_sql
+    from auditor.tables.store import COSTS
 
     s = sniff(parquet, clashing.con)
     exprs, _ = clashing.reader_sql(s.format, Columns(s.columns, s.fields, s.types))

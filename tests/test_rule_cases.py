@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from auditor.catalog import load_catalog
 from auditor.model import Finding, Severity, money, primary
-from auditor.rule import get_rule
+from auditor.providers.catalog import load_catalog
+from auditor.registry import get_rule
 from auditor.testing import Case, load_cases, make_entity, run_case
 
 REPO = Path(__file__).resolve().parents[1]

@@ -13,7 +13,8 @@ import yaml
 
 from auditor.errors import InputError
 from auditor.model import Entity, Finding, GpuAsset, Severity
-from auditor.rule import DOC_SECTIONS, ID_RE, NAME_RE, RETIRED, Rule, RuleError, all_rules, get_rule, register
+from auditor.registry import DOC_SECTIONS, ID_RE, NAME_RE, RETIRED, RuleError, all_rules, get_rule, register
+from auditor.rule import Rule
 from auditor.schema import Field, Validator
 from auditor.testing import load_cases, make_entity
 
@@ -256,7 +257,7 @@ def test_missing_docstring_is_refused(rule_registry: dict) -> None:
 
 
 def test_registry_holds_only_the_pack_after_the_registration_tests() -> None:
-    from auditor.rule import _REGISTRY
+    from auditor.registry import _REGISTRY
 
     assert set(_REGISTRY) == set(IDS)
     assert all(cls.__name__ != "Throwaway" for cls in all_rules())

@@ -16,15 +16,17 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from auditor.catalog import load_catalog
 from auditor.cli import cli, policy_keys
-from auditor.engine import parse_quarter, run_audit, waiver_statuses
-from auditor.model import money
+from auditor.core import run_audit, waiver_statuses
+from auditor.model import StorageGrowth, money
 from auditor.policy import load_policy, parse_policy, render_markdown
-from auditor.providers.snapshot import load_snapshot
-from auditor.rule import all_rules, get_rule
-from auditor.store import Store
+from auditor.providers.catalog import load_catalog
+from auditor.providers.live.snapshot import load_snapshot
+from auditor.registry import all_rules, get_rule
+from auditor.tables import entities
+from auditor.tables.store import Store
 from auditor.testing import context, load_cases, run_case
+from auditor.window import parse_quarter
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "fixtures" / "demo"
@@ -174,7 +176,7 @@ def independent_team_totals(policy) -> dict[str, tuple[Decimal, Decimal]]:
 
 
 def test_team_spend_matches_the_csvs(demo_store, demo_policy):
-    teams = {t.team: t for t in demo_store.team_spend(Q3, demo_policy)}
+    teams = {t.team: t for t in entities.team_spend(demo_store, Q3, demo_policy)}
     expected = independent_team_totals(demo_policy)
     assert set(teams) == {"vision", "nlp", "platform"}
     for name, (dollars, gpu_hours) in expected.items():
@@ -189,10 +191,10 @@ def test_team_spend_matches_the_csvs(demo_store, demo_policy):
 
 
 def test_team_spend_of_a_partial_quarter_forecasts_linearly(demo_store, demo_policy):
-    from auditor.store import Window
+    from auditor.tables.store import Window
 
     july = Window(datetime(2026, 7, 1), datetime(2026, 8, 1), "July")
-    teams = {t.team: t for t in demo_store.team_spend(july, demo_policy)}
+    teams = {t.team: t for t in entities.team_spend(demo_store, july, demo_policy)}
     assert {t.data_end for t in teams.values()} == {datetime(2026, 8, 1)}
     rule = get_rule("BUD001")()
     flagged = {}
@@ -209,9 +211,9 @@ def test_team_spend_of_a_partial_quarter_forecasts_linearly(demo_store, demo_pol
 
 
 def test_unattributed_spend_agrees_with_the_report_attribution(demo_store, demo_policy):
-    from auditor.engine import team_sql
+    from auditor.tables.sql import team_sql
 
-    by = {(u.scope, u.currency): u for u in demo_store.unattributed_spend(Q3, demo_policy)}
+    by = {(u.scope, u.currency): u for u in entities.unattributed_spend(demo_store, Q3, demo_policy)}
     stats = demo_store.window_stats(Q3)
     unowned = demo_store.spend_by(Q3, team_sql(demo_policy))["(unattributed)"]["USD"]
     assert by[("all", "USD")].total == stats["billed_cost"]["USD"]
@@ -228,7 +230,7 @@ def test_unattributed_spend_agrees_with_the_report_attribution(demo_store, demo_
 def test_commitments_from_the_aws_cur(tmp_path):
     store = Store(load_catalog())
     store.load_billing([REPO / "fixtures" / "billing" / "cur-gpu-spot.csv"])
-    by_id = {c.id: c for c in store.commitments(store.data_window())}
+    by_id = {c.id: c for c in entities.commitments(store, store.data_window(), None)}
     ri = by_id["arn:aws:ec2:us-east-1:111111111111:reserved-instances/ri-1"]
     # DiscountedUsage: reservation/EffectiveCost 0.75; RIFee: unused upfront 12.50 + unused recurring 7.25
     assert (ri.kind, ri.instance_type, ri.gpu_model, ri.used, ri.unused) == \
@@ -255,7 +257,7 @@ def test_commitments_from_an_azure_amortised_export(tmp_path):
         w.writerows([used, unused, other])
     store = Store(load_catalog())
     store.load_billing([path])
-    (c,) = store.commitments(store.data_window())
+    (c,) = entities.commitments(store, store.data_window(), None)
     assert c.id == used["ReservationId"].lower()
     assert (c.provider, c.kind, c.instance_type, c.used, c.unused) == \
         ("azure", "Reservation", "Standard_NC24ads_A100_v4", D("52.8"), D("60"))
@@ -264,13 +266,13 @@ def test_commitments_from_an_azure_amortised_export(tmp_path):
 
 
 def test_commitments_from_the_demo_focus(demo_store):
-    (c,) = demo_store.commitments(Q3)
+    (c,) = entities.commitments(demo_store, Q3, None)
     assert c.id == RESERVATION and c.kind == "Reservation" and c.gpu_model == "A100-80GB"
     assert c.used == 0 and money(c.unused) == D("1581.98") * 3  # each month's fee, amortised over its days
 
 
 def test_storage_growth_of_the_demo(demo_store):
-    by_id = {s.id: s for s in demo_store.storage_growth(Q3)}
+    by_id = {s.id: s for s in entities.storage_growth(demo_store, Q3, None)}
     ckpt = by_id["nlp-training-checkpoints"]
     # 9,000 GB on 1 July plus 120 GB a day: the mean of each month's days
     assert [(m, gb) for m, gb, _ in ckpt.months] == [("2026-07", D(9000 + 120 * 15)), ("2026-08", D(9000 + 120 * 46)),
@@ -285,7 +287,7 @@ def test_storage_growth_of_the_demo(demo_store):
 
 
 def test_gpu_capacity_of_the_demo(demo_store):
-    by_id = {a.id: a for a in demo_store.gpu_capacity(Q3)}
+    by_id = {a.id: a for a in entities.gpu_capacity(demo_store, Q3, None)}
     sandbox = by_id[SANDBOX_L4]
     assert sandbox.last_usage_at is None and sandbox.usage_hours is None
     assert (sandbox.first_billed_at, sandbox.last_billed_at) == (datetime(2026, 7, 1), datetime(2026, 10, 1))
@@ -300,7 +302,7 @@ def test_gpu_capacity_of_the_demo(demo_store):
 
 
 def test_remote_data_flows_of_the_demo(demo_store):
-    (flow,) = [f for f in demo_store.remote_data_flows(Q3) if f.id == FLOW]
+    (flow,) = [f for f in entities.remote_data_flows(demo_store, Q3, None) if f.id == FLOW]
     assert (flow.source, flow.destination) == ("us-east-1", "us-west-2")
     gpus = {"i-0d4f6a8c0e2b46813", "i-0b8d0f2a4c6e8a257"}  # the GPU machines in us-west-2
     assert set(flow.destination_gpu_resources) == gpus
@@ -387,13 +389,13 @@ def test_demo_budget_findings(demo_audit):
 
 def test_only_the_rules_asked_for_build_their_entities(demo_policy, monkeypatch):
     built = []
-    original = Store.storage_growth
+    original = entities.BUILDERS[StorageGrowth]
 
-    def spy(self, window):
+    def spy(store, window, policy):
         built.append(window)
-        return original(self, window)
+        return original(store, window, policy)
 
-    monkeypatch.setattr(Store, "storage_growth", spy)
+    monkeypatch.setitem(entities.BUILDERS, StorageGrowth, spy)
     audit = run_audit(demo_policy, [DEMO / "billing"], DEMO / "inventory.json", Q3, date(2026, 10, 15),
                       select=["GPU001"])
     assert built == [] and {f.rule for f in audit.findings} == {"GPU001"}

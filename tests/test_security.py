@@ -384,7 +384,7 @@ def test_no_secret_in_any_output(secret_run):
 def test_no_secret_is_stored(tmp_path, fmt):
     """Redaction happens as the lines are read: nothing in the costs table holds a secret, whatever view or
     e-mail is later made of it."""
-    from auditor.store import Store
+    from auditor.tables.store import Store
 
     if fmt == "cur":
         path = write_cur(tmp_path / "cur.csv", [{"resource": PRESIGNED, "team": SAS, "owner": BARE_SAS},

@@ -85,8 +85,8 @@ def test_package_data_is_inside_the_installed_package(venv):
     code = """
 import json, auditor, auditor.rules, auditor.reports, auditor.data
 from importlib import resources
-from auditor.rule import all_rules
-from auditor.catalog import load_catalog
+from auditor.registry import all_rules
+from auditor.providers.catalog import load_catalog
 print(json.dumps({
     "auditor": auditor.__file__, "rules": list(auditor.rules.__path__), "reports": list(auditor.reports.__path__),
     "html": str(resources.files("auditor.reports").joinpath("report.html.j2")),

@@ -1,6 +1,6 @@
 """The SELECTs that turn a billing file into normalized rows, built from a reader's column expressions
 (auditor/providers/): `select_sql`, one row per billing line (the `lines` view; Spark runs the same text,
-translated, in auditor/engines/spark.py), and `rollup_sql`, the rows of the `costs` table, which stand for
+translated, in auditor/tables/spark.py), and `rollup_sql`, the rows of the `costs` table, which stand for
 all lines of one file and one UTC day that agree on everything but their amounts and times.
 
 Most of a reader's work is classification: regular expressions over usage types and descriptions, tag maps
@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import re
 
-from auditor.providers.columns import Columns, lit, q
+from auditor.providers.billing.columns import Columns
+from auditor.sql import lit, q
 
 # Amounts differ on nearly every line: computed per line, and the source columns they read are never part of
 # a distinct key. Times repeat (hourly or daily lines), so they get distinct keys of their own.

@@ -1,4 +1,4 @@
-"""DuckDB SQL as Spark SQL, for `--engine spark` (engines/spark.py).
+"""DuckDB SQL as Spark SQL, for `--engine spark` (tables/spark.py).
 
 The rewrites (`to_spark`) give DuckDB's semantics, not just a function of the same name: list functions
 (list_sum as aggregate, len as array_size), JSON (json_valid, `$[*].field` over a list, to_json's nulls),

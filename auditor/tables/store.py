@@ -1,22 +1,20 @@
 """The normalized tables in an embedded DuckDB database, and the SQL that reduces them to entities.
 
 Billing lines are never looped over in Python: each file is read, summed per day and normalized by one
-INSERT ... SELECT into `costs` (engines/normalize.py: rollup_sql), and every summary is a GROUP BY over it.
+INSERT ... SELECT into `costs` (tables/normalize.py: rollup_sql), and every summary is a GROUP BY over it.
 `Store.lines()` defines the view `lines`: the same files one row per billing line, for looking a line up;
 nothing the audit reports reads it.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
 import tempfile
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextvars import ContextVar
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -24,28 +22,20 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from auditor.catalog import Catalog, load_catalog
-from auditor.engines.normalize import CLASH, referenced, rollup_sql, select_sql
 from auditor.errors import InputError
-from auditor.model import (
-    Commitment,
-    GpuAsset,
-    GpuCapacity,
-    Job,
-    RemoteDataFlow,
-    ResourceSpend,
-    StorageGrowth,
-    TeamSpend,
-    TransferFlow,
-    UnattributedSpend,
-)
-from auditor.providers import aws, azure, focus, gcp
-from auditor.providers.columns import MONEY, Columns, lit, q
-from auditor.providers.detect import Sniffed, expand, sniff
+from auditor.files import sha256_of
+from auditor.providers.billing import aws, azure, focus, gcp
+from auditor.providers.billing.columns import MONEY, Columns
+from auditor.providers.billing.detect import Sniffed, expand, sniff
+from auditor.providers.catalog import Catalog, load_catalog
 from auditor.providers.redact import redact, redact_sql
+from auditor.sql import lit, q
+from auditor.tables.normalize import CLASH, referenced, rollup_sql, select_sql
+from auditor.tables.sql import GB, GPU_HOURS
+from auditor.window import Window
 
 if TYPE_CHECKING:
-    from auditor.policy import Policy
+    pass
 
 COSTS = {
     "BilledCost": MONEY, "EffectiveCost": MONEY, "ListCost": MONEY, "BillingCurrency": "VARCHAR",
@@ -75,37 +65,14 @@ CREATE TABLE jobs (id VARCHAR PRIMARY KEY, platform VARCHAR, provider VARCHAR, a
     max_runtime_s BIGINT, max_wait_s BIGINT, training_s BIGINT, billable_s BIGINT, interruptions INTEGER,
     start_time TIMESTAMP, end_time TIMESTAMP, tags MAP(VARCHAR, VARCHAR), source_file VARCHAR,
     source_line INTEGER);
-CREATE MACRO gpu_family(p, t) AS CASE p
-    WHEN 'aws' THEN split_part(regexp_replace(t, '^ml\\.', ''), '.', 1)
-    WHEN 'gcp' THEN regexp_replace(t, '-[^-]+$', '')
-    ELSE t END;
 """
 
 PARALLEL_FILES = 4
 
-# Which engine reads billing files into `costs`: None is DuckDB here; `--engine spark` sets Spark's for the run.
-BILLING_ENGINE: ContextVar[Callable[..., list] | None] = ContextVar("billing_engine", default=None)
 
 READERS = {"aws-cur": aws.select, "aws-cur2": aws.select, "focus-1.0": focus.select, "focus-1.1": focus.select,
            "focus-1.2": focus.select, "gcp-billing": gcp.select, "azure-cost": azure.select}
 NULL_STRINGS = {"focus-1.0": ["", "NULL"], "focus-1.1": ["", "NULL"], "focus-1.2": ["", "NULL"]}
-
-
-@dataclass(frozen=True)
-class Window:
-    """A half-open UTC interval [start, end)."""
-
-    start: datetime
-    end: datetime
-    label: str = ""
-
-    @property
-    def hours(self) -> Decimal:
-        return Decimal((self.end - self.start).total_seconds()) / 3600
-
-    def where(self, column: str = "ChargePeriodStart") -> str:
-        return f"{q(column)} >= TIMESTAMP {lit(self.start.isoformat(' '))} " \
-               f"AND {q(column)} < TIMESTAMP {lit(self.end.isoformat(' '))}"
 
 
 @dataclass
@@ -134,36 +101,6 @@ def _csv_reason(error: str) -> str:
     return redact(re.sub(r"^[A-Za-z ]*Error: ", "", first))[:200]
 
 
-def sha256_of(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-class ByResource:
-    """Amounts per resource id (lower case) and currency. Billing names a resource by its id or by an ARN or
-    path that ends with it: `of` finds both, through an index of the ids' last segments."""
-
-    def __init__(self, amounts: dict[str, dict[str, Decimal]]):
-        self.amounts = amounts
-        self.by_tail: dict[str, list[str]] = {}
-        for key in amounts:
-            self.by_tail.setdefault(re.split(r"[/:]", key)[-1], []).append(key)
-
-    def of(self, rid: str) -> dict[str, Decimal]:
-        rid = rid.lower()
-        if rid in self.amounts:
-            return self.amounts[rid]
-        merged: dict[str, Decimal] = {}
-        for key in self.by_tail.get(re.split(r"[/:]", rid)[-1], []):
-            if key.endswith("/" + rid) or key.endswith(":" + rid):
-                for cur, amount in self.amounts[key].items():
-                    merged[cur] = merged.get(cur, Decimal(0)) + amount
-        return merged
-
-
 class Store:
     def __init__(self, catalog: Catalog | None = None, database: str = ":memory:"):
         # Large exports spill to a private temporary folder instead of growing without bound.
@@ -183,13 +120,11 @@ class Store:
         self.con.execute("COMMIT")
         self.sources: list[SourceFile] = []
         self.warnings: list[str] = []
+        self.entities: dict[tuple[type, Window], list] = {}  # built once each (tables/entities.py)
         self._line_sql: dict[str, str] = {}  # per file read: the SELECT of its lines, for the `lines` view
 
     # ---- billing -------------------------------------------------------------------------------------
     def load_billing(self, paths: list[Path], progress: Callable[[str], None] | None = None) -> list[SourceFile]:
-        engine = BILLING_ENGINE.get()
-        if engine is not None:  # --engine spark: another engine reads the files into costs (engines/spark.py)
-            return engine(self, paths, progress)
         files = list(self.distinct_files(paths))
         # Files are read side by side, each on its own connection (DuckDB appends to one table from several
         # at once), then registered in their order: the gain is largest on gzip CSV, read on one core per file.
@@ -367,7 +302,7 @@ class Store:
         if s.container == "json":
             return f"read_ndjson({p})"
         if s.container == "avro":  # DuckDB reads Avro only with a downloaded extension: a Parquet copy (avro.py)
-            from auditor.providers.avro import to_parquet
+            from auditor.providers.billing.avro import to_parquet
 
             return f"read_parquet({lit(str(to_parquet(s.path, self._spill.name)))})"
         nulls = "[" + ", ".join(lit(n) for n in NULL_STRINGS.get(s.format, [""])) + "]"
@@ -470,7 +405,7 @@ class Store:
             return None
         return Window(start, end or start, "")
 
-    def _per_currency(self, sql: str, params: list | None = None) -> dict[str, dict[str, Decimal]]:
+    def per_currency(self, sql: str, params: list | None = None) -> dict[str, dict[str, Decimal]]:
         """Rows of (key, currency, amount) into {key: {currency: amount}}."""
         out: dict[str, dict[str, Decimal]] = {}
         for key, currency, amount in self.con.execute(sql, params or []).fetchall():
@@ -496,8 +431,7 @@ class Store:
                        sum(x_Lines) AS n, min(ChargePeriodStart) AS first, max(ChargePeriodEnd) AS last,
                        sum(BilledCost) AS billed, sum(EffectiveCost) AS effective, sum(ListCost) AS listed,
                        sum({GB}) FILTER (x_TransferKind IS NOT NULL AND x_TransferDirection = 'out') AS gb,
-                       sum(ConsumedQuantity * x_GpuCount) FILTER (x_GpuCount IS NOT NULL AND ChargeCategory = 'Usage'
-                           AND x_CostCategory = 'gpu_compute' AND {HOURS}) AS hours
+                       {GPU_HOURS} AS hours
                 FROM costs WHERE {where} GROUP BY ALL)
             SELECT GROUPING(cur, cat, provider, kind), cur, cat, provider, kind, sum(n), min(first), max(last),
                    sum(billed), sum(effective), sum(listed),
@@ -545,345 +479,14 @@ class Store:
     def spend_by(self, window: Window, key_sql: str) -> dict[str, dict[str, Decimal]]:
         # The key (a tag lookup, say) is computed once per distinct value of the columns it reads, not per line.
         reads = ", ".join(q(c) for c in sorted(referenced(key_sql, [c for c in COSTS if c != "BillingCurrency"])))
-        return self._per_currency(
+        return self.per_currency(
             f"WITH g AS (SELECT {reads + ', ' if reads else ''}BillingCurrency, sum(BilledCost) AS cost FROM costs "
             f"WHERE {window.where()} GROUP BY ALL) "
             f"SELECT COALESCE({key_sql}, '(unattributed)'), BillingCurrency, sum(cost) FROM g GROUP BY ALL ORDER BY 1")
 
     # ---- entities ------------------------------------------------------------------------------------
-    def _costs_by_resource(self, window: Window) -> ByResource:
-        return ByResource(self._per_currency(
-            f"SELECT lower(ResourceId), BillingCurrency, sum(BilledCost) FROM costs WHERE {window.where()} "
-            "AND ResourceId IS NOT NULL GROUP BY ALL"))
 
-    def gpu_assets(self, window: Window) -> list[GpuAsset]:
-        ws, we = lit(window.start.isoformat(" ")), lit(window.end.isoformat(" "))
-        rows = self.con.execute(f"""
-            WITH u AS (
-                SELECT asset_id,
-                    greatest(epoch(least(window_end, TIMESTAMP {we})) - epoch(greatest(window_start,
-                             TIMESTAMP {ws})), 0) / 3600.0 AS hours, *
-                FROM gpu_usage
-                WHERE window_start < TIMESTAMP {we} AND window_end > TIMESTAMP {ws})
-            SELECT a.*, sum(u.hours), sum(u.samples), sum(u.mean_util_pct * u.hours) / nullif(sum(u.hours), 0),
-                   max(u.p95_util_pct), max(u.peak_mem_gb), string_agg(DISTINCT u.source, ',')
-            FROM assets a LEFT JOIN u ON u.asset_id = a.id
-            GROUP BY ALL ORDER BY a.id""").fetchall()
-        costs = self._costs_by_resource(window)
-        hours = ByResource(self._per_currency(  # keyed 'h', so that ids are matched the same way
-            f"SELECT lower(ResourceId), 'h', sum(ConsumedQuantity) FROM costs WHERE {window.where()} "
-            f"AND ResourceId IS NOT NULL AND ChargeCategory = 'Usage' AND {HOURS} "
-            "AND x_CostCategory IN ('gpu_compute', 'other_compute') GROUP BY ALL"))
-        out = []
-        for r in rows:
-            a = GpuAsset(id=r[0], provider=r[1], account=r[2], region=r[3], zone=r[4], name=r[5], kind=r[6],
-                         instance_type=r[7], gpu_model=r[8], gpu_count=r[9], gpu_memory_gb=r[10],
-                         lifecycle=r[11], state=r[12], launch_time=r[13], tags=dict(r[14] or {}),
-                         usage_hours=r[15], usage_samples=r[16], mean_util_pct=r[17], p95_util_pct=r[18],
-                         peak_mem_gb=r[19], usage_source=r[20])
-            self._complete_gpu(a)
-            if not a.gpu_count:
-                continue
-            a.cost = costs.of(a.id)
-            a.billed_hours = hours.of(a.id).get("h")
-            out.append(a)
-        return out
-
-    def _complete_gpu(self, item: GpuAsset | Job) -> None:
-        """Fill GPU model, count and memory from the catalog where the inventory left them out."""
-        t = self.catalog.instance(item.provider, item.instance_type)
-        if item.gpu_model is None:
-            item.gpu_model = t.gpu_model if t else self.catalog.gpu_model_for(item.provider, item.instance_type)
-        if item.gpu_count is None and t:
-            item.gpu_count = t.gpu_count
-        if isinstance(item, GpuAsset) and item.gpu_memory_gb is None:
-            g = self.catalog.gpu(item.gpu_model)
-            item.gpu_memory_gb = g.memory_gb if g else None
-
-    def jobs(self, window: Window) -> list[Job]:
-        ws, we = lit(window.start.isoformat(" ")), lit(window.end.isoformat(" "))
-        costs = self._costs_by_resource(window)  # before the next query: DuckDB has one result at a time
-        cur = self.con.execute(f"""
-            SELECT * FROM jobs
-            WHERE (start_time IS NULL OR start_time < TIMESTAMP {we})
-              AND (end_time IS NULL OR end_time >= TIMESTAMP {ws})
-            ORDER BY id""")
-        names = [d[0] for d in cur.description]
-        out = []
-        for r in cur.fetchall():
-            d = dict(zip(names, r, strict=True))
-            d["tags"] = dict(d["tags"] or {})
-            job = Job(**d)
-            self._complete_gpu(job)
-            job.cost = costs.of(job.id)
-            out.append(job)
-        return out
-
-    def resource_spend(self, window: Window) -> list[ResourceSpend]:
-        rows = self.con.execute(f"""
-            SELECT * FROM (
-                SELECT COALESCE(ResourceId, x_Provider || ':' || COALESCE(SubAccountId, BillingAccountId, '-') || ':'
-                                || COALESCE(ServiceName, '-') || ':' || COALESCE(RegionId, 'global')) AS id,
-                       ResourceId IS NOT NULL, x_Provider, COALESCE(SubAccountId, BillingAccountId), Tags AS tags,
-                       BillingCurrency, min(RegionId), min(ServiceName),
-                       arg_max(x_CostCategory, BilledCost), max(x_InstanceType), sum(BilledCost) AS cost,
-                       sum(x_Lines), max(ChargePeriodStart) AS last
-                FROM costs WHERE {window.where()} AND ChargeCategory = 'Usage' GROUP BY ALL)
-            ORDER BY id, last, cost, CAST(list_sort(map_entries(tags)) AS VARCHAR)""").fetchall()
-        by_id: dict[str, ResourceSpend] = {}
-        latest: dict[str, datetime] = {}
-        for (rid, has_rid, provider, account, tags, currency, region, service, category, itype, cost, n,
-             last) in rows:
-            tags = dict(tags or {})
-            spend = by_id.get(rid)
-            if spend is None:
-                spend = by_id[rid] = ResourceSpend(rid, provider, account, region, service, category, itype,
-                                                   has_resource_id=has_rid)
-            spend.cost[currency] = spend.cost.get(currency, Decimal(0)) + cost
-            spend.lines += n
-            spend.tag_sets.append((tags, currency, cost))
-            spend.instance_type = spend.instance_type or itype
-            # The tags of the latest charge; of tag sets charged as late, the costliest (the rows' order).
-            if rid not in latest or last >= latest[rid]:
-                latest[rid] = last
-                spend.tags = tags
-        return list(by_id.values())
-
-    def transfer_flows(self, window: Window) -> list[TransferFlow]:
-        # Per resource first: a flow's top resources are those it cost the most in all, and its tags theirs.
-        rows = self.con.execute(f"""
-            WITH r AS (
-                SELECT x_Provider AS p, x_TransferKind AS k, x_TransferFrom AS src, x_TransferTo AS dst,
-                       COALESCE(SubAccountId, BillingAccountId) AS account, BillingCurrency AS cur, ResourceId AS rid,
-                       sum({GB}) AS gb, sum(BilledCost) AS cost, sum(x_Lines) AS n, arg_max(Tags, BilledCost) AS tags
-                FROM costs WHERE {window.where()} AND x_TransferKind IS NOT NULL AND x_TransferDirection = 'out'
-                GROUP BY ALL)
-            SELECT p, k, src, dst, account, cur, sum(gb), sum(cost), sum(n),
-                   (list(rid ORDER BY cost DESC, rid) FILTER (WHERE rid IS NOT NULL))[1:5],
-                   arg_max(tags, cost ORDER BY rid) FROM r
-            GROUP BY ALL ORDER BY 1, 2, 3, 4""").fetchall()
-        out: dict[tuple, TransferFlow] = {}
-        for provider, kind, src, dst, account, currency, gb, cost, n, top, tags in rows:
-            key = (provider, kind, src, dst, account)
-            flow = out.get(key)
-            if flow is None:
-                fid = f"{provider}:{account or '-'}:{kind}:{src or '?'}->{dst or '?'}"
-                flow = out[key] = TransferFlow(fid, provider, kind, src, dst, account,
-                                               top_resources=list(dict.fromkeys(top or [])),
-                                               tags=dict(tags or {}))
-            flow.gb += gb or Decimal(0)
-            flow.cost[currency] = flow.cost.get(currency, Decimal(0)) + cost
-            flow.lines += n
-        return list(out.values())
-
-    # ---- entities of the wider rule pack (GPU005, BUD001, TAG003, COM001, STO001, REG002) ----------------
-    def gpu_capacity(self, window: Window) -> list[GpuCapacity]:
-        """GPU machines with when their billing and metrics last ran, the storage billed under their name
-        (Azure and GCP name a machine's disks after it) and the jobs seen on their instance type."""
-        assets = self.gpu_assets(window)
-        if not assets:
-            return []
-        ws, we = lit(window.start.isoformat(" ")), lit(window.end.isoformat(" "))
-        named = ("a.name IS NOT NULL AND length(a.name) >= 3 AND (s.seg = lower(a.name) "
-                 "OR starts_with(s.seg, lower(a.name) || '-') OR starts_with(s.seg, lower(a.name) || '_'))")
-        # Billing names a machine by its id, or by an ARN or path that ends with it: two equality joins.
-        rows = self.con.execute(f"""
-            WITH b AS (SELECT lower(ResourceId) AS rid, regexp_extract(lower(ResourceId), '[^/:]+$') AS tail,
-                              min(ChargePeriodStart) AS first, max(ChargePeriodEnd) AS last
-                       FROM costs WHERE {window.where()} AND ResourceId IS NOT NULL AND ChargeCategory = 'Usage'
-                         AND x_CostCategory IN ('gpu_compute', 'other_compute') GROUP BY 1),
-                 billed AS (SELECT id, min(first) AS first, max(last) AS last FROM (
-                                SELECT a.id, b.first, b.last FROM assets a JOIN b ON b.rid = lower(a.id)
-                                UNION ALL
-                                SELECT a.id, b.first, b.last FROM assets a JOIN b ON b.tail = lower(a.id)
-                                WHERE b.rid <> lower(a.id)) GROUP BY 1),
-                 s AS (SELECT *, regexp_extract(rid, '[^/:]+$') AS seg FROM (  -- the id's last segment, once
-                           SELECT lower(ResourceId) AS rid, BillingCurrency AS cur, sum(BilledCost) AS cost
-                           FROM costs WHERE {window.where()} AND ResourceId IS NOT NULL
-                             AND x_CostCategory = 'storage' GROUP BY ALL)),
-                 disks AS (SELECT a.id, list({{'rid': s.rid, 'cur': s.cur, 'cost': s.cost}} ORDER BY s.rid) AS d
-                           FROM assets a JOIN s ON {named} GROUP BY 1),
-                 u AS (SELECT asset_id, max(least(window_end, TIMESTAMP {we})) AS last_usage FROM gpu_usage
-                       WHERE window_start < TIMESTAMP {we} AND window_end > TIMESTAMP {ws} GROUP BY 1),
-                 j AS (SELECT provider, account, region, lower(regexp_replace(instance_type, '^ml\\.', '')) AS itype,
-                              count(*) AS n FROM jobs
-                       WHERE (start_time IS NULL OR start_time < TIMESTAMP {we})
-                         AND (end_time IS NULL OR end_time >= TIMESTAMP {ws}) GROUP BY ALL)
-            SELECT a.id, billed.first, billed.last, u.last_usage, disks.d,
-                   (SELECT COALESCE(sum(j.n), 0) FROM j WHERE j.provider = a.provider
-                        AND j.account IS NOT DISTINCT FROM a.account AND j.region IS NOT DISTINCT FROM a.region
-                        AND j.itype = lower(a.instance_type))
-            FROM assets a LEFT JOIN billed USING (id) LEFT JOIN u ON u.asset_id = a.id
-                 LEFT JOIN disks USING (id)""").fetchall()
-        data_end = self.con.execute(f"SELECT max(ChargePeriodEnd) FROM costs WHERE {window.where()}").fetchone()[0]
-        by_id = {r[0]: r[1:] for r in rows}
-        out = []
-        for a in assets:
-            first, last, last_usage, disks, jobs = by_id.get(a.id, (None, None, None, None, 0))
-            storage: dict[str, Decimal] = {}
-            for d in disks or []:
-                storage[d["cur"]] = storage.get(d["cur"], Decimal(0)) + d["cost"]
-            out.append(GpuCapacity(
-                **{f.name: getattr(a, f.name) for f in fields(GpuAsset)}, first_billed_at=first, last_billed_at=last,
-                last_usage_at=last_usage, data_end=data_end, storage_cost=storage,
-                storage_resources=list(dict.fromkeys(d["rid"] for d in disks or [])), jobs_seen=int(jobs)))
-        return out
-
-    def team_spend(self, window: Window, policy: Policy) -> list[TeamSpend]:
-        """Each team's spend in the quarter that holds the window's start, up to the window's end, in the
-        policy's currency, by the report's team attribution (engine.team_sql)."""
-        from auditor.engine import parse_quarter, team_sql
-
-        q = parse_quarter(f"{window.start.year}-Q{(window.start.month + 2) // 3}")
-        span = Window(q.start, min(window.end, q.end), q.label)
-        cur = lit(policy.currency)
-        # Summed per tag set first: the team lookup then runs once per tag set, not once per line.
-        totals = {team: (spent, gpu, gh) for team, spent, gpu, gh in self.con.execute(f"""
-            WITH g AS (
-                SELECT Tags, sum(BilledCost) AS spent,
-                       sum(BilledCost) FILTER (WHERE x_CostCategory = 'gpu_compute') AS gpu,
-                       sum(ConsumedQuantity * x_GpuCount) FILTER (WHERE x_GpuCount IS NOT NULL
-                           AND ChargeCategory = 'Usage' AND x_CostCategory = 'gpu_compute' AND {HOURS}) AS gh
-                FROM costs WHERE {span.where()} AND BillingCurrency = {cur} GROUP BY Tags)
-            SELECT {team_sql(policy)} AS team, sum(spent), COALESCE(sum(gpu), 0), COALESCE(sum(gh), 0)
-            FROM g GROUP BY 1""").fetchall()}
-        data_end = self.con.execute(f"SELECT least(max(ChargePeriodEnd), TIMESTAMP "
-                                    f"{lit(span.end.isoformat(' '))}) FROM costs WHERE {span.where()}").fetchone()[0]
-        out = []
-        for name, team in policy.teams.items():
-            spent, gpu, gpu_hours = totals.get(name, (Decimal(0), Decimal(0), Decimal(0)))
-            tags = {policy.team_tags[0]: name, **({policy.owner_tags[0]: team.lead} if team.lead else {})}
-            out.append(TeamSpend(name, name, team.lead, policy.currency, team.budget_per_quarter,
-                                 team.gpu_hours_per_quarter, spent, gpu, gpu_hours, q.label, q.start, q.end,
-                                 data_end, tags))
-        return out
-
-    def unattributed_spend(self, window: Window, policy: Policy) -> list[UnattributedSpend]:
-        """Per currency, the spend no team owns against the total: of GPU compute (scope gpu) and of
-        everything (scope all), with the largest unowned resources."""
-        from auditor.engine import team_sql
-
-        # Lines are summed per tag set and resource first, so the team lookup runs once per tag set.
-        rows = self.con.execute(f"""
-            WITH p AS (SELECT BillingCurrency AS cur, x_CostCategory = 'gpu_compute' AS gpu, Tags,
-                              COALESCE(ResourceId, x_Provider || ':' || COALESCE(ServiceName, '-') || ':'
-                                       || COALESCE(ChargeCategory, '-')) AS rid, sum(BilledCost) AS cost,
-                              sum(x_Lines) AS n
-                       FROM costs WHERE {window.where()} GROUP BY ALL),
-                 l AS (SELECT cur, gpu, {team_sql(policy)} IS NULL AS unowned, cost, n, rid FROM p),
-                 scoped AS (SELECT 'gpu' AS scope, * FROM l WHERE gpu UNION ALL SELECT 'all' AS scope, * FROM l),
-                 top AS (SELECT scope, cur, rid, sum(cost) AS cost FROM scoped WHERE unowned GROUP BY scope, cur, rid
-                         QUALIFY row_number() OVER (PARTITION BY scope, cur ORDER BY sum(cost) DESC, rid) <= 5)
-            SELECT s.scope, s.cur, sum(s.cost), COALESCE(sum(s.cost) FILTER (WHERE s.unowned), 0),
-                   CAST(COALESCE(sum(s.n) FILTER (WHERE s.unowned), 0) AS BIGINT),
-                   (SELECT list([t.rid, CAST(t.cost AS VARCHAR)] ORDER BY t.cost DESC, t.rid) FROM top t
-                    WHERE t.scope = s.scope AND t.cur = s.cur)
-            FROM scoped s GROUP BY ALL ORDER BY 1, 2""").fetchall()
-        return [UnattributedSpend(f"org:{scope}:{cur}", scope, cur, total, unowned, n,
-                                  [(r, Decimal(c)) for r, c in top or []])
-                for scope, cur, total, unowned, n, top in rows]
-
-    def commitments(self, window: Window) -> list[Commitment]:
-        """Reservations and savings plans: the amortised cost of what they covered (CommitmentDiscountStatus
-        Used) and of the capacity nobody used (Unused), per commitment and currency."""
-        rows = self.con.execute(f"""
-            SELECT COALESCE(CommitmentDiscountId, x_Provider || ':' || COALESCE(SubAccountId, BillingAccountId, '-')
-                            || ':' || COALESCE(x_InstanceType, '-')) AS id,
-                   min(x_Provider), min(COALESCE(SubAccountId, BillingAccountId)), min(RegionId),
-                   min(CommitmentDiscountType), max(x_InstanceType), max(x_GpuModel), BillingCurrency,
-                   COALESCE(sum(EffectiveCost) FILTER (WHERE CommitmentDiscountStatus = 'Used'), 0),
-                   COALESCE(sum(EffectiveCost) FILTER (WHERE CommitmentDiscountStatus = 'Unused'), 0),
-                   min(ChargePeriodStart), max(ChargePeriodEnd), arg_max(Tags, EffectiveCost)
-            FROM costs WHERE {window.where()} AND CommitmentDiscountStatus IN ('Used', 'Unused')
-            GROUP BY id, BillingCurrency ORDER BY 1, BillingCurrency""").fetchall()
-        return [Commitment(rid, provider, account, region, None, kind, itype, gpu, cur, used, unused, first, last,
-                           dict(tags or {}))
-                for rid, provider, account, region, kind, itype, gpu, cur, used, unused, first, last, tags in rows]
-
-    def storage_growth(self, window: Window) -> list[StorageGrowth]:
-        """Storage resources month by month (average GB stored and cost, in each one's main currency), their
-        storage classes, and the jobs that write checkpoints to them."""
-        rows = self.con.execute(f"""
-            WITH m AS (
-                SELECT lower(ResourceId) AS rid, date_trunc('month', ChargePeriodStart) AS month,
-                       BillingCurrency AS cur,
-                       sum({GB_MONTHS}) AS gbmo, sum(BilledCost) AS cost,
-                       min(ChargePeriodStart) AS first, max(ChargePeriodEnd) AS last
-                FROM costs WHERE {window.where()} AND ResourceId IS NOT NULL AND x_CostCategory = 'storage'
-                  AND ChargeCategory = 'Usage' AND ({GB_MONTHS}) IS NOT NULL GROUP BY ALL),
-            main AS (SELECT rid, arg_max(cur, cost) AS cur FROM (SELECT rid, cur, sum(cost) AS cost FROM m GROUP BY ALL)
-                     GROUP BY 1),
-            info AS (SELECT lower(ResourceId) AS rid, min(x_Provider) AS provider,
-                            min(COALESCE(SubAccountId, BillingAccountId)) AS account,
-                            min(RegionId) AS region,
-                            min(ServiceName) AS service, arg_max(Tags, ChargePeriodStart) AS tags,
-                            list(DISTINCT COALESCE(x_UsageType, ChargeDescription, SkuId)
-                                 ORDER BY COALESCE(x_UsageType, ChargeDescription, SkuId)) AS classes,
-                            bool_or(regexp_matches(COALESCE(x_UsageType, '') || ' ' || COALESCE(ChargeDescription, ''),
-                                                   {lit(TIERED)})) AS tiered
-                     FROM costs WHERE {window.where()} AND ResourceId IS NOT NULL AND x_CostCategory = 'storage'
-                       AND ChargeCategory = 'Usage' GROUP BY 1),
-            ckpt AS (SELECT lower(regexp_extract(checkpoint_uri, '^[A-Za-z0-9]+://([^/]+)', 1)) AS bucket,
-                            list(DISTINCT COALESCE(name, id) ORDER BY COALESCE(name, id)) AS jobs
-                     FROM jobs WHERE checkpoint_uri IS NOT NULL GROUP BY 1)
-            SELECT m.rid, i.provider, i.account, i.region, i.service, i.tags, i.classes, i.tiered, m.cur,
-                   list([strftime(m.month, '%Y-%m'), CAST(round(m.gbmo * (epoch(m.month + INTERVAL 1 MONTH)
-                         - epoch(m.month)) / nullif(epoch(least(m.last, m.month + INTERVAL 1 MONTH))
-                         - epoch(greatest(m.first, m.month)), 0), 3) AS VARCHAR), CAST(m.cost AS VARCHAR)]
-                        ORDER BY m.month),
-                   sum(m.cost),
-                   (SELECT first(c.jobs) FROM ckpt c WHERE c.bucket <> '' AND (m.rid = c.bucket
-                        OR ends_with(m.rid, ':' || c.bucket) OR ends_with(m.rid, '/' || c.bucket)))
-            FROM m JOIN main USING (rid, cur) JOIN info i USING (rid)
-            GROUP BY ALL ORDER BY 1""").fetchall()
-        return [StorageGrowth(rid, provider, account, region, service, cur,
-                              [(mon, Decimal(gb), Decimal(c)) for mon, gb, c in months if gb is not None],
-                              [c for c in classes if c], tiered, list(jobs or []), dict(tags or {}), {cur: cost})
-                for rid, provider, account, region, service, tags, classes, tiered, cur, months, cost, jobs in rows]
-
-    def remote_data_flows(self, window: Window) -> list[RemoteDataFlow]:
-        """Inter-region transfer out, each flow with the GPU compute billed in its destination (and source) region."""
-        gpu: dict[tuple[str, str], tuple[dict[str, Decimal], Decimal, list[str]]] = {}
-        for provider, region, cur, cost, hours, top in self.con.execute(f"""
-                WITH r AS (SELECT x_Provider AS p, RegionId AS reg, BillingCurrency AS cur, ResourceId AS rid,
-                                  sum(BilledCost) AS cost,
-                                  sum(ConsumedQuantity * x_GpuCount) FILTER (WHERE ChargeCategory = 'Usage'
-                                      AND {HOURS} AND x_GpuCount IS NOT NULL) AS gh
-                           FROM costs WHERE {window.where()} AND x_CostCategory = 'gpu_compute' AND RegionId IS NOT NULL
-                           GROUP BY ALL)
-                SELECT p, reg, cur, sum(cost), COALESCE(sum(gh), 0),
-                       (list(rid ORDER BY cost DESC) FILTER (WHERE rid IS NOT NULL))[1:5]
-                FROM r GROUP BY ALL""").fetchall():
-            costs, gh, names = gpu.get((provider, region), ({}, Decimal(0), []))
-            costs[cur] = cost
-            gpu[(provider, region)] = (costs, gh + hours, names + list(top or []))
-        out = []
-        for f in self.transfer_flows(window):
-            if f.kind != "inter_region":
-                continue
-            dest = gpu.get((f.provider, f.destination), ({}, Decimal(0), []))
-            out.append(RemoteDataFlow(f.id, f.provider, f.source, f.destination, f.account, f.gb, dict(f.cost),
-                                      f.top_resources, f.tags, dest[0], dest[1], dest[2][:5],
-                                      gpu.get((f.provider, f.source), ({},))[0]))
-        return out
 
 # What makes two billing lines the same line, for finding a month exported twice.
 LINE_KEY = ("x_Provider, BillingAccountId, SubAccountId, ChargePeriodStart, ChargePeriodEnd, ResourceId, "
             "x_UsageType, SkuId, ChargeDescription, BilledCost, ConsumedQuantity, ChargeCategory")
-
-HOURS = "ConsumedUnit IN ('Hrs', 'Hours', 'Hour', 'h', 'hour', 'hours')"
-
-# Stored volume in GB-months (NULL for lines not counted in GB-months: disks billed per disk, requests).
-GB_MONTHS = """CASE WHEN ConsumedUnit IN ('GB-Mo', 'GB-Month', 'GB/Month', 'GB Month', 'GB-month') THEN ConsumedQuantity
-                    WHEN ConsumedUnit IN ('GiB-Mo', 'GiB Month', 'gibibyte month', 'GibiByte-Month')
-                    THEN ConsumedQuantity * 1.073741824 END"""
-# Storage classes that a lifecycle rule or automatic tiering moves data into (S3, GCS, Azure Blob).
-TIERED = r"(-SIA-|-ZIA-|Glacier|-GDA-|-GIR-|-INT-|Intelligent|Archive|\bCool\b|\bCold|Nearline)"
-
-# Transfer volume in GB, whatever unit the export counts it in.
-GB = """CAST(CASE WHEN ConsumedUnit IN ('Bytes', 'bytes', 'byte') THEN ConsumedQuantity / 1000000000
-              WHEN ConsumedUnit IN ('TB', 'TiB', 'tebibyte') THEN ConsumedQuantity * 1000
-              WHEN ConsumedUnit = 'bytes' THEN ConsumedQuantity / 1000000000
-              WHEN ConsumedUnit IN ('MB', 'MiB', 'mebibyte') THEN ConsumedQuantity / 1000
-              WHEN ConsumedUnit IN ('gibibyte', 'GiB') THEN ConsumedQuantity * 1.073741824
-              ELSE ConsumedQuantity END AS DECIMAL(38, 9))"""

@@ -34,11 +34,11 @@ from typing import Any
 
 from auditor import __version__
 from auditor.errors import InputError
-from auditor.store import Window
-from auditor.store import sha256_of as sha256  # the snapshot's hashes are the audit's
+from auditor.files import sha256_of as sha256  # the snapshot's hashes are the audit's
+from auditor.window import Window
 
 MANIFEST_SCHEMA = "gpu-auditor/snapshot-manifest@1"
-ADAPTERS = {"aws": "aws_live", "gcp": "gcp_live", "azure": "azure_live", "k8s": "k8s_live"}
+ADAPTERS = {"aws": "aws", "gcp": "gcp", "azure": "azure", "k8s": "k8s"}
 EXTRAS = {"aws": "aws", "gcp": "gcp", "azure": "azure", "k8s": "k8s"}
 
 # Environment variables whose values are credentials: never written, even inside an error message.
@@ -68,16 +68,6 @@ def utc(value: datetime | date | str | None) -> datetime | None:
 
 def iso(value: datetime | None) -> str | None:
     return None if value is None else utc(value).isoformat() + "Z"
-
-
-def default_window(today: date | None = None) -> Window:
-    """The quarter to date: from the start of the current quarter to the end of today (UTC)."""
-    from auditor.engine import label_for
-
-    today = today or datetime.now(UTC).date()
-    start = datetime(today.year, 3 * ((today.month - 1) // 3) + 1, 1)
-    end = datetime(today.year, today.month, today.day) + timedelta(days=1)
-    return Window(start, end, label_for(start, end))
 
 
 # ---- retries and pages ----------------------------------------------------------------------------------
@@ -220,7 +210,7 @@ def _run_adapter(pull: Pull) -> None:
     if provider not in ADAPTERS:
         raise InputError(f"--provider {provider!r}: use one of {', '.join(ADAPTERS)}")
     try:
-        module = importlib.import_module(f"auditor.providers.{ADAPTERS[provider]}")
+        module = importlib.import_module(f"auditor.providers.live.{ADAPTERS[provider]}")
     except ImportError as e:
         raise InputError(f"pulling from {provider} needs its SDK ({e.name} is missing): "
                          f"pip install 'gpu-auditor[{EXTRAS[provider]}]'") from None
@@ -254,7 +244,7 @@ def pull_snapshot(options: PullOptions, out: Path, force: bool = False, retry: R
 
 
 def _finish(pull: Pull, root: Path) -> dict[str, Any]:
-    from auditor.providers.snapshot import SNAPSHOT
+    from auditor.providers.live.snapshot import SNAPSHOT
     from auditor.schema import Validator
 
     o = pull.options
@@ -403,8 +393,7 @@ def _manifest(path: Path) -> dict[str, Any] | None:
 def audit_inputs(paths: list[Path], inventory: Path | None = None) -> AuditInputs:
     """Split snapshot folders out of the billing paths: their billing files are read as billing, their
     inventories merged, their windows joined, and the sources their manifests list as failed reported."""
-    from auditor.engine import label_for
-    from auditor.providers.snapshot import load_snapshot
+    from auditor.providers.live.snapshot import load_snapshot
 
     out = AuditInputs(billing=[])
     docs, labels, starts, ends = [], [], [], []
@@ -436,7 +425,7 @@ def audit_inputs(paths: list[Path], inventory: Path | None = None) -> AuditInput
         out.inventory_label = ", ".join(labels)
     if starts:
         start, end = min(starts), max(ends)
-        out.window = Window(start, end, label_for(start, end))
+        out.window = Window.of(start, end)
     return out
 
 

@@ -59,9 +59,9 @@ from azure.core.rest import HttpRequest
 
 from auditor.manifests import INTERVAL_KEY
 from auditor.manifests import _checkpoint as checkpoint_of  # the gate's reading, so a job and its manifest agree
-from auditor.providers.columns import lit
-from auditor.providers.snapshot import EVICTION_POLICIES
-from auditor.pull import Pull, iso, usage_summary, utc
+from auditor.providers.live.pull import Pull, iso, usage_summary, utc
+from auditor.providers.live.snapshot import EVICTION_POLICIES
+from auditor.sql import lit
 
 ENDPOINT_ENV = "GPU_AUDITOR_AZURE_ENDPOINT"
 PRICES_ENDPOINT_ENV = "GPU_AUDITOR_AZURE_PRICES_ENDPOINT"
@@ -181,7 +181,7 @@ def _compute(p: Pull, credential, sub: str, kw: dict, call: dict) -> dict[str, i
 def _scale_sets(p: Pull, credential, sub: str, kw: dict, call: dict) -> dict[str, int]:
     from azure.mgmt.compute import ComputeManagementClient
 
-    from auditor.catalog import load_catalog
+    from auditor.providers.catalog import load_catalog
 
     catalog = load_catalog()
     client = ComputeManagementClient(credential, sub, **kw)
@@ -336,7 +336,7 @@ def _prices(p: Pull, base: str) -> dict[str, int]:
     from azure.core import PipelineClient
     from azure.core.pipeline import policies
 
-    from auditor.catalog import load_catalog
+    from auditor.providers.catalog import load_catalog
 
     catalog = load_catalog()
     seen = [(x["instance_type"], x["region"]) for x in p.assets + p.jobs

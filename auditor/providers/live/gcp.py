@@ -45,7 +45,7 @@ from google.api_core.client_options import ClientOptions
 from google.auth.exceptions import GoogleAuthError
 from google.auth.transport.requests import AuthorizedSession
 
-from auditor.pull import Pull, gpu_model, iso, pages, usage_summary, utc
+from auditor.providers.live.pull import Pull, gpu_model, iso, pages, usage_summary, utc
 
 SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 PAGE = 500

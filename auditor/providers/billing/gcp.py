@@ -7,8 +7,9 @@ credits) are real lists in JSON and Parquet, and JSON or Python-repr strings in 
 
 from __future__ import annotations
 
-from auditor.catalog import Catalog
-from auditor.providers.columns import MONEY, Columns, case_map, lit
+from auditor.providers.billing.columns import MONEY, Columns, case_map
+from auditor.providers.catalog import Catalog
+from auditor.sql import lit
 
 # Separate GPU SKUs: "Nvidia Tesla A100 80GB GPU running in Americas", "Spot Preemptible Nvidia L4 GPU ...".
 GPU_SKUS = {"Tesla T4": "T4", "T4": "T4", "Tesla V100": "V100", "Tesla A100": "A100", "A100": "A100",

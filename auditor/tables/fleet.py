@@ -7,10 +7,11 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from auditor.breakdown import UNATTRIBUTED, hours_text
 from auditor.model import Finding, GpuAsset
-from auditor.providers.columns import lit
-from auditor.store import Store, Window
+from auditor.sql import lit
+from auditor.tables.breakdown import UNATTRIBUTED, hours_text
+from auditor.tables.store import Store
+from auditor.window import Window
 
 MACHINES = 200  # machines listed, most expensive first; the count of all is kept beside them
 BANDS = ("under_10", "10_to_50", "over_50")

@@ -1,4 +1,4 @@
-"""Billing files for `--engine spark` (engines/spark.py): local paths and URIs.
+"""Billing files for `--engine spark` (tables/spark.py): local paths and URIs.
 
 Billing given as a URI (s3a://bucket/prefix, gs://, abfss://, hdfs://, file:///) is listed and read through
 Spark's own Hadoop file systems, so nothing is mounted or downloaded: the driver lists a folder recursively (the
@@ -16,12 +16,12 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from auditor.errors import InputError
-from auditor.providers import avro
-from auditor.providers.detect import DATA_SUFFIXES, Sniffed, _is_sidecar, is_uri, manifest_keys, sniff
+from auditor.providers.billing import avro
+from auditor.providers.billing.detect import DATA_SUFFIXES, Sniffed, _is_sidecar, is_uri, manifest_keys, sniff
 from auditor.providers.redact import redact
 
 if TYPE_CHECKING:
-    from auditor.store import Store
+    from auditor.tables.store import Store
 
 SAMPLE = 1 << 16  # bytes of a CSV read for its header, as detect._read_header reads them
 JSON_SAMPLE = 20_480  # lines of newline JSON: DuckDB's read_ndjson infers the types from its first 20,480 records
@@ -162,7 +162,7 @@ def _distinct_uris(spark, store: Store, uris: list[str], progress: Callable[[str
     """As Store.distinct_files, for URIs: a file listed twice is read once, with a warning. Files are told apart
     without reading them through: by the file system's checksum where it gives one (HDFS; S3A and the Cloud
     Storage connector when configured to), else by size, modification time and name."""
-    from auditor.store import SourceFile
+    from auditor.tables.store import SourceFile
 
     files = [item for uri in uris for item in _list(spark, uri, store.warnings)]
     seen: dict[tuple, str] = {}

@@ -24,7 +24,7 @@ from auditor.errors import InputError
 from auditor.model import HOURS_PER_MONTH, fmt_money
 
 if TYPE_CHECKING:
-    from auditor.engine import Audit
+    from auditor.audit import Audit
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)

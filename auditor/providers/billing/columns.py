@@ -2,17 +2,10 @@
 
 from __future__ import annotations
 
-from auditor.providers.detect import norm
+from auditor.providers.billing.detect import norm
+from auditor.sql import lit, q
 
 MONEY = "DECIMAL(38,18)"
-
-
-def q(ident: str) -> str:
-    return '"' + ident.replace('"', '""') + '"'
-
-
-def lit(text: str) -> str:
-    return "'" + text.replace("'", "''") + "'"
 
 
 def money(expr: str) -> str:

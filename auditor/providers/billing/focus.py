@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from auditor.catalog import Catalog
-from auditor.providers.aws import INSTANCE_TYPE_RE, region_maps
-from auditor.providers.columns import Columns, case_map
+from auditor.providers.billing.aws import INSTANCE_TYPE_RE, region_maps
+from auditor.providers.billing.columns import Columns, case_map
+from auditor.providers.catalog import Catalog
 
 PROVIDERS = {"AWS": "aws", "Amazon Web Services": "aws", "Microsoft": "azure", "Azure": "azure",
              "Microsoft Azure": "azure", "Google": "gcp", "Google Cloud": "gcp", "GCP": "gcp",

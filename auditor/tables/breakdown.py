@@ -7,33 +7,24 @@ Every amount stays per currency ({currency: Decimal}); the engine rounds once, t
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta
+from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
 from auditor.model import HOURS_PER_MONTH
-from auditor.providers.columns import lit
-from auditor.store import HOURS, Store, Window
+from auditor.sql import lit
+from auditor.tables.sql import GPU_HOURS, PRICING_SQL
+from auditor.tables.store import Store
+from auditor.window import Window, add_months, next_window, previous_window
 
 TOP = 20  # rows kept per breakdown; the rest are summed into one "(N more)" row
 UNATTRIBUTED = "(unattributed)"
 PRICING = ("on_demand", "spot", "committed")
-PRICING_SQL = ("CASE PricingCategory WHEN 'Dynamic' THEN 'spot' WHEN 'Committed' THEN 'committed' "
-               "ELSE 'on_demand' END")
-# GPU-hours of billing lines, as the summary's gpu_hours counts them: usage in hours, times the GPUs per unit
-GPU_HOURS = (f"sum(ConsumedQuantity * x_GpuCount) FILTER (WHERE x_GpuCount IS NOT NULL AND ChargeCategory = 'Usage' "
-             f"AND x_CostCategory = 'gpu_compute' AND {HOURS})")
 DIMENSIONS = {
     "provider": "x_Provider",
     "account": "x_Provider || ' ' || COALESCE(SubAccountId, BillingAccountId, '(no account)')",
     "region": "COALESCE(RegionId, '(global)')",
 }
-
-
-def tag_sql(keys: list[str]) -> str:
-    """The value of the first of `keys` a billing line's Tags carry (case and stray spaces in the key ignored)."""
-    names = ", ".join(lit(k.strip().lower()) for k in keys) or "NULL"
-    return f"NULLIF(list_filter(map_entries(Tags), lambda e: lower(trim(e.key)) IN ({names}))[1].value, '')"
 
 
 def hours_text(value: Decimal | None) -> str:
@@ -143,48 +134,13 @@ def gpu_by_model(teams: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     return [{**m, "gpu_hours": hours_text(m["gpu_hours"])} for m in ordered]
 
 
-# ---- windows -------------------------------------------------------------------------------------------
-
-
-def _add_months(d: datetime, months: int) -> datetime:
-    y, m = divmod(d.month - 1 + months, 12)
-    return d.replace(year=d.year + y, month=m + 1, day=1)
-
-
-def _is_quarter(w: Window) -> bool:
-    return (w.start.day == 1 and w.start.month in (1, 4, 7, 10) and w.start.time() == datetime.min.time()
-            and w.end == _add_months(w.start, 3))
-
-
-def _quarter_label(start: datetime) -> str:
-    return f"{start.year}-Q{(start.month + 2) // 3}"
-
-
-def previous_window(w: Window) -> Window:
-    """The calendar quarter before a quarter; otherwise the window of the same length just before."""
-    if _is_quarter(w):
-        start = _add_months(w.start, -3)
-        return Window(start, w.start, _quarter_label(start))
-    start = w.start - (w.end - w.start)
-    return Window(start, w.start, f"{start.date()} to {(w.start - timedelta(days=1)).date()}")
-
-
-def next_window(w: Window) -> Window:
-    """The calendar quarter after a quarter; otherwise the window of the same length just after."""
-    if _is_quarter(w):
-        end = _add_months(w.end, 3)
-        return Window(w.end, end, _quarter_label(w.end))
-    end = w.end + (w.end - w.start)
-    return Window(w.end, end, f"{w.end.date()} to {(end - timedelta(days=1)).date()}")
-
-
 def previous_spend(store: Store, window: Window) -> dict[str, Any] | None:
     """The window before, when the billing read covers it: its spend, for the quarter-over-quarter change."""
     prev = previous_window(window)
     rows = store.con.execute(f"SELECT COALESCE(sum(x_Lines), 0) FROM costs WHERE {prev.where()}").fetchone()[0]
     if not rows:
         return None
-    totals = store._per_currency(
+    totals = store.per_currency(
         f"SELECT 'billed', BillingCurrency, sum(BilledCost) FROM costs WHERE {prev.where()} GROUP BY ALL "
         f"UNION ALL SELECT 'gpu', BillingCurrency, sum(BilledCost) FROM costs WHERE {prev.where()} "
         "AND x_CostCategory = 'gpu_compute' GROUP BY ALL")
@@ -201,7 +157,7 @@ def coverage(store: Store, window: Window) -> dict[str, Any]:
     m = window.start.replace(day=1, hour=0, minute=0, second=0, microsecond=0)
     while m < window.end:
         months.append(m.strftime("%Y-%m"))
-        m = _add_months(m, 1)
+        m = add_months(m, 1)
     providers = sorted({p for _, p, _ in counts})
     by_month = {mo: {} for mo in months}
     for mo, p, n in counts:
@@ -226,7 +182,7 @@ def forecast(store: Store, window: Window, team_key: str,
     start = max(window.start, month)
     if data_end <= start:  # the billing stops before the last month: the run rate of what it covers
         start = window.start
-    basis = Window(start, data_end, f"{start.date()} to {(data_end - timedelta(microseconds=1)).date()}")
+    basis = Window.of(start, data_end)
     if basis.hours <= 0:
         return None
     nxt = next_window(window)

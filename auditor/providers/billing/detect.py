@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from auditor.errors import InputError
-from auditor.providers import avro
+from auditor.providers.billing import avro
 
 DATA_SUFFIXES = (".csv", ".csv.gz", ".gz", ".parquet", ".txt", ".json", ".jsonl", ".ndjson", ".avro")
 # A Hadoop file system URI (s3a://bucket/prefix, gs://, abfss://, hdfs://, file:///, dbfs:/), or the `s3:/bucket`
@@ -157,7 +157,7 @@ def _nested_columns(path: Path, con, reader: str) -> tuple[list[str], list[tuple
 def flatten(top: list[tuple[str, str]]) -> tuple[list[str], list[tuple[str, str]], list[tuple[str, str]]]:
     """(column, DuckDB type) pairs to the column names with STRUCT fields as dotted names, the SQL that reaches
     each nested field, and every name's type."""
-    from auditor.providers.columns import q
+    from auditor.sql import q
 
     names: list[str] = []
     fields: list[tuple[str, str]] = []

@@ -32,7 +32,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, ProfileNotFound
 
 from auditor.errors import InputError
-from auditor.pull import Pull, gpu_model, iso, pages, usage_summary, utc
+from auditor.providers.live.pull import Pull, gpu_model, iso, pages, usage_summary, utc
 
 # Our Retry backs off on throttling (bounded, injectable); botocore's own retries are turned off.
 CONFIG = Config(retries={"total_max_attempts": 1}, connect_timeout=10, read_timeout=60,
@@ -145,7 +145,7 @@ def _accounts(p: Pull, base: boto3.Session, session_factory: Callable[..., Any])
 
 
 def _why(e: BaseException) -> str:
-    from auditor.pull import describe_error
+    from auditor.providers.live.pull import describe_error
 
     return describe_error(e)
 

@@ -277,7 +277,7 @@ def html_part(audit: dict[str, Any], letter: Letter, names: dict[str, Any]) -> s
     to the team). The owner's summary, and a lead of several teams, get email.html.j2: the whole report of
     every team would be too long for a mailbox (mail clients clip messages past about 100 kB)."""
     if not letter.is_owner and len(letter.sections) == 1:
-        from auditor.report import render_html
+        from auditor.outputs.report import render_html
 
         return render_html(clean(audit), team=letter.sections[0].name)  # a tag's CR or LF: not even in the body
     return _env(autoescape=True).get_template("email.html.j2").render(**names)

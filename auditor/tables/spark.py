@@ -1,6 +1,6 @@
 """`--engine spark`: the heavy stage on a Spark cluster. Spark reads each billing export, normalizes it with the
-very SELECT DuckDB runs (auditor/engines/normalize.py over the readers' expressions, translated from DuckDB's
-dialect to Spark's in engines/spark_sql.py), and reduces the lines to one row per day and per
+very SELECT DuckDB runs (auditor/tables/normalize.py over the readers' expressions, translated from DuckDB's
+dialect to Spark's in tables/spark_sql.py), and reduces the lines to one row per day and per
 distinct everything-else (resource, usage type, tags, ...), summing the amounts. Only those rows come back to
 the driver, into the DuckDB `costs` table, where the rules, summaries and reports run as usual.
 
@@ -12,7 +12,7 @@ the audit with the file named, and `--engine duckdb` names the line. Spark tells
 A date none of Azure's formats reads is such an empty start time on Spark (DuckDB stops at it). Avro exports
 are read through the Parquet copy DuckDB reads, written to the store's temporary folder.
 
-Which files, local or URIs, and how each is sniffed: engines/spark_files.py.
+Which files, local or URIs, and how each is sniffed: tables/spark_files.py.
 
 PySpark, sqlglot and pyarrow are imported by these three modules only (the `spark` extra).
 """
@@ -23,14 +23,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from auditor.engines.normalize import select_sql
-from auditor.engines.spark_files import billing_files, check_gzip_name
-from auditor.engines.spark_sql import to_spark
 from auditor.errors import InputError
-from auditor.providers.columns import Columns, q
+from auditor.providers.billing.columns import Columns
+from auditor.sql import q
+from auditor.tables.normalize import select_sql
+from auditor.tables.spark_files import billing_files, check_gzip_name
+from auditor.tables.spark_sql import to_spark
 
 if TYPE_CHECKING:
-    from auditor.store import SourceFile, Store
+    from auditor.tables.store import SourceFile, Store
 
 AMOUNTS = ("BilledCost", "EffectiveCost", "ListCost", "ConsumedQuantity")
 CONF = {
@@ -81,7 +82,7 @@ def _read(spark, s, view: str, scratch: str, path: str) -> None:
     typed. An Avro file is read through the Parquet copy DuckDB reads too (avro.py), written to `scratch`, the
     store's own temporary folder (on a cluster, a folder every node mounts: TMPDIR)."""
     if s.container == "avro":
-        from auditor.providers.avro import to_parquet
+        from auditor.providers.billing.avro import to_parquet
 
         df = spark.read.parquet(to_parquet(s.path, scratch).resolve().as_uri())
     elif s.container == "parquet":
@@ -120,7 +121,7 @@ def load_billing(store: Store, paths: list[Path | str], master: str | None = Non
                  progress: Callable[[str], None] | None = None, spark: Any = None) -> list[SourceFile]:
     """Read, normalize and reduce the billing files (local paths, and URIs as text) on Spark, into `store`'s
     costs table."""
-    from auditor.store import COSTS, SourceFile
+    from auditor.tables.store import COSTS, SourceFile
 
     spark = spark or session(master)
     _register_catalog(spark, store.catalog)
@@ -153,7 +154,7 @@ def load_billing(store: Store, paths: list[Path | str], master: str | None = Non
 
 
 def billing_engine(master: str | None = None) -> Callable[..., list[SourceFile]]:
-    """Store.load_billing's stand-in for `--engine spark` (see store.BILLING_ENGINE)."""
+    """Store.load_billing's stand-in for `--engine spark` (run_audit's `engine`)."""
     spark = session(master)
     spark.sparkContext.setLogLevel("ERROR")
     return lambda store, paths, progress=None: load_billing(store, paths, progress=progress, spark=spark)

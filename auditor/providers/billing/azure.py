@@ -13,8 +13,8 @@ import csv
 from functools import cache
 from importlib import resources
 
-from auditor.catalog import Catalog
-from auditor.providers.columns import MONEY, Columns, case_map
+from auditor.providers.billing.columns import MONEY, Columns, case_map
+from auditor.providers.catalog import Catalog
 
 COST = ("CostInBillingCurrency", "Cost", "PreTaxCost", "costInBillingCurrency", "costInUsd")
 PRICING = {"OnDemand": "Standard", "Reservation": "Committed", "SavingsPlan": "Committed", "Spot": "Dynamic"}

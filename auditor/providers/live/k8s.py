@@ -24,7 +24,7 @@ from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-from auditor.pull import Pull, gpu_model, iso, usage_summary, utc
+from auditor.providers.live.pull import Pull, gpu_model, iso, usage_summary, utc
 
 PAGE = 200
 PERIOD = 3600

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import re
 
-from auditor.catalog import Catalog
-from auditor.providers.columns import MONEY, Columns, case_map, lit, q
+from auditor.providers.billing.columns import MONEY, Columns, case_map
+from auditor.providers.catalog import Catalog
+from auditor.sql import lit, q
 
 INSTANCE_TYPE_RE = r"((?:ml\.)?[a-z][a-z0-9-]*\.(?:[0-9]*xlarge|large|medium|small|micro|nano|metal[a-z0-9-]*))"
 

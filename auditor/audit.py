@@ -1,0 +1,131 @@
+"""One audit's result and its encoding as audit.json; every output format is a view of it. No analysis here."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import date, datetime
+from decimal import Decimal
+from typing import TYPE_CHECKING, Any
+
+from auditor import __version__
+from auditor.auditfile import SCHEMA as AUDIT_SCHEMA
+from auditor.errors import EXIT_FINDINGS, EXIT_PARTIAL
+from auditor.model import Finding, Severity, money
+from auditor.policy import Policy
+from auditor.window import Window
+
+if TYPE_CHECKING:
+    from auditor.tables.store import SourceFile
+
+
+@dataclass
+class Audit:
+    """One audit's result; every output format is a view of it."""
+
+    window: Window
+    policy: Policy
+    findings: list[Finding]
+    sources: list[SourceFile]
+    summary: dict[str, Any]
+    clauses: list[dict[str, Any]]
+    waivers: list[dict[str, Any]]
+    warnings: list[str] = field(default_factory=list)
+    inventory: str | None = None
+    generated_at: datetime | None = None  # when given (--generated-at, SOURCE_DATE_EPOCH); see stamp()
+    partial: bool = False
+    as_of: date | None = None  # the day waivers were judged on
+    previous: dict[str, Any] | None = None  # last quarter's audit.json: {"path", "sha256", "doc"} (trend.py)
+    # --baseline: the audit.json whose findings are known ({"path", "sha256", "window"}), and the findings of this
+    # audit found in it: kept out of `findings`, so neither reported nor failing, but listed in audit.json
+    baseline: dict[str, Any] | None = None
+    known: list[Finding] = field(default_factory=list)
+    trend: dict[str, Any] | None = None  # the change since `previous` (outputs/trend.py), computed by the core
+
+    def stamp(self) -> datetime:
+        """The audit's generated_at. Never the wall clock, so that the same inputs give the same bytes: the time
+        given, else midnight UTC of the as-of date, else the window's end."""
+        if self.generated_at is not None:
+            return self.generated_at
+        if self.as_of is not None:
+            return datetime(self.as_of.year, self.as_of.month, self.as_of.day)
+        return self.window.end
+
+    def active(self) -> list[Finding]:
+        return [f for f in self.findings if not f.waived]
+
+    def worst(self) -> Severity | None:
+        active = self.active()
+        return max((f.severity for f in active), default=None)
+
+    def exit_code(self, fail_on: Severity | None) -> int:
+        """3 for a partial audit (a source could not be read completely), else 1 when an active finding is at or
+        above `fail_on`, else 0."""
+        if self.partial:
+            return EXIT_PARTIAL
+        worst = self.worst()
+        return EXIT_FINDINGS if fail_on is not None and worst is not None and worst >= fail_on else 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON-able audit (audit.json): every report format is rendered from this dict alone."""
+        doc = {
+            "schema": AUDIT_SCHEMA,
+            "tool": {"name": "gpu-auditor", "version": __version__},
+            "generated_at": self.stamp().isoformat() + "Z",
+            "as_of": self.as_of.isoformat() if self.as_of else None,
+            "window": {"start": self.window.start.isoformat() + "Z", "end": self.window.end.isoformat() + "Z",
+                       "label": self.window.label},
+            "policy": {"name": self.policy.name, "version": self.policy.version, "owner": self.policy.owner,
+                       "path": self.policy.path, "currency": self.policy.currency},
+            "partial": self.partial,
+            "inputs": {"billing": [_source_dict(s) for s in self.sources], "inventory": self.inventory,
+                       "previous": None},
+            "summary": _jsonable(self.summary),
+            "clauses": _jsonable(self.clauses),
+            "findings": [_plain(f.to_dict()) for f in self.findings],
+            "baseline": None if self.baseline is None else {
+                **self.baseline, "known": len(self.known), "findings": [_plain(f.to_dict()) for f in self.known]},
+            "waivers": self.waivers,
+            "warnings": self.warnings,
+            "trend": self.trend,
+        }
+        if self.previous is not None:
+            doc["inputs"]["previous"] = {k: self.previous[k] for k in ("path", "sha256")}
+        return doc
+
+
+def _source_dict(s: SourceFile) -> dict[str, Any]:
+    d = {"path": s.path, "format": s.format, "sha256": s.sha256, "rows": s.rows}
+    if s.duplicate_of:
+        d["duplicate_of"] = s.duplicate_of
+    for k in ("period_start", "period_end", "billed_cost", "effective_cost"):
+        if k in s.stats:
+            d[k] = _jsonable(s.stats[k])
+    return d
+
+
+def _exact(d: Decimal) -> str:
+    """A Decimal as its exact text, without the trailing zeros or exponent of DuckDB's DECIMAL (2208, not
+    2208.000000000000000000)."""
+    text = format(d, "f")
+    return text.rstrip("0").rstrip(".") if "." in text else text
+
+
+def _jsonable(v: Any, decimal: Callable[[Decimal], str] = lambda d: str(money(d))) -> Any:
+    """For JSON: times as UTC ISO-8601, Decimals by `decimal` (money by default: strings rounded once to the
+    cent), through dicts and lists."""
+    if isinstance(v, Decimal):
+        return decimal(v)
+    if isinstance(v, datetime):
+        return v.isoformat() + "Z"
+    if isinstance(v, dict):
+        return {str(k): _jsonable(x, decimal) for k, x in v.items()}
+    if isinstance(v, list | tuple):
+        return [_jsonable(x, decimal) for x in v]
+    return v
+
+
+def _plain(v: Any) -> Any:
+    """A finding's dict for JSON: a Decimal left in its evidence (GB, hours, percent) as its exact text, not a
+    cent."""
+    return _jsonable(v, _exact)

@@ -1,0 +1,205 @@
+"""The core shared by the audit and the gate: the configured rules run over entities, waivers applied, the
+policy's clauses judged; and the audit itself: load -> entities -> rules -> findings -> result."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Callable, Iterable
+from datetime import date, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from auditor.audit import Audit
+from auditor.context import Context
+from auditor.errors import InputError
+from auditor.figures import savings_total, sum_money
+from auditor.model import Finding, WaiverStatus
+from auditor.policy import Policy
+from auditor.providers.billing.detect import URI_NEEDS_SPARK, is_uri
+from auditor.providers.catalog import load_catalog
+from auditor.providers.live.pull import audit_inputs
+from auditor.registry import all_rules, get_rule
+from auditor.rule import Rule
+from auditor.trend import compare
+from auditor.window import Window
+
+if TYPE_CHECKING:
+    from auditor.tables.store import SourceFile, Store
+
+# Reads billing files into the store: Store.load_billing (DuckDB), or Spark's (tables/spark.py).
+BillingEngine = Callable[["Store", list, Callable[[str], None] | None], "list[SourceFile]"]
+
+
+def configured_rules(policy: Policy, select: Iterable[str] | None = None) -> list[Rule]:
+    """Every rule of the pack, with its options and severity from its policy clause; a clause with
+    `enabled: false` turns its rules off, and `select` keeps only the named rules."""
+    chosen = None
+    if select:
+        chosen = set()
+        for key in select:
+            try:
+                chosen.add(get_rule(key).id)
+            except KeyError:
+                known = [r.id for r in all_rules()] + [r.name for r in all_rules()]
+                near = difflib.get_close_matches(key, known, n=1)
+                hint = f"; did you mean {near[0]}?" if near else f"; known rules: {', '.join(known[:len(known) // 2])}"
+                raise InputError(f"--rule {key!r}: no such rule{hint}") from None
+    out = []
+    for cls in all_rules():
+        if chosen is not None and cls.id not in chosen:
+            continue
+        clause = policy.clause(cls.clause)
+        if clause and not clause.enabled:
+            continue
+        opts = {k: v for k, v in (clause.options if clause else {}).items() if k in cls.options and v is not None}
+        out.append(cls(opts, clause.severity if clause else None))
+    return out
+
+
+def run_rules(rules: list[Rule], entities: dict[type, list], ctx: Context) -> list[Finding]:
+    findings = []
+    for rule in rules:
+        for entity in entities.get(rule.entity, []):
+            findings.extend(rule.check(entity, ctx))
+    findings.sort(key=finding_order)
+    return findings
+
+
+def finding_order(f: Finding) -> tuple:
+    return -f.severity, -(f.monthly_savings or 0), f.rule, f.resource
+
+
+def waiver_statuses(policy: Policy, status: list[dict[str, Any]], findings: list[Finding],
+                    today: date) -> list[WaiverStatus]:
+    """The policy's waivers as entities (for POL001), with the billed cost of the findings each one names."""
+    out = []
+    for w, st in zip(policy.waivers, status, strict=True):
+        cost: dict[str, Decimal] = {}
+        for f in findings:
+            if w.matches(f.rule, f.resource) and f.cost is not None:
+                cost[f.currency] = cost.get(f.currency, Decimal(0)) + f.cost
+        out.append(WaiverStatus(f"waiver:{w.rule}:{w.resource}", w.rule, w.resource, w.reason, w.owner, w.expires,
+                                today, st["status"], st["matched"], cost, policy.path, w.line,
+                                {policy.owner_tags[0]: w.owner}))
+    return out
+
+
+def load_baseline(path: Path) -> tuple[set[str], dict[str, Any]]:
+    """The fingerprints of every finding in a previous audit.json (reported, waived or itself from a baseline)."""
+    from auditor.auditfile import read_audit
+
+    saved = read_audit(path)
+    doc = saved.doc
+    listed = doc["findings"] + ((doc.get("baseline") or {}).get("findings") or [])
+    prints = {f.get("fingerprint") for f in listed if isinstance(f, dict)}
+    prints.discard(None)
+    return prints, {"path": str(path), "sha256": saved.sha256,
+                    "window": (doc.get("window") or {}).get("label")}
+
+
+def apply_waivers(findings: list[Finding], policy: Policy, today: date) -> list[dict[str, Any]]:
+    """Mark waived findings; an expired waiver waives nothing and is reported as expired."""
+    status = []
+    for w in policy.waivers:
+        expired = w.expired(today)
+        matched = 0
+        for f in findings:
+            if w.matches(f.rule, f.resource):
+                matched += 1
+                if not expired and f.waiver is None:
+                    f.waiver = {"reason": w.reason, "owner": w.owner, "expires": w.expires.isoformat()}
+        state = "expired" if expired else ("active" if matched else "unused")
+        status.append({"rule": w.rule, "resource": w.resource, "reason": w.reason, "owner": w.owner,
+                       "expires": w.expires.isoformat(), "status": state, "matched": matched, "line": w.line})
+    return status
+
+
+def clause_status(policy: Policy, rules: list[Rule], findings: list[Finding]) -> list[dict[str, Any]]:
+    out = []
+    configured = {r.id for r in rules}
+    for cls in all_rules():
+        clause = policy.clause(cls.clause)
+        active = [f for f in findings if f.rule == cls.id and not f.waived]
+        if cls.id not in configured:
+            state = "disabled"
+        elif clause is None:
+            state = "met (defaults)" if not active else "broken (defaults)"
+        else:
+            state = "broken" if active else "met"
+        opts = {k: v.default for k, v in cls.options.items()}
+        if clause:
+            opts.update({k: v for k, v in clause.options.items() if v is not None and k in cls.options})
+        out.append({"clause": cls.clause, "rule": cls.id, "name": cls.name,
+                    "text": clause.text if clause else cls.summary(), "options": opts,
+                    "in_policy": clause is not None, "status": state, "findings": len(active),
+                    "cost": sum_money(active, "cost"), "monthly_savings": savings_total(active)})
+    return out
+
+
+def run_audit(policy: Policy, billing: list[Path | str], inventory: Path | None = None,
+              window: Window | None = None, today: date | None = None,
+              select: Iterable[str] | None = None,
+              progress: Callable[[str], None] | None = None, baseline: Path | None = None,
+              engine: BillingEngine | None = None, previous: dict[str, Any] | None = None,
+              generated_at: datetime | None = None) -> Audit:
+    """The audit: billing and inventory in, the result out (every output is a view of it).
+
+    `engine` reads the billing files into the store (default: DuckDB in process; `--engine spark` gives
+    Spark's, tables/spark.py); `previous` is last quarter's audit (trend.load_previous)."""
+    # The tables load DuckDB: imported here, so that the gate, which runs only the rules, starts fast.
+    from auditor.tables.entities import BUILDERS, build
+    from auditor.tables.store import Store
+    from auditor.tables.summary import summarize
+
+    # URIs (s3a://bucket/prefix) are read by --engine spark through the cluster's file systems (tables/spark.py),
+    # after the local files and snapshots.
+    uris = [p for p in billing if is_uri(p)]
+    if uris and engine is None:
+        raise InputError(URI_NEEDS_SPARK, path=str(uris[0]))
+    prints, base_info = load_baseline(baseline) if baseline is not None else (None, None)  # fail before the work
+    catalog = load_catalog()
+    store = Store(catalog)
+    # Snapshot folders: their billing, inventory, window, failures.
+    inputs = audit_inputs([p for p in billing if not is_uri(p)], inventory)
+    (engine or Store.load_billing)(store, inputs.billing + uris, progress)
+    if inputs.inventory is not None:
+        if progress:
+            progress(f"reading inventory {inputs.inventory_label}")
+        store.load_snapshot(inputs.inventory)
+    window = window or inputs.window
+    if window is None:
+        data = store.data_window()
+        if data is None:
+            raise InputError("no billing lines to audit")
+        window = Window.of(data.start, data.end)
+    ctx = Context(catalog, policy, window)
+    if progress:
+        progress(f"running the rules over {window.label}")
+    rules = configured_rules(policy, select)
+    needed = {r.entity for r in rules}
+    entities = {t: build(store, window, policy, t) for t in BUILDERS if t in needed}
+    findings = run_rules(rules, entities, ctx)
+    today = today or date.today()
+    waivers = apply_waivers(findings, policy, today)
+    # Expired waivers are findings themselves (POL001), judged once the waivers have been applied.
+    findings = sorted(findings + run_rules(rules, {WaiverStatus: waiver_statuses(policy, waivers, findings, today)},
+                                           ctx), key=finding_order)
+    known: list[Finding] = []
+    if prints is not None:
+        for f in findings:
+            f.in_baseline = f.fingerprint in prints
+        known = [f for f in findings if f.in_baseline]
+        findings = [f for f in findings if not f.in_baseline]
+    summary = summarize(store, policy, window, findings)
+    warnings = list(store.warnings) + inputs.warnings
+    if summary["rows"] == 0:
+        warnings.append(f"no billing lines fall in the audit window {window.label}")
+    warnings += [f"waiver for {w['rule']} on {w['resource']} expired on {w['expires']}; it no longer waives"
+                 for w in waivers if w["status"] == "expired"]
+    result = Audit(window, policy, findings, store.sources, summary, clause_status(policy, rules, findings),
+                   waivers, warnings, inputs.inventory_label, partial=bool(inputs.missing), as_of=today,
+                   previous=previous, generated_at=generated_at, baseline=base_info, known=known)
+    if previous is not None:
+        result.trend = compare(result.to_dict(), previous["doc"])
+    return result

@@ -1,0 +1,395 @@
+"""The entities the rules read, each built from the tables by one registered builder (Cloud Custodian style:
+one entity type -> builder map). Each is built once per store and window, however many rules and views read it."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import fields
+from datetime import datetime
+from decimal import Decimal
+from typing import TYPE_CHECKING
+
+from auditor.model import (
+    Commitment,
+    GpuAsset,
+    GpuCapacity,
+    Job,
+    RemoteDataFlow,
+    ResourceSpend,
+    StorageGrowth,
+    TeamSpend,
+    TransferFlow,
+    UnattributedSpend,
+)
+from auditor.sql import lit
+from auditor.tables.sql import GB, GB_MONTHS, GPU_HOURS, HOURS, TIERED, team_sql
+from auditor.tables.store import Store
+from auditor.window import Window, quarter_of
+
+if TYPE_CHECKING:
+    from auditor.policy import Policy
+
+Builder = Callable[[Store, Window, "Policy"], list]
+BUILDERS: dict[type, Builder] = {}
+
+
+def builds(entity: type) -> Callable[[Builder], Builder]:
+    """Register a function as the builder of one entity type."""
+
+    def register(fn: Builder) -> Builder:
+        BUILDERS[entity] = fn
+        return fn
+
+    return register
+
+
+def build(store: Store, window: Window, policy: Policy, entity: type) -> list:
+    """The entities of one type in the window, built on first use and then kept on the store."""
+    key = (entity, window)
+    if key not in store.entities:
+        store.entities[key] = BUILDERS[entity](store, window, policy)
+    return store.entities[key]
+
+
+class ByResource:
+    """Amounts per resource id (lower case) and currency. Billing names a resource by its id or by an ARN or
+    path that ends with it: `of` finds both, through an index of the ids' last segments."""
+
+    def __init__(self, amounts: dict[str, dict[str, Decimal]]):
+        self.amounts = amounts
+        self.by_tail: dict[str, list[str]] = {}
+        for key in amounts:
+            self.by_tail.setdefault(re.split(r"[/:]", key)[-1], []).append(key)
+
+    def of(self, rid: str) -> dict[str, Decimal]:
+        rid = rid.lower()
+        if rid in self.amounts:
+            return self.amounts[rid]
+        merged: dict[str, Decimal] = {}
+        for key in self.by_tail.get(re.split(r"[/:]", rid)[-1], []):
+            if key.endswith("/" + rid) or key.endswith(":" + rid):
+                for cur, amount in self.amounts[key].items():
+                    merged[cur] = merged.get(cur, Decimal(0)) + amount
+        return merged
+
+
+def _costs_by_resource(store: Store, window: Window) -> ByResource:
+    return ByResource(store.per_currency(
+        f"SELECT lower(ResourceId), BillingCurrency, sum(BilledCost) FROM costs WHERE {window.where()} "
+        "AND ResourceId IS NOT NULL GROUP BY ALL"))
+
+@builds(GpuAsset)
+def gpu_assets(store: Store, window: Window, policy: Policy) -> list[GpuAsset]:
+    ws, we = lit(window.start.isoformat(" ")), lit(window.end.isoformat(" "))
+    rows = store.con.execute(f"""
+        WITH u AS (
+            SELECT asset_id,
+                greatest(epoch(least(window_end, TIMESTAMP {we})) - epoch(greatest(window_start,
+                         TIMESTAMP {ws})), 0) / 3600.0 AS hours, *
+            FROM gpu_usage
+            WHERE window_start < TIMESTAMP {we} AND window_end > TIMESTAMP {ws})
+        SELECT a.*, sum(u.hours), sum(u.samples), sum(u.mean_util_pct * u.hours) / nullif(sum(u.hours), 0),
+               max(u.p95_util_pct), max(u.peak_mem_gb), string_agg(DISTINCT u.source, ',')
+        FROM assets a LEFT JOIN u ON u.asset_id = a.id
+        GROUP BY ALL ORDER BY a.id""").fetchall()
+    costs = _costs_by_resource(store, window)
+    hours = ByResource(store.per_currency(  # keyed 'h', so that ids are matched the same way
+        f"SELECT lower(ResourceId), 'h', sum(ConsumedQuantity) FROM costs WHERE {window.where()} "
+        f"AND ResourceId IS NOT NULL AND ChargeCategory = 'Usage' AND {HOURS} "
+        "AND x_CostCategory IN ('gpu_compute', 'other_compute') GROUP BY ALL"))
+    out = []
+    for r in rows:
+        a = GpuAsset(id=r[0], provider=r[1], account=r[2], region=r[3], zone=r[4], name=r[5], kind=r[6],
+                     instance_type=r[7], gpu_model=r[8], gpu_count=r[9], gpu_memory_gb=r[10],
+                     lifecycle=r[11], state=r[12], launch_time=r[13], tags=dict(r[14] or {}),
+                     usage_hours=r[15], usage_samples=r[16], mean_util_pct=r[17], p95_util_pct=r[18],
+                     peak_mem_gb=r[19], usage_source=r[20])
+        _complete_gpu(store, a)
+        if not a.gpu_count:
+            continue
+        a.cost = costs.of(a.id)
+        a.billed_hours = hours.of(a.id).get("h")
+        out.append(a)
+    return out
+
+def _complete_gpu(store: Store, item: GpuAsset | Job) -> None:
+    """Fill GPU model, count and memory from the catalog where the inventory left them out."""
+    t = store.catalog.instance(item.provider, item.instance_type)
+    if item.gpu_model is None:
+        item.gpu_model = t.gpu_model if t else store.catalog.gpu_model_for(item.provider, item.instance_type)
+    if item.gpu_count is None and t:
+        item.gpu_count = t.gpu_count
+    if isinstance(item, GpuAsset) and item.gpu_memory_gb is None:
+        g = store.catalog.gpu(item.gpu_model)
+        item.gpu_memory_gb = g.memory_gb if g else None
+
+@builds(Job)
+def jobs(store: Store, window: Window, policy: Policy) -> list[Job]:
+    ws, we = lit(window.start.isoformat(" ")), lit(window.end.isoformat(" "))
+    costs = _costs_by_resource(store, window)  # before the next query: DuckDB has one result at a time
+    cur = store.con.execute(f"""
+        SELECT * FROM jobs
+        WHERE (start_time IS NULL OR start_time < TIMESTAMP {we})
+          AND (end_time IS NULL OR end_time >= TIMESTAMP {ws})
+        ORDER BY id""")
+    names = [d[0] for d in cur.description]
+    out = []
+    for r in cur.fetchall():
+        d = dict(zip(names, r, strict=True))
+        d["tags"] = dict(d["tags"] or {})
+        job = Job(**d)
+        _complete_gpu(store, job)
+        job.cost = costs.of(job.id)
+        out.append(job)
+    return out
+
+@builds(ResourceSpend)
+def resource_spend(store: Store, window: Window, policy: Policy) -> list[ResourceSpend]:
+    rows = store.con.execute(f"""
+        SELECT * FROM (
+            SELECT COALESCE(ResourceId, x_Provider || ':' || COALESCE(SubAccountId, BillingAccountId, '-') || ':'
+                            || COALESCE(ServiceName, '-') || ':' || COALESCE(RegionId, 'global')) AS id,
+                   ResourceId IS NOT NULL, x_Provider, COALESCE(SubAccountId, BillingAccountId), Tags AS tags,
+                   BillingCurrency, min(RegionId), min(ServiceName),
+                   arg_max(x_CostCategory, BilledCost), max(x_InstanceType), sum(BilledCost) AS cost,
+                   sum(x_Lines), max(ChargePeriodStart) AS last
+            FROM costs WHERE {window.where()} AND ChargeCategory = 'Usage' GROUP BY ALL)
+        ORDER BY id, last, cost, CAST(list_sort(map_entries(tags)) AS VARCHAR)""").fetchall()
+    by_id: dict[str, ResourceSpend] = {}
+    latest: dict[str, datetime] = {}
+    for (rid, has_rid, provider, account, tags, currency, region, service, category, itype, cost, n,
+         last) in rows:
+        tags = dict(tags or {})
+        spend = by_id.get(rid)
+        if spend is None:
+            spend = by_id[rid] = ResourceSpend(rid, provider, account, region, service, category, itype,
+                                               has_resource_id=has_rid)
+        spend.cost[currency] = spend.cost.get(currency, Decimal(0)) + cost
+        spend.lines += n
+        spend.tag_sets.append((tags, currency, cost))
+        spend.instance_type = spend.instance_type or itype
+        # The tags of the latest charge; of tag sets charged as late, the costliest (the rows' order).
+        if rid not in latest or last >= latest[rid]:
+            latest[rid] = last
+            spend.tags = tags
+    return list(by_id.values())
+
+@builds(TransferFlow)
+def transfer_flows(store: Store, window: Window, policy: Policy) -> list[TransferFlow]:
+    # Per resource first: a flow's top resources are those it cost the most in all, and its tags theirs.
+    rows = store.con.execute(f"""
+        WITH r AS (
+            SELECT x_Provider AS p, x_TransferKind AS k, x_TransferFrom AS src, x_TransferTo AS dst,
+                   COALESCE(SubAccountId, BillingAccountId) AS account, BillingCurrency AS cur, ResourceId AS rid,
+                   sum({GB}) AS gb, sum(BilledCost) AS cost, sum(x_Lines) AS n, arg_max(Tags, BilledCost) AS tags
+            FROM costs WHERE {window.where()} AND x_TransferKind IS NOT NULL AND x_TransferDirection = 'out'
+            GROUP BY ALL)
+        SELECT p, k, src, dst, account, cur, sum(gb), sum(cost), sum(n),
+               (list(rid ORDER BY cost DESC, rid) FILTER (WHERE rid IS NOT NULL))[1:5],
+               arg_max(tags, cost ORDER BY rid) FROM r
+        GROUP BY ALL ORDER BY 1, 2, 3, 4""").fetchall()
+    out: dict[tuple, TransferFlow] = {}
+    for provider, kind, src, dst, account, currency, gb, cost, n, top, tags in rows:
+        key = (provider, kind, src, dst, account)
+        flow = out.get(key)
+        if flow is None:
+            fid = f"{provider}:{account or '-'}:{kind}:{src or '?'}->{dst or '?'}"
+            flow = out[key] = TransferFlow(fid, provider, kind, src, dst, account,
+                                           top_resources=list(dict.fromkeys(top or [])),
+                                           tags=dict(tags or {}))
+        flow.gb += gb or Decimal(0)
+        flow.cost[currency] = flow.cost.get(currency, Decimal(0)) + cost
+        flow.lines += n
+    return list(out.values())
+
+# ---- entities of the wider rule pack (GPU005, BUD001, TAG003, COM001, STO001, REG002) ----------------
+@builds(GpuCapacity)
+def gpu_capacity(store: Store, window: Window, policy: Policy) -> list[GpuCapacity]:
+    """GPU machines with when their billing and metrics last ran, the storage billed under their name
+    (Azure and GCP name a machine's disks after it) and the jobs seen on their instance type."""
+    assets = build(store, window, policy, GpuAsset)
+    if not assets:
+        return []
+    ws, we = lit(window.start.isoformat(" ")), lit(window.end.isoformat(" "))
+    named = ("a.name IS NOT NULL AND length(a.name) >= 3 AND (s.seg = lower(a.name) "
+             "OR starts_with(s.seg, lower(a.name) || '-') OR starts_with(s.seg, lower(a.name) || '_'))")
+    # Billing names a machine by its id, or by an ARN or path that ends with it: two equality joins.
+    rows = store.con.execute(f"""
+        WITH b AS (SELECT lower(ResourceId) AS rid, regexp_extract(lower(ResourceId), '[^/:]+$') AS tail,
+                          min(ChargePeriodStart) AS first, max(ChargePeriodEnd) AS last
+                   FROM costs WHERE {window.where()} AND ResourceId IS NOT NULL AND ChargeCategory = 'Usage'
+                     AND x_CostCategory IN ('gpu_compute', 'other_compute') GROUP BY 1),
+             billed AS (SELECT id, min(first) AS first, max(last) AS last FROM (
+                            SELECT a.id, b.first, b.last FROM assets a JOIN b ON b.rid = lower(a.id)
+                            UNION ALL
+                            SELECT a.id, b.first, b.last FROM assets a JOIN b ON b.tail = lower(a.id)
+                            WHERE b.rid <> lower(a.id)) GROUP BY 1),
+             s AS (SELECT *, regexp_extract(rid, '[^/:]+$') AS seg FROM (  -- the id's last segment, once
+                       SELECT lower(ResourceId) AS rid, BillingCurrency AS cur, sum(BilledCost) AS cost
+                       FROM costs WHERE {window.where()} AND ResourceId IS NOT NULL
+                         AND x_CostCategory = 'storage' GROUP BY ALL)),
+             disks AS (SELECT a.id, list({{'rid': s.rid, 'cur': s.cur, 'cost': s.cost}} ORDER BY s.rid) AS d
+                       FROM assets a JOIN s ON {named} GROUP BY 1),
+             u AS (SELECT asset_id, max(least(window_end, TIMESTAMP {we})) AS last_usage FROM gpu_usage
+                   WHERE window_start < TIMESTAMP {we} AND window_end > TIMESTAMP {ws} GROUP BY 1),
+             j AS (SELECT provider, account, region, lower(regexp_replace(instance_type, '^ml\\.', '')) AS itype,
+                          count(*) AS n FROM jobs
+                   WHERE (start_time IS NULL OR start_time < TIMESTAMP {we})
+                     AND (end_time IS NULL OR end_time >= TIMESTAMP {ws}) GROUP BY ALL)
+        SELECT a.id, billed.first, billed.last, u.last_usage, disks.d,
+               (SELECT COALESCE(sum(j.n), 0) FROM j WHERE j.provider = a.provider
+                    AND j.account IS NOT DISTINCT FROM a.account AND j.region IS NOT DISTINCT FROM a.region
+                    AND j.itype = lower(a.instance_type))
+        FROM assets a LEFT JOIN billed USING (id) LEFT JOIN u ON u.asset_id = a.id
+             LEFT JOIN disks USING (id)""").fetchall()
+    data_end = store.con.execute(f"SELECT max(ChargePeriodEnd) FROM costs WHERE {window.where()}").fetchone()[0]
+    by_id = {r[0]: r[1:] for r in rows}
+    out = []
+    for a in assets:
+        first, last, last_usage, disks, jobs = by_id.get(a.id, (None, None, None, None, 0))
+        storage: dict[str, Decimal] = {}
+        for d in disks or []:
+            storage[d["cur"]] = storage.get(d["cur"], Decimal(0)) + d["cost"]
+        out.append(GpuCapacity(
+            **{f.name: getattr(a, f.name) for f in fields(GpuAsset)}, first_billed_at=first, last_billed_at=last,
+            last_usage_at=last_usage, data_end=data_end, storage_cost=storage,
+            storage_resources=list(dict.fromkeys(d["rid"] for d in disks or [])), jobs_seen=int(jobs)))
+    return out
+
+@builds(TeamSpend)
+def team_spend(store: Store, window: Window, policy: Policy) -> list[TeamSpend]:
+    """Each team's spend in the quarter that holds the window's start, up to the window's end, in the
+    policy's currency, by the report's team attribution (engine.team_sql)."""
+    q = quarter_of(window.start.date())
+    span = Window(q.start, min(window.end, q.end), q.label)
+    cur = lit(policy.currency)
+    # Summed per tag set first: the team lookup then runs once per tag set, not once per line.
+    totals = {team: (spent, gpu, gh) for team, spent, gpu, gh in store.con.execute(f"""
+        WITH g AS (
+            SELECT Tags, sum(BilledCost) AS spent,
+                   sum(BilledCost) FILTER (WHERE x_CostCategory = 'gpu_compute') AS gpu,
+                   {GPU_HOURS} AS gh
+            FROM costs WHERE {span.where()} AND BillingCurrency = {cur} GROUP BY Tags)
+        SELECT {team_sql(policy)} AS team, sum(spent), COALESCE(sum(gpu), 0), COALESCE(sum(gh), 0)
+        FROM g GROUP BY 1""").fetchall()}
+    data_end = store.con.execute(f"SELECT least(max(ChargePeriodEnd), TIMESTAMP "
+                                f"{lit(span.end.isoformat(' '))}) FROM costs WHERE {span.where()}").fetchone()[0]
+    out = []
+    for name, team in policy.teams.items():
+        spent, gpu, gpu_hours = totals.get(name, (Decimal(0), Decimal(0), Decimal(0)))
+        tags = {policy.team_tags[0]: name, **({policy.owner_tags[0]: team.lead} if team.lead else {})}
+        out.append(TeamSpend(name, name, team.lead, policy.currency, team.budget_per_quarter,
+                             team.gpu_hours_per_quarter, spent, gpu, gpu_hours, q.label, q.start, q.end,
+                             data_end, tags))
+    return out
+
+@builds(UnattributedSpend)
+def unattributed_spend(store: Store, window: Window, policy: Policy) -> list[UnattributedSpend]:
+    """Per currency, the spend no team owns against the total: of GPU compute (scope gpu) and of
+    everything (scope all), with the largest unowned resources."""
+    # Lines are summed per tag set and resource first, so the team lookup runs once per tag set.
+    rows = store.con.execute(f"""
+        WITH p AS (SELECT BillingCurrency AS cur, x_CostCategory = 'gpu_compute' AS gpu, Tags,
+                          COALESCE(ResourceId, x_Provider || ':' || COALESCE(ServiceName, '-') || ':'
+                                   || COALESCE(ChargeCategory, '-')) AS rid, sum(BilledCost) AS cost,
+                          sum(x_Lines) AS n
+                   FROM costs WHERE {window.where()} GROUP BY ALL),
+             l AS (SELECT cur, gpu, {team_sql(policy)} IS NULL AS unowned, cost, n, rid FROM p),
+             scoped AS (SELECT 'gpu' AS scope, * FROM l WHERE gpu UNION ALL SELECT 'all' AS scope, * FROM l),
+             top AS (SELECT scope, cur, rid, sum(cost) AS cost FROM scoped WHERE unowned GROUP BY scope, cur, rid
+                     QUALIFY row_number() OVER (PARTITION BY scope, cur ORDER BY sum(cost) DESC, rid) <= 5)
+        SELECT s.scope, s.cur, sum(s.cost), COALESCE(sum(s.cost) FILTER (WHERE s.unowned), 0),
+               CAST(COALESCE(sum(s.n) FILTER (WHERE s.unowned), 0) AS BIGINT),
+               (SELECT list([t.rid, CAST(t.cost AS VARCHAR)] ORDER BY t.cost DESC, t.rid) FROM top t
+                WHERE t.scope = s.scope AND t.cur = s.cur)
+        FROM scoped s GROUP BY ALL ORDER BY 1, 2""").fetchall()
+    return [UnattributedSpend(f"org:{scope}:{cur}", scope, cur, total, unowned, n,
+                              [(r, Decimal(c)) for r, c in top or []])
+            for scope, cur, total, unowned, n, top in rows]
+
+@builds(Commitment)
+def commitments(store: Store, window: Window, policy: Policy) -> list[Commitment]:
+    """Reservations and savings plans: the amortised cost of what they covered (CommitmentDiscountStatus
+    Used) and of the capacity nobody used (Unused), per commitment and currency."""
+    rows = store.con.execute(f"""
+        SELECT COALESCE(CommitmentDiscountId, x_Provider || ':' || COALESCE(SubAccountId, BillingAccountId, '-')
+                        || ':' || COALESCE(x_InstanceType, '-')) AS id,
+               min(x_Provider), min(COALESCE(SubAccountId, BillingAccountId)), min(RegionId),
+               min(CommitmentDiscountType), max(x_InstanceType), max(x_GpuModel), BillingCurrency,
+               COALESCE(sum(EffectiveCost) FILTER (WHERE CommitmentDiscountStatus = 'Used'), 0),
+               COALESCE(sum(EffectiveCost) FILTER (WHERE CommitmentDiscountStatus = 'Unused'), 0),
+               min(ChargePeriodStart), max(ChargePeriodEnd), arg_max(Tags, EffectiveCost)
+        FROM costs WHERE {window.where()} AND CommitmentDiscountStatus IN ('Used', 'Unused')
+        GROUP BY id, BillingCurrency ORDER BY 1, BillingCurrency""").fetchall()
+    return [Commitment(rid, provider, account, region, None, kind, itype, gpu, cur, used, unused, first, last,
+                       dict(tags or {}))
+            for rid, provider, account, region, kind, itype, gpu, cur, used, unused, first, last, tags in rows]
+
+@builds(StorageGrowth)
+def storage_growth(store: Store, window: Window, policy: Policy) -> list[StorageGrowth]:
+    """Storage resources month by month (average GB stored and cost, in each one's main currency), their
+    storage classes, and the jobs that write checkpoints to them."""
+    rows = store.con.execute(f"""
+        WITH m AS (
+            SELECT lower(ResourceId) AS rid, date_trunc('month', ChargePeriodStart) AS month,
+                   BillingCurrency AS cur,
+                   sum({GB_MONTHS}) AS gbmo, sum(BilledCost) AS cost,
+                   min(ChargePeriodStart) AS first, max(ChargePeriodEnd) AS last
+            FROM costs WHERE {window.where()} AND ResourceId IS NOT NULL AND x_CostCategory = 'storage'
+              AND ChargeCategory = 'Usage' AND ({GB_MONTHS}) IS NOT NULL GROUP BY ALL),
+        main AS (SELECT rid, arg_max(cur, cost) AS cur FROM (SELECT rid, cur, sum(cost) AS cost FROM m GROUP BY ALL)
+                 GROUP BY 1),
+        info AS (SELECT lower(ResourceId) AS rid, min(x_Provider) AS provider,
+                        min(COALESCE(SubAccountId, BillingAccountId)) AS account,
+                        min(RegionId) AS region,
+                        min(ServiceName) AS service, arg_max(Tags, ChargePeriodStart) AS tags,
+                        list(DISTINCT COALESCE(x_UsageType, ChargeDescription, SkuId)
+                             ORDER BY COALESCE(x_UsageType, ChargeDescription, SkuId)) AS classes,
+                        bool_or(regexp_matches(COALESCE(x_UsageType, '') || ' ' || COALESCE(ChargeDescription, ''),
+                                               {lit(TIERED)})) AS tiered
+                 FROM costs WHERE {window.where()} AND ResourceId IS NOT NULL AND x_CostCategory = 'storage'
+                   AND ChargeCategory = 'Usage' GROUP BY 1),
+        ckpt AS (SELECT lower(regexp_extract(checkpoint_uri, '^[A-Za-z0-9]+://([^/]+)', 1)) AS bucket,
+                        list(DISTINCT COALESCE(name, id) ORDER BY COALESCE(name, id)) AS jobs
+                 FROM jobs WHERE checkpoint_uri IS NOT NULL GROUP BY 1)
+        SELECT m.rid, i.provider, i.account, i.region, i.service, i.tags, i.classes, i.tiered, m.cur,
+               list([strftime(m.month, '%Y-%m'), CAST(round(m.gbmo * (epoch(m.month + INTERVAL 1 MONTH)
+                     - epoch(m.month)) / nullif(epoch(least(m.last, m.month + INTERVAL 1 MONTH))
+                     - epoch(greatest(m.first, m.month)), 0), 3) AS VARCHAR), CAST(m.cost AS VARCHAR)]
+                    ORDER BY m.month),
+               sum(m.cost),
+               (SELECT first(c.jobs) FROM ckpt c WHERE c.bucket <> '' AND (m.rid = c.bucket
+                    OR ends_with(m.rid, ':' || c.bucket) OR ends_with(m.rid, '/' || c.bucket)))
+        FROM m JOIN main USING (rid, cur) JOIN info i USING (rid)
+        GROUP BY ALL ORDER BY 1""").fetchall()
+    return [StorageGrowth(rid, provider, account, region, service, cur,
+                          [(mon, Decimal(gb), Decimal(c)) for mon, gb, c in months if gb is not None],
+                          [c for c in classes if c], tiered, list(jobs or []), dict(tags or {}), {cur: cost})
+            for rid, provider, account, region, service, tags, classes, tiered, cur, months, cost, jobs in rows]
+
+@builds(RemoteDataFlow)
+def remote_data_flows(store: Store, window: Window, policy: Policy) -> list[RemoteDataFlow]:
+    """Inter-region transfer out, each flow with the GPU compute billed in its destination (and source) region."""
+    gpu: dict[tuple[str, str], tuple[dict[str, Decimal], Decimal, list[str]]] = {}
+    for provider, region, cur, cost, hours, top in store.con.execute(f"""
+            WITH r AS (SELECT x_Provider AS p, RegionId AS reg, BillingCurrency AS cur, ResourceId AS rid,
+                              sum(BilledCost) AS cost,
+                              {GPU_HOURS} AS gh
+                       FROM costs WHERE {window.where()} AND x_CostCategory = 'gpu_compute' AND RegionId IS NOT NULL
+                       GROUP BY ALL)
+            SELECT p, reg, cur, sum(cost), COALESCE(sum(gh), 0),
+                   (list(rid ORDER BY cost DESC) FILTER (WHERE rid IS NOT NULL))[1:5]
+            FROM r GROUP BY ALL""").fetchall():
+        costs, gh, names = gpu.get((provider, region), ({}, Decimal(0), []))
+        costs[cur] = cost
+        gpu[(provider, region)] = (costs, gh + hours, names + list(top or []))
+    out = []
+    for f in build(store, window, policy, TransferFlow):
+        if f.kind != "inter_region":
+            continue
+        dest = gpu.get((f.provider, f.destination), ({}, Decimal(0), []))
+        out.append(RemoteDataFlow(f.id, f.provider, f.source, f.destination, f.account, f.gb, dict(f.cost),
+                                  f.top_resources, f.tags, dest[0], dest[1], dest[2][:5],
+                                  gpu.get((f.provider, f.source), ({},))[0]))
+    return out
