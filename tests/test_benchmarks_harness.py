@@ -19,6 +19,7 @@ sys.path.insert(0, str(REPO / "benchmarks"))
 import generate  # noqa: E402
 import run  # noqa: E402
 
+from auditor.tables import stats  # noqa: E402
 from auditor.tables.store import Store  # noqa: E402
 
 LINES = 2000
@@ -41,15 +42,15 @@ def test_generator_writes_three_months_in_every_format_with_the_same_totals(data
         sources = store.load_billing(files)
         assert sum(s.rows for s in sources) == LINES
         assert {s.format for s in sources} == {"focus-1.0" if fmt.startswith("focus") else "aws-cur"}
-        stats = store.window_stats(store.data_window())
-        assert stats["period_start"].isoformat() == "2026-07-01T00:00:00"
-        assert "2026-09-30" < stats["period_end"].isoformat() <= "2026-10-01T00:00:00"  # three months
+        figures = stats.window_stats(store.con, store.data_window())
+        assert figures["period_start"].isoformat() == "2026-07-01T00:00:00"
+        assert "2026-09-30" < figures["period_end"].isoformat() <= "2026-10-01T00:00:00"  # three months
         # GPU and other instances, storage, transfer between regions, spot, and some lines without tags.
-        assert {"gpu_compute", "other_compute", "storage", "transfer"} <= set(stats["by_category"])
-        assert stats["spot_cost"]["USD"] > 0 and "inter_region" in stats["transfer_gb_out"]
+        assert {"gpu_compute", "other_compute", "storage", "transfer"} <= set(figures["by_category"])
+        assert figures["spot_cost"]["USD"] > 0 and "inter_region" in figures["transfer_gb_out"]
         untagged = store.lines().execute("SELECT count(*) FROM lines WHERE cardinality(Tags) = 0").fetchone()[0]
         assert 0 < untagged < LINES
-        totals[fmt] = {k: stats[k]["USD"].quantize(Decimal("0.01")) for k in ("billed_cost", "gpu_cost", "spot_cost")}
+        totals[fmt] = {k: figures[k]["USD"].quantize(Decimal("0.01")) for k in ("billed_cost", "gpu_cost", "spot_cost")}
     assert totals["cur-parquet"] == totals["cur-csv-gz"] == totals["focus-parquet"]
     inventory = json.loads(Path(info["inventory"]).read_text())
     assert inventory["assets"] and inventory["gpu_usage"] and inventory["jobs"]

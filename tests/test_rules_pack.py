@@ -23,7 +23,7 @@ from auditor.policy import load_policy, parse_policy, render_markdown
 from auditor.providers.catalog import load_catalog
 from auditor.providers.live.snapshot import load_snapshot
 from auditor.registry import all_rules, get_rule
-from auditor.tables import entities
+from auditor.tables import entities, stats
 from auditor.tables.store import Store
 from auditor.testing import context, load_cases, run_case
 from auditor.window import parse_quarter
@@ -214,11 +214,11 @@ def test_unattributed_spend_agrees_with_the_report_attribution(demo_store, demo_
     from auditor.tables.sql import team_sql
 
     by = {(u.scope, u.currency): u for u in entities.unattributed_spend(demo_store, Q3, demo_policy)}
-    stats = demo_store.window_stats(Q3)
-    unowned = demo_store.spend_by(Q3, team_sql(demo_policy))["(unattributed)"]["USD"]
-    assert by[("all", "USD")].total == stats["billed_cost"]["USD"]
+    figures = stats.window_stats(demo_store.con, Q3)
+    unowned = stats.spend_by(demo_store.con, Q3, team_sql(demo_policy))["(unattributed)"]["USD"]
+    assert by[("all", "USD")].total == figures["billed_cost"]["USD"]
     assert by[("all", "USD")].unattributed == unowned
-    assert by[("gpu", "USD")].total == stats["gpu_cost"]["USD"]
+    assert by[("gpu", "USD")].total == figures["gpu_cost"]["USD"]
     top = dict(by[("gpu", "USD")].top_resources)
     assert top[RESERVATION] == D("1581.98") * 3  # three monthly purchases, with no tags
     assert set(top) == {RESERVATION, UNTAGGED_T4, "i-0f6b8d0a2c4e68035"}

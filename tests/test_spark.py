@@ -20,7 +20,7 @@ from click.testing import CliRunner
 from auditor.policy import load_policy
 from auditor.providers.billing.azure import US_DATES
 from auditor.providers.redact import redact_sql
-from auditor.tables import entities, spark_sql
+from auditor.tables import entities, spark_sql, stats
 from auditor.tables import spark as engine
 from auditor.tables.sql import team_sql
 from auditor.tables.store import Store
@@ -56,11 +56,11 @@ def cents(value):
 def summaries(store: Store) -> dict:
     window = store.data_window()
     policy = load_policy(DEMO / "policy.yml")
-    stats = store.window_stats(window)  # line counts too: a reduced row carries its lines' count
+    figures = stats.window_stats(store.con, window)  # line counts too: a reduced row carries its lines' count
     return cents({
         "window": (window.start, window.end),
-        "stats": stats,
-        "teams": store.spend_by(window, team_sql(policy)),
+        "stats": figures,
+        "teams": stats.spend_by(store.con, window, team_sql(policy)),
         # Per resource: its spend and every tag set it was billed under, with the spend under each; every
         # instance type of every resource, below. (Not the category: a resource's is its costliest line's, and a
         # tie, as between $0 lines, goes either way. Nor the one instance type and tag set resource_spend

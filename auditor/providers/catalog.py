@@ -35,12 +35,19 @@ class PriceInfo:
 
 
 def family_of(provider: str, instance_type: str) -> str:
-    """The key the catalog's gpu_families uses: `p4d` for AWS, `a2-highgpu` for GCP, the size for Azure."""
+    """The key the catalog's gpu_families uses: `p4d` for AWS (SageMaker's `ml.` prefix dropped), `a2-highgpu`
+    for GCP, the size for Azure. `family_sql` is the same rule in SQL."""
     if provider == "aws":
         return instance_type.removeprefix("ml.").split(".", 1)[0]
     if provider == "gcp":
         return instance_type.rsplit("-", 1)[0]
     return instance_type
+
+
+def family_sql(provider: str, instance_type: str) -> str:
+    """`family_of` as SQL over two expressions (DuckDB and Spark alike)."""
+    return (f"CASE {provider} WHEN 'aws' THEN split_part(regexp_replace({instance_type}, '^ml\\.', ''), '.', 1) "
+            f"WHEN 'gcp' THEN regexp_replace({instance_type}, '-[^-]+$', '') ELSE {instance_type} END")
 
 
 class Catalog:

@@ -13,6 +13,7 @@ from typing import Any
 
 from auditor.model import HOURS_PER_MONTH
 from auditor.sql import lit
+from auditor.tables import stats
 from auditor.tables.sql import GPU_HOURS, PRICING_SQL
 from auditor.tables.store import Store
 from auditor.window import Window, add_months, next_window, previous_window
@@ -140,7 +141,7 @@ def previous_spend(store: Store, window: Window) -> dict[str, Any] | None:
     rows = store.con.execute(f"SELECT COALESCE(sum(x_Lines), 0) FROM costs WHERE {prev.where()}").fetchone()[0]
     if not rows:
         return None
-    totals = store.per_currency(
+    totals = stats.per_currency(store.con,
         f"SELECT 'billed', BillingCurrency, sum(BilledCost) FROM costs WHERE {prev.where()} GROUP BY ALL "
         f"UNION ALL SELECT 'gpu', BillingCurrency, sum(BilledCost) FROM costs WHERE {prev.where()} "
         "AND x_CostCategory = 'gpu_compute' GROUP BY ALL")

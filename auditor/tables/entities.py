@@ -23,6 +23,7 @@ from auditor.model import (
     UnattributedSpend,
 )
 from auditor.sql import lit
+from auditor.tables import stats
 from auditor.tables.sql import GB, GB_MONTHS, GPU_HOURS, HOURS, TIERED, team_sql
 from auditor.tables.store import Store
 from auditor.window import Window, quarter_of
@@ -75,7 +76,7 @@ class ByResource:
 
 
 def _costs_by_resource(store: Store, window: Window) -> ByResource:
-    return ByResource(store.per_currency(
+    return ByResource(stats.per_currency(store.con,
         f"SELECT lower(ResourceId), BillingCurrency, sum(BilledCost) FROM costs WHERE {window.where()} "
         "AND ResourceId IS NOT NULL GROUP BY ALL"))
 
@@ -94,7 +95,7 @@ def gpu_assets(store: Store, window: Window, policy: Policy) -> list[GpuAsset]:
         FROM assets a LEFT JOIN u ON u.asset_id = a.id
         GROUP BY ALL ORDER BY a.id""").fetchall()
     costs = _costs_by_resource(store, window)
-    hours = ByResource(store.per_currency(  # keyed 'h', so that ids are matched the same way
+    hours = ByResource(stats.per_currency(store.con,   # keyed 'h', so that ids are matched the same way
         f"SELECT lower(ResourceId), 'h', sum(ConsumedQuantity) FROM costs WHERE {window.where()} "
         f"AND ResourceId IS NOT NULL AND ChargeCategory = 'Usage' AND {HOURS} "
         "AND x_CostCategory IN ('gpu_compute', 'other_compute') GROUP BY ALL"))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import re
 
 from auditor.providers.billing.columns import Columns
+from auditor.providers.catalog import family_sql
 from auditor.sql import lit, q
 
 # Amounts differ on nearly every line: computed per line, and the source columns they read are never part of
@@ -70,9 +71,7 @@ def select_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: i
     exprs = {c: exprs.get(c) or DEFAULTS.get(c, "NULL") for c in outputs_all}
     groups = split(exprs, cols)
     it_key = "lower(regexp_replace(n.x_InstanceType, '^ml\\.', ''))"
-    # The family of an instance type, as the `gpu_family` macro in store.py has it (inlined: Spark has no macros).
-    fam_key = ("lower(CASE n.x_Provider WHEN 'aws' THEN split_part(regexp_replace(n.x_InstanceType, '^ml\\.', ''), "
-               "'.', 1) WHEN 'gcp' THEN regexp_replace(n.x_InstanceType, '-[^-]+$', '') ELSE n.x_InstanceType END)")
+    fam_key = f"lower({family_sql('n.x_Provider', 'n.x_InstanceType')})"
     keyed = {c: f"d{i}" for i, (outputs, _) in enumerate(groups) for c in outputs}
     source = f"(SELECT *, {row_number} + {first_row - 1} AS __row FROM {relation}) s"
     for i, (outputs, key) in enumerate(groups):

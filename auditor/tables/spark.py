@@ -121,7 +121,8 @@ def load_billing(store: Store, paths: list[Path | str], master: str | None = Non
                  progress: Callable[[str], None] | None = None, spark: Any = None) -> list[SourceFile]:
     """Read, normalize and reduce the billing files (local paths, and URIs as text) on Spark, into `store`'s
     costs table."""
-    from auditor.tables.store import COSTS, SourceFile
+    from auditor.tables.schema import COSTS
+    from auditor.tables.store import SourceFile
 
     spark = spark or session(master)
     _register_catalog(spark, store.catalog)

@@ -1,4 +1,4 @@
-"""The normalized tables in an embedded DuckDB database, and the SQL that reduces them to entities.
+"""The store: the normalized tables in an embedded DuckDB database, and reading billing files into them.
 
 Billing lines are never looped over in Python: each file is read, summed per day and normalized by one
 INSERT ... SELECT into `costs` (tables/normalize.py: rollup_sql), and every summary is a GROUP BY over it.
@@ -29,43 +29,14 @@ from auditor.providers.billing.columns import MONEY, Columns
 from auditor.providers.billing.detect import Sniffed, expand, sniff
 from auditor.providers.catalog import Catalog, load_catalog
 from auditor.providers.redact import redact, redact_sql
-from auditor.sql import lit, q
-from auditor.tables.normalize import CLASH, referenced, rollup_sql, select_sql
-from auditor.tables.sql import GB, GPU_HOURS
+from auditor.sql import lit
+from auditor.tables import stats
+from auditor.tables.normalize import CLASH, rollup_sql, select_sql
+from auditor.tables.schema import COSTS, TABLES
 from auditor.window import Window
 
 if TYPE_CHECKING:
     pass
-
-COSTS = {
-    "BilledCost": MONEY, "EffectiveCost": MONEY, "ListCost": MONEY, "BillingCurrency": "VARCHAR",
-    "ChargePeriodStart": "TIMESTAMP", "ChargePeriodEnd": "TIMESTAMP", "ChargeCategory": "VARCHAR",
-    "ChargeDescription": "VARCHAR", "ServiceName": "VARCHAR", "ServiceCategory": "VARCHAR",
-    "ProviderName": "VARCHAR", "BillingAccountId": "VARCHAR", "SubAccountId": "VARCHAR",
-    "ResourceId": "VARCHAR", "RegionId": "VARCHAR", "AvailabilityZone": "VARCHAR", "SkuId": "VARCHAR",
-    "PricingCategory": "VARCHAR", "ConsumedQuantity": MONEY, "ConsumedUnit": "VARCHAR",
-    "CommitmentDiscountId": "VARCHAR", "CommitmentDiscountStatus": "VARCHAR", "CommitmentDiscountType": "VARCHAR",
-    "Tags": "MAP(VARCHAR, VARCHAR)", "x_Provider": "VARCHAR", "x_UsageType": "VARCHAR",
-    "x_InstanceType": "VARCHAR", "x_GpuModel": "VARCHAR", "x_GpuCount": "INTEGER", "x_CostCategory": "VARCHAR",
-    "x_TransferKind": "VARCHAR", "x_TransferDirection": "VARCHAR", "x_TransferFrom": "VARCHAR",
-    "x_TransferTo": "VARCHAR", "x_SourceFile": "VARCHAR", "x_SourceRow": "BIGINT", "x_SourceFormat": "VARCHAR",
-    "x_Lines": "BIGINT",
-}
-
-TABLES = f"""
-CREATE TABLE costs ({', '.join(f'{q(k)} {v}' for k, v in COSTS.items())});
-CREATE TABLE assets (id VARCHAR PRIMARY KEY, provider VARCHAR, account VARCHAR, region VARCHAR, zone VARCHAR,
-    name VARCHAR, kind VARCHAR, instance_type VARCHAR, gpu_model VARCHAR, gpu_count INTEGER,
-    gpu_memory_gb DOUBLE, lifecycle VARCHAR, state VARCHAR, launch_time TIMESTAMP, tags MAP(VARCHAR, VARCHAR));
-CREATE TABLE gpu_usage (asset_id VARCHAR, window_start TIMESTAMP, window_end TIMESTAMP, samples BIGINT,
-    mean_util_pct DOUBLE, p95_util_pct DOUBLE, peak_mem_gb DOUBLE, source VARCHAR);
-CREATE TABLE jobs (id VARCHAR PRIMARY KEY, platform VARCHAR, provider VARCHAR, account VARCHAR, region VARCHAR,
-    name VARCHAR, state VARCHAR, instance_type VARCHAR, instance_count INTEGER, gpu_model VARCHAR,
-    gpu_count INTEGER, spot BOOLEAN, checkpoint_uri VARCHAR, checkpoint_interval_min DOUBLE,
-    max_runtime_s BIGINT, max_wait_s BIGINT, training_s BIGINT, billable_s BIGINT, interruptions INTEGER,
-    start_time TIMESTAMP, end_time TIMESTAMP, tags MAP(VARCHAR, VARCHAR), source_file VARCHAR,
-    source_line INTEGER);
-"""
 
 PARALLEL_FILES = 4
 
@@ -268,7 +239,7 @@ class Store:
     def _register(self, source: SourceFile, line_sql: str | None) -> SourceFile:
         """A file read into `costs` (by DuckDB or Spark): its figures, its warnings, and the SELECT of its lines
         for the `lines` view where DuckDB can read the file itself."""
-        source.stats = self.file_stats(source.path)
+        source.stats = stats.file_stats(self.con, source.path)
         source.rows = source.stats["rows"]
         if line_sql is not None:
             self._line_sql[source.path] = line_sql
@@ -404,87 +375,6 @@ class Store:
         if start is None:
             return None
         return Window(start, end or start, "")
-
-    def per_currency(self, sql: str, params: list | None = None) -> dict[str, dict[str, Decimal]]:
-        """Rows of (key, currency, amount) into {key: {currency: amount}}."""
-        out: dict[str, dict[str, Decimal]] = {}
-        for key, currency, amount in self.con.execute(sql, params or []).fetchall():
-            out.setdefault(key, {})[currency] = amount
-        return out
-
-    def file_stats(self, path: str) -> dict[str, Any]:
-        where = f"x_SourceFile = {lit(path)}"
-        return self._stats(where)
-
-    def window_stats(self, window: Window) -> dict[str, Any]:
-        return self._stats(window.where())
-
-    def _stats(self, where: str) -> dict[str, Any]:
-        # One scan of the lines into a few dozen groups; every figure is then summed from those (exact DECIMAL
-        # sums of sums), the breakdowns as grouping sets and the subsets as FILTERs.
-        gpu, spot, out = "cat = 'gpu_compute'", "spot", "x_out"
-        rows = self.con.execute(f"""
-            WITH g AS (
-                SELECT BillingCurrency AS cur, x_CostCategory AS cat, x_Provider AS provider, x_TransferKind AS kind,
-                       COALESCE(PricingCategory = 'Dynamic', false) AS spot,
-                       COALESCE(x_TransferKind IS NOT NULL AND x_TransferDirection = 'out', false) AS x_out,
-                       sum(x_Lines) AS n, min(ChargePeriodStart) AS first, max(ChargePeriodEnd) AS last,
-                       sum(BilledCost) AS billed, sum(EffectiveCost) AS effective, sum(ListCost) AS listed,
-                       sum({GB}) FILTER (x_TransferKind IS NOT NULL AND x_TransferDirection = 'out') AS gb,
-                       {GPU_HOURS} AS hours
-                FROM costs WHERE {where} GROUP BY ALL)
-            SELECT GROUPING(cur, cat, provider, kind), cur, cat, provider, kind, sum(n), min(first), max(last),
-                   sum(billed), sum(effective), sum(listed),
-                   sum(n) FILTER ({gpu}), sum(billed) FILTER ({gpu}),
-                   sum(n) FILTER ({spot}), sum(billed) FILTER ({spot}),
-                   sum(n) FILTER ({spot} AND {gpu}), sum(billed) FILTER ({spot} AND {gpu}),
-                   sum(n) FILTER ({out}), sum(gb) FILTER ({out}), sum(hours)
-            FROM g
-            GROUP BY GROUPING SETS ((), (cur), (cat, cur), (provider, cur), (kind))
-            ORDER BY 1, 3 NULLS LAST, 4 NULLS LAST, 5 NULLS LAST, 2""").fetchall()
-        totals: dict[str, dict[str, Decimal]] = {k: {} for k in ("billed", "effective", "list", "gpu", "spot",
-                                                                  "gpu_spot")}
-        by_category: dict[str, dict[str, Decimal]] = {}
-        by_provider: dict[str, dict[str, Decimal]] = {}
-        lines: dict[str, int] = {}
-        transfer: dict[str, str] = {}
-        start = end = gpu_hours = None
-        count = 0
-        for (g, cur, cat, provider, kind, n, first, last, billed, effective, listed, n_gpu, gpu_cost, n_spot,
-             spot_cost, n_gpu_spot, gpu_spot_cost, n_out, gb, hours) in rows:
-            if g == 0b1111:  # everything
-                count, start, end, gpu_hours = n or 0, first, last, hours
-            elif g == 0b0111:  # per currency
-                totals["billed"][cur], totals["effective"][cur], totals["list"][cur] = billed, effective, listed
-                for key, k, amount in (("gpu", n_gpu, gpu_cost), ("spot", n_spot, spot_cost),
-                                       ("gpu_spot", n_gpu_spot, gpu_spot_cost)):
-                    if k:
-                        totals[key][cur] = amount
-            elif g == 0b0011:
-                by_category.setdefault(cat, {})[cur] = billed
-                lines[cat or "other"] = lines.get(cat or "other", 0) + n
-            elif g == 0b0101:
-                by_provider.setdefault(provider, {})[cur] = billed
-            elif g == 0b1110 and kind is not None and n_out:
-                transfer[kind] = str(gb.quantize(Decimal("0.001")))
-        return {
-            "rows": count, "period_start": start, "period_end": end,
-            "billed_cost": totals["billed"], "effective_cost": totals["effective"],
-            "list_cost": totals["list"], "gpu_cost": totals["gpu"], "spot_cost": totals["spot"],
-            "gpu_spot_cost": totals["gpu_spot"], "by_category": by_category, "by_provider": by_provider,
-            "transfer_gb_out": transfer, "lines_by_category": dict(sorted(lines.items())),
-            "gpu_hours": str(gpu_hours.quantize(Decimal("0.1"))) if gpu_hours is not None else None,
-        }
-
-    def spend_by(self, window: Window, key_sql: str) -> dict[str, dict[str, Decimal]]:
-        # The key (a tag lookup, say) is computed once per distinct value of the columns it reads, not per line.
-        reads = ", ".join(q(c) for c in sorted(referenced(key_sql, [c for c in COSTS if c != "BillingCurrency"])))
-        return self.per_currency(
-            f"WITH g AS (SELECT {reads + ', ' if reads else ''}BillingCurrency, sum(BilledCost) AS cost FROM costs "
-            f"WHERE {window.where()} GROUP BY ALL) "
-            f"SELECT COALESCE({key_sql}, '(unattributed)'), BillingCurrency, sum(cost) FROM g GROUP BY ALL ORDER BY 1")
-
-    # ---- entities ------------------------------------------------------------------------------------
 
 
 # What makes two billing lines the same line, for finding a month exported twice.

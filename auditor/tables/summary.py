@@ -10,7 +10,7 @@ from auditor.context import Context
 from auditor.figures import savings_total, sum_money
 from auditor.model import Finding, GpuAsset, Severity
 from auditor.policy import Policy
-from auditor.tables import breakdown, fleet
+from auditor.tables import breakdown, fleet, stats
 from auditor.tables.entities import build
 from auditor.tables.sql import tag_sql, team_sql
 from auditor.tables.store import Store
@@ -18,7 +18,7 @@ from auditor.window import Window
 
 
 def summarize(store: Store, policy: Policy, window: Window, findings: list[Finding]) -> dict[str, Any]:
-    stats = store.window_stats(window)
+    figures = stats.window_stats(store.con, window)
     active = [f for f in findings if not f.waived]
     savings = savings_total(active)
     team_key, project_key = team_sql(policy), tag_sql(policy.project_tags)
@@ -39,7 +39,7 @@ def summarize(store: Store, policy: Policy, window: Window, findings: list[Findi
         coverage["missing"].append(f"{unmeasured} GPU machine{'s' if unmeasured > 1 else ''} without utilisation "
                                    "metrics in the window: idle and rightsizing could not judge them")
     by_severity = {s.label: sum(1 for f in active if f.severity == s) for s in reversed(Severity)}
-    by_team = store.spend_by(window, team_sql(policy))
+    by_team = stats.spend_by(store.con, window, team_sql(policy))
     budgets = {}
     for name, team in policy.teams.items():
         spent = by_team.get(name, {}).get(policy.currency, Decimal(0))
@@ -47,7 +47,7 @@ def summarize(store: Store, policy: Policy, window: Window, findings: list[Findi
                          "share_of_budget": (round(float(spent / team.budget_per_quarter) * 100, 1)
                                              if team.budget_per_quarter else None)}
     return {
-        **stats,
+        **figures,
         "by_team": by_team,
         "teams": budgets,
         "findings": {"total": len(active), "waived": len(findings) - len(active), "by_severity": by_severity},

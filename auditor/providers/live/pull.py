@@ -371,10 +371,6 @@ class AuditInputs:
     warnings: list[str] = field(default_factory=list)
 
 
-def is_snapshot(path: Path) -> bool:
-    return path.is_dir() and _manifest(path) is not None
-
-
 def _manifest(path: Path) -> dict[str, Any] | None:
     """The snapshot manifest of a folder, or None when the folder is not a snapshot (a bare inventory.json
     beside billing files makes one too)."""

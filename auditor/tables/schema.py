@@ -1,0 +1,37 @@
+"""The tables of the store: `costs` (billing lines summed per file, UTC day and everything the audit groups by,
+named as FOCUS names them, plus `x_` columns), `assets`, `gpu_usage` and `jobs`."""
+
+from __future__ import annotations
+
+from auditor.providers.billing.columns import MONEY
+from auditor.sql import q
+
+COSTS = {
+    "BilledCost": MONEY, "EffectiveCost": MONEY, "ListCost": MONEY, "BillingCurrency": "VARCHAR",
+    "ChargePeriodStart": "TIMESTAMP", "ChargePeriodEnd": "TIMESTAMP", "ChargeCategory": "VARCHAR",
+    "ChargeDescription": "VARCHAR", "ServiceName": "VARCHAR", "ServiceCategory": "VARCHAR",
+    "ProviderName": "VARCHAR", "BillingAccountId": "VARCHAR", "SubAccountId": "VARCHAR",
+    "ResourceId": "VARCHAR", "RegionId": "VARCHAR", "AvailabilityZone": "VARCHAR", "SkuId": "VARCHAR",
+    "PricingCategory": "VARCHAR", "ConsumedQuantity": MONEY, "ConsumedUnit": "VARCHAR",
+    "CommitmentDiscountId": "VARCHAR", "CommitmentDiscountStatus": "VARCHAR", "CommitmentDiscountType": "VARCHAR",
+    "Tags": "MAP(VARCHAR, VARCHAR)", "x_Provider": "VARCHAR", "x_UsageType": "VARCHAR",
+    "x_InstanceType": "VARCHAR", "x_GpuModel": "VARCHAR", "x_GpuCount": "INTEGER", "x_CostCategory": "VARCHAR",
+    "x_TransferKind": "VARCHAR", "x_TransferDirection": "VARCHAR", "x_TransferFrom": "VARCHAR",
+    "x_TransferTo": "VARCHAR", "x_SourceFile": "VARCHAR", "x_SourceRow": "BIGINT", "x_SourceFormat": "VARCHAR",
+    "x_Lines": "BIGINT",
+}
+
+TABLES = f"""
+CREATE TABLE costs ({', '.join(f'{q(k)} {v}' for k, v in COSTS.items())});
+CREATE TABLE assets (id VARCHAR PRIMARY KEY, provider VARCHAR, account VARCHAR, region VARCHAR, zone VARCHAR,
+    name VARCHAR, kind VARCHAR, instance_type VARCHAR, gpu_model VARCHAR, gpu_count INTEGER,
+    gpu_memory_gb DOUBLE, lifecycle VARCHAR, state VARCHAR, launch_time TIMESTAMP, tags MAP(VARCHAR, VARCHAR));
+CREATE TABLE gpu_usage (asset_id VARCHAR, window_start TIMESTAMP, window_end TIMESTAMP, samples BIGINT,
+    mean_util_pct DOUBLE, p95_util_pct DOUBLE, peak_mem_gb DOUBLE, source VARCHAR);
+CREATE TABLE jobs (id VARCHAR PRIMARY KEY, platform VARCHAR, provider VARCHAR, account VARCHAR, region VARCHAR,
+    name VARCHAR, state VARCHAR, instance_type VARCHAR, instance_count INTEGER, gpu_model VARCHAR,
+    gpu_count INTEGER, spot BOOLEAN, checkpoint_uri VARCHAR, checkpoint_interval_min DOUBLE,
+    max_runtime_s BIGINT, max_wait_s BIGINT, training_s BIGINT, billable_s BIGINT, interruptions INTEGER,
+    start_time TIMESTAMP, end_time TIMESTAMP, tags MAP(VARCHAR, VARCHAR), source_file VARCHAR,
+    source_line INTEGER);
+"""

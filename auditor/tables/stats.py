@@ -1,0 +1,96 @@
+"""Figures of the billing in the store, per file and per window: totals per currency, by category, provider and
+transfer kind, line counts, GPU-hours; and spend grouped by any key. One scan each, exact DECIMAL sums."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import duckdb
+
+from auditor.sql import lit, q
+from auditor.tables.normalize import referenced
+from auditor.tables.schema import COSTS
+from auditor.tables.sql import GB, GPU_HOURS
+from auditor.window import Window
+
+
+def per_currency(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> dict[str, dict[str, Decimal]]:
+    """Rows of (key, currency, amount) into {key: {currency: amount}}."""
+    out: dict[str, dict[str, Decimal]] = {}
+    for key, currency, amount in con.execute(sql, params or []).fetchall():
+        out.setdefault(key, {})[currency] = amount
+    return out
+
+def file_stats(con: duckdb.DuckDBPyConnection, path: str) -> dict[str, Any]:
+    where = f"x_SourceFile = {lit(path)}"
+    return _stats(con, where)
+
+def window_stats(con: duckdb.DuckDBPyConnection, window: Window) -> dict[str, Any]:
+    return _stats(con, window.where())
+
+def _stats(con: duckdb.DuckDBPyConnection, where: str) -> dict[str, Any]:
+    # One scan of the lines into a few dozen groups; every figure is then summed from those (exact DECIMAL
+    # sums of sums), the breakdowns as grouping sets and the subsets as FILTERs.
+    gpu, spot, out = "cat = 'gpu_compute'", "spot", "x_out"
+    rows = con.execute(f"""
+        WITH g AS (
+            SELECT BillingCurrency AS cur, x_CostCategory AS cat, x_Provider AS provider, x_TransferKind AS kind,
+                   COALESCE(PricingCategory = 'Dynamic', false) AS spot,
+                   COALESCE(x_TransferKind IS NOT NULL AND x_TransferDirection = 'out', false) AS x_out,
+                   sum(x_Lines) AS n, min(ChargePeriodStart) AS first, max(ChargePeriodEnd) AS last,
+                   sum(BilledCost) AS billed, sum(EffectiveCost) AS effective, sum(ListCost) AS listed,
+                   sum({GB}) FILTER (x_TransferKind IS NOT NULL AND x_TransferDirection = 'out') AS gb,
+                   {GPU_HOURS} AS hours
+            FROM costs WHERE {where} GROUP BY ALL)
+        SELECT GROUPING(cur, cat, provider, kind), cur, cat, provider, kind, sum(n), min(first), max(last),
+               sum(billed), sum(effective), sum(listed),
+               sum(n) FILTER ({gpu}), sum(billed) FILTER ({gpu}),
+               sum(n) FILTER ({spot}), sum(billed) FILTER ({spot}),
+               sum(n) FILTER ({spot} AND {gpu}), sum(billed) FILTER ({spot} AND {gpu}),
+               sum(n) FILTER ({out}), sum(gb) FILTER ({out}), sum(hours)
+        FROM g
+        GROUP BY GROUPING SETS ((), (cur), (cat, cur), (provider, cur), (kind))
+        ORDER BY 1, 3 NULLS LAST, 4 NULLS LAST, 5 NULLS LAST, 2""").fetchall()
+    totals: dict[str, dict[str, Decimal]] = {k: {} for k in ("billed", "effective", "list", "gpu", "spot",
+                                                              "gpu_spot")}
+    by_category: dict[str, dict[str, Decimal]] = {}
+    by_provider: dict[str, dict[str, Decimal]] = {}
+    lines: dict[str, int] = {}
+    transfer: dict[str, str] = {}
+    start = end = gpu_hours = None
+    count = 0
+    for (g, cur, cat, provider, kind, n, first, last, billed, effective, listed, n_gpu, gpu_cost, n_spot,
+         spot_cost, n_gpu_spot, gpu_spot_cost, n_out, gb, hours) in rows:
+        if g == 0b1111:  # everything
+            count, start, end, gpu_hours = n or 0, first, last, hours
+        elif g == 0b0111:  # per currency
+            totals["billed"][cur], totals["effective"][cur], totals["list"][cur] = billed, effective, listed
+            for key, k, amount in (("gpu", n_gpu, gpu_cost), ("spot", n_spot, spot_cost),
+                                   ("gpu_spot", n_gpu_spot, gpu_spot_cost)):
+                if k:
+                    totals[key][cur] = amount
+        elif g == 0b0011:
+            by_category.setdefault(cat, {})[cur] = billed
+            lines[cat or "other"] = lines.get(cat or "other", 0) + n
+        elif g == 0b0101:
+            by_provider.setdefault(provider, {})[cur] = billed
+        elif g == 0b1110 and kind is not None and n_out:
+            transfer[kind] = str(gb.quantize(Decimal("0.001")))
+    return {
+        "rows": count, "period_start": start, "period_end": end,
+        "billed_cost": totals["billed"], "effective_cost": totals["effective"],
+        "list_cost": totals["list"], "gpu_cost": totals["gpu"], "spot_cost": totals["spot"],
+        "gpu_spot_cost": totals["gpu_spot"], "by_category": by_category, "by_provider": by_provider,
+        "transfer_gb_out": transfer, "lines_by_category": dict(sorted(lines.items())),
+        "gpu_hours": str(gpu_hours.quantize(Decimal("0.1"))) if gpu_hours is not None else None,
+    }
+
+def spend_by(con: duckdb.DuckDBPyConnection, window: Window, key_sql: str) -> dict[str, dict[str, Decimal]]:
+    # The key (a tag lookup, say) is computed once per distinct value of the columns it reads, not per line.
+    reads = ", ".join(q(c) for c in sorted(referenced(key_sql, [c for c in COSTS if c != "BillingCurrency"])))
+    return per_currency(con,
+        f"WITH g AS (SELECT {reads + ', ' if reads else ''}BillingCurrency, sum(BilledCost) AS cost FROM costs "
+        f"WHERE {window.where()} GROUP BY ALL) "
+        f"SELECT COALESCE({key_sql}, '(unattributed)'), BillingCurrency, sum(cost) FROM g GROUP BY ALL ORDER BY 1")
+
