@@ -19,7 +19,7 @@ from servers.http_api import ApiServer, Request, recorded
 
 from auditor.cli import cli
 from auditor.providers.live import azure as azure_live
-from auditor.providers.live.pull import PullOptions, pull_snapshot
+from auditor.providers.live.pull import PullOptions, pull_snapshot, source_line
 from auditor.providers.live.snapshot import load_snapshot
 from auditor.tables.store import Window
 
@@ -170,9 +170,13 @@ def test_pull_then_audit_finds_idle_oversized_and_spot_without_checkpoint(arm, t
         f"azure:{SUB}:compute": {"vms": 4, "gpu_vms": 3},
         f"azure:{SUB}:scalesets": {"scale_sets": 4, "gpu_scale_sets": 2},  # not the CPU one, not the Flexible one
         f"azure:{SUB}:metrics": {"resources": 5, "gpu_usage": 4, "without_gpu_metrics": 1},
-        f"azure:{SUB}:ml": {"workspaces": 1, "command_jobs": 3},  # not the pipeline, not the August run
+        f"azure:{SUB}:ml": {"workspaces": 1, "command_jobs": 3, "sweep_jobs": 0},  # not the August run
         f"azure:{SUB}:cost": {"pages": 2, "rows": 18},
         "azure:prices": {"sizes": 3, "prices": 3}}
+    lines = {s["name"]: source_line(s) for s in manifest["sources"]}
+    assert lines[f"azure:{SUB}:ml"].endswith("not read: 1 Pipeline jobs (only Command and Sweep jobs are read)")
+    assert "columns read by name: cost Cost, date UsageDate, currency Currency, resource ResourceId, meter Meter, " \
+           "quantity UsageQuantity" in lines[f"azure:{SUB}:cost"]
     body = arm.handler.bodies[0]
     assert body["type"] == "ActualCost" and body["timeframe"] == "Custom"
     assert body["timePeriod"]["from"].startswith("2026-10-01T00:00:00")
