@@ -180,11 +180,15 @@ def _compute(p: Pull, credential, sub: str, kw: dict, call: dict) -> dict[str, i
 
     client = ComputeManagementClient(credential, sub, **kw)
     vms = p.retry.call(lambda: list(client.virtual_machines.list_all(**call)), throttled=throttled)
-    found = 0
+    found, seen = 0, set()
     for vm in vms:
         size = vm.hardware_profile.vm_size if vm.hardware_profile else None
         if not size or not GPU_SIZE.match(size):
             continue
+        if not vm.id or vm.id.lower() in seen:
+            p.unread("GPU VMs listed twice" if vm.id else "GPU VMs without an id")
+            continue
+        seen.add(vm.id.lower())
         found += 1
         spot = (vm.priority or "").lower() in ("spot", "low")
         p.assets.append({
@@ -207,11 +211,15 @@ def _scale_sets(p: Pull, credential, sub: str, kw: dict, call: dict) -> dict[str
     catalog = load_catalog()
     client = ComputeManagementClient(credential, sub, **kw)
     sets = p.retry.call(lambda: list(client.virtual_machine_scale_sets.list_all(**call)), throttled=throttled)
-    found = 0
+    found, seen = 0, set()
     for s in sets:
         size = s.sku.name if s.sku else None
         if not size or not GPU_SIZE.match(size) or (s.orchestration_mode or "").lower() == "flexible":
             continue
+        if not s.id or s.id.lower() in seen:
+            p.unread("GPU scale sets listed twice" if s.id else "GPU scale sets without an id")
+            continue
+        seen.add(s.id.lower())
         found += 1
         profile = s.virtual_machine_profile
         spot = bool(profile) and (profile.priority or "").lower() in ("spot", "low")
@@ -564,7 +572,7 @@ def _cost(p: Pull, credential, sub: str, kw: dict, call: dict) -> dict[str, int]
         (raw_dir / f"query-{i:04d}.json").write_text(page["text"], encoding="utf-8")  # as the API sent it
     where = query_columns(pages)
     p.note("columns read by name: " + ", ".join(f"{k} {v[0]}" for k, v in where.items() if v))
-    _to_csv(p, raw_dir, where, p.billing_path(f"azure/{sub}/cost-{w.start:%Y%m%d}-{w.end:%Y%m%d}.csv"), sub)
+    _to_csv(p, raw_dir, where, f"azure/{sub}/cost-{w.start:%Y%m%d}-{w.end:%Y%m%d}.csv", sub)
     return {"pages": len(pages), "rows": rows}
 
 
@@ -641,7 +649,7 @@ def query_columns(pages: list[dict]) -> dict[str, tuple[str, int] | None]:
     return where
 
 
-def _to_csv(p: Pull, raw_dir, where: dict[str, tuple[str, int] | None], target, sub: str) -> None:
+def _to_csv(p: Pull, raw_dir, where: dict[str, tuple[str, int] | None], target: str, sub: str) -> None:
     """The query's positional rows as a cost-details CSV, in DuckDB, each part found by its column's name; VM tags
     and location from the inventory. Every row is checked first: a row without a cost that is a number, a date or
     a currency fails the source, so no line is written with money missing."""
@@ -708,5 +716,5 @@ def _to_csv(p: Pull, raw_dir, where: dict[str, tuple[str, int] | None], target, 
                    COALESCE(v.tags, '{{}}') AS Tags
             FROM r LEFT JOIN vms v ON v.id = {rid}
             ORDER BY 1, 3, 6, 4
-        ) TO {lit(str(target))} (HEADER, DELIMITER ',')""")
+        ) TO {lit(str(p.billing_path(target)))} (HEADER, DELIMITER ',')""")
     con.close()
