@@ -16,19 +16,29 @@ Sources, each recorded in the snapshot manifest on its own (one failing does not
   percent, `memory_used` in MiB) against the VM (or, with its `resource_id` set, the scale set). They are read
   with the Metrics API (`GET {resource}/providers/Microsoft.Insights/metrics`, api-version 2023-10-01), hourly,
   without splitting by GPU: Azure Monitor then averages the GPUs (and a scale set's instances) per hour and
-  takes the fullest one's maximum, which is what the usage summary needs. A resource without these metrics
-  (no agent) has no utilisation, and the count says how many.
-- `azure:<sub>:ml`: Azure ML command jobs of every workspace, from the ARM REST API
-  (`Microsoft.MachineLearningServices/workspaces/{ws}/jobs`, api-version 2024-04-01, every `nextLink` followed):
-  spot when `queueSettings.jobTier` is Spot or the compute cluster's `vmPriority` is LowPriority; the instance
-  type from `resources.instanceType` (serverless) or the cluster's `vmSize`; the checkpoint location as the gate
-  reads it from a manifest (an output, environment variable or `--checkpoint-dir` argument that names one). ARM
-  gives a job no start or end time, so `start_time` is its creation time, and a finished job created before
-  the window is left out.
+  takes the fullest one's maximum, which is what the usage summary needs. Series that come split anyway
+  (`metadatavalues`) are read by their dimension: by GPU or by machine as one series each; by any other dimension
+  not merged, and named in the source's line. A resource without these metrics (no agent) has no utilisation, and
+  the count says how many.
+- `azure:<sub>:ml`: Azure ML command and sweep jobs of every workspace, from the ARM REST API
+  (`Microsoft.MachineLearningServices/workspaces/{ws}/jobs`, api-version 2024-04-01, every `nextLink` followed;
+  other job types, such as pipelines, are counted in the source's line): spot when `queueSettings.jobTier` is Spot
+  or the compute cluster's `vmPriority` is LowPriority; the instance type from `resources.instanceType`
+  (serverless) or the cluster's `vmSize`; the checkpoint location as the gate reads it from a manifest (an output,
+  environment variable or `--checkpoint-dir` argument that names one). A sweep job is a job of kind `sweep`: its
+  trial read as a command job on the sweep's compute, with `limits` (maxTotalTrials, maxConcurrentTrials,
+  trialTimeout, timeout), the sampling algorithm, the early termination policy and the objective. ARM gives a job
+  no start or end time, so `start_time` is its creation time, and a finished job created before the window is
+  left out. A `computeId` that is not a resource id is counted, and the job read without its cluster.
 - `azure:<sub>:cost`: daily actual cost from the Cost Management Query API grouped by resource and meter (the
-  API allows two groupings), every `nextLink` page followed. The raw pages are kept under `raw/azure/`, and
-  DuckDB turns them into a cost-details CSV under `billing/` (no Python loop over the rows); the VM and scale set
-  inventory fills in each machine's tags and location, which the grouped query does not carry.
+  API allows two groupings), every `nextLink` page followed. The answer's columns are read by name: the cost under
+  any name the API gives it (the aggregation's alias or name, PreTaxCost, CostUSD, ...), the date as a number
+  (20260701) or text; an answer without a cost or currency column, or a row without a cost, fails the source
+  naming what it got, so no line is written with its money missing. `204 No Content` is asked again after its
+  `Retry-After` (at most a minute, three asks), then taken as no cost, said in the source's line. The raw pages are
+  kept under `raw/azure/` as the API sent them, and DuckDB turns them into a cost-details CSV under `billing/` (no
+  Python loop over the rows); the VM and scale set inventory fills in each machine's tags and location, which the
+  grouped query does not carry.
 - `azure:prices` (with `--prices`): pay-as-you-go Linux prices of the GPU sizes seen, per region, from the Azure
   Retail Prices API (no credential; OData `$filter`, every `NextPageLink` followed), kept in the inventory's
   `prices` as evidence; spot, low-priority and Windows meters are left out.
@@ -40,8 +50,8 @@ further SDK is needed; throttling (429, 503) is retried with the pull's backoff 
 (over plain http, where the SDK is told that bearer tokens may go without TLS).
 `GPU_AUDITOR_AZURE_PRICES_ENDPOINT` does the same for the Retail Prices API (default https://prices.azure.com).
 Not done yet: Azure ML job end times, training seconds and interruptions (ARM does not give them;
-the run history API would); sweep and pipeline jobs; GPU metrics of AKS nodes (they come through
-`--provider k8s` and DCGM).
+the run history API would); a sweep's trials as they ran (child jobs); pipeline jobs; GPU metrics of AKS nodes
+(they come through `--provider k8s` and DCGM).
 """
 
 from __future__ import annotations
