@@ -18,7 +18,7 @@ import copy
 import csv
 import json
 import time
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
@@ -386,3 +386,14 @@ def test_the_compute_examples_have_no_gpu_and_a_duplicate_id_is_counted(tmp_path
     compute = source(manifest, "compute")
     assert compute["counts"] == {"vms": 2, "gpu_vms": 1} and compute["unread"] == {"GPU VMs listed twice": 1}
     assert source(manifest, "scalesets")["counts"] == {"scale_sets": 1, "gpu_scale_sets": 0}
+
+
+def test_retry_after_as_seconds_or_an_http_date_is_bounded():
+    from email.utils import format_datetime
+
+    from auditor.providers.azure_live import retry_after
+
+    soon = format_datetime(azure_live.utc_now() + timedelta(seconds=30), usegmt=True)
+    assert retry_after({"Retry-After": soon}) == pytest.approx(30, abs=2)
+    assert [retry_after(h) for h in ({"Retry-After": "5"}, {"Retry-After": "3600"}, {"Retry-After": "soon"}, {})] == [
+        5.0, 60.0, None, None]
