@@ -85,7 +85,7 @@ class Arm:
         self.bodies: list[dict] = []
         self.metric_args: dict[str, dict[str, str]] = {}
         self.price_filters: list[str] = []
-        self.throttle = {"query", "metrics", "prices"}  # each throttles once: 429, as ARM and Retail Prices do
+        self.throttle = {"query", "query-next", "metrics", "prices"}  # each throttles once: 429, as ARM does
         self.deny = deny  # sources that answer 403
 
     def _throttled(self, what: str) -> bool:
@@ -119,7 +119,8 @@ class Arm:
         if path == f"/subscriptions/{SUB}/providers/microsoft.compute/virtualmachinescalesets":
             return 200, doc(f"virtualMachineScaleSets-{2 if req.arg('$skiptoken') == 'page2' else 1}")
         if path == f"/subscriptions/{SUB}/providers/microsoft.costmanagement/query" and req.method == "POST":
-            if self._throttled("query"):  # Cost Management throttles often: 429 with x-ms-ratelimit headers
+            # Cost Management throttles often: 429 with x-ms-ratelimit headers, on the first page and a nextLink page
+            if self._throttled("query-next" if req.arg("$skiptoken") else "query"):
                 return 429, {"error": {"code": "429", "message": "Too many requests. Please retry."}}
             self.bodies.append(req.json())
             return 200, doc(f"query-{2 if req.arg('$skiptoken') else 1}")
@@ -164,7 +165,7 @@ def audit(tmp_path, snap):
 
 def test_pull_then_audit_finds_idle_oversized_and_spot_without_checkpoint(arm, tmp_path):
     manifest = pull(tmp_path, prices=True)
-    assert manifest["failed"] == [] and manifest["retries"] == 3  # the query, the metrics and the prices, once each
+    assert manifest["failed"] == [] and manifest["retries"] == 4  # the query's two pages, the metrics and the prices
     counts = {s["name"]: s["counts"] for s in manifest["sources"]}
     assert counts == {
         f"azure:{SUB}:compute": {"vms": 4, "gpu_vms": 3},

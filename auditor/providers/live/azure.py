@@ -589,9 +589,13 @@ def _cost(p: Pull, credential, sub: str, kw: dict, call: dict) -> dict[str, int]
 def _query_page(p: Pull, send: Callable[[], Any]) -> dict | None:
     """One page of the Query API, throttling retried. `204 No Content` is an answer the API documents: asked again
     after the `Retry-After` it gives (at most a minute, `EMPTY_TRIES` asks), then taken as no rows (None)."""
-    for tries in range(1, EMPTY_TRIES + 1):
-        response = p.retry.call(send, throttled=throttled)
+    def checked():  # raised inside the retried call, so a throttled nextLink page is retried too
+        response = send()
         response.raise_for_status()
+        return response
+
+    for tries in range(1, EMPTY_TRIES + 1):
+        response = p.retry.call(checked, throttled=throttled)
         if response.status_code != 204:
             page = answer(response)
             page["text"] = response.text()
