@@ -28,10 +28,10 @@ from click.testing import CliRunner
 from servers.http_api import ApiServer, Request
 
 from auditor.cli import cli
-from auditor.providers import azure_live
-from auditor.providers.snapshot import load_snapshot
-from auditor.pull import PullOptions, Retry, pull_snapshot, source_line
-from auditor.store import Window
+from auditor.providers.live import azure as azure_live
+from auditor.providers.live.pull import PullOptions, Retry, pull_snapshot, source_line
+from auditor.providers.live.snapshot import load_snapshot
+from auditor.tables.store import Window
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO.parent / "shared" / "samples" / "azure-api"
@@ -391,7 +391,7 @@ def test_the_compute_examples_have_no_gpu_and_a_duplicate_id_is_counted(tmp_path
 def test_retry_after_as_seconds_or_an_http_date_is_bounded():
     from email.utils import format_datetime
 
-    from auditor.providers.azure_live import retry_after
+    retry_after = azure_live.retry_after
 
     soon = format_datetime(azure_live.utc_now() + timedelta(seconds=30), usegmt=True)
     assert retry_after({"Retry-After": soon}) == pytest.approx(30, abs=2)
