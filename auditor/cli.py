@@ -316,7 +316,7 @@ def pull_command(providers, quarter, since, until, out_dir, force, quiet, **pull
 
     Exit 3 when a source failed (it is named in the manifest; the others are in the snapshot).
     """
-    from auditor.providers.live.pull import pull_snapshot
+    from auditor.providers.live.pull import pull_snapshot, source_line
 
     if not providers:
         raise click.UsageError("--provider is required (aws, gcp, azure or k8s)")
@@ -327,8 +327,7 @@ def pull_command(providers, quarter, since, until, out_dir, force, quiet, **pull
     click.echo(f"wrote snapshot {out_dir} ({window.label}): {c['assets']} GPU assets, {c['gpu_usage']} utilisation "
                f"series, {c['jobs']} jobs, {c['billing_files']} billing files")
     for s in manifest["sources"]:
-        detail = ", ".join(f"{k} {v}" for k, v in s.get("counts", {}).items()) if s["status"] == "ok" else s["reason"]
-        click.echo(f"  {s['status']:<7}{s['name']}: {detail}")
+        click.echo(f"  {s['status']:<7}{s['name']}: {source_line(s)}")
     if manifest["failed"]:
         click.echo(f"warning: {len(manifest['failed'])} source(s) failed; an audit of this snapshot is partial",
                    err=True)

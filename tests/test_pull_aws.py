@@ -8,6 +8,7 @@ import csv
 import gzip
 import io
 import json
+import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -20,7 +21,7 @@ from servers.moto_server import ACCESS_KEY, SECRET_KEY, SESSION_TOKEN, MotoServe
 
 from auditor.cli import cli
 from auditor.providers.live import aws as aws_live
-from auditor.providers.live.pull import Pull, PullOptions, Retry, pull_snapshot, sha256
+from auditor.providers.live.pull import Pull, PullOptions, Retry, pull_snapshot, sha256, source_line
 from auditor.providers.live.snapshot import load_snapshot
 from auditor.tables.store import Window
 
@@ -222,7 +223,10 @@ def test_pull_writes_a_snapshot_and_the_audit_finds_what_was_planted(planted, tm
     assert assets[planted["idle"]]["lifecycle"] == "on_demand"
     assert assets[planted["idle"]]["tags"]["team"] == "nlp" and assets[planted["idle"]]["name"] == "nlp-idle"
     usage = {u["asset_id"]: u for u in inv["gpu_usage"]}
-    assert usage[planted["idle"]]["mean_util_pct"] == pytest.approx(2.0, abs=0.05)
+    # the mean of the points planted so far today: 1, 3, 2 cycled, cut wherever the hour of the run cuts it
+    points = usage[planted["idle"]]["samples"]
+    assert usage[planted["idle"]]["mean_util_pct"] == pytest.approx(
+        sum((1.0, 3.0, 2.0)[k % 3] for k in range(points)) / points, abs=1e-3)
     assert usage[planted["big"]]["peak_mem_gb"] == pytest.approx(10.0)  # found through the host name
     assert usage[planted["big"]]["p95_util_pct"] == pytest.approx(30.0)
     assert usage[planted["idle"]]["samples"] >= 72 // STEP
@@ -467,3 +471,35 @@ def test_redaction_of_messages():
     for leaked in ("eyJabc", "abcd1234", "s3cr3t-value", "ya29.zzz"):
         assert leaked not in text
     assert "401 for" in text
+
+
+def test_an_unreadable_cur_manifest_fails_the_billing_source(aws, tmp_path):
+    """A manifest of the window's billing period that is not JSON, or lists no report files: that period's cost
+    would be missing, so the source is not ok."""
+    s3 = boto3.client("s3", region_name="us-east-1")
+    s3.create_bucket(Bucket="cur-bucket")
+    month = SINCE.replace(day=1)
+    nxt = (month + timedelta(days=32)).replace(day=1)
+    key = f"cur/gpu-report/{month:%Y%m%d}-{nxt:%Y%m%d}/gpu-report-Manifest.json"
+    for body in (b"<Error>not json</Error>", json.dumps({"reportName": "gpu-report"}).encode()):
+        s3.put_object(Bucket="cur-bucket", Key=key, Body=body)
+        manifest = pull_with(tmp_path, billing="s3://cur-bucket/cur/gpu-report/")
+        reason = {f["name"]: f["reason"] for f in manifest["failed"]}["aws:cur"]
+        assert reason == (f"UnreadableAnswer: 1 CUR manifest(s) are not a JSON object listing the report's files "
+                          f"(reportKeys or dataFiles), the first s3://cur-bucket/{key}; their billing periods are "
+                          "missing")
+        assert not (tmp_path / "snap" / "billing").exists()
+        shutil.rmtree(tmp_path / "snap")
+
+
+def test_instances_and_metric_series_that_cannot_be_read_are_counted(aws, tmp_path, monkeypatch):
+    ec2 = stubbed("ec2")
+    ec2.add_response("describe_instances", {"Reservations": [{"Instances": [{"InstanceId": "i-0notype"}]}]})
+    monkeypatch.setattr(StubbedSession, "stubs", {"ec2": ec2})
+    manifest = pull_with(tmp_path, factory=StubbedSession, billing="s3://nothing-here/")
+    source = next(s for s in manifest["sources"] if s["name"] == "aws:123456789012:ec2:us-east-1")
+    assert source["counts"] == {"instances": 0, "gpu_instances": 0}
+    assert source_line(source) == "instances 0, gpu_instances 0; not read: 1 instances without an InstanceId or " \
+                                  "InstanceType"
+    assert aws_live.on_demand_price({"terms": {"OnDemand": {"t": {"priceDimensions": {"d": {
+        "unit": "Hrs", "pricePerUnit": {"USD": "n/a"}}}}}}}) is None  # not a number: no price, not a crash

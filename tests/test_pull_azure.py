@@ -19,7 +19,7 @@ from servers.http_api import ApiServer, Request, recorded
 
 from auditor.cli import cli
 from auditor.providers.live import azure as azure_live
-from auditor.providers.live.pull import PullOptions, pull_snapshot
+from auditor.providers.live.pull import PullOptions, pull_snapshot, source_line
 from auditor.providers.live.snapshot import load_snapshot
 from auditor.tables.store import Window
 
@@ -85,7 +85,7 @@ class Arm:
         self.bodies: list[dict] = []
         self.metric_args: dict[str, dict[str, str]] = {}
         self.price_filters: list[str] = []
-        self.throttle = {"query", "metrics", "prices"}  # each throttles once: 429, as ARM and Retail Prices do
+        self.throttle = {"query", "query-next", "metrics", "prices"}  # each throttles once: 429, as ARM does
         self.deny = deny  # sources that answer 403
 
     def _throttled(self, what: str) -> bool:
@@ -119,7 +119,8 @@ class Arm:
         if path == f"/subscriptions/{SUB}/providers/microsoft.compute/virtualmachinescalesets":
             return 200, doc(f"virtualMachineScaleSets-{2 if req.arg('$skiptoken') == 'page2' else 1}")
         if path == f"/subscriptions/{SUB}/providers/microsoft.costmanagement/query" and req.method == "POST":
-            if self._throttled("query"):  # Cost Management throttles often: 429 with x-ms-ratelimit headers
+            # Cost Management throttles often: 429 with x-ms-ratelimit headers, on the first page and a nextLink page
+            if self._throttled("query-next" if req.arg("$skiptoken") else "query"):
                 return 429, {"error": {"code": "429", "message": "Too many requests. Please retry."}}
             self.bodies.append(req.json())
             return 200, doc(f"query-{2 if req.arg('$skiptoken') else 1}")
@@ -164,15 +165,19 @@ def audit(tmp_path, snap):
 
 def test_pull_then_audit_finds_idle_oversized_and_spot_without_checkpoint(arm, tmp_path):
     manifest = pull(tmp_path, prices=True)
-    assert manifest["failed"] == [] and manifest["retries"] == 3  # the query, the metrics and the prices, once each
+    assert manifest["failed"] == [] and manifest["retries"] == 4  # the query's two pages, the metrics and the prices
     counts = {s["name"]: s["counts"] for s in manifest["sources"]}
     assert counts == {
         f"azure:{SUB}:compute": {"vms": 4, "gpu_vms": 3},
         f"azure:{SUB}:scalesets": {"scale_sets": 4, "gpu_scale_sets": 2},  # not the CPU one, not the Flexible one
         f"azure:{SUB}:metrics": {"resources": 5, "gpu_usage": 4, "without_gpu_metrics": 1},
-        f"azure:{SUB}:ml": {"workspaces": 1, "command_jobs": 3},  # not the pipeline, not the August run
+        f"azure:{SUB}:ml": {"workspaces": 1, "command_jobs": 3, "sweep_jobs": 0},  # not the August run
         f"azure:{SUB}:cost": {"pages": 2, "rows": 18},
         "azure:prices": {"sizes": 3, "prices": 3}}
+    lines = {s["name"]: source_line(s) for s in manifest["sources"]}
+    assert lines[f"azure:{SUB}:ml"].endswith("not read: 1 Pipeline jobs (only Command and Sweep jobs are read)")
+    assert "columns read by name: cost Cost, date UsageDate, currency Currency, resource ResourceId, meter Meter, " \
+           "quantity UsageQuantity" in lines[f"azure:{SUB}:cost"]
     body = arm.handler.bodies[0]
     assert body["type"] == "ActualCost" and body["timeframe"] == "Custom"
     assert body["timePeriod"]["from"].startswith("2026-10-01T00:00:00")

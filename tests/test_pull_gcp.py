@@ -21,7 +21,7 @@ from servers.http_api import ApiServer, Request, recorded
 
 from auditor.cli import cli
 from auditor.providers.live import gcp as gcp_live
-from auditor.providers.live.pull import PullOptions, Retry, pull_snapshot
+from auditor.providers.live.pull import PullOptions, Retry, pull_snapshot, source_line
 from auditor.providers.live.snapshot import load_snapshot
 from auditor.tables.store import Window
 
@@ -345,3 +345,23 @@ def test_no_application_default_credentials(tmp_path, monkeypatch):
     manifest = pull(tmp_path)
     assert {f["name"] for f in manifest["failed"]} == {"gcp:billing", "gcp:compute"}
     assert all("Application Default Credentials" in f["reason"] for f in manifest["failed"])
+
+
+def test_a_billing_row_without_a_cost_fails_the_billing_source_and_writes_no_cost(google, tmp_path):
+    rows = [json.loads(r) for r in google["api"].rows]
+    rows[3]["cost"] = None  # a blank cost, as an export row may carry one
+    google["api"].rows = [json.dumps(r) for r in rows]
+    manifest = pull(tmp_path, billing=BILLING)
+    reason = {f["name"]: f["reason"] for f in manifest["failed"]}["gcp:billing"]
+    assert reason.startswith("UnreadableAnswer: 1 of the 12 billing rows of ") and "no cost was written" in reason
+    assert not list((tmp_path / "snap").rglob("*.jsonl"))
+    ok = next(s for s in json.loads((tmp_path / "snap" / "manifest.json").read_text())["sources"]
+              if s["name"] == "gcp:ml-prod:compute")
+    assert ok["status"] == "ok"  # the others go on
+
+
+def test_the_billing_line_says_what_it_checked(google, tmp_path):
+    manifest = pull(tmp_path, billing=BILLING)
+    billing = next(s for s in manifest["sources"] if s["name"] == "gcp:billing")
+    assert source_line(billing) == "rows 12, files 1; checked: every row has a numeric cost, a currency and a " \
+                                   "usage start time"

@@ -201,3 +201,43 @@ def test_prometheus_down_fails_only_the_metrics(cluster, tmp_path):
     manifest = json.loads((snap / "manifest.json").read_text())
     assert [f["name"] for f in manifest["failed"]] == ["k8s:dcgm"]
     assert len(load_snapshot(snap / "inventory.json")["assets"]) == 4
+
+
+def test_what_the_sources_could_not_read_is_counted_in_their_lines(cluster, tmp_path):
+    """A node whose GPU capacity is not a count, a Job asking for "1.5" GPUs, DCGM series of a node the pull did
+    not find and a NaN sample: none is written as if read, and each source's line says so."""
+    api = cluster["api"].handler
+    nodes, jobs = api.lists["nodes"]["items"], api.lists["jobs"]["items"]
+    broken = copy.deepcopy(nodes[0])
+    broken["metadata"]["name"] = "gpu-node-odd"
+    broken["status"]["capacity"]["nvidia.com/gpu"] = "eight"
+    broken["metadata"]["labels"].pop("nvidia.com/gpu.count", None)
+    nodes.append(broken)
+    odd_job = copy.deepcopy(next(j for j in jobs if "nvidia.com/gpu" in json.dumps(j)))
+    odd_job["metadata"]["name"] = "half-gpu-job"
+    for c in odd_job["spec"]["template"]["spec"]["containers"]:
+        c["resources"] = {"limits": {"nvidia.com/gpu": "1.5"}}
+    jobs.append(odd_job)
+    prom = cluster["prom"].handler
+    answer = prom.__call__
+
+    def with_strays(req):
+        status, body = answer(req)
+        if status == 200:
+            stray = copy.deepcopy(body["data"]["result"][0])
+            stray["metric"]["Hostname"] = "not-a-node-of-this-cluster"
+            body["data"]["result"].append(stray)
+            body["data"]["result"][0]["values"][0][1] = "NaN"
+        return status, body
+
+    cluster["prom"].handler = with_strays
+    result = pull(cluster, tmp_path / "snap", "--prometheus", cluster["prom"].url)
+    assert result.exit_code == 0, result.output
+    assert "k8s:nodes: nodes 6, gpu_nodes 4; not read: 1 nodes whose nvidia.com/gpu capacity is not a whole number" \
+        in result.output
+    assert "not read: 1 workloads whose nvidia.com/gpu request is not a whole number" in result.output
+    assert "not read: 2 DCGM samples that are not finite numbers (NaN, Inf), 2 DCGM series of no GPU node the pull " \
+           "found" in result.output
+    inv = load_snapshot(tmp_path / "snap" / "inventory.json")
+    assert "gpu-node-odd" not in {a["name"] for a in inv["assets"]}
+    assert "half-gpu-job" not in {j["name"] for j in inv["jobs"]}

@@ -1,5 +1,6 @@
 """A loopback HTTP server that answers like a cloud API: a handler maps each request to a status and a JSON
-body (recorded responses, shaped as the APIs document them). Every request is kept for the test to check."""
+body (recorded responses, shaped as the APIs document them), and optionally headers; a body of None is an empty
+answer (`204 No Content`). Every request is kept for the test to check."""
 
 from __future__ import annotations
 
@@ -38,7 +39,7 @@ class Request:
         return self.query.get(name, [default])[0]
 
 
-Handler = Callable[[Request], tuple[int, Any]]
+Handler = Callable[[Request], tuple[int, Any] | tuple[int, Any, dict[str, str]]]
 
 
 @dataclass
@@ -57,10 +58,13 @@ class ApiServer:
                 req = Request(self.command, parts.path, parse_qs(parts.query), headers,
                               self.rfile.read(length) if length else b"")
                 server.requests.append(req)
-                status, body = server.handler(req)
-                data = body if isinstance(body, bytes) else json.dumps(body).encode()
+                status, body, *more = server.handler(req)
+                data = b"" if body is None else body if isinstance(body, bytes) else json.dumps(body).encode()
                 self.send_response(status)
-                self.send_header("Content-Type", "application/json")
+                for name, value in (more[0] if more else {}).items():
+                    self.send_header(name, value)
+                if body is not None:
+                    self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)

@@ -21,10 +21,12 @@ which is how the tests reach a moto server with this code unchanged.
 from __future__ import annotations
 
 import json
+import math
 import re
 import shutil
 from collections.abc import Callable
 from datetime import datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import boto3
@@ -32,7 +34,7 @@ from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError, ProfileNotFound
 
 from auditor.errors import InputError
-from auditor.providers.live.pull import Pull, gpu_model, iso, pages, usage_summary, utc
+from auditor.providers.live.pull import Pull, UnreadableAnswer, gpu_model, iso, pages, usage_summary, utc
 
 # Our Retry backs off on throttling (bounded, injectable); botocore's own retries are turned off.
 CONFIG = Config(retries={"total_max_attempts": 1}, connect_timeout=10, read_timeout=60,
@@ -157,6 +159,10 @@ def _ec2(p: Pull, account: Account, region: str) -> dict[str, int]:
     instances = [i for page in pages(ec2.describe_instances, p.retry, throttled, MaxResults=PAGE,
                                      Filters=[{"Name": "instance-state-name", "Values": LIVE_STATES}])
                  for r in page["Reservations"] for i in r["Instances"]]
+    readable = [i for i in instances if i.get("InstanceId") and i.get("InstanceType")]
+    if len(readable) < len(instances):
+        p.unread("instances without an InstanceId or InstanceType", len(instances) - len(readable))
+    instances = readable
     types = sorted({i["InstanceType"] for i in instances})
     gpu_info: dict[str, dict] = {}
     for start in range(0, len(types), 100):
@@ -212,7 +218,15 @@ def _cloudwatch(p: Pull, account: Account, region: str) -> dict[str, int]:
         for page in pages(cw.get_metric_data, p.retry, throttled, MetricDataQueries=queries[start:start + 500],
                           StartTime=w.start, EndTime=w.end, ScanBy="TimestampAscending"):
             for r in page["MetricDataResults"]:
-                series.setdefault(r["Id"], []).extend(zip(r["Timestamps"], r["Values"], strict=True))
+                if r.get("StatusCode") not in (None, "Complete", "PartialData"):  # PartialData: the next page
+                    p.unread(f"metric series answered {r['StatusCode']}")
+                    continue
+                points = list(zip(r.get("Timestamps") or [], r.get("Values") or [], strict=False))
+                finite = [(t, v) for t, v in points if isinstance(v, int | float) and math.isfinite(v)]
+                if len(finite) < len(points) or len(r.get("Timestamps") or []) != len(r.get("Values") or []):
+                    p.unread("metric points without a time and a finite value",
+                             max(len(r.get("Timestamps") or []), len(r.get("Values") or [])) - len(finite))
+                series.setdefault(r["Id"], []).extend(finite)
     added = 0
     for iid in sorted(assets):
         util = [series.get(q, []) for q, (i, k) in owner.items() if i == iid and k == "util"]
@@ -232,12 +246,20 @@ def _sagemaker(p: Pull, account: Account, region: str) -> dict[str, int]:
     summaries = [s for page in pages(sm.list_training_jobs, p.retry, throttled, MaxResults=PAGE,
                                      CreationTimeBefore=w.end, LastModifiedTimeAfter=w.start)
                  for s in page["TrainingJobSummaries"]]
+    read = 0
     for s in summaries:
         d = p.retry.call(sm.describe_training_job, throttled=throttled, TrainingJobName=s["TrainingJobName"])
+        if not d.get("TrainingJobArn"):
+            p.unread("training jobs described without a TrainingJobArn")
+            continue
+        if not (d.get("ResourceConfig") or {}).get("InstanceType") and not (d.get("ResourceConfig") or {}).get(
+                "InstanceGroups"):
+            p.unread("training jobs without an instance type (read without one)")
+        read += 1
         tags = {t["Key"]: t["Value"] for page in pages(sm.list_tags, p.retry, throttled,
                                                        ResourceArn=d["TrainingJobArn"]) for t in page["Tags"]}
         p.jobs.append(training_job(d, tags, account.id, region))
-    return {"training_jobs": len(summaries)}
+    return {"training_jobs": read}
 
 
 def training_job(d: dict[str, Any], tags: dict[str, str], account: str, region: str) -> dict[str, Any]:
@@ -273,24 +295,45 @@ def _cur(p: Pull, account: Account, region: str) -> dict[str, int]:
         raise LookupError("no CUR report definition or Data Export found in this account; name the files' "
                           "location with --billing s3://bucket/prefix")
     counts = {"manifests": 0, "files": 0, "bytes": 0}
+    unreadable: list[str] = []
     for bucket, prefix, bucket_region in locations:
         s3 = account.client("s3", bucket_region or region)
         keys = [o["Key"] for page in pages(s3.list_objects_v2, p.retry, throttled, token_in="ContinuationToken",
                                            token_out="NextContinuationToken", Bucket=bucket, Prefix=prefix)
                 for o in page.get("Contents", [])]
         for key in sorted(k for k in keys if _in_window(k, p.options.window)):
-            manifest = json.loads(_get(p, s3, bucket, key))
-            listed = manifest.get("reportKeys") or manifest.get("dataFiles") or []
+            listed = cur_files(_get(p, s3, bucket, key))
+            if listed is None:
+                unreadable.append(f"s3://{bucket}/{key}")
+                continue
             _download(p, s3, bucket, key, f"aws/{bucket}/{key}")
             counts["manifests"] += 1
             for item in listed:
                 src_bucket, src_key = _parse_s3(item)[:2] if str(item).startswith("s3://") else (bucket, item)
                 counts["bytes"] += _download(p, s3, src_bucket, src_key, f"aws/{src_bucket}/{src_key}")
                 counts["files"] += 1
+    if unreadable:  # a billing period whose files are not known: its cost is missing, so the source is not ok
+        raise UnreadableAnswer(f"{len(unreadable)} CUR manifest(s) are not a JSON object listing the report's files "
+                               f"(reportKeys or dataFiles), the first {unreadable[0]}; their billing periods are "
+                               "missing")
     if not counts["manifests"]:
         where = ", ".join(f"s3://{b}/{pre}" for b, pre, _ in locations)
         raise LookupError(f"no CUR manifest for {p.options.window.label} under {where}")
     return counts
+
+
+def cur_files(text: bytes) -> list[str] | None:
+    """The report files a CUR manifest lists (`reportKeys`, CUR 2.0's `dataFiles`), or None when the manifest is
+    not a JSON object listing them as text."""
+    try:
+        manifest = json.loads(text)
+    except ValueError:
+        return None
+    listed = next((manifest[k] for k in ("reportKeys", "dataFiles") if k in manifest), None) \
+        if isinstance(manifest, dict) else None
+    if not isinstance(listed, list) or not all(isinstance(x, str) and x for x in listed):
+        return None
+    return listed
 
 
 def _in_window(key: str, window) -> bool:
@@ -371,7 +414,9 @@ def _pricing(p: Pull, account: Account) -> dict[str, int]:
                           FormatVersion="aws_v1"):
             for item in page.get("PriceList", []):
                 price = on_demand_price(json.loads(item) if isinstance(item, str) else item)
-                if price is not None:
+                if price is None:
+                    p.unread("price list products without an hourly USD price above zero")
+                else:
                     p.prices.append({"provider": "aws", "instance_type": itype, "region": region,
                                      "price_per_hour": price, "currency": "USD", "source": "AWS Pricing API"})
                     found += 1
@@ -384,6 +429,10 @@ def on_demand_price(product: dict[str, Any]) -> str | None:
     for term in product.get("terms", {}).get("OnDemand", {}).values():
         for dim in term.get("priceDimensions", {}).values():
             usd = dim.get("pricePerUnit", {}).get("USD")
-            if usd is not None and dim.get("unit", "Hrs") in ("Hrs", "Hours") and float(usd) > 0:
+            try:
+                price = Decimal(str(usd))
+            except ArithmeticError:  # not a number: not a price
+                continue
+            if dim.get("unit", "Hrs") in ("Hrs", "Hours") and price.is_finite() and price > 0:
                 return usd
     return None

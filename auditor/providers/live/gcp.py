@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import functools
 import ipaddress
+import json
+import math
 import os
 import re
 from datetime import datetime, timedelta
@@ -45,7 +47,7 @@ from google.api_core.client_options import ClientOptions
 from google.auth.exceptions import GoogleAuthError
 from google.auth.transport.requests import AuthorizedSession
 
-from auditor.providers.live.pull import Pull, gpu_model, iso, pages, usage_summary, utc
+from auditor.providers.live.pull import Pull, UnreadableAnswer, gpu_model, iso, pages, usage_summary, utc
 
 SCOPES = ["https://www.googleapis.com/auth/cloud-platform"]
 PAGE = 500
@@ -214,7 +216,10 @@ def _monitoring(p: Pull, credentials, project: str) -> dict[str, int]:
                 for ts in page.time_series:
                     iid = ts.resource.labels.get("instance_id")
                     if iid in wanted:
-                        out.setdefault(iid, []).append(_points(ts, scale))
+                        points = _points(ts, scale)
+                        if len(points) < len(ts.points):
+                            p.unread(f"{metric} points that are not numbers", len(ts.points) - len(points))
+                        out.setdefault(iid, []).append(points)
             return out
 
         for m in GPU_METRICS:
@@ -259,6 +264,9 @@ def _vertex(p: Pull, session: AuthorizedSession, endpoint: str | None, project: 
     for page in pages(get, p.retry, throttled, token_in="pageToken", token_out="nextPageToken", pageSize=100,
                       filter=f'create_time<"{iso(w.end)}"'):
         for job in page.get("customJobs", []):
+            if not isinstance(job, dict) or not job.get("name"):
+                p.unread("custom jobs without a name")
+                continue
             end = utc(job.get("endTime"))
             if end and end < w.start:
                 continue
@@ -312,16 +320,36 @@ def _billing(p: Pull, credentials, endpoint: str | None, projects: list[str]) ->
         bigquery.ScalarQueryParameter("end", "TIMESTAMP", w.end.isoformat() + "Z")])
     rows = p.retry.call(client.query_and_wait, sql, job_config=config, page_size=PAGE, throttled=throttled)
     target = p.billing_path(f"gcp/{table}/{w.start:%Y%m%d}-{w.end:%Y%m%d}.jsonl")
-    written = 0
+    written, blank, first = 0, 0, None
     with open(target, "w", encoding="utf-8") as f:
         for page in rows.pages:  # each row is already one JSON line, made by BigQuery: written as it comes
             lines = [row[0] for row in page]
+            for line in lines:  # but checked first: a line without money is not written as if it were read
+                if not billing_row_ok(line):
+                    blank += 1
+                    first = first or line
             f.write("".join(line + "\n" for line in lines))
             written += len(lines)
+    if blank:
+        target.unlink()
+        raise UnreadableAnswer(f"{blank} of the {written} billing rows of {table} lack a cost that is a number, a "
+                               f"currency or a usage start time (the first: {str(first)[:160]}); no cost was written")
+    p.note("checked: every row has a numeric cost, a currency and a usage start time")
     if not written:
         target.unlink()
         raise LookupError(f"no billing rows in {table} for {w.label}")
     return {"rows": written, "files": 1}
+
+
+def billing_row_ok(line: str) -> bool:
+    """Whether a billing export row (one JSON object) has what every cost line needs."""
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return False
+    cost = row.get("cost") if isinstance(row, dict) else None
+    return (isinstance(cost, int | float) and not isinstance(cost, bool) and math.isfinite(cost)
+            and bool(row.get("currency")) and bool(row.get("usage_start_time")))
 
 
 # ---- GPU prices from the Cloud Billing Catalog (REST) --------------------------------------------------------

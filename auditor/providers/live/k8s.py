@@ -14,6 +14,7 @@ Sources, each recorded in the snapshot manifest on its own:
 from __future__ import annotations
 
 import json
+import math
 import re
 import urllib.error
 import urllib.parse
@@ -111,9 +112,13 @@ def _is_spot(labels: dict[str, str]) -> bool:
 def _nodes(p: Pull, api: client.ApiClient, nodes: dict[str, dict]) -> dict[str, int]:
     items = _list(p, client.CoreV1Api(api).list_node)
     for n in items:
-        meta, spec, status = n["metadata"], n.get("spec", {}), n.get("status", {})
+        meta, spec, status = n.get("metadata") or {}, n.get("spec") or {}, n.get("status") or {}
         labels = meta.get("labels") or {}
-        gpus = int((status.get("capacity") or {}).get(GPU, 0) or labels.get("nvidia.com/gpu.count", 0) or 0)
+        gpus = whole((status.get("capacity") or {}).get(GPU) or labels.get("nvidia.com/gpu.count") or 0)
+        if gpus is None or not meta.get("name"):
+            p.unread(f"nodes whose {GPU} capacity is not a whole number" if meta.get("name")
+                     else "nodes without a name")
+            continue
         if not gpus:
             continue
         cloud, instance = _provider_id(spec.get("providerID", ""))
@@ -139,12 +144,21 @@ def _nodes(p: Pull, api: client.ApiClient, nodes: dict[str, dict]) -> dict[str, 
     return {"nodes": len(items), "gpu_nodes": len(nodes)}
 
 
-def _gpus(pod_spec: dict) -> int:
+def whole(value) -> int | None:
+    """A count as Kubernetes writes it (`2`, "2"), or None when it is not a whole number ("500m", "two")."""
+    text = str(value).strip()
+    return int(text) if text.isdigit() else None
+
+
+def _gpus(pod_spec: dict) -> int | None:
+    """The GPUs a pod asks for, or None when a container's request is not a whole number."""
     total = 0
     for c in pod_spec.get("containers") or []:
         res = c.get("resources") or {}
-        want = (res.get("limits") or {}).get(GPU) or (res.get("requests") or {}).get(GPU) or 0
-        total += int(want)
+        want = whole((res.get("limits") or {}).get(GPU) or (res.get("requests") or {}).get(GPU) or 0)
+        if want is None:
+            return None
+        total += want
     return total
 
 
@@ -221,6 +235,9 @@ def _workloads(p: Pull, api: client.ApiClient, nodes: dict[str, dict]) -> dict[s
 def _add_job(p: Pull, key: str, platform: str, meta: dict, spec: dict, status: dict, pods: list[dict],
              nodes: dict[str, dict], parallelism: int, deadline: int | None, window) -> int:
     gpus = _gpus(spec)
+    if gpus is None:
+        p.unread(f"workloads whose {GPU} request is not a whole number")
+        return 0
     if not gpus:
         return 0
     start = utc(status.get("startTime") or meta.get("creationTimestamp"))
@@ -285,10 +302,19 @@ def _dcgm(p: Pull, nodes: dict[str, dict]) -> dict[str, int]:
             node = next((by_name[v] for v in (labels.get(k, "").split(":")[0] for k in NODE_LABELS) if v in by_name),
                         None)
             if node is None:
+                p.unread("DCGM series of no GPU node the pull found")
                 continue
             count += 1
-            points = [(datetime.fromtimestamp(float(t), UTC), float(v)) for t, v in s.get("values") or []
-                      if v not in ("NaN", "+Inf", "-Inf")]
+            points = []
+            for pair in s.get("values") or []:
+                try:
+                    t, v = float(pair[0]), float(pair[1])
+                except (TypeError, ValueError, IndexError):
+                    t, v = 0.0, math.nan
+                if math.isfinite(v):
+                    points.append((datetime.fromtimestamp(t, UTC), v))
+                else:
+                    p.unread("DCGM samples that are not finite numbers (NaN, Inf)")
             series.setdefault(node["id"], {"util": [], "mem": []})[key].append(points)
     added = 0
     for asset_id, s in sorted(series.items()):

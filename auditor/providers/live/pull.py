@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from auditor import __version__
 from auditor.errors import InputError
@@ -139,6 +140,8 @@ class Pull:
         self.jobs: list[dict] = []
         self.prices: list[dict] = []
         self.sources: list[dict] = []
+        self._notes: list[str] = []  # what the running source checked or noticed, said in its line
+        self._unread: dict[str, int] = {}  # why -> how many items of the running source could not be read
         self._secrets: set[str] = {os.environ[k] for k in SECRET_ENV if len(os.environ.get(k, "")) >= 4}
 
     # secrets
@@ -159,11 +162,13 @@ class Pull:
 
     # sources
     def run(self, name: str, kind: str, fn: Callable[[], dict[str, int] | None]) -> bool:
-        """Run one source: `fn` adds what it found and returns its counts. A failure is recorded with its
-        reason and the pull goes on. True when the source completed."""
+        """Run one source: `fn` adds what it found and returns its counts, and says with `note` and `unread`
+        what it checked and what it could not read. A failure is recorded with its reason and the pull goes on.
+        True when the source completed."""
         started = time.monotonic()
         self.progress(f"pulling {name}")
         entry: dict[str, Any] = {"name": name, "kind": kind}
+        self._notes, self._unread = [], {}
         try:
             counts = fn() or {}
         except Exception as e:  # noqa: BLE001 - any failure of one source is recorded, not fatal
@@ -171,9 +176,22 @@ class Pull:
             self.progress(f"{name}: failed: {entry['reason']}")
         else:
             entry.update(status="ok", counts=counts)
+        if self._notes:
+            entry["notes"] = [self.redact(n) for n in self._notes]
+        if self._unread:
+            entry["unread"] = {self.redact(why): n for why, n in sorted(self._unread.items())}
         entry["seconds"] = round(time.monotonic() - started, 3)
         self.sources.append(entry)
         return entry["status"] == "ok"
+
+    def note(self, text: str) -> None:
+        """Say in the running source's line what it checked or found (an empty answer, the columns it read)."""
+        if text not in self._notes:
+            self._notes.append(text)
+
+    def unread(self, why: str, n: int = 1) -> None:
+        """Count items of the running source's answer that could not be read, by why: its line says so."""
+        self._unread[why] = self._unread.get(why, 0) + n
 
     def fail(self, name: str, kind: str, reason: str) -> None:
         """Record a source that could not even be asked (no credentials for it, nothing configured)."""
@@ -193,6 +211,37 @@ class Pull:
     @property
     def failed(self) -> list[dict]:
         return [{"name": s["name"], "reason": s["reason"]} for s in self.sources if s["status"] == "failed"]
+
+
+class UnreadableAnswer(RuntimeError):
+    """An API answered with a shape the adapter cannot read (a column or field missing, a link that is not a
+    URL): the source fails, saying what it got and what it needs, rather than writing what it cannot vouch for."""
+
+
+def source_line(source: dict[str, Any]) -> str:
+    """What a source's line in the pull says: its counts (or why it failed), then what it noted and what it
+    could not read."""
+    parts = [", ".join(f"{k} {v}" for k, v in source.get("counts", {}).items()) if source["status"] == "ok"
+             else source["reason"]]
+    parts += source.get("notes", [])
+    if source.get("unread"):
+        parts.append("not read: " + ", ".join(f"{n} {why}" for why, n in source["unread"].items()))
+    return "; ".join(p for p in parts if p)
+
+
+def http_link(link: Any, key: str, base: str | None = None) -> str:
+    """A paging link (`nextLink`, `NextPageLink`) as given, when it is an absolute http(s) URL (and, with
+    `base`, on the same scheme and host: the bearer token goes wherever the link points); else the answer is
+    refused in one line naming it."""
+    parts = urlsplit(link) if isinstance(link, str) else None
+    if parts is None or parts.scheme not in ("http", "https") or not parts.netloc:
+        raise UnreadableAnswer(f"the API's {key} {str(link)[:200]!r} is not an http(s) URL; stopped paging")
+    if base is not None:
+        want = urlsplit(base)
+        if (parts.scheme, parts.netloc.lower()) != (want.scheme, want.netloc.lower()):
+            raise UnreadableAnswer(f"the API's {key} {link[:200]!r} leaves {want.scheme}://{want.netloc}; "
+                                   "not followed")
+    return link
 
 
 def describe_error(e: BaseException) -> str:

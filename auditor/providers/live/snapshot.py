@@ -12,13 +12,20 @@ Schema (version 1), every time UTC ISO-8601:
      "jobs":      [{"id", "platform", "provider", "account", "region", "name", "state", "instance_type",
                     "instance_count", "gpu_model", "gpu_count", "spot", "checkpoint_uri",
                     "checkpoint_interval_min", "max_runtime_s", "max_wait_s", "training_s", "billable_s",
-                    "interruptions", "start_time", "end_time", "tags"}],
+                    "interruptions", "start_time", "end_time", "tags", "kind", "sweep_max_trials",
+                    "sweep_parallel_trials", "sweep_trial_timeout_s", "sweep_algorithm", "sweep_early_stopping",
+                    "sweep_objective"}],
      "prices":    [{"provider", "instance_type", "region", "price_per_hour", "currency", "source"}]}
 
 `prices` is optional (written by `gpu-auditor pull` from the providers' price APIs, as evidence).
 
 `gpu_model`, `gpu_count` and `gpu_memory_gb` may be left out where the catalog knows the instance type.
 `peak_mem_gb` is per GPU (the fullest GPU of the machine).
+A job's `kind` is `job` (the default), `sweep` (a hyperparameter search: `instance_type` and `instance_count` are
+one trial's, `max_runtime_s` the whole search's) or `server`. A sweep's `sweep_*` fields: the cap on trials in
+all and at once, each trial's timeout, the sampling algorithm (`grid`, `random`, `bayesian`, ...), the early
+stopping policy (null when none, e.g. `medianstopping`, `bandit`) and the objective (`minimize loss`); all
+lower-case as read, null where the provider does not say.
 `eviction_policy` says what the cloud does to a spot machine it takes back: `deallocate` (stopped, its disks
 kept and billed: Azure's Deallocate, GCP's instanceTerminationAction STOP) or `delete` (gone, disks too); null
 where not known or not spot.
@@ -65,6 +72,10 @@ JOB = record(
     max_wait_s=Field("int", minimum=0, maximum=BIGINT), training_s=Field("int", minimum=0, maximum=BIGINT),
     billable_s=Field("int", minimum=0, maximum=BIGINT), interruptions=Field("int", minimum=0, maximum=INT),
     start_time=Field("datetime"), end_time=Field("datetime"), tags=TAGS,
+    kind=Field("str", default="job", choices=("job", "sweep", "server")),
+    sweep_max_trials=Field("int", minimum=1, maximum=INT), sweep_parallel_trials=Field("int", minimum=1, maximum=INT),
+    sweep_trial_timeout_s=Field("int", minimum=0, maximum=BIGINT), sweep_algorithm=Field("str"),
+    sweep_early_stopping=Field("str"), sweep_objective=Field("str"),
 )
 # Optional: on-demand list prices read from a provider's pricing API by `gpu-auditor pull` (kept as
 # evidence beside the bundled catalog; money as text, exact).
