@@ -1,6 +1,6 @@
 """The deploy gate: the pack's job rules over training-job manifests, before a GPU is paid for.
 
-Reads manifests into `Job` entities (manifests.py), runs every rule that reads jobs under the policy,
+Reads manifests into `Job` entities (providers/manifests/), runs every rule that reads jobs under the policy,
 applies the policy's waivers and the manifests' own inline waivers, and decides the exit code. Imports
 nothing heavy: no DuckDB (the store), no cloud SDK, so it starts fast in a pre-commit hook.
 
@@ -26,9 +26,9 @@ from typing import Any
 from auditor.catalog import load_catalog
 from auditor.engine import Context, apply_waivers, configured_rules, run_rules
 from auditor.errors import InputError
-from auditor.manifests import ANNOTATION_PREFIX, load_jobs
 from auditor.model import Finding, Job, Severity
 from auditor.policy import Policy
+from auditor.providers.manifests import ANNOTATION_PREFIX, load_jobs
 from auditor.rule import Rule, all_rules, get_rule
 
 WAIVE_KEY = ANNOTATION_PREFIX + "waive"

@@ -8,7 +8,7 @@ import pytest
 
 from auditor.catalog import load_catalog
 from auditor.errors import InputError
-from auditor.manifests import (
+from auditor.providers.manifests import (
     Document,
     UnknownKind,
     expand,

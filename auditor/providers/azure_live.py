@@ -57,9 +57,8 @@ from typing import Any
 from azure.core.exceptions import HttpResponseError
 from azure.core.rest import HttpRequest
 
-from auditor.manifests import INTERVAL_KEY
-from auditor.manifests import _checkpoint as checkpoint_of  # the gate's reading, so a job and its manifest agree
 from auditor.providers.columns import lit
+from auditor.providers.manifests import INTERVAL_KEY, checkpoint_of  # the gate's reading: a job and its manifest agree
 from auditor.providers.snapshot import EVICTION_POLICIES
 from auditor.pull import Pull, iso, usage_summary, utc
 
