@@ -82,6 +82,7 @@ class GateResult:
     fail_on: Severity | None  # None: never fail on findings (--fail-on none)
     warn_only: bool = False
     as_of: date = field(default_factory=date.today)
+    failures: list[InputError] = field(default_factory=list)  # files that could not be read, one error each
 
     def active(self) -> list[Finding]:
         return [f for f in self.findings if not f.waived]
@@ -93,12 +94,20 @@ class GateResult:
     def blocking(self) -> list[Finding]:
         return [f for f in self.findings if self.blocks(f)]
 
+    def failed_files(self) -> list[dict[str, Any]]:
+        """The files that could not be read, as file, line and why."""
+        return [{"file": e.path, "line": e.line, "message": e.message} for e in self.failures]
+
     @property
     def exit_code(self) -> int:
+        if self.failures:
+            return 2
         return 1 if self.blocking() and not self.warn_only else 0
 
     @property
     def verdict(self) -> str:
+        if self.failures:
+            return "error"
         if not self.blocking():
             return "pass"
         return "warn" if self.warn_only else "fail"
@@ -140,11 +149,20 @@ def inline_waivers(job: Job) -> list[InlineWaiver]:
     return out
 
 
-def apply_inline_waivers(findings: list[Finding], jobs: list[Job], today: date) -> list[dict[str, Any]]:
-    """Mark the findings a job's own unexpired waivers cover; an expired one waives nothing."""
+def apply_inline_waivers(findings: list[Finding], jobs: list[Job], today: date,
+                         failures: list[InputError] | None = None) -> list[dict[str, Any]]:
+    """Mark the findings a job's own unexpired waivers cover; an expired one waives nothing. With a `failures`
+    list, a malformed waiver is recorded there (its job's other findings still stand) instead of raised."""
     status = []
     for job in jobs:
-        for w in inline_waivers(job):
+        try:
+            waivers = inline_waivers(job)
+        except InputError as e:
+            if failures is None:
+                raise
+            failures.append(e)
+            continue
+        for w in waivers:
             matched = [f for f in findings if f.rule == w.rule and f.resource == job.id]
             if not w.expired(today):
                 for f in matched:
@@ -160,19 +178,21 @@ def apply_inline_waivers(findings: list[Finding], jobs: list[Job], today: date) 
 
 def run_gate(policy: Policy, paths: Iterable[str | Path], *, fail_on: Severity | None = Severity.HIGH,
              warn_only: bool = False, today: date | None = None, skip_unknown: bool = False) -> GateResult:
-    """Check the manifests under `paths`. An unreadable file or a document of an unknown kind raises InputError;
-    with `skip_unknown` (a pre-commit hook that sees every YAML file) unknown kinds are only warned about."""
+    """Check the manifests under `paths`. Every file is read and the jobs of the good ones judged; a file that
+    cannot be read (malformed, a bad value or waiver, a document of a kind the gate does not read) is a failure
+    of the result (exit 2). With `skip_unknown` (a pre-commit hook that sees every YAML file) unknown kinds are
+    only warned about."""
     today = today or date.today()
     catalog = load_catalog()
-    skipped: list[str] = []
-    jobs, files = load_jobs(paths, catalog, skipped if skip_unknown else None)
+    loaded = load_jobs(paths, catalog, skip_unknown)
+    jobs, files, failures = loaded.jobs, loaded.files, loaded.failures
     rules = job_rules(policy)
     ctx = Context(catalog, policy, QuarterWindow.of(today))
     findings = run_rules(rules, {Job: jobs}, ctx)
     waivers = [{"source": "policy", **w} for w in apply_waivers(findings, policy, today)]
-    waivers += apply_inline_waivers(findings, jobs, today)
-    warnings = [f"skipped {s}" for s in skipped]
-    if not jobs:
+    waivers += apply_inline_waivers(findings, jobs, today, failures)
+    warnings = [f"skipped {s}" for s in loaded.skipped]
+    if not jobs and not failures:
         warnings.append(f"no GPU training jobs in {len(files)} file(s): nothing to check")
     for w in waivers:
         if w["status"] == "expired":
@@ -181,4 +201,5 @@ def run_gate(policy: Policy, paths: Iterable[str | Path], *, fail_on: Severity |
             warnings.append(f"{where}waiver for {w['rule']} on {w['resource']} expired on {w['expires']}; "
                             "it no longer waives")
     findings.sort(key=lambda f: (f.file or "", f.line or 0, -f.severity, f.rule, f.resource, f.key))
-    return GateResult(policy, files, jobs, rules, findings, waivers, warnings, fail_on, warn_only, today)
+    failures.sort(key=lambda e: (e.path or "", e.line or 0))
+    return GateResult(policy, files, jobs, rules, findings, waivers, warnings, fail_on, warn_only, today, failures)

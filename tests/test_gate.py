@@ -204,22 +204,24 @@ def test_cli_exit_codes(tmp_path: Path) -> None:
 @pytest.mark.parametrize("rel, where", [
     ("invalid/malformed.yaml", "malformed.yaml:10: not valid YAML"),
     ("invalid/malformed.json", "malformed.json:3: not valid JSON"),
-    ("invalid/unknown-kind.yaml", "unknown-kind.yaml:10: unknown manifest kind RayJob"),
+    ("invalid/unknown-kind.yaml", "unknown-kind.yaml:10: unknown manifest kind InferenceService"),
     ("invalid/bad-waiver.yaml", "bad-waiver.yaml:1: gpu-auditor.dev/waive: 'SPOT001: we never checkpoint' is not a "
                                 "waiver"),
     ("nope.yaml", "nope.yaml: no such file or folder"),
 ])
 def test_cli_bad_input_is_one_line_exit_2(rel: str, where: str) -> None:
     code, out, err = run_cli(str(FIXTURES / rel))
-    assert code == 2 and out == ""
-    assert err.count("\n") == 1 and where in err and "Traceback" not in err
+    assert code == 2 and err == ""
+    lines = out.splitlines()
+    assert where.replace(": ", ": error: ", 1) in lines[0] and "Traceback" not in out
+    assert "1 file(s) could not be read" in lines[-1] and lines[-1].endswith("fail on high: ERROR")
 
 
 def test_cli_unknown_waiver_rule_suggests_the_nearest(tmp_path: Path) -> None:
     f = tmp_path / "j.yaml"
     f.write_text((FIXTURES / "waivers/inline-active.yaml").read_text().replace("SPOT001 until", "SPOT01 until"))
-    code, _, err = run_cli(str(f))
-    assert code == 2 and "no rule 'SPOT01'; did you mean SPOT001?" in err
+    code, out, _ = run_cli(str(f))
+    assert code == 2 and "no rule 'SPOT01'; did you mean SPOT001?" in out
 
 
 def test_cli_skip_unknown_and_output_file(tmp_path: Path) -> None:

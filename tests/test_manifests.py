@@ -24,9 +24,9 @@ CATALOG = load_catalog()
 
 
 def jobs_of(rel: str) -> list:
-    jobs, files = load_jobs([FIXTURES / rel], CATALOG)
-    assert files == [str(FIXTURES / rel)]
-    return jobs
+    loaded = load_jobs([FIXTURES / rel], CATALOG)
+    assert loaded.files == [str(FIXTURES / rel)] and loaded.failures == []
+    return loaded.jobs
 
 
 def job_of(rel: str):
@@ -55,7 +55,7 @@ EXPECTED = [
      "us-east-1", "g4dn.xlarge", 3, "T4", 1, False, None, None),
     ("kubernetes/deployment-bad.yaml", "k8s:nlp/Deployment/chat-api", 2, "kubernetes", "Deployment", "aws", None,
      None, 2, "H100", 1, False, None, None),
-    ("kubernetes/statefulset-good.yaml", "k8s:vision/StatefulSet/ray-workers", 2, "kubernetes", "StatefulSet", "aws",
+    ("kubernetes/statefulset-good.yaml", "k8s:vision/StatefulSet/ray-workers", 3, "kubernetes", "StatefulSet", "aws",
      "us-west-2", "g5.12xlarge", 2, "A10G", 4, True, "pvc://checkpoints", None),
     ("kubernetes/statefulset-bad.yaml", "k8s:vision/StatefulSet/feature-workers", 2, "kubernetes", "StatefulSet",
      "aws", "eu-west-1", "g5.xlarge", 1, "A10G", 1, False, None, None),
@@ -115,7 +115,7 @@ def test_every_manifest_kind_has_a_good_and_a_bad_fixture() -> None:
     kinds: dict[tuple, set] = {}
     for path in sorted(FIXTURES.glob("*/*-*.*")):
         if path.stem.endswith(("-good", "-bad")):
-            for j in load_jobs([path], CATALOG)[0]:
+            for j in load_jobs([path], CATALOG).jobs:
                 kinds.setdefault((j.platform, j.manifest_kind), set()).add(path.stem.rsplit("-", 1)[1])
     wanted = {("kubernetes", k) for k in ("Job", "CronJob", "Pod", "Deployment", "StatefulSet")} | \
         {("kubeflow", k) for k in ("PyTorchJob", "TFJob", "TrainJob")} | {("volcano", "Job"),
@@ -270,24 +270,26 @@ def test_gpu_names_as_the_platforms_write_them(name: str, model: str | None) -> 
 @pytest.mark.parametrize("rel, line, message", [
     ("invalid/malformed.yaml", 10, "not valid YAML"),
     ("invalid/malformed.json", 3, "not valid JSON"),
-    ("invalid/unknown-kind.yaml", 10, "unknown manifest kind RayJob (ray.io/v1)"),
+    ("invalid/unknown-kind.yaml", 10, "unknown manifest kind InferenceService (serving.kserve.io/v1beta1): it asks "
+                                      "for GPUs at spec.predictor.model.resources.limits"),
     ("invalid/not-a-manifest.yaml", 2, "unknown manifest kind"),
     ("invalid/alias.yaml", 9, "aliases"),
     ("invalid/bad-gpu-count.yaml", 1, "expected a whole number, got '0.5'"),
 ])
 def test_bad_input_names_file_and_line(rel: str, line: int, message: str) -> None:
-    with pytest.raises(InputError) as e:
-        load_jobs([FIXTURES / rel], CATALOG)
-    assert e.value.path == str(FIXTURES / rel) and e.value.line == line
-    assert message in str(e.value) and "\n" not in str(e.value)
+    loaded = load_jobs([FIXTURES / rel], CATALOG)
+    assert loaded.jobs == [] and len(loaded.failures) == 1
+    e = loaded.failures[0]
+    assert e.path == str(FIXTURES / rel) and e.line == line
+    assert message in str(e) and "\n" not in str(e)
 
 
 def test_unknown_kind_is_skipped_when_asked() -> None:
-    skipped: list[str] = []
-    jobs, _ = load_jobs([FIXTURES / "invalid/unknown-kind.yaml"], CATALOG, skipped)
-    assert [j.name for j in jobs] == ["fine"] and len(skipped) == 1 and "RayJob" in skipped[0]
-    with pytest.raises(UnknownKind):
-        load_jobs([FIXTURES / "invalid/unknown-kind.yaml"], CATALOG)
+    loaded = load_jobs([FIXTURES / "invalid/unknown-kind.yaml"], CATALOG, skip_unknown=True)
+    assert [j.name for j in loaded.jobs] == ["fine"] and len(loaded.skipped) == 1
+    assert "InferenceService" in loaded.skipped[0] and loaded.failures == []
+    failures = load_jobs([FIXTURES / "invalid/unknown-kind.yaml"], CATALOG).failures
+    assert len(failures) == 1 and isinstance(failures[0], UnknownKind)
 
 
 def test_alias_bomb_is_refused_before_it_expands(tmp_path: Path) -> None:

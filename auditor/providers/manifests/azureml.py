@@ -8,11 +8,13 @@ from pathlib import Path
 from auditor.catalog import Catalog
 from auditor.model import Job
 from auditor.providers.manifests.common import (
+    Context,
     as_int,
     as_list,
     as_map,
     checkpoint_of,
     gpu_from_type,
+    grid_points,
     interval_of,
     looks_gpu,
     own_keys,
@@ -21,7 +23,11 @@ from auditor.providers.manifests.common import (
 from auditor.providers.manifests.documents import Document, UnknownKind
 
 
-def parse(doc: Document, catalog: Catalog) -> Job:
+def parse(doc: Document, ctx: Context) -> list[Job]:
+    return [_job(doc, ctx.catalog)]
+
+
+def _job(doc: Document, catalog: Catalog) -> Job:
     d = doc.data
     kind = str(d.get("type") or "command")
     if kind not in ("command", "sweep"):
@@ -55,7 +61,7 @@ def parse(doc: Document, catalog: Catalog) -> Job:
     tags = tags_of(d.get("tags"))
     locations = as_list(resources.get("locations"), doc, "resources.locations")
     name = str(d.get("name") or d.get("display_name") or Path(doc.path).stem)
-    return Job(
+    job = Job(
         id=f"azureml:{name}", platform="azureml", provider="azure", region=str(locations[0]) if locations else None,
         name=name, instance_type=instance_type, instance_count=count, gpu_model=model, gpu_count=gpus,
         spot=str(as_map(d.get("queue_settings"), doc, "queue_settings").get("job_tier", "")).lower() == "spot",
@@ -63,4 +69,28 @@ def parse(doc: Document, catalog: Catalog) -> Job:
         tags=tags, source_file=doc.path, source_line=doc.line, workload="training", manifest_kind=kind,
         accelerator=instance_type if instance_type and (model or looks_gpu("azure", instance_type)) else None,
         annotations=own_keys(tags))
+    if kind == "sweep":
+        _sweep(job, d, limits, doc)
+    return job
+
+
+def _sweep(job: Job, d: dict, limits: dict, doc: Document) -> None:
+    """A sweep's limits, sampling and early termination (its instances and runtime are counted above)."""
+    sampling = d.get("sampling_algorithm") or "random"
+    algorithm = str(as_map(sampling, doc, "sampling_algorithm").get("type") if isinstance(sampling, dict)
+                    else sampling).lower()
+    grid = None
+    if algorithm == "grid":
+        sizes: list[int | None] = []
+        for value in as_map(d.get("search_space"), doc, "search_space").values():
+            value = value if isinstance(value, dict) else {}
+            sizes.append(len(as_list(value.get("values"), doc, "search_space values"))
+                         if value.get("type") == "choice" else None)
+        grid = grid_points(sizes)
+    early = as_map(d.get("early_termination"), doc, "early_termination").get("type")
+    job.kind = "sweep"
+    job.sweep_max_trials = as_int(limits.get("max_total_trials"), doc, "limits.max_total_trials") or grid
+    job.sweep_parallel_trials = as_int(limits.get("max_concurrent_trials"), doc, "limits.max_concurrent_trials") or 1
+    job.sweep_early_stopping = str(early).lower() if early else None
+    job.sweep_algorithm, job.sweep_grid_size = algorithm, grid
 

@@ -6,15 +6,29 @@ What a manifest does not say stays unknown (None) rather than guessed; nothing h
 
 from __future__ import annotations
 
+import math
 import re
+from dataclasses import dataclass, field
 from typing import Any
 
 from auditor.catalog import Catalog, family_of
+from auditor.model import Job
 from auditor.providers.manifests.documents import Document
 
 ANNOTATION_PREFIX = "gpu-auditor.dev/"
 INTERVAL_KEY = ANNOTATION_PREFIX + "checkpoint-interval-min"
 RUNTIME_KEY = ANNOTATION_PREFIX + "max-runtime-hours"  # for platforms with no runtime limit of their own
+
+
+@dataclass
+class Context:
+    """What a parser may consult besides its own document: the catalog, and the objects of the other files of
+    the same run that one manifest names (Trainer runtimes, disruption budgets), collected before parsing."""
+
+    catalog: Catalog
+    runtimes: dict[tuple[str, str, str], Document] = field(default_factory=dict)  # (kind, namespace, name)
+    runtime_refs: set[tuple[str, str, str]] = field(default_factory=set)  # the runtimes some TrainJob names
+    budgets: list[tuple[str, str, dict]] = field(default_factory=list)  # (namespace, name, selector)
 
 
 def runtime_hours(hours: str, doc: Document) -> int:
@@ -189,3 +203,60 @@ def checkpoint_of(env: dict[str, str], text: str, mounts: dict[str, str | None])
             return uri
     return None
 
+
+
+# ---- sweeps (hyperparameter tuning) -------------------------------------------------------------------------
+
+
+def as_sweep(trial: Job, *, max_trials: int | None, parallel: int | None, early_stopping: str | None,
+             algorithm: str | None, grid_size: int | None, sweep_runtime_s: int | None = None) -> Job:
+    """A tuning job from the job one trial runs: `parallel` trials at once (so their instances), and at most
+    `max_trials` in all (a grid search without a cap runs every point), so it runs at most ceil(trials /
+    parallel) trial runtimes, or the sweep's own limit where that is shorter."""
+    parallel = parallel or 1
+    total = max_trials if max_trials is not None else grid_size
+    runtime = None
+    if total is not None and trial.max_runtime_s is not None:
+        runtime = math.ceil(total / parallel) * trial.max_runtime_s
+    if sweep_runtime_s is not None:
+        runtime = min(runtime, sweep_runtime_s) if runtime is not None else sweep_runtime_s
+    trial.kind = "sweep"
+    trial.instance_count = trial.instance_count * parallel
+    trial.max_runtime_s = runtime
+    trial.sweep_max_trials, trial.sweep_parallel_trials = total, parallel
+    trial.sweep_early_stopping = early_stopping.lower() if early_stopping else None
+    trial.sweep_algorithm = algorithm.lower() if algorithm else None
+    trial.sweep_grid_size = grid_size
+    return trial
+
+
+def grid_points(sizes: list[int | None]) -> int | None:
+    """Points of a grid from the values each parameter takes; None where one of them is continuous."""
+    if not sizes or any(n is None for n in sizes):
+        return None
+    return math.prod(sizes)
+
+
+def range_points(low: Any, high: Any, step: Any) -> int | None:
+    """Values of a stepped range (min, max, step as numbers or text); None without a step or a number."""
+    try:
+        lo, hi, st = float(low), float(high), float(step)
+    except (TypeError, ValueError):
+        return None
+    return int((hi - lo) // st) + 1 if st > 0 and hi >= lo else None
+
+
+_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
+
+
+def go_duration(value: Any, doc: Document, what: str) -> int | None:
+    """Seconds of a Go duration ("1h30m0s", as Tekton and Argo write timeouts); "0" means none."""
+    if value is None:
+        return None
+    text = str(value).strip()
+    if text == "0" or text == "0s":
+        return None
+    if not _DURATION.sub("", text) == "" or not text:
+        raise doc.error(f"{what}: expected a duration like 2h30m, got {value!r}")
+    unit = {"h": 3600, "m": 60, "s": 1, "ms": 0.001}
+    return round(sum(float(n) * unit[u] for n, u in _DURATION.findall(text)))

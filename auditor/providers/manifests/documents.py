@@ -15,6 +15,7 @@ from auditor.errors import InputError
 from auditor.safeyaml import NoAliasLoader
 
 SUFFIXES = (".yaml", ".yml", ".json")
+MAX_DEPTH = 100  # levels of nesting; real manifests use under 30, and the YAML and JSON readers recurse per level
 
 
 class UnknownKind(InputError):
@@ -50,6 +51,17 @@ def expand(paths: Iterable[str | Path]) -> list[Path]:
 
 class _Loader(NoAliasLoader):
     what = "a manifest"
+    depth = 0
+
+    def compose_node(self, parent, index):  # noqa: D102
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                raise InputError(f"nested more than {MAX_DEPTH} levels deep; no manifest is",
+                                 line=self.peek_event().start_mark.line + 1)
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
 
 
 def read_documents(path: str | Path) -> list[Document]:
@@ -90,10 +102,15 @@ def _yaml_documents(text: str, path: str) -> list[Document]:
 
 
 def _json_documents(text: str, path: str) -> list[Document]:
+    deep = InputError(f"nested more than {MAX_DEPTH} levels deep; no manifest is", path=path)
     try:
         data = json.loads(text)
     except json.JSONDecodeError as e:
         raise InputError(f"not valid JSON: {e.msg} (column {e.colno})", path=path, line=e.lineno) from None
+    except RecursionError:  # the decoder recurses once a level: deeper than Python's stack
+        raise deep from None
+    if _depth(data) > MAX_DEPTH:
+        raise deep
     start = len(text) - len(text.lstrip())
     if not isinstance(data, list):
         return [Document(data, path, text.count("\n", 0, start) + 1)]
@@ -106,3 +123,14 @@ def _json_documents(text: str, path: str) -> list[Document]:
         docs.append(Document(item, path, text.count("\n", 0, pos) + 1))
         pos = end
     return docs
+
+
+def _depth(data: Any) -> int:
+    """How deeply lists and mappings nest, counted without recursion."""
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        value, level = stack.pop()
+        if isinstance(value, dict | list):
+            deepest = max(deepest, level)
+            stack += [(v, level + 1) for v in (value.values() if isinstance(value, dict) else value)]
+    return deepest

@@ -1,275 +1,190 @@
-"""Kubernetes objects (Job, CronJob, Pod, Deployment, StatefulSet, ReplicaSet, DaemonSet), Kubeflow
-PyTorchJob/TFJob/MPIJob/XGBoostJob and Notebook, Kubeflow Trainer TrainJob and Volcano Job: their pod templates
-as jobs."""
+"""Kubernetes objects to jobs: the kinds the gate reads and where each keeps its pod templates.
+
+Core workloads (Pod, Job, CronJob, Deployment, StatefulSet, ReplicaSet, ReplicationController, DaemonSet) are read
+here, Kubeflow's in kubeflow.py, the operators' (Volcano, KubeRay, JobSet, LeaderWorkerSet, Argo, Tekton) in
+operators.py; `KINDS` maps (API group, kind) to each reader. A Katib Experiment wraps any of them as its trial.
+Any other object that asks for a GPU somewhere is named, never passed: its kind is not read.
+"""
 
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
+from collections.abc import Callable
 
-from auditor.catalog import Catalog
 from auditor.model import Job
+from auditor.providers.manifests import kubeflow, operators
 from auditor.providers.manifests.common import (
+    RUNTIME_KEY,
+    Context,
     as_int,
     as_list,
     as_map,
-    checkpoint_of,
-    gpu_from_type,
-    gpu_model_named,
-    interval_of,
-    looks_gpu,
+    as_sweep,
+    grid_points,
     own_keys,
+    range_points,
+    runtime_hours,
     tags_of,
 )
 from auditor.providers.manifests.documents import Document, UnknownKind
+from auditor.providers.manifests.pods import Workload, build_job, gpu_request_path
 
-CORE_GROUPS = {"", "apps", "batch", "policy", "autoscaling", "networking.k8s.io", "rbac.authorization.k8s.io",
-               "storage.k8s.io", "scheduling.k8s.io", "apiextensions.k8s.io", "admissionregistration.k8s.io",
-               "coordination.k8s.io", "node.k8s.io", "discovery.k8s.io", "certificates.k8s.io",
-               "karpenter.sh", "karpenter.k8s.aws", "kubeflow.org", "trainer.kubeflow.org", "batch.volcano.sh",
-               "scheduling.volcano.sh"}
-KUBEFLOW_REPLICAS = {"PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs", "MPIJob": "mpiReplicaSpecs",
-                     "XGBoostJob": "xgbReplicaSpecs", "PaddleJob": "paddleReplicaSpecs", "JAXJob": "jaxReplicaSpecs"}
-SERVING_KINDS = {"Deployment", "StatefulSet", "ReplicaSet", "DaemonSet"}
+# API groups whose kinds the gate does not read and that run nothing of their own (Service, ConfigMap, PVC,
+# NodePool, Queue, ...): passed without a word unless the object asks for a GPU somewhere.
+QUIET_GROUPS = {"", "apps", "batch", "policy", "autoscaling", "networking.k8s.io", "rbac.authorization.k8s.io",
+                "storage.k8s.io", "scheduling.k8s.io", "apiextensions.k8s.io", "admissionregistration.k8s.io",
+                "coordination.k8s.io", "node.k8s.io", "discovery.k8s.io", "certificates.k8s.io",
+                "karpenter.sh", "karpenter.k8s.aws", "trainer.kubeflow.org", "batch.volcano.sh",
+                "scheduling.volcano.sh"}
+QUIET_KINDS = {("kubeflow.org", "Profile"), ("kubeflow.org", "PodDefault")}  # a Kubeflow kind not read is named
+SERVING_KINDS = {("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "ReplicaSet"), ("apps", "DaemonSet"),
+                 ("", "ReplicationController")}
 
-# node label -> (values that mean spot, the provider it implies)
-SPOT_LABELS = {
-    "eks.amazonaws.com/capacitytype": ({"spot"}, "aws"),
-    "karpenter.sh/capacity-type": ({"spot"}, None),
-    "cloud.google.com/gke-spot": ({"true"}, "gcp"),
-    "cloud.google.com/gke-preemptible": ({"true"}, "gcp"),
-    "kubernetes.azure.com/scalesetpriority": ({"spot"}, "azure"),
+Reader = Callable[[Document, dict, Context], "list[Workload] | None"]
+
+
+def _pod(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
+    return [Workload([(1, {"metadata": doc.data.get("metadata"), "spec": spec})])]
+
+
+def _job(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
+    return [Workload([(as_int(spec.get("parallelism"), doc, "spec.parallelism") or 1, spec.get("template"))],
+                     deadline=as_int(spec.get("activeDeadlineSeconds"), doc, "spec.activeDeadlineSeconds"))]
+
+
+def _cron_job(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
+    job_template = as_map(spec.get("jobTemplate"), doc, "spec.jobTemplate")
+    job_spec = as_map(job_template.get("spec"), doc, "spec.jobTemplate.spec")
+    jt_meta = as_map(job_template.get("metadata"), doc, "spec.jobTemplate.metadata")
+    return [Workload([(as_int(job_spec.get("parallelism"), doc, "parallelism") or 1, job_spec.get("template"))],
+                     deadline=as_int(job_spec.get("activeDeadlineSeconds"), doc,
+                                     "spec.jobTemplate.spec.activeDeadlineSeconds"),
+                     labels=tags_of(jt_meta.get("labels")), annotations=tags_of(jt_meta.get("annotations")))]
+
+
+def _server(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
+    replicas = as_int(spec.get("replicas"), doc, "spec.replicas")
+    claims = {c.get("metadata", {}).get("name") for c in as_list(spec.get("volumeClaimTemplates"), doc,
+                                                                  "spec.volumeClaimTemplates") if isinstance(c, dict)}
+    return [Workload([(1 if replicas is None else replicas, spec.get("template"))], workload="inference",
+                     kind="server", claim_templates=claims)]
+
+
+KINDS: dict[tuple[str, str], Reader] = {
+    ("", "Pod"): _pod, ("batch", "Job"): _job, ("batch", "CronJob"): _cron_job,
+    **{k: _server for k in SERVING_KINDS},
+    **{("kubeflow.org", k): kubeflow.training_operator for k in kubeflow.KUBEFLOW_REPLICAS},
+    ("kubeflow.org", "Notebook"): kubeflow.notebook,
+    ("trainer.kubeflow.org", "TrainJob"): kubeflow.trainjob,
+    **{("trainer.kubeflow.org", k): kubeflow.runtime for k in kubeflow.RUNTIME_KINDS},
+    ("batch.volcano.sh", "Job"): operators.volcano,
+    ("ray.io", "RayJob"): operators.ray_job, ("ray.io", "RayCluster"): operators.ray_cluster,
+    ("ray.io", "RayService"): operators.ray_service,
+    ("jobset.x-k8s.io", "JobSet"): operators.jobset,
+    ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"): operators.leader_worker_set,
+    **{("argoproj.io", k): operators.argo for k in operators.ARGO_KINDS},
+    ("tekton.dev", "PipelineRun"): operators.pipeline_run, ("tekton.dev", "TaskRun"): operators.task_run,
 }
-PROVIDER_PREFIXES = {"eks.amazonaws.com/": "aws", "karpenter.k8s.aws/": "aws", "cloud.google.com/": "gcp",
-                     "kubernetes.azure.com/": "azure"}
-REGION_LABELS = ("topology.kubernetes.io/region", "failure-domain.beta.kubernetes.io/region")
-TYPE_LABELS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-type")
-GPU_LABELS = ("cloud.google.com/gke-accelerator", "karpenter.k8s.aws/instance-gpu-name", "nvidia.com/gpu.product",
-              "accelerator")
-FAMILY_LABEL = "karpenter.k8s.aws/instance-family"
-OTHER_ACCELERATORS = re.compile(r"^(amd\.com/gpu|gpu\.intel\.com/.+|habana\.ai/gaudi|aws\.amazon\.com/neuron.*|"
-                                r"google\.com/tpu)$")
-# MIG profiles that exist only on the 40 GB A100; the others are shared by several GPUs and need a node label.
-A100_40GB_MIG = {"1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"}
-DURABLE_VOLUMES = ("awsElasticBlockStore", "gcePersistentDisk", "azureDisk", "azureFile", "cephfs", "glusterfs",
-                   "iscsi", "rbd", "fc", "portworxVolume", "vsphereVolume", "quobyte", "flexVolume")
 
 
-@dataclass
-class _Pod:
-    """What one pod template of a workload asks for, and how many replicas of it run at once."""
-
-    replicas: int
-    gpus: int
-    mig: str | None
-    other: str | None  # a non-NVIDIA accelerator resource
-    nodes: dict[str, list[str]]  # node label -> values it may take (nodeSelector and affinity)
-    spot: bool
-    checkpoint: str | None
-    deadline: int | None
+def _group(api: str) -> str:
+    return api.rsplit("/", 1)[0] if "/" in api else ""
 
 
-def parse(doc: Document, catalog: Catalog) -> list[Job]:
+def parse(doc: Document, ctx: Context) -> list[Job]:
+    """The jobs of one Kubernetes object; [] for one that runs nothing on a GPU."""
     d = doc.data
     kind, api = str(d["kind"]), str(d["apiVersion"])
-    group = api.rsplit("/", 1)[0] if "/" in api else ""
+    group = _group(api)
     if kind == "List":
-        items = as_list(d.get("items"), doc, "items")
-        return [j for item in items for j in parse(doc.part(item), catalog)]
+        return [j for item in as_list(d.get("items"), doc, "items") for j in parse(doc.part(item), ctx)]
     meta = as_map(d.get("metadata"), doc, "metadata")
     spec = as_map(d.get("spec"), doc, "spec")
-    labels, annotations = tags_of(meta.get("labels")), tags_of(meta.get("annotations"))
-    deadline = None
-    platform, workload = "kubernetes", "training"
-    if kind == "Pod" and group == "":
-        templates = [(1, {"metadata": meta, "spec": spec})]
-    elif kind == "Job" and group == "batch":
-        templates = [(as_int(spec.get("parallelism"), doc, "spec.parallelism") or 1, spec.get("template"))]
-        deadline = as_int(spec.get("activeDeadlineSeconds"), doc, "spec.activeDeadlineSeconds")
-    elif kind == "CronJob" and group == "batch":
-        job_template = as_map(spec.get("jobTemplate"), doc, "spec.jobTemplate")
-        job_spec = as_map(job_template.get("spec"), doc, "spec.jobTemplate.spec")
-        jt_meta = as_map(job_template.get("metadata"), doc, "spec.jobTemplate.metadata")
-        labels |= tags_of(jt_meta.get("labels"))
-        annotations |= tags_of(jt_meta.get("annotations"))
-        templates = [(as_int(job_spec.get("parallelism"), doc, "parallelism") or 1, job_spec.get("template"))]
-        deadline = as_int(job_spec.get("activeDeadlineSeconds"), doc, "spec.jobTemplate.spec.activeDeadlineSeconds")
-    elif kind in SERVING_KINDS and group == "apps":
-        templates = [(as_int(spec.get("replicas"), doc, "spec.replicas") or 1, spec.get("template"))]
-        workload = "inference"
-    elif kind in KUBEFLOW_REPLICAS and group == "kubeflow.org":
-        platform = "kubeflow"
-        replica_specs = as_map(spec.get(KUBEFLOW_REPLICAS[kind]), doc, f"spec.{KUBEFLOW_REPLICAS[kind]}")
-        templates = [(as_int(as_map(r, doc, role).get("replicas"), doc, f"{role}.replicas") or 1, r.get("template"))
-                     for role, r in replica_specs.items()]
-        run_policy = as_map(spec.get("runPolicy"), doc, "spec.runPolicy")
-        deadline = as_int(run_policy.get("activeDeadlineSeconds", spec.get("activeDeadlineSeconds")), doc,
-                        "runPolicy.activeDeadlineSeconds")
-    elif kind == "Notebook" and group == "kubeflow.org":
-        platform, workload = "kubeflow", "notebook"
-        templates = [(1, spec.get("template"))]
-    elif kind == "TrainJob" and group == "trainer.kubeflow.org":
-        platform = "kubeflow"
-        labels |= tags_of(spec.get("labels"))
-        annotations |= tags_of(spec.get("annotations"))
-        templates = [_trainjob_template(spec, doc)]
-    elif kind == "Job" and group == "batch.volcano.sh":
-        platform = "volcano"
-        tasks = as_list(spec.get("tasks"), doc, "spec.tasks")
-        templates = [(as_int(as_map(t, doc, "task").get("replicas"), doc, "tasks[].replicas") or 1, t.get("template"))
-                     for t in tasks]
-    elif group in CORE_GROUPS:
-        return []  # a Service, ConfigMap, PersistentVolumeClaim, ...: runs nothing
-    else:
+    if (group, kind) == ("kubeflow.org", "Experiment"):
+        return _katib(doc, meta, spec, ctx)
+    reader = KINDS.get((group, kind))
+    if reader is None:
+        if where := gpu_request_path(d):
+            raise doc.error(f"unknown manifest kind {kind} ({api}): it asks for GPUs at {where}, and the gate does "
+                            "not read this kind", UnknownKind)
+        if group in QUIET_GROUPS or (group, kind) in QUIET_KINDS:
+            return []
         raise doc.error(f"unknown manifest kind {kind} ({api})", UnknownKind)
+    workloads = reader(doc, spec, ctx)
+    if workloads is None:  # judged through the objects that use it
+        return []
+    jobs = [j for w in workloads if (j := build_job(doc, ctx, w))]
+    if not jobs and (where := gpu_request_path(d)):
+        raise doc.error(f"{kind} ({api}) asks for GPUs at {where}, a place the gate does not read", UnknownKind)
+    return jobs
 
-    volume_claims = {c.get("metadata", {}).get("name") for c in as_list(spec.get("volumeClaimTemplates"), doc,
-                                                                          "spec.volumeClaimTemplates")
-                     if isinstance(c, dict)}
-    pods = []
-    for replicas, template in templates:
-        t = as_map(template, doc, "template")
-        t_meta = as_map(t.get("metadata"), doc, "template.metadata")
-        labels |= tags_of(t_meta.get("labels"))
-        annotations |= tags_of(t_meta.get("annotations"))
-        pods.append(_pod(replicas, as_map(t.get("spec"), doc, "template.spec"), volume_claims, doc))
-    gpu_pods = [p for p in pods if p.gpus or p.other]
-    if not gpu_pods and kind != "TrainJob":
-        return []  # no GPU asked for: not the gate's business
-    nodes: dict[str, list[str]] = {}
-    for p in gpu_pods or pods:
-        for k, v in p.nodes.items():
-            nodes.setdefault(k, v)
-    provider = next((prov for prefix, prov in PROVIDER_PREFIXES.items() for k in nodes if k.startswith(prefix)), None)
-    instance_type = next((nodes[k][0] for k in TYPE_LABELS if nodes.get(k)), None)
-    gpu_label = next((nodes[k][0] for k in GPU_LABELS if nodes.get(k)), None)
-    provider, model, _ = gpu_from_type(catalog, provider, instance_type)
-    mig = next((p.mig for p in gpu_pods if p.mig), None)
-    other = next((p.other for p in gpu_pods if p.other), None)
-    accelerator = instance_type if instance_type and (model or looks_gpu(provider, instance_type)) else None
-    if model is None and gpu_label:
-        model, accelerator = gpu_model_named(catalog, gpu_label), gpu_label
-    if model is None and nodes.get(FAMILY_LABEL):
-        model = catalog.gpu_model_for("aws", nodes[FAMILY_LABEL][0] + ".x")
-        accelerator = nodes[FAMILY_LABEL][0]
-    if model is None and mig:
-        model = "A100" if mig in A100_40GB_MIG else None
-        accelerator = accelerator or f"nvidia.com/mig-{mig}"
-    if other:
-        model, accelerator = None, other
-    name = str(meta.get("name") or (f"{meta['generateName']}*" if meta.get("generateName") else Path(doc.path).stem))
+
+def collect(doc: Document, ctx: Context) -> None:
+    """Note what other objects may name: Trainer runtimes (and which runtimes TrainJobs name), and disruption
+    budgets. Lenient: the parse that follows reports what is malformed."""
+    d = doc.data
+    if not isinstance(d, dict):
+        return
+    kind, group = str(d.get("kind")), _group(str(d.get("apiVersion")))
+    if kind == "List" and isinstance(d.get("items"), list):
+        for item in d["items"]:
+            collect(doc.part(item), ctx)
+    elif group == "trainer.kubeflow.org" and kind in kubeflow.RUNTIME_KINDS:
+        ctx.runtimes[kubeflow.runtime_key(d)] = doc
+    elif group == "trainer.kubeflow.org" and kind == "TrainJob" and (ref := kubeflow.runtime_ref(d)):
+        ctx.runtime_refs.add(ref)
+    elif group == "policy" and kind == "PodDisruptionBudget" and isinstance(d.get("spec"), dict):
+        spec, meta = d["spec"], d.get("metadata") if isinstance(d.get("metadata"), dict) else {}
+        protects = str(spec.get("minAvailable", "1")) not in ("0", "0%") and \
+            str(spec.get("maxUnavailable", "")) != "100%"
+        if protects and isinstance(spec.get("selector"), dict):
+            ctx.budgets.append((str(meta.get("namespace") or "default"), str(meta.get("name")), spec["selector"]))
+
+
+# ---- Katib --------------------------------------------------------------------------------------------------
+
+KATIB_PARALLEL_DEFAULT = 3  # Katib runs three trials at once unless told otherwise
+
+
+def _katib(doc: Document, meta: dict, spec: dict, ctx: Context) -> list[Job]:
+    """A Katib Experiment: its trial job, parallelTrialCount at once and maxTrialCount in all."""
+    template = as_map(spec.get("trialTemplate"), doc, "spec.trialTemplate")
+    trial = template.get("trialSpec")
+    if trial is None:
+        where = "a ConfigMap" if template.get("configMap") else "no trialSpec"
+        raise doc.error(f"Katib Experiment: the trial template is in {where}; the gate reads "
+                        "spec.trialTemplate.trialSpec", UnknownKind)
+    trial = as_map(trial, doc, "spec.trialTemplate.trialSpec")
+    if "apiVersion" not in trial or "kind" not in trial:
+        raise doc.error("spec.trialTemplate.trialSpec: expected a Kubernetes object with apiVersion and kind")
+    algorithm = as_map(spec.get("algorithm"), doc, "spec.algorithm").get("algorithmName")
+    early = as_map(spec.get("earlyStopping"), doc, "spec.earlyStopping").get("algorithmName")
+    grid = _katib_grid(spec, doc) if str(algorithm).lower() == "grid" else None
+    name = str(meta.get("name") or "experiment")
     namespace = str(meta.get("namespace") or "default")
-    deadline = deadline or next((p.deadline for p in pods if p.deadline), None)
-    id_kind = "VolcanoJob" if platform == "volcano" else kind  # not to be taken for a batch/v1 Job
-    return [Job(
-        id=f"k8s:{namespace}/{id_kind}/{name}", platform=platform, provider=provider,
-        region=next((nodes[k][0] for k in REGION_LABELS if nodes.get(k)), None), name=name,
-        instance_type=instance_type, instance_count=sum(p.replicas for p in gpu_pods) or 1,
-        gpu_model=model, gpu_count=max((p.gpus for p in gpu_pods), default=None) or None,
-        spot=any(p.spot for p in pods), checkpoint_uri=next((p.checkpoint for p in pods if p.checkpoint), None),
-        checkpoint_interval_min=interval_of(labels, annotations, doc), max_runtime_s=deadline,
-        tags=labels, source_file=doc.path, source_line=doc.line, workload=workload, manifest_kind=kind,
-        accelerator=accelerator, mig_profile=mig, annotations=annotations | own_keys(labels))]
+    labels, annotations = tags_of(meta.get("labels")), tags_of(meta.get("annotations"))
+    jobs = parse(doc.part(trial), ctx)
+    for job in jobs:
+        part = job.name.rsplit("/", 1)[1] if len(jobs) > 1 and job.name and "/" in job.name else None
+        job.id = f"k8s:{namespace}/Experiment/{name}" + (f"/{part}" if part else "")
+        job.name, job.manifest_kind = name + (f"/{part}" if part else ""), "Experiment"
+        job.tags = labels | job.tags
+        job.annotations = annotations | job.annotations | own_keys(labels)
+        if job.max_runtime_s is None and RUNTIME_KEY in job.annotations:  # the runtime of one trial
+            job.max_runtime_s = runtime_hours(job.annotations[RUNTIME_KEY], doc)
+        as_sweep(job, max_trials=as_int(spec.get("maxTrialCount"), doc, "spec.maxTrialCount"),
+                 parallel=as_int(spec.get("parallelTrialCount"), doc, "spec.parallelTrialCount")
+                 or KATIB_PARALLEL_DEFAULT, early_stopping=early, algorithm=algorithm, grid_size=grid)
+    return jobs
 
 
-def _trainjob_template(spec: dict, doc: Document) -> tuple[int, dict]:
-    """A Kubeflow Trainer TrainJob as one pod template: the trainer container with its resources per node,
-    and the pod overrides (node selectors, tolerations, volumes) of the node job."""
-    trainer = as_map(spec.get("trainer"), doc, "spec.trainer")
-    container = {"name": "node", "resources": as_map(trainer.get("resourcesPerNode"), doc, "resourcesPerNode"),
-                 "env": trainer.get("env"), "command": trainer.get("command"), "args": trainer.get("args")}
-    pod: dict[str, Any] = {"containers": [container]}
-    for override in as_list(spec.get("podTemplateOverrides") or spec.get("podSpecOverrides"), doc, "overrides"):
-        o = as_map(override, doc, "podTemplateOverrides[]")
-        o_spec = as_map(o.get("spec"), doc, "podTemplateOverrides[].spec") if "spec" in o else o
-        for key in ("nodeSelector", "affinity", "tolerations", "volumes"):
-            if o_spec.get(key):
-                pod[key] = o_spec[key]
-        for c in as_list(o_spec.get("containers"), doc, "containers"):
-            container["volumeMounts"] = (container.get("volumeMounts") or []) + (c.get("volumeMounts") or [])
-            container["env"] = (container.get("env") or []) + (c.get("env") or [])
-    return as_int(trainer.get("numNodes"), doc, "spec.trainer.numNodes") or 1, {"spec": pod}
-
-
-def _pod(replicas: int, spec: dict, claim_templates: set, doc: Document) -> _Pod:
-    gpus, mig, other = 0, None, None
-    env: dict[str, str] = {}
-    words: list[str] = []
-    mounts: dict[str, str | None] = {}
-    volumes = {v.get("name"): v for v in as_list(spec.get("volumes"), doc, "volumes") if isinstance(v, dict)}
-    for c in as_list(spec.get("containers"), doc, "containers"):
-        c = as_map(c, doc, "containers[]")
-        res = as_map(c.get("resources"), doc, "resources")
-        amounts = as_map(res.get("requests"), doc, "resources.requests") | as_map(res.get("limits"), doc, "limits")
-        for key, value in amounts.items():
-            if key == "nvidia.com/gpu":
-                gpus += as_int(value, doc, f"resources {key}") or 0
-            elif key.startswith("nvidia.com/mig-"):
-                gpus += as_int(value, doc, f"resources {key}") or 0
-                mig = key.removeprefix("nvidia.com/mig-")
-            elif OTHER_ACCELERATORS.match(key):
-                other = key
-        for e in as_list(c.get("env"), doc, "env"):
-            if isinstance(e, dict) and e.get("name") and isinstance(e.get("value"), str | int):
-                env[str(e["name"])] = str(e["value"])
-        words += [str(w) for w in as_list(c.get("command"), doc, "command") + as_list(c.get("args"), doc, "args")]
-        for m in as_list(c.get("volumeMounts"), doc, "volumeMounts"):
-            if isinstance(m, dict) and m.get("mountPath"):
-                uri = _volume_uri(volumes.get(m.get("name")), m.get("name"), claim_templates)
-                if uri and m.get("subPath"):
-                    uri = uri.rstrip("/") + "/" + str(m["subPath"]).strip("/")
-                mounts[str(m["mountPath"])] = uri
-    nodes: dict[str, list[str]] = {str(k).lower() if str(k).lower() in SPOT_LABELS else str(k): [str(v)]
-                                   for k, v in as_map(spec.get("nodeSelector"), doc, "nodeSelector").items()}
-    spot = False
-    affinity = as_map(as_map(spec.get("affinity"), doc, "affinity").get("nodeAffinity"), doc, "nodeAffinity")
-    required = as_map(affinity.get("requiredDuringSchedulingIgnoredDuringExecution"), doc, "required")
-    terms = as_list(required.get("nodeSelectorTerms"), doc, "nodeSelectorTerms")
-    preferred = as_list(affinity.get("preferredDuringSchedulingIgnoredDuringExecution"), doc, "preferred")
-    terms += [p.get("preference") or {} for p in preferred if isinstance(p, dict)]
-    for term in terms:
-        for e in as_list(as_map(term, doc, "nodeSelectorTerm").get("matchExpressions"), doc, "matchExpressions"):
-            if not isinstance(e, dict) or not e.get("key"):
-                continue
-            key, op = str(e["key"]), str(e.get("operator", ""))
-            key = key.lower() if key.lower() in SPOT_LABELS else key
-            if op == "In":
-                nodes.setdefault(key, [str(v) for v in e.get("values") or []])
-            elif op == "Exists":
-                nodes.setdefault(key, ["*"])
-    for key, values in nodes.items():
-        if key in SPOT_LABELS and any(v == "*" or v.lower() in SPOT_LABELS[key][0] for v in values):
-            spot = True
-    for t in as_list(spec.get("tolerations"), doc, "tolerations"):
-        if isinstance(t, dict) and str(t.get("key", "")).lower() in SPOT_LABELS:
-            key = str(t["key"]).lower()
-            if t.get("operator") == "Exists" or str(t.get("value", "")).lower() in SPOT_LABELS[key][0]:
-                spot = True
-                nodes.setdefault(key, [str(t.get("value") or "*")])
-    checkpoint = checkpoint_of(env, " ".join(words), mounts)
-    deadline = as_int(spec.get("activeDeadlineSeconds"), doc, "activeDeadlineSeconds")
-    return _Pod(replicas, gpus, mig, other, nodes, spot, checkpoint, deadline)
-
-
-def _volume_uri(volume: dict | None, name: str | None, claim_templates: set) -> str | None:
-    """A durable location for a pod volume; None for one that dies with the pod or the node."""
-    if volume is None:
-        return f"pvc://{name}" if name in claim_templates else None  # a StatefulSet's own claim
-    if "persistentVolumeClaim" in volume:
-        return f"pvc://{(volume['persistentVolumeClaim'] or {}).get('claimName', name)}"
-    if "csi" in volume:
-        csi = volume["csi"] or {}
-        attrs = csi.get("volumeAttributes") or {}
-        target = attrs.get("bucketName") or attrs.get("bucket") or attrs.get("containerName") or \
-            csi.get("volumeHandle") or name
-        return f"csi://{csi.get('driver', 'csi')}/{target}"
-    if "nfs" in volume:
-        nfs = volume["nfs"] or {}
-        return f"nfs://{nfs.get('server', '')}{nfs.get('path', '')}"
-    for kind in DURABLE_VOLUMES:
-        if kind in volume:
-            return f"{kind}://{name}"
-    return None  # emptyDir, hostPath, ephemeral, configMap, secret, ...
-
+def _katib_grid(spec: dict, doc: Document) -> int | None:
+    sizes: list[int | None] = []
+    for p in as_list(spec.get("parameters"), doc, "spec.parameters"):
+        p = as_map(p, doc, "parameters[]")
+        space = as_map(p.get("feasibleSpace"), doc, "parameters[].feasibleSpace")
+        if space.get("list") is not None:
+            sizes.append(len(as_list(space["list"], doc, "feasibleSpace.list")))
+        else:
+            step = space.get("step") or (1 if p.get("parameterType") == "int" else None)
+            sizes.append(range_points(space.get("min"), space.get("max"), step))
+    return grid_points(sizes)

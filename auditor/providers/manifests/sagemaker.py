@@ -1,4 +1,5 @@
-"""SageMaker CreateTrainingJob requests (JSON or YAML, as the API or boto3 takes them)."""
+"""SageMaker CreateTrainingJob and CreateHyperParameterTuningJob requests (JSON or YAML, as the API or boto3
+takes them)."""
 
 from __future__ import annotations
 
@@ -7,12 +8,28 @@ from pathlib import Path
 
 from auditor.catalog import Catalog
 from auditor.model import Job
-from auditor.providers.manifests.common import as_int, as_list, as_map, gpu_from_type, interval_of, looks_gpu, own_keys
+from auditor.providers.manifests.common import (
+    Context,
+    as_int,
+    as_list,
+    as_map,
+    as_sweep,
+    gpu_from_type,
+    grid_points,
+    interval_of,
+    looks_gpu,
+    own_keys,
+)
 from auditor.providers.manifests.documents import Document
 
 
-def parse(doc: Document, catalog: Catalog) -> Job:
-    d = doc.data
+def parse(doc: Document, ctx: Context) -> list[Job]:
+    if "HyperParameterTuningJobConfig" in doc.data:
+        return [_tuning_job(doc, ctx.catalog)]
+    return [_training_job(doc, doc.data, ctx.catalog)]
+
+
+def _training_job(doc: Document, d: dict, catalog: Catalog) -> Job:
     name = str(d.get("TrainingJobName") or Path(doc.path).stem)
     rc = as_map(d.get("ResourceConfig"), doc, "ResourceConfig")
     groups = [as_map(g, doc, "InstanceGroups[]") for g in as_list(rc.get("InstanceGroups"), doc, "InstanceGroups")]
@@ -47,3 +64,33 @@ def parse(doc: Document, catalog: Catalog) -> Job:
         accelerator=instance_type if instance_type and (model or looks_gpu("aws", instance_type)) else None,
         annotations=own_keys(tags))
 
+
+
+def _tuning_job(doc: Document, catalog: Catalog) -> Job:
+    """A tuning job: its training job definition as the trial, MaxParallelTrainingJobs at once and
+    MaxNumberOfTrainingJobs in all (a grid search runs every point of its categorical ranges)."""
+    d = doc.data
+    config = as_map(d.get("HyperParameterTuningJobConfig"), doc, "HyperParameterTuningJobConfig")
+    definitions = as_list(d.get("TrainingJobDefinitions"), doc, "TrainingJobDefinitions")
+    definition = as_map(d.get("TrainingJobDefinition") or (definitions[0] if definitions else None), doc,
+                        "TrainingJobDefinition")
+    name = str(d.get("HyperParameterTuningJobName") or Path(doc.path).stem)
+    trial = _training_job(doc, {**definition, "TrainingJobName": name, "Tags": d.get("Tags")}, catalog)
+    limits = as_map(config.get("ResourceLimits"), doc, "ResourceLimits")
+    strategy = str(config.get("Strategy") or "Bayesian")
+    ranges = as_map(config.get("ParameterRanges") or definition.get("HyperParameterRanges"), doc, "ParameterRanges")
+    grid = None
+    if strategy.lower() == "grid":
+        continuous = ranges.get("IntegerParameterRanges") or ranges.get("ContinuousParameterRanges")
+        grid = grid_points([None] if continuous else [
+            len(as_list(as_map(r, doc, "CategoricalParameterRanges[]").get("Values"), doc, "Values"))
+            for r in as_list(ranges.get("CategoricalParameterRanges"), doc, "CategoricalParameterRanges")])
+    early = "hyperband" if strategy.lower() == "hyperband" else \
+        ("auto" if str(config.get("TrainingJobEarlyStoppingType", "Off")).lower() == "auto" else None)
+    trial.id, trial.manifest_kind = f"sagemaker:{name}", "CreateHyperParameterTuningJob"
+    def limit(key: str) -> int | None:
+        return as_int(limits.get(key), doc, f"ResourceLimits.{key}")
+
+    return as_sweep(trial, max_trials=limit("MaxNumberOfTrainingJobs"), parallel=limit("MaxParallelTrainingJobs"),
+                    early_stopping=early, algorithm=strategy, grid_size=grid,
+                    sweep_runtime_s=limit("MaxRuntimeInSeconds"))

@@ -9,6 +9,7 @@ from typing import Any
 from auditor.catalog import Catalog
 from auditor.model import Job
 from auditor.providers.manifests.common import (
+    Context,
     as_int,
     as_list,
     as_map,
@@ -46,7 +47,23 @@ def _accelerator(value: Any, doc: Document) -> tuple[str | None, int | None]:
     return name.strip(), max(1, int(float(n))) if n else 1
 
 
-def parse(doc: Document, catalog: Catalog) -> Job:
+def parse(doc: Document, ctx: Context, pipeline: str | None = None) -> list[Job]:
+    return [_task(doc, ctx.catalog, pipeline)]
+
+
+def is_task(data: object) -> bool:
+    return isinstance(data, dict) and set(data) <= SKYPILOT_KEYS and ("resources" in data or "run" in data)
+
+
+def pipeline_name(docs: list[Document]) -> str | None:
+    """The name of a multi-task file (a pipeline): a first document that only names it, then the tasks."""
+    first = docs[0].data if docs else None
+    if len(docs) > 1 and isinstance(first, dict) and set(first) == {"name"} and all(is_task(d.data) for d in docs[1:]):
+        return str(first["name"])
+    return None
+
+
+def _task(doc: Document, catalog: Catalog, pipeline: str | None) -> Job:
     d = doc.data
     res = as_map(d.get("resources"), doc, "resources")
     candidates = as_list(res.get("any_of") or res.get("ordered"), doc, "resources.any_of")
@@ -76,10 +93,20 @@ def parse(doc: Document, catalog: Catalog) -> Job:
     checkpoint = checkpoint_of(env, f"{d.get('setup') or ''}\n{d.get('run') or ''}", mounts)
     labels = tags_of(res.get("labels"))
     name = str(d.get("name") or Path(doc.path).stem)
+    if pipeline:
+        name = f"{pipeline}/{name}"
+    nodes = as_int(d.get("num_nodes"), doc, "num_nodes") or 1
+    service = as_map(d.get("service"), doc, "service") if "service" in d else None
+    if service is not None:  # a SkyServe service: its replicas (the least it keeps) of num_nodes each
+        policy = as_map(service.get("replica_policy"), doc, "service.replica_policy")
+        replicas = as_int(service.get("replicas"), doc, "service.replicas")
+        replicas = as_int(policy.get("min_replicas"), doc, "replica_policy.min_replicas") if replicas is None \
+            else replicas
+        nodes *= 1 if replicas is None else replicas
     return Job(
         id=f"skypilot:{name}", platform="skypilot", provider=provider or type_provider,
         region=str(region) if region else None, name=name, instance_type=instance_type,
-        instance_count=as_int(d.get("num_nodes"), doc, "num_nodes") or 1, gpu_model=model,
+        instance_count=nodes, gpu_model=model, kind="job" if service is None else "server",
         gpu_count=acc_count or type_gpus, spot=bool(res.get("use_spot")), checkpoint_uri=checkpoint,
         checkpoint_interval_min=interval_of(labels, {}, doc), tags=labels, source_file=doc.path,
         source_line=doc.line, workload="inference" if "service" in d else "training", manifest_kind="task",

@@ -1,4 +1,5 @@
-"""Vertex AI CustomJob specs, in the REST API's camelCase or the Python SDK's snake_case."""
+"""Vertex AI CustomJob and HyperparameterTuningJob specs, in the REST API's camelCase or the Python SDK's
+snake_case."""
 
 from __future__ import annotations
 
@@ -8,13 +9,16 @@ from pathlib import Path
 from auditor.catalog import Catalog
 from auditor.model import Job
 from auditor.providers.manifests.common import (
+    Context,
     as_int,
     as_list,
     as_map,
+    as_sweep,
     checkpoint_of,
     get,
     gpu_from_type,
     gpu_model_named,
+    grid_points,
     interval_of,
     seconds,
     tags_of,
@@ -22,8 +26,13 @@ from auditor.providers.manifests.common import (
 from auditor.providers.manifests.documents import Document
 
 
-def parse(doc: Document, catalog: Catalog) -> Job:
-    d = doc.data
+def parse(doc: Document, ctx: Context) -> list[Job]:
+    if get(doc.data, "studySpec") is not None or get(doc.data, "trialJobSpec") is not None:
+        return [_tuning_job(doc, ctx.catalog)]
+    return [_custom_job(doc, doc.data, ctx.catalog)]
+
+
+def _custom_job(doc: Document, d: dict, catalog: Catalog) -> Job:
     spec = as_map(get(d, "jobSpec"), doc, "jobSpec") if get(d, "jobSpec") is not None else d
     pools = [as_map(p, doc, "workerPoolSpecs[]") for p in as_list(get(spec, "workerPoolSpecs"), doc, "workerPoolSpecs")]
     machine_type = accelerator = model = None
@@ -74,3 +83,38 @@ def parse(doc: Document, catalog: Catalog) -> Job:
         source_file=doc.path, source_line=doc.line, workload="training", manifest_kind="CustomJob",
         accelerator=accelerator)
 
+
+
+# Vertex AI's study algorithms; an unspecified one is Bayesian optimisation
+ALGORITHMS = {"ALGORITHM_UNSPECIFIED": "bayesian", "GRID_SEARCH": "grid", "RANDOM_SEARCH": "random"}
+STOPPING = ("decayCurveStoppingSpec", "medianAutomatedStoppingSpec", "convexAutomatedStoppingSpec", "convexStopConfig")
+
+
+def _tuning_job(doc: Document, catalog: Catalog) -> Job:
+    """A HyperparameterTuningJob: its trialJobSpec as the trial, parallelTrialCount at once, maxTrialCount in all."""
+    d = doc.data
+    study = as_map(get(d, "studySpec"), doc, "studySpec")
+    trial = _custom_job(doc, {"displayName": get(d, "displayName"), "name": d.get("name"), "labels": d.get("labels"),
+                              "jobSpec": as_map(get(d, "trialJobSpec"), doc, "trialJobSpec")}, catalog)
+    algorithm = str(get(study, "algorithm") or "ALGORITHM_UNSPECIFIED")
+    early = next((key for key in STOPPING if get(study, key) is not None), None)
+    grid = None
+    if ALGORITHMS.get(algorithm) == "grid":
+        sizes: list[int | None] = []
+        for p in as_list(get(study, "parameters"), doc, "studySpec.parameters"):
+            p = as_map(p, doc, "parameters[]")
+            listed = get(p, "discreteValueSpec") or get(p, "categoricalValueSpec")
+            ints = get(p, "integerValueSpec")
+            if listed is not None:
+                sizes.append(len(as_list(as_map(listed, doc, "valueSpec").get("values"), doc, "values")))
+            elif ints is not None:
+                lo, hi = (as_int(get(ints, k), doc, f"integerValueSpec.{k}") for k in ("minValue", "maxValue"))
+                sizes.append(hi - lo + 1 if lo is not None and hi is not None and hi >= lo else None)
+            else:
+                sizes.append(None)
+        grid = grid_points(sizes)
+    trial.manifest_kind = "HyperparameterTuningJob"
+    return as_sweep(trial, max_trials=as_int(get(d, "maxTrialCount"), doc, "maxTrialCount"),
+                    parallel=as_int(get(d, "parallelTrialCount"), doc, "parallelTrialCount"),
+                    early_stopping=early and early.removesuffix("Spec").removesuffix("Config"),
+                    algorithm=ALGORITHMS.get(algorithm, algorithm), grid_size=grid)
