@@ -115,7 +115,8 @@ def _file_jobs(docs: list[Document], ctx: Context, skip_unknown: bool) -> tuple[
     """The jobs of one file, all or nothing: a file with a bad document is a failure of its own."""
     pipeline = skypilot.pipeline_name(docs)
     if pipeline is not None:
-        return [j for doc in docs[1:] for j in skypilot.parse(doc, ctx, pipeline)], []
+        tasks = [j for doc in docs[1:] for j in skypilot.parse(doc, ctx, pipeline)]
+        return [j for j in tasks if j.accelerator or j.gpu_model], []  # a CPU step runs nothing on a GPU
     jobs, skipped = [], []
     for doc in docs:
         try:

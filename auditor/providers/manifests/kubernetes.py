@@ -166,7 +166,7 @@ def _katib(doc: Document, meta: dict, spec: dict, ctx: Context) -> list[Job]:
     for job in jobs:
         part = job.name.rsplit("/", 1)[1] if len(jobs) > 1 and job.name and "/" in job.name else None
         job.id = f"k8s:{namespace}/Experiment/{name}" + (f"/{part}" if part else "")
-        job.name, job.manifest_kind = name + (f"/{part}" if part else ""), "Experiment"
+        job.name, job.manifest_kind, job.platform = name + (f"/{part}" if part else ""), "Experiment", "kubeflow"
         job.tags = labels | job.tags
         job.annotations = annotations | job.annotations | own_keys(labels)
         if job.max_runtime_s is None and RUNTIME_KEY in job.annotations:  # the runtime of one trial
