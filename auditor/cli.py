@@ -725,7 +725,7 @@ def gate(manifests, policy_path, fmt, output, fail_on, warn_only, skip_unknown, 
     if output:
         write_atomic(output, content)
         for e in result.failures:  # the file holds them too; the log should not need it opened
-            click.echo(f"gpu-auditor: {e}", err=True)
+            click.echo(f"gpu-auditor: error: {e}", err=True)
         click.echo(summary_line(result), err=True)
     else:
         click.echo(content, nl=False)
