@@ -656,10 +656,13 @@ def gate(manifests, policy_path, fmt, output, fail_on, warn_only, skip_unknown, 
     """Check training-job manifests against the policy before they run.
 
     \b
-    MANIFEST files or folders (*.yaml, *.yml, *.json): Kubernetes and Kubeflow
-    objects, SageMaker CreateTrainingJob requests, Vertex AI CustomJobs, Azure ML
-    command and sweep jobs, SkyPilot tasks.
-    Exit codes: 0 pass, 1 a finding at or above --fail-on, 2 usage or input error.
+    MANIFEST files or folders (*.yaml, *.yml, *.json): Kubernetes workloads,
+    Kubeflow (training jobs, Trainer, Katib), KubeRay, JobSet, LeaderWorkerSet,
+    Argo, Tekton, SageMaker training and tuning requests, Vertex AI custom and
+    tuning jobs, Azure ML command and sweep jobs, SkyPilot tasks and pipelines.
+    Every file is read; each one that cannot be read is named in the output.
+    Exit codes: 0 pass, 1 a finding at or above --fail-on, 2 usage or input
+    error (any file that could not be read).
 
     \b
     Example:
@@ -676,6 +679,8 @@ def gate(manifests, policy_path, fmt, output, fail_on, warn_only, skip_unknown, 
     content = render(result, fmt)
     if output:
         write_atomic(output, content)
+        for e in result.failures:  # the file holds them too; the log should not need it opened
+            click.echo(f"gpu-auditor: error: {e}", err=True)
         click.echo(summary_line(result), err=True)
     else:
         click.echo(content, nl=False)

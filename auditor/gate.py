@@ -1,6 +1,6 @@
 """The deploy gate: the pack's job rules over training-job manifests, before a GPU is paid for.
 
-Reads manifests into `Job` entities (manifests.py), runs every rule that reads jobs under the policy,
+Reads manifests into `Job` entities (providers/manifests/), runs every rule that reads jobs under the policy,
 applies the policy's waivers and the manifests' own inline waivers, and decides the exit code. Imports
 nothing heavy: no DuckDB (the store), no cloud SDK, so it starts fast in a pre-commit hook.
 
@@ -25,10 +25,10 @@ from typing import Any
 from auditor.context import Context
 from auditor.core import apply_waivers, configured_rules, run_rules
 from auditor.errors import InputError
-from auditor.manifests import ANNOTATION_PREFIX, load_jobs
 from auditor.model import Finding, Job, Severity
 from auditor.policy import Policy
 from auditor.providers.catalog import load_catalog
+from auditor.providers.manifests import ANNOTATION_PREFIX, load_jobs
 from auditor.registry import all_rules, get_rule
 from auditor.rule import Rule
 from auditor.window import quarter_of
@@ -63,6 +63,7 @@ class GateResult:
     fail_on: Severity | None  # None: never fail on findings (--fail-on none)
     warn_only: bool = False
     as_of: date = field(default_factory=date.today)
+    failures: list[InputError] = field(default_factory=list)  # files that could not be read, one error each
 
     def active(self) -> list[Finding]:
         return [f for f in self.findings if not f.waived]
@@ -74,12 +75,20 @@ class GateResult:
     def blocking(self) -> list[Finding]:
         return [f for f in self.findings if self.blocks(f)]
 
+    def failed_files(self) -> list[dict[str, Any]]:
+        """The files that could not be read, as file, line and why."""
+        return [{"file": e.path, "line": e.line, "message": e.message} for e in self.failures]
+
     @property
     def exit_code(self) -> int:
+        if self.failures:
+            return 2
         return 1 if self.blocking() and not self.warn_only else 0
 
     @property
     def verdict(self) -> str:
+        if self.failures:
+            return "error"
         if not self.blocking():
             return "pass"
         return "warn" if self.warn_only else "fail"
@@ -121,11 +130,20 @@ def inline_waivers(job: Job) -> list[InlineWaiver]:
     return out
 
 
-def apply_inline_waivers(findings: list[Finding], jobs: list[Job], today: date) -> list[dict[str, Any]]:
-    """Mark the findings a job's own unexpired waivers cover; an expired one waives nothing."""
+def apply_inline_waivers(findings: list[Finding], jobs: list[Job], today: date,
+                         failures: list[InputError] | None = None) -> list[dict[str, Any]]:
+    """Mark the findings a job's own unexpired waivers cover; an expired one waives nothing. With a `failures`
+    list, a malformed waiver is recorded there (its job's other findings still stand) instead of raised."""
     status = []
     for job in jobs:
-        for w in inline_waivers(job):
+        try:
+            waivers = inline_waivers(job)
+        except InputError as e:
+            if failures is None:
+                raise
+            failures.append(e)
+            continue
+        for w in waivers:
             matched = [f for f in findings if f.rule == w.rule and f.resource == job.id]
             if not w.expired(today):
                 for f in matched:
@@ -141,19 +159,21 @@ def apply_inline_waivers(findings: list[Finding], jobs: list[Job], today: date) 
 
 def run_gate(policy: Policy, paths: Iterable[str | Path], *, fail_on: Severity | None = Severity.HIGH,
              warn_only: bool = False, today: date | None = None, skip_unknown: bool = False) -> GateResult:
-    """Check the manifests under `paths`. An unreadable file or a document of an unknown kind raises InputError;
-    with `skip_unknown` (a pre-commit hook that sees every YAML file) unknown kinds are only warned about."""
+    """Check the manifests under `paths`. Every file is read and the jobs of the good ones judged; a file that
+    cannot be read (malformed, a bad value or waiver, a document of a kind the gate does not read) is a failure
+    of the result (exit 2). With `skip_unknown` (a pre-commit hook that sees every YAML file) unknown kinds are
+    only warned about."""
     today = today or date.today()
     catalog = load_catalog()
-    skipped: list[str] = []
-    jobs, files = load_jobs(paths, catalog, skipped if skip_unknown else None)
+    loaded = load_jobs(paths, catalog, skip_unknown)
+    jobs, files, failures = loaded.jobs, loaded.files, loaded.failures
     rules = job_rules(policy)
     ctx = Context(catalog, policy, quarter_of(today))
     findings = run_rules(rules, {Job: jobs}, ctx)
     waivers = [{"source": "policy", **w} for w in apply_waivers(findings, policy, today)]
-    waivers += apply_inline_waivers(findings, jobs, today)
-    warnings = [f"skipped {s}" for s in skipped]
-    if not jobs:
+    waivers += apply_inline_waivers(findings, jobs, today, failures)
+    warnings = [f"skipped {s}" for s in loaded.skipped]
+    if not jobs and not failures:
         warnings.append(f"no GPU training jobs in {len(files)} file(s): nothing to check")
     for w in waivers:
         if w["status"] == "expired":
@@ -162,4 +182,5 @@ def run_gate(policy: Policy, paths: Iterable[str | Path], *, fail_on: Severity |
             warnings.append(f"{where}waiver for {w['rule']} on {w['resource']} expired on {w['expires']}; "
                             "it no longer waives")
     findings.sort(key=lambda f: (f.file or "", f.line or 0, -f.severity, f.rule, f.resource, f.key))
-    return GateResult(policy, files, jobs, rules, findings, waivers, warnings, fail_on, warn_only, today)
+    failures.sort(key=lambda e: (e.path or "", e.line or 0))
+    return GateResult(policy, files, jobs, rules, findings, waivers, warnings, fail_on, warn_only, today, failures)

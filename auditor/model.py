@@ -111,6 +111,19 @@ class Job:
     accelerator: str | None = None
     mig_profile: str | None = None  # e.g. 1g.10gb: gpu_count counts slices of that size
     annotations: dict[str, str] = field(default_factory=dict)  # not tags: inline waivers live here
+    kind: str = "job"  # job (runs to an end), server (serves until stopped), sweep (a hyperparameter search)
+    # a sweep: trials in all (None: no cap) and at once, its early-stopping or pruning policy (None: none), its
+    # search algorithm (grid, random, bayesian, hyperband, ...), and the points of its grid where countable.
+    # instance_count counts the instances of all parallel trials, max_runtime_s the whole sweep's longest run
+    sweep_max_trials: int | None = None
+    sweep_parallel_trials: int | None = None
+    sweep_early_stopping: str | None = None
+    sweep_algorithm: str | None = None
+    sweep_grid_size: int | None = None
+    # a server on Kubernetes: the grace period its pods declare (None: not declared), and the name of the
+    # PodDisruptionBudget in the same manifests that covers its pods (None: none found)
+    grace_period_s: int | None = None
+    disruption_budget: str | None = None
 
 
 @dataclass

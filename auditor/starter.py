@@ -36,6 +36,9 @@ TEXTS = {
     "tagging": "Every resource carries team, owner and project tags.",
     "egress": "Training reads its data in its own region; inter-region copies stay under 1 TB a month.",
     "spot_checkpoint": "Spot training jobs checkpoint to durable storage at least hourly.",
+    "spot_serving": "A server on spot GPUs runs at least two replicas, drains within its grace period, and has a "
+                    "disruption budget.",
+    "sweeps": "Hyperparameter sweeps stop bad trials early, cap their trials, and stay within a worst-case budget.",
     "spot_opportunity": "Training jobs that checkpoint run on spot capacity, which costs 60-90% less.",
     "spot_configuration": "A spot job's maximum wait leaves room for interruptions, and interruptions cost "
                           "it at most 10% of its training.",

@@ -58,8 +58,8 @@ class JobCostCap(Rule):
     def check(self, job: Job, ctx):
         if ctx.policy.currency != "USD":
             return
-        gpus = _gpus(job)
-        price = _gpu_hour_price(ctx.catalog, job)
+        gpus = gpus_held(job)
+        price = gpu_hour_price(ctx.catalog, job)
         if not gpus or price is None:
             return
         per_gpu_hour, basis, model = price
@@ -96,7 +96,7 @@ class JobCostCap(Rule):
                               "max_share_of_team_budget_pct": str(share)}, key="team-budget")
 
 
-def _gpus(job: Job) -> Decimal:
+def gpus_held(job: Job) -> Decimal:
     """GPUs the job holds at once: instances x GPUs each, a MIG slice as its share of seven."""
     count = Decimal(job.instance_count or 1) * Decimal(job.gpu_count or 0)
     if job.mig_profile:
@@ -109,7 +109,7 @@ def _count(gpus: Decimal) -> str:
     return f"{gpus:g}" if gpus == gpus.to_integral_value() else f"{gpus:.2f}"
 
 
-def _gpu_hour_price(catalog, job: Job) -> tuple[Decimal, str, str] | None:
+def gpu_hour_price(catalog, job: Job) -> tuple[Decimal, str, str] | None:
     """USD per GPU-hour on demand (less the typical discount on spot), where it comes from, and the GPU model."""
     providers = [job.provider] if job.provider in catalog.prices else list(catalog.prices)
     t = next((x for p in providers if (x := catalog.instance(p, job.instance_type))), None)

@@ -11,8 +11,10 @@ class SpotWithoutCheckpoint(Rule):
     """Spot or preemptible training job with no checkpoint, or checkpoints too far apart.
 
     ## What it does
-    Flags a job that runs on spot (preemptible) capacity and either has no checkpoint location,
-    or saves checkpoints less often than every `max_interval_min` minutes.
+    Flags a training job or sweep that runs on spot (preemptible) capacity and either has no
+    checkpoint location, or saves checkpoints less often than every `max_interval_min` minutes.
+    Servers (Deployments, StatefulSets, LeaderWorkerSets, RayServices, SkyServe services) keep no
+    training state and are judged by SPOT004 instead.
 
     ## Why it matters
     Spot capacity costs 60-90% less, but it is taken back at two minutes' notice. A job without
@@ -41,7 +43,7 @@ class SpotWithoutCheckpoint(Rule):
     }
 
     def check(self, job: Job, ctx):
-        if not job.spot:
+        if not job.spot or job.kind == "server":
             return
         limit = self.opt("max_interval_min")
         if not job.checkpoint_uri:

@@ -20,7 +20,8 @@ from auditor.registry import get_rule
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures" / "manifests"
 SARIF_SCHEMA = REPO.parent / "shared" / "reference" / "sarif-schema-2.1.0.json"
-DIRS = ["kubernetes", "kubeflow", "volcano", "sagemaker", "vertex", "azureml", "skypilot", "waivers"]
+DIRS = ["kubernetes", "kubeflow", "volcano", "sagemaker", "vertex", "azureml", "skypilot", "waivers", "katib",
+        "kuberay", "operators", "hpo"]
 
 
 @pytest.fixture(scope="module")
@@ -205,3 +206,46 @@ def test_every_format_renders_a_clean_run(fmt: str, in_repo) -> None:
         assert json.loads(out)["verdict"] == "pass"
     else:
         assert out.rstrip().endswith("PASS")
+
+
+# --- files that could not be read ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def broken(tmp_path: Path, in_repo) -> object:
+    """A folder with two broken files and one good file with a blocking finding."""
+    for src, name in (("invalid/malformed.yaml", "a.yaml"), ("invalid/malformed.json", "b.json"),
+                      ("kubernetes/job-bad.yaml", "c.yaml")):
+        (tmp_path / name).write_bytes((FIXTURES / src).read_bytes())
+    return run_gate(load_policy(FIXTURES / "policy.yml"), [tmp_path], today=date(2026, 10, 1))
+
+
+def test_every_format_names_the_files_that_failed(broken) -> None:
+    assert broken.exit_code == 2 and len(broken.failures) == 2
+    out = text(broken)
+    assert re.search(r"a\.yaml:10: error: not valid YAML", out) and re.search(r"b\.json:3: error: not valid JSON", out)
+    assert "SPOT001" in out, "the good file is still judged"
+    doc = json.loads(as_json(broken))
+    assert doc["verdict"] == "error" and doc["exit_code"] == 2
+    assert [(Path(e["file"]).name, e["line"]) for e in doc["failed_files"]] == [("a.yaml", 10), ("b.json", 3)]
+    run = json.loads(sarif(broken))["runs"][0]
+    inv = run["invocations"][0]
+    assert inv["executionSuccessful"] is False
+    errors = [n for n in inv["toolExecutionNotifications"] if n["level"] == "error"]
+    assert [(e["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].rsplit("/", 1)[-1],
+             e["locations"][0]["physicalLocation"]["region"]["startLine"]) for e in errors] == [("a.yaml", 10),
+                                                                                                 ("b.json", 3)]
+    assert any(r["ruleId"] == "SPOT001" for r in run["results"])
+    root = ET.fromstring(junit(broken))
+    assert root.get("errors") == "2"
+    erred = {Path(s.get("name")).name: s.get("errors") for s in root.iter("testsuite")}
+    assert erred == {"a.yaml": "1", "b.json": "1", "c.yaml": "0"}
+    gh = github(broken).splitlines()
+    assert sum(line.startswith("::error file=") and "title=gpu-auditor: manifest not read" in line for line in gh) == 2
+
+
+def test_sarif_with_failures_validates_against_the_official_schema(broken) -> None:
+    schema = json.loads(SARIF_SCHEMA.read_text())
+    cls = jsonschema.validators.validator_for(schema)
+    errors = list(cls(schema).iter_errors(json.loads(sarif(broken))))
+    assert not errors, [f"{list(e.path)}: {e.message}" for e in errors[:5]]

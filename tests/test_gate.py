@@ -24,7 +24,7 @@ FIXTURES = REPO / "fixtures" / "manifests"
 POLICY = FIXTURES / "policy.yml"
 AS_OF = date(2026, 10, 1)
 # The rules the fixtures were written for; other job rules of the pack may add findings of their own.
-TESTED = {"SPOT001", "TAG002", "GPU003", "GPU004", "REG001", "BUD002"}
+TESTED = {"SPOT001", "TAG002", "GPU003", "GPU004", "REG001", "BUD002", "SPOT004", "HPO001"}
 
 # file -> (exit code, {(rule, job) open at the end})
 EXPECTED: dict[str, tuple[int, set[tuple[str, str]]]] = {
@@ -62,9 +62,27 @@ EXPECTED: dict[str, tuple[int, set[tuple[str, str]]]] = {
     "azureml/command-good.yml": (0, set()),
     "azureml/command-bad.yml": (1, {("SPOT001", "azureml:detector-train-spot")}),
     "azureml/sweep-good.yml": (0, set()),
-    "azureml/sweep-bad.yml": (1, {("BUD002", "azureml:llm-hparam-sweep"), ("GPU003", "azureml:llm-hparam-sweep")}),
+    "azureml/sweep-bad.yml": (1, {(r, "azureml:llm-hparam-sweep") for r in ("BUD002", "GPU003", "HPO001")}),
     "skypilot/task-good.yaml": (0, set()),
     "skypilot/task-bad.yaml": (1, {("SPOT001", "skypilot:nlp-mistral-ft"), ("BUD002", "skypilot:nlp-mistral-ft")}),
+    "katib/experiment-good.yaml": (0, set()),
+    "katib/experiment-bad.yaml": (1, {("SPOT001", "k8s:nlp/Experiment/llm-lr-search"),
+                                      ("HPO001", "k8s:nlp/Experiment/llm-lr-search")}),
+    "katib/grid-bad.yaml": (1, {("HPO001", "k8s:nlp/Experiment/bert-grid")}),
+    "kubeflow/trainjob-with-runtime.yaml": (1, {("SPOT001", "k8s:vision/TrainJob/whisper-ft"),
+                                                ("BUD002", "k8s:vision/TrainJob/whisper-ft")}),
+    "kuberay/rayjob-spot.yaml": (1, {("SPOT001", "k8s:nlp/RayJob/llama-lora")}),
+    "kuberay/rayservice-spot.yaml": (1, {("SPOT004", "k8s:nlp/RayService/chat-serve")}),
+    "operators/jobset-on-demand.yaml": (0, set()),
+    "operators/lws-spot.yaml": (1, {("SPOT004", "k8s:nlp/LeaderWorkerSet/vllm-70b"),
+                                    ("GPU003", "k8s:nlp/LeaderWorkerSet/vllm-70b")}),
+    "operators/argo-workflow.yaml": (1, {("SPOT001", "k8s:vision/Workflow/segmenter-*/train")}),
+    "operators/tekton-pipelinerun.yaml": (0, set()),
+    "hpo/sagemaker-tuning.json": (1, {("HPO001", "sagemaker:nlp-summarizer-hpo")}),
+    "hpo/vertex-tuning.yaml": (0, set()),
+    "skypilot/pipeline-bad.yaml": (1, {("SPOT001", "skypilot:mistral-pipeline/train"),
+                                       ("BUD002", "skypilot:mistral-pipeline/train")}),
+    "kubernetes/server-spot-bad.yaml": (1, {("SPOT004", "k8s:nlp/Deployment/tgi-mistral")}),
     "waivers/inline-active.yaml": (0, set()),
     "waivers/inline-expired.yaml": (1, {("SPOT001", "k8s:vision/Job/cache-warmup-old")}),
     "waivers/sagemaker-tag-waiver.json": (0, set()),
@@ -126,8 +144,38 @@ def test_gate_runs_only_job_rules_and_respects_disabled_clauses() -> None:
 def test_directory_expands_to_every_manifest() -> None:
     result = gate("kubernetes")
     assert len(result.files) == len(list((FIXTURES / "kubernetes").glob("*.yaml")))
-    assert len(result.jobs) == 13  # 12 files, two jobs in multi-doc.yaml
+    assert len(result.jobs) == 14  # 13 files, two jobs in multi-doc.yaml
     assert result.exit_code == 1
+
+
+def test_folder_run_names_every_broken_file_and_still_judges_the_rest(tmp_path: Path) -> None:
+    """Two broken files and a good one with a finding: both broken files named with their lines, the good
+    file's finding reported, exit 2 in every format."""
+    shutil.copy(FIXTURES / "invalid/malformed.yaml", tmp_path / "a-malformed.yaml")
+    shutil.copy(FIXTURES / "invalid/bad-gpu-count.yaml", tmp_path / "b-bad-count.yaml")
+    shutil.copy(FIXTURES / "kubernetes/job-bad.yaml", tmp_path / "c-job-bad.yaml")
+    result = gate(tmp_path)
+    assert [(Path(e.path).name, e.line) for e in result.failures] == [("a-malformed.yaml", 10),
+                                                                      ("b-bad-count.yaml", 1)]
+    assert open_pairs(result) == {("SPOT001", "k8s:vision/Job/resnet-train")}
+    assert result.exit_code == 2 and result.verdict == "error"
+    code, out, _ = run_cli("--fail-on", "none", str(tmp_path))
+    assert code == 2, "a file that could not be read fails the run whatever --fail-on says"
+    lines = out.splitlines()
+    assert lines[0].endswith("a-malformed.yaml:10: error: not valid YAML: expected ',' or ']', but got "
+                             "'<stream end>' (while parsing a flow sequence from line 10)")
+    assert "b-bad-count.yaml:1: error: " in lines[1] and "SPOT001" in out
+    assert "2 file(s) could not be read" in lines[-1]
+
+
+@pytest.mark.parametrize("levels", [1000, 100_000])
+@pytest.mark.parametrize("suffix", [".yaml", ".json"])
+def test_deep_nesting_is_one_clear_line(tmp_path: Path, levels: int, suffix: str) -> None:
+    f = tmp_path / f"deep{suffix}"
+    f.write_text('{"a": ' + "[" * levels + "]" * levels + "}\n")
+    code, out, err = run_cli(str(f))
+    assert code == 2 and "Traceback" not in out + err and "RecursionError" not in out + err
+    assert f"deep{suffix}" in out.splitlines()[0] and "nested more than 100 levels deep" in out.splitlines()[0]
 
 
 # --- waivers -------------------------------------------------------------------------------------------------
@@ -204,22 +252,24 @@ def test_cli_exit_codes(tmp_path: Path) -> None:
 @pytest.mark.parametrize("rel, where", [
     ("invalid/malformed.yaml", "malformed.yaml:10: not valid YAML"),
     ("invalid/malformed.json", "malformed.json:3: not valid JSON"),
-    ("invalid/unknown-kind.yaml", "unknown-kind.yaml:10: unknown manifest kind RayJob"),
+    ("invalid/unknown-kind.yaml", "unknown-kind.yaml:10: unknown manifest kind InferenceService"),
     ("invalid/bad-waiver.yaml", "bad-waiver.yaml:1: gpu-auditor.dev/waive: 'SPOT001: we never checkpoint' is not a "
                                 "waiver"),
     ("nope.yaml", "nope.yaml: no such file or folder"),
 ])
 def test_cli_bad_input_is_one_line_exit_2(rel: str, where: str) -> None:
     code, out, err = run_cli(str(FIXTURES / rel))
-    assert code == 2 and out == ""
-    assert err.count("\n") == 1 and where in err and "Traceback" not in err
+    assert code == 2 and err == ""
+    lines = out.splitlines()
+    assert where.replace(": ", ": error: ", 1) in lines[0] and "Traceback" not in out
+    assert "1 file(s) could not be read" in lines[-1] and lines[-1].endswith("fail on high: ERROR")
 
 
 def test_cli_unknown_waiver_rule_suggests_the_nearest(tmp_path: Path) -> None:
     f = tmp_path / "j.yaml"
     f.write_text((FIXTURES / "waivers/inline-active.yaml").read_text().replace("SPOT001 until", "SPOT01 until"))
-    code, _, err = run_cli(str(f))
-    assert code == 2 and "no rule 'SPOT01'; did you mean SPOT001?" in err
+    code, out, _ = run_cli(str(f))
+    assert code == 2 and "no rule 'SPOT01'; did you mean SPOT001?" in out
 
 
 def test_cli_skip_unknown_and_output_file(tmp_path: Path) -> None:

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from auditor.errors import InputError
-from auditor.manifests import (
+from auditor.providers.catalog import load_catalog
+from auditor.providers.manifests import (
     Document,
     UnknownKind,
     expand,
@@ -16,7 +17,6 @@ from auditor.manifests import (
     parse,
     read_documents,
 )
-from auditor.providers.catalog import load_catalog
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures" / "manifests"
@@ -24,9 +24,9 @@ CATALOG = load_catalog()
 
 
 def jobs_of(rel: str) -> list:
-    jobs, files = load_jobs([FIXTURES / rel], CATALOG)
-    assert files == [str(FIXTURES / rel)]
-    return jobs
+    loaded = load_jobs([FIXTURES / rel], CATALOG)
+    assert loaded.files == [str(FIXTURES / rel)] and loaded.failures == []
+    return loaded.jobs
 
 
 def job_of(rel: str):
@@ -55,7 +55,7 @@ EXPECTED = [
      "us-east-1", "g4dn.xlarge", 3, "T4", 1, False, None, None),
     ("kubernetes/deployment-bad.yaml", "k8s:nlp/Deployment/chat-api", 2, "kubernetes", "Deployment", "aws", None,
      None, 2, "H100", 1, False, None, None),
-    ("kubernetes/statefulset-good.yaml", "k8s:vision/StatefulSet/ray-workers", 2, "kubernetes", "StatefulSet", "aws",
+    ("kubernetes/statefulset-good.yaml", "k8s:vision/StatefulSet/ray-workers", 3, "kubernetes", "StatefulSet", "aws",
      "us-west-2", "g5.12xlarge", 2, "A10G", 4, True, "pvc://checkpoints", None),
     ("kubernetes/statefulset-bad.yaml", "k8s:vision/StatefulSet/feature-workers", 2, "kubernetes", "StatefulSet",
      "aws", "eu-west-1", "g5.xlarge", 1, "A10G", 1, False, None, None),
@@ -115,10 +115,10 @@ def test_every_manifest_kind_has_a_good_and_a_bad_fixture() -> None:
     kinds: dict[tuple, set] = {}
     for path in sorted(FIXTURES.glob("*/*-*.*")):
         if path.stem.endswith(("-good", "-bad")):
-            for j in load_jobs([path], CATALOG)[0]:
+            for j in load_jobs([path], CATALOG).jobs:
                 kinds.setdefault((j.platform, j.manifest_kind), set()).add(path.stem.rsplit("-", 1)[1])
     wanted = {("kubernetes", k) for k in ("Job", "CronJob", "Pod", "Deployment", "StatefulSet")} | \
-        {("kubeflow", k) for k in ("PyTorchJob", "TFJob", "TrainJob")} | {("volcano", "Job"),
+        {("kubeflow", k) for k in ("PyTorchJob", "TFJob", "TrainJob", "Experiment")} | {("volcano", "Job"),
                                                                            ("sagemaker", "CreateTrainingJob"),
                                                                            ("vertex", "CustomJob"),
                                                                            ("azureml", "command"),
@@ -270,24 +270,26 @@ def test_gpu_names_as_the_platforms_write_them(name: str, model: str | None) -> 
 @pytest.mark.parametrize("rel, line, message", [
     ("invalid/malformed.yaml", 10, "not valid YAML"),
     ("invalid/malformed.json", 3, "not valid JSON"),
-    ("invalid/unknown-kind.yaml", 10, "unknown manifest kind RayJob (ray.io/v1)"),
+    ("invalid/unknown-kind.yaml", 10, "unknown manifest kind InferenceService (serving.kserve.io/v1beta1): it asks "
+                                      "for GPUs at spec.predictor.model.resources.limits"),
     ("invalid/not-a-manifest.yaml", 2, "unknown manifest kind"),
     ("invalid/alias.yaml", 9, "aliases"),
     ("invalid/bad-gpu-count.yaml", 1, "expected a whole number, got '0.5'"),
 ])
 def test_bad_input_names_file_and_line(rel: str, line: int, message: str) -> None:
-    with pytest.raises(InputError) as e:
-        load_jobs([FIXTURES / rel], CATALOG)
-    assert e.value.path == str(FIXTURES / rel) and e.value.line == line
-    assert message in str(e.value) and "\n" not in str(e.value)
+    loaded = load_jobs([FIXTURES / rel], CATALOG)
+    assert loaded.jobs == [] and len(loaded.failures) == 1
+    e = loaded.failures[0]
+    assert e.path == str(FIXTURES / rel) and e.line == line
+    assert message in str(e) and "\n" not in str(e)
 
 
 def test_unknown_kind_is_skipped_when_asked() -> None:
-    skipped: list[str] = []
-    jobs, _ = load_jobs([FIXTURES / "invalid/unknown-kind.yaml"], CATALOG, skipped)
-    assert [j.name for j in jobs] == ["fine"] and len(skipped) == 1 and "RayJob" in skipped[0]
-    with pytest.raises(UnknownKind):
-        load_jobs([FIXTURES / "invalid/unknown-kind.yaml"], CATALOG)
+    loaded = load_jobs([FIXTURES / "invalid/unknown-kind.yaml"], CATALOG, skip_unknown=True)
+    assert [j.name for j in loaded.jobs] == ["fine"] and len(loaded.skipped) == 1
+    assert "InferenceService" in loaded.skipped[0] and loaded.failures == []
+    failures = load_jobs([FIXTURES / "invalid/unknown-kind.yaml"], CATALOG).failures
+    assert len(failures) == 1 and isinstance(failures[0], UnknownKind)
 
 
 def test_alias_bomb_is_refused_before_it_expands(tmp_path: Path) -> None:
@@ -315,3 +317,127 @@ def test_not_utf8_is_an_input_error(tmp_path: Path) -> None:
     f.write_bytes("name: caf\xe9\n".encode("latin-1"))
     with pytest.raises(InputError, match="not UTF-8"):
         read_documents(f)
+
+
+# --- every GPU workload judged or named ----------------------------------------------------------------------
+
+
+def job_summary(rel: str) -> list[tuple]:
+    return [(j.id, j.kind, j.platform, j.instance_count, j.gpu_model, j.gpu_count, j.spot, j.checkpoint_uri,
+             j.max_runtime_s) for j in jobs_of(rel)]
+
+
+@pytest.mark.parametrize("rel, expected", [
+    # 3 trials at once of a 1-node, 4-GPU PyTorchJob; 48 trials of at most 4 h: 16 rounds = 64 h
+    ("katib/experiment-bad.yaml", [("k8s:nlp/Experiment/llm-lr-search", "sweep", "kubeflow", 3, "A100", 4, True, None,
+                                    16 * 14400)]),
+    ("katib/grid-bad.yaml", [("k8s:nlp/Experiment/bert-grid", "sweep", "kubeflow", 8, "L4", 1, False, None,
+                              15 * 3600)]),
+    # the runtime's spot g5.12xlarge placement, the TrainJob's 3 nodes of 4 GPUs
+    ("kubeflow/trainjob-with-runtime.yaml", [("k8s:vision/TrainJob/whisper-ft", "job", "kubeflow", 3, "A10G", 4, True,
+                                              None, None)]),
+    # the CPU head has no GPU; the autoscaling group at its maximum of 4
+    ("kuberay/rayjob-spot.yaml", [("k8s:nlp/RayJob/llama-lora", "job", "kuberay", 4, "A10G", 4, True, None, 21600)]),
+    ("kuberay/rayservice-spot.yaml", [("k8s:nlp/RayService/chat-serve", "server", "kuberay", 1, "L4", 1, True, None,
+                                       None)]),
+    ("operators/jobset-on-demand.yaml", [("k8s:nlp/JobSet/gpt-pretrain", "job", "kubernetes", 8, "A100", 8, False,
+                                          "pvc://fsx-nlp/gpt-pretrain", 14400)]),
+    # 2 groups of a leader and one worker
+    ("operators/lws-spot.yaml", [("k8s:nlp/LeaderWorkerSet/vllm-70b", "server", "kubernetes", 4, "H100", 8, True,
+                                  None, None)]),
+    ("operators/argo-workflow.yaml", [("k8s:vision/Workflow/segmenter-*/train", "job", "argo", 1, "A10G", 1, True,
+                                       None, 28800)]),
+    ("operators/tekton-pipelinerun.yaml", [("k8s:vision/PipelineRun/ranker-train-*/train", "job", "tekton", 1, "L4",
+                                            1, False, "gs://example-vision-ckpt/ranker/", 14400)]),
+    # 6 trials at once of 2 instances; 60 trials of 4 h: 10 rounds = 40 h
+    ("hpo/sagemaker-tuning.json", [("sagemaker:nlp-summarizer-hpo", "sweep", "sagemaker", 12, "A10G", 4, False, None,
+                                    144000)]),
+    ("hpo/vertex-tuning.yaml", [("vertex:ranker-hpo", "sweep", "vertex", 4, "L4", 1, False,
+                                 "gs://example-vision-ckpt/ranker-hpo/", 4 * 7200)]),
+    # the pipeline's CPU prep step runs nothing on a GPU
+    ("skypilot/pipeline-bad.yaml", [("skypilot:mistral-pipeline/train", "job", "skypilot", 1, "A100", 8, True, None,
+                                     None)]),
+    ("kubernetes/server-spot-bad.yaml", [("k8s:nlp/Deployment/tgi-mistral", "server", "kubernetes", 1, "L4", 1, True,
+                                          None, None)]),
+])
+def test_new_workloads_parse_to_the_jobs_they_run(rel: str, expected: list[tuple]) -> None:
+    assert job_summary(rel) == expected
+
+
+@pytest.mark.parametrize("rel, fields", [
+    ("katib/experiment-bad.yaml", (48, 3, None, "random", None)),
+    ("katib/experiment-good.yaml", (24, 4, "medianstop", "bayesianoptimization", None)),
+    ("katib/grid-bad.yaml", (120, 8, None, "grid", 5 * 4 * 6)),  # no cap: the grid runs every point
+    ("hpo/sagemaker-tuning.json", (60, 6, None, "bayesian", None)),
+    ("hpo/vertex-tuning.yaml", (16, 4, "medianautomatedstopping", "bayesian", None)),
+    ("azureml/sweep-good.yml", (20, 4, "bandit", "random", None)),
+])
+def test_sweep_limits_and_policies(rel: str, fields: tuple) -> None:
+    j = job_of(rel)
+    assert (j.sweep_max_trials, j.sweep_parallel_trials, j.sweep_early_stopping, j.sweep_algorithm,
+            j.sweep_grid_size) == fields
+
+
+def test_server_grace_period_and_disruption_budget() -> None:
+    j = job_of("kubernetes/statefulset-good.yaml")
+    assert (j.kind, j.grace_period_s, j.disruption_budget) == ("server", 90, "ray-workers")
+    assert (job_of("operators/lws-spot.yaml").grace_period_s, job_of("operators/lws-spot.yaml").disruption_budget) \
+        == (60, None)
+
+
+def test_a_budget_in_another_file_covers_the_server(tmp_path: Path) -> None:
+    pdb = tmp_path / "pdb.yaml"
+    pdb.write_text("apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: tgi, namespace: nlp}\n"
+                   "spec: {minAvailable: 1, selector: {matchLabels: {app: tgi-mistral}}}\n")
+    jobs = load_jobs([FIXTURES / "kubernetes/server-spot-bad.yaml", pdb], CATALOG).jobs
+    assert [j.disruption_budget for j in jobs] == ["tgi"]
+
+
+@pytest.mark.parametrize("data, where", [
+    ({"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService", "metadata": {"name": "x"},
+      "spec": {"predictor": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}},
+     "spec.predictor.containers[0].resources.limits"),
+    ({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "x"},
+      "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {"amd.com/gpu": 2}}}]}}},
+     "template.spec.containers[0].resources.requests"),
+    ({"apiVersion": "kubeflow.org/v1beta1", "kind": "Trial", "metadata": {"name": "t"},
+      "spec": {"runSpec": {"spec": {"template": {"spec": {"containers": [
+          {"name": "c", "resources": {"limits": {"nvidia.com/gpu": 1}}}]}}}}}},
+     "spec.runSpec.spec.template.spec.containers[0].resources.limits"),
+])
+def test_any_other_object_asking_for_gpus_is_named(data: dict, where: str) -> None:
+    with pytest.raises(UnknownKind, match=f"unknown manifest kind {data['kind']}") as e:
+        parse(Document(data, "<test>", 1), CATALOG)
+    assert f"asks for GPUs at {where}" in str(e.value)
+
+
+def test_a_kubeflow_kind_not_read_is_no_longer_silent() -> None:
+    with pytest.raises(UnknownKind, match="unknown manifest kind Suggestion"):
+        parse(Document({"apiVersion": "kubeflow.org/v1beta1", "kind": "Suggestion", "spec": {}}, "<t>", 1), CATALOG)
+    assert parse(Document({"apiVersion": "v1", "kind": "Service", "spec": {}}, "<t>", 1), CATALOG) == []
+
+
+def test_a_known_kind_asking_for_gpus_where_the_gate_does_not_look_is_named() -> None:
+    # an Argo step's GPUs in a podSpecPatch string are not read; in an initContainer they are not either
+    data = {"apiVersion": "argoproj.io/v1alpha1", "kind": "Workflow", "metadata": {"name": "w"},
+            "spec": {"templates": [{"name": "t", "initContainers": [
+                {"name": "i", "resources": {"limits": {"nvidia.com/gpu": 1}}}], "container": {"image": "x"}}]}}
+    with pytest.raises(UnknownKind, match=r"Workflow \(argoproj.io/v1alpha1\) asks for GPUs at spec.templates\[0\]"):
+        parse(Document(data, "<test>", 1), CATALOG)
+
+
+def test_tekton_steps_run_one_after_another() -> None:
+    step = {"name": "s", "image": "x", "computeResources": {"limits": {"nvidia.com/gpu": 2}}}
+    data = {"apiVersion": "tekton.dev/v1", "kind": "TaskRun", "metadata": {"name": "tr"},
+            "spec": {"taskSpec": {"steps": [step, {**step, "name": "s2"}]}, "timeout": "1h30m"}}
+    [j] = parse(Document(data, "<test>", 1), CATALOG)
+    assert (j.gpu_count, j.max_runtime_s) == (2, 5400)
+
+
+@pytest.mark.parametrize("levels", [1000, 100_000])
+def test_deep_nesting_is_an_input_error_not_a_recursion_error(tmp_path: Path, levels: int) -> None:
+    for suffix in (".yaml", ".json"):
+        f = tmp_path / f"deep{suffix}"
+        f.write_text("[" * levels + "]" * levels)
+        with pytest.raises(InputError, match="nested more than 100 levels deep"):
+            read_documents(f)

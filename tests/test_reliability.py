@@ -574,5 +574,11 @@ def test_gate_names_the_line_of_a_broken_document_among_10000(tmp_path):
         result = CliRunner().invoke(cli, ["gate", "--policy", str(REPO / "fixtures" / "manifests" / "policy.yml"),
                                           "--format", "json", "--output", str(output), str(manifest)])
     assert result.exit_code == 2, result.output
-    assert the_error(result).startswith(f"gpu-auditor: error: {manifest}:{2 * 4_000 + 1}: not valid YAML")
-    assert not output.exists()
+    assert "Traceback" not in result.output
+    # the file that could not be read is named on stderr and in the (whole) output, which says the run failed
+    lines = result.stderr.splitlines()
+    assert lines[0].startswith(f"gpu-auditor: error: {manifest}:{2 * 4_000 + 1}: not valid YAML")
+    assert lines[-1].endswith("fail on high: ERROR") and len(lines) == 2
+    doc = json.loads(output.read_text())
+    assert doc["verdict"] == "error" and [(f["file"], f["line"]) for f in doc["failed_files"]] == \
+        [(str(manifest), 2 * 4_000 + 1)]

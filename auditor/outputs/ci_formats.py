@@ -41,19 +41,25 @@ def _where(f: Finding) -> str:
     return f"{f.file}:{f.line}" if f.file else f.resource
 
 
+def _failed_where(e: dict[str, Any]) -> str:
+    return f"{e['file']}:{e['line']}" if e["line"] is not None else str(e["file"])
+
+
 def summary_line(r: GateResult) -> str:
     active = r.active()
     counts = ", ".join(f"{n} {s.label}" for s in reversed(Severity)
                        if (n := sum(1 for f in active if f.severity == s)))
     waived = len(r.findings) - len(active)
     fail_on = r.fail_on.label if r.fail_on is not None else "none"
-    verdict = {"pass": "PASS", "fail": "FAIL", "warn": "FAIL (--warn-only: passing anyway)"}[r.verdict]
-    return (f"gpu-auditor gate: {len(r.jobs)} job(s) in {len(r.files)} file(s); {len(active)} finding(s)"
+    verdict = {"pass": "PASS", "fail": "FAIL", "warn": "FAIL (--warn-only: passing anyway)",
+               "error": "ERROR"}[r.verdict]
+    failed = f"; {len({e.path for e in r.failures})} file(s) could not be read" if r.failures else ""
+    return (f"gpu-auditor gate: {len(r.jobs)} job(s) in {len(r.files)} file(s){failed}; {len(active)} finding(s)"
             f"{f' ({counts})' if counts else ''}, {waived} waived; fail on {fail_on}: {verdict}")
 
 
 def text(r: GateResult) -> str:
-    lines = []
+    lines = [f"{_failed_where(e)}: error: {e['message']}" for e in r.failed_files()]
     for f in r.active():
         mark = "error" if r.blocks(f) else "warning"
         lines.append(f"{_where(f)}: {mark}: {f.rule} {f.name} ({f.severity.label}): {f.message}")
@@ -76,11 +82,16 @@ def as_json(r: GateResult) -> str:
         "verdict": r.verdict, "exit_code": r.exit_code,
         "fail_on": r.fail_on.label if r.fail_on is not None else "none", "warn_only": r.warn_only,
         "files": r.files,
+        "failed_files": r.failed_files(),
         "jobs": [{"id": j.id, "name": j.name, "platform": j.platform, "kind": j.manifest_kind, "file": j.source_file,
                   "line": j.source_line, "provider": j.provider, "region": j.region, "instance_type": j.instance_type,
                   "instance_count": j.instance_count, "gpu_model": j.gpu_model, "gpu_count": j.gpu_count,
                   "accelerator": j.accelerator, "spot": j.spot, "checkpoint_uri": j.checkpoint_uri,
-                  "max_runtime_s": j.max_runtime_s, "workload": j.workload, "tags": j.tags} for j in r.jobs],
+                  "max_runtime_s": j.max_runtime_s, "workload": j.workload, "job_kind": j.kind,
+                  **({"sweep": {"max_trials": j.sweep_max_trials, "parallel_trials": j.sweep_parallel_trials,
+                                "early_stopping": j.sweep_early_stopping, "algorithm": j.sweep_algorithm,
+                                "grid_size": j.sweep_grid_size}} if j.kind == "sweep" else {}),
+                  "tags": j.tags} for j in r.jobs],
         "rules": [rule.id for rule in r.rules],
         "findings": [{**f.to_dict(), "blocking": r.blocks(f)} for f in r.findings],
         "waivers": r.waivers,
@@ -130,6 +141,16 @@ def _rule_descriptor(rule: Rule) -> dict[str, Any]:
     }
 
 
+def _failure_notification(e: dict[str, Any]) -> dict[str, Any]:
+    """A file that could not be read, as an error notification located at its file and line."""
+    uri, base = _uri(str(e["file"]))
+    location: dict[str, Any] = {"artifactLocation": {"uri": uri, **({"uriBaseId": base} if base else {})}}
+    if e["line"]:
+        location["region"] = {"startLine": e["line"]}
+    return {"level": "error", "message": {"text": f"{_failed_where(e)}: {e['message']}"},
+            "locations": [{"physicalLocation": location}]}
+
+
 def sarif(r: GateResult) -> str:
     rules = sorted(r.rules, key=lambda x: x.id)
     index = {rule.id: i for i, rule in enumerate(rules)}
@@ -164,9 +185,9 @@ def sarif(r: GateResult) -> str:
                             "rules": [_rule_descriptor(rule) for rule in rules]}},
         "automationDetails": {"id": "gpu-auditor/gate/"},
         "originalUriBaseIds": {"%SRCROOT%": {"uri": Path.cwd().resolve().as_uri() + "/"}},
-        "invocations": [{"executionSuccessful": True,
-                         "toolExecutionNotifications": [{"level": "warning", "message": {"text": w}}
-                                                        for w in r.warnings]}],
+        "invocations": [{"executionSuccessful": not r.failures,
+                         "toolExecutionNotifications": [_failure_notification(e) for e in r.failed_files()] +
+                         [{"level": "warning", "message": {"text": w}} for w in r.warnings]}],
         "results": results,
     }
     return json.dumps({"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}, indent=2, default=str) + "\n"
@@ -182,10 +203,20 @@ def junit(r: GateResult) -> str:
     for f in r.findings:
         by_case[(f.resource, f.rule)].append(f)
     root = ET.Element("testsuites", name="gpu-auditor gate")
-    totals = {"tests": 0, "failures": 0, "skipped": 0}
-    for file in r.files:
+    totals = {"tests": 0, "failures": 0, "skipped": 0, "errors": 0}
+    failed: dict[str, list[dict[str, Any]]] = {}
+    for e in r.failed_files():
+        failed.setdefault(str(e["file"]), []).append(e)
+    for file in r.files + [f for f in failed if f not in r.files]:
         suite = ET.SubElement(root, "testsuite", name=file)
-        counts = {"tests": 0, "failures": 0, "skipped": 0}
+        counts = {"tests": 0, "failures": 0, "skipped": 0, "errors": 0}
+        for e in failed.get(file, []):  # a file that could not be read: an error, as JUnit names a broken test
+            case = ET.SubElement(suite, "testcase", classname=_failed_where(e), name="gpu-auditor reads the manifest",
+                                 file=file, **({"line": str(e["line"])} if e["line"] else {}))
+            ET.SubElement(case, "error", type="unreadable manifest", message=e["message"]).text = \
+                f"{_failed_where(e)}: {e['message']}"
+            counts["tests"] += 1
+            counts["errors"] += 1
         for job in (j for j in r.jobs if j.source_file == file):
             for rule in sorted(r.rules, key=lambda x: x.id):
                 case = ET.SubElement(suite, "testcase", classname=f"{file}:{job.source_line}",
@@ -209,10 +240,8 @@ def junit(r: GateResult) -> str:
         for k, v in counts.items():
             suite.set(k, str(v))
             totals[k] += v
-        suite.set("errors", "0")
     for k, v in totals.items():
         root.set(k, str(v))
-    root.set("errors", "0")
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
@@ -232,6 +261,9 @@ def github(r: GateResult) -> str:
     """`::error file=...,line=...,title=...::message` for what blocks, `::warning` below --fail-on, `::notice`
     for what a waiver covers; GitHub shows them on the lines of the pull request."""
     out = []
+    for e in r.failed_files():
+        props = [f"file={_prop(str(e['file']))}"] + ([f"line={e['line']}"] if e["line"] else [])
+        out.append(f"::error {','.join(props + ['title=gpu-auditor: manifest not read'])}::{_data(e['message'])}")
     for f in r.findings:
         kind = "notice" if f.waived else "error" if r.blocks(f) else "warning"
         props = [f"file={_prop(f.file)}"] if f.file else []

@@ -68,10 +68,9 @@ from urllib.parse import urlsplit
 from azure.core.exceptions import HttpResponseError
 from azure.core.rest import HttpRequest
 
-from auditor.manifests import INTERVAL_KEY
-from auditor.manifests import _checkpoint as checkpoint_of  # the gate's reading, so a job and its manifest agree
 from auditor.providers.live.pull import Pull, UnreadableAnswer, http_link, iso, usage_summary, utc
 from auditor.providers.live.snapshot import EVICTION_POLICIES
+from auditor.providers.manifests import INTERVAL_KEY, checkpoint_of  # the gate's reading: a job and its manifest agree
 from auditor.sql import lit
 
 ENDPOINT_ENV = "GPU_AUDITOR_AZURE_ENDPOINT"

@@ -1,0 +1,133 @@
+"""Training-job manifests to `Job` entities, for the gate: one parser per platform, and their registry.
+
+Each platform module reads its own manifests; `PARSERS` maps a platform's name to its `parse`, and `platform_of`
+says which platform a document is written for (Cloud Custodian keeps one name->class map per kind the same way).
+Every job keeps its file and the line its document starts on. Nothing here reaches a cloud.
+
+A run reads every file it is given: a file that cannot be read (not YAML, a bad value, a kind the gate does not
+read) is recorded as a failure naming the file and line, and the other files are still read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from auditor.errors import InputError
+from auditor.model import Job
+from auditor.providers.catalog import Catalog
+from auditor.providers.manifests import azureml, kubernetes, sagemaker, skypilot, vertex
+from auditor.providers.manifests.common import (
+    ANNOTATION_PREFIX,
+    INTERVAL_KEY,
+    RUNTIME_KEY,
+    Context,
+    checkpoint_of,
+    gpu_model_named,
+    runtime_hours,
+)
+from auditor.providers.manifests.documents import Document, UnknownKind, expand, read_documents
+
+__all__ = ["ANNOTATION_PREFIX", "INTERVAL_KEY", "PARSERS", "Context", "Document", "Loaded", "UnknownKind",
+           "checkpoint_of", "expand", "gpu_model_named", "load_jobs", "parse", "platform_of", "read_documents"]
+
+PARSERS: dict[str, Callable[[Document, Context], list[Job]]] = {
+    "kubernetes": kubernetes.parse,
+    "sagemaker": sagemaker.parse,
+    "vertex": vertex.parse,
+    "azureml": azureml.parse,
+    "skypilot": skypilot.parse,
+}
+
+
+def platform_of(doc: Document) -> str:
+    """The platform a document is written for, from the keys that only that platform's manifests carry."""
+    d = doc.data
+    if isinstance(d, dict):
+        if "apiVersion" in d and "kind" in d:
+            return "kubernetes"
+        if any(k in d for k in ("TrainingJobName", "AlgorithmSpecification", "HyperParameterTuningJobConfig")):
+            return "sagemaker"
+        if any(k in d for k in ("jobSpec", "job_spec", "workerPoolSpecs", "worker_pool_specs", "studySpec",
+                                "study_spec", "trialJobSpec", "trial_job_spec")):
+            return "vertex"
+        if "azureml" in str(d.get("$schema", "")).lower() or \
+                (d.get("type") in ("command", "sweep") and any(k in d for k in ("command", "trial", "compute"))):
+            return "azureml"
+        if skypilot.is_task(d):
+            return "skypilot"
+    raise doc.error("unknown manifest kind: not a Kubernetes or Kubeflow object, SageMaker CreateTrainingJob or "
+                    "CreateHyperParameterTuningJob request, Vertex AI CustomJob or HyperparameterTuningJob, Azure ML "
+                    "command or sweep job, or SkyPilot task", UnknownKind)
+
+
+def parse(doc: Document, ctx: Context | Catalog) -> list[Job]:
+    """The jobs of one document; [] for a Kubernetes object that runs nothing on a GPU."""
+    ctx = ctx if isinstance(ctx, Context) else Context(ctx)
+    return PARSERS[platform_of(doc)](doc, ctx)
+
+
+@dataclass
+class Loaded:
+    """What a run read: the jobs, every file found, the files that could not be read (one error each, naming the
+    file and line), and the documents of kinds the gate does not read that --skip-unknown let pass."""
+
+    jobs: list[Job] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)
+    failures: list[InputError] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+
+
+def load_jobs(paths: Iterable[str | Path], catalog: Catalog, skip_unknown: bool = False) -> Loaded:
+    """Jobs from manifest files and folders. Every file is read first, so that a TrainJob finds the runtime and
+    a server the disruption budget that another file holds; then each file is parsed on its own."""
+    out, ctx = Loaded(), Context(catalog)
+    files: list[tuple[str, list[Document]]] = []
+    for given in paths:
+        try:
+            found = expand([given])
+        except InputError as e:
+            out.failures.append(e)
+            continue
+        for path in found:
+            out.files.append(str(path))
+            try:
+                docs = read_documents(path)
+            except InputError as e:
+                out.failures.append(e)
+                continue
+            files.append((str(path), docs))
+            for doc in docs:
+                kubernetes.collect(doc, ctx)
+    for _, docs in files:
+        try:
+            jobs, skipped = _file_jobs(docs, ctx, skip_unknown)
+        except InputError as e:
+            out.failures.append(e)
+            continue
+        out.jobs += jobs
+        out.skipped += skipped
+    return out
+
+
+def _file_jobs(docs: list[Document], ctx: Context, skip_unknown: bool) -> tuple[list[Job], list[str]]:
+    """The jobs of one file, all or nothing: a file with a bad document is a failure of its own."""
+    pipeline = skypilot.pipeline_name(docs)
+    if pipeline is not None:
+        tasks = [j for doc in docs[1:] for j in skypilot.parse(doc, ctx, pipeline)]
+        return [j for j in tasks if j.accelerator or j.gpu_model], []  # a CPU step runs nothing on a GPU
+    jobs, skipped = [], []
+    for doc in docs:
+        try:
+            parsed = parse(doc, ctx)
+        except UnknownKind as e:
+            if not skip_unknown:
+                raise
+            skipped.append(str(e))
+            continue
+        for job in parsed:
+            if job.max_runtime_s is None and RUNTIME_KEY in job.annotations and job.kind != "sweep":
+                job.max_runtime_s = runtime_hours(job.annotations[RUNTIME_KEY], doc)
+            jobs.append(job)
+    return jobs, skipped

@@ -1,0 +1,136 @@
+"""Manifest files to documents: multi-document YAML or JSON (one request, or an array of them), each document
+with its file and the line it starts on."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from auditor.errors import InputError
+from auditor.safeyaml import NoAliasLoader
+
+SUFFIXES = (".yaml", ".yml", ".json")
+MAX_DEPTH = 100  # levels of nesting; real manifests use under 30, and the YAML and JSON readers recurse per level
+
+
+class UnknownKind(InputError):
+    """A document that is no manifest the gate reads (exit 2, unless --skip-unknown)."""
+
+
+@dataclass
+class Document:
+    data: Any
+    path: str
+    line: int
+
+    def error(self, message: str, kind: type[InputError] = InputError) -> InputError:
+        return kind(message, path=self.path, line=self.line)
+
+    def part(self, data: Any) -> Document:
+        """A piece of this document (a List item, a trial template), read as a document of its own."""
+        return Document(data, self.path, self.line)
+
+
+def expand(paths: Iterable[str | Path]) -> list[Path]:
+    """Files as given, and folders as the *.yaml, *.yml and *.json files under them, sorted."""
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_dir():
+            out += sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in SUFFIXES)
+        elif p.is_file():
+            out.append(p)
+        else:
+            raise InputError("no such file or folder", path=str(p))
+    return out
+
+
+class _Loader(NoAliasLoader):
+    what = "a manifest"
+    depth = 0
+
+    def compose_node(self, parent, index):  # noqa: D102
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                raise InputError(f"nested more than {MAX_DEPTH} levels deep; no manifest is",
+                                 line=self.peek_event().start_mark.line + 1)
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+
+def read_documents(path: str | Path) -> list[Document]:
+    name = str(path)
+    try:
+        text = Path(path).read_bytes().decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise InputError(f"not UTF-8 text (byte {e.start})", path=name) from None
+    except OSError as e:
+        raise InputError(f"cannot read: {e.strerror}", path=name) from None
+    if name.lower().endswith(".json"):
+        return _json_documents(text, name)
+    return _yaml_documents(text, name)
+
+
+def _yaml_documents(text: str, path: str) -> list[Document]:
+    loader = _Loader(text)
+    docs = []
+    try:
+        while loader.check_node():
+            node = loader.get_node()
+            data = loader.construct_document(node)
+            if data is not None:
+                docs.append(Document(data, path, node.start_mark.line + 1))
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        context = f" ({e.context} from line {e.context_mark.line + 1})" if e.context and e.context_mark else ""
+        line = min(mark.line + 1, text.count("\n") or 1) if mark else None  # the end of the stream is no line
+        raise InputError(f"not valid YAML: {e.problem or e.context}{context}", path=path, line=line) from None
+    except yaml.YAMLError as e:
+        raise InputError(f"not valid YAML: {e}", path=path) from None
+    except InputError as e:
+        e.path = path
+        raise
+    finally:
+        loader.dispose()
+    return docs
+
+
+def _json_documents(text: str, path: str) -> list[Document]:
+    deep = InputError(f"nested more than {MAX_DEPTH} levels deep; no manifest is", path=path)
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(f"not valid JSON: {e.msg} (column {e.colno})", path=path, line=e.lineno) from None
+    except RecursionError:  # the decoder recurses once a level: deeper than Python's stack
+        raise deep from None
+    if _depth(data) > MAX_DEPTH:
+        raise deep
+    start = len(text) - len(text.lstrip())
+    if not isinstance(data, list):
+        return [Document(data, path, text.count("\n", 0, start) + 1)]
+    # a JSON array of requests: find where each element starts, for its line
+    decoder, pos, docs = json.JSONDecoder(), start + 1, []
+    for item in data:
+        while text[pos] in " \t\r\n,":
+            pos += 1
+        _, end = decoder.raw_decode(text, pos)
+        docs.append(Document(item, path, text.count("\n", 0, pos) + 1))
+        pos = end
+    return docs
+
+
+def _depth(data: Any) -> int:
+    """How deeply lists and mappings nest, counted without recursion."""
+    deepest, stack = 0, [(data, 1)]
+    while stack:
+        value, level = stack.pop()
+        if isinstance(value, dict | list):
+            deepest = max(deepest, level)
+            stack += [(v, level + 1) for v in (value.values() if isinstance(value, dict) else value)]
+    return deepest

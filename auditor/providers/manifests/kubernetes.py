@@ -1,0 +1,190 @@
+"""Kubernetes objects to jobs: the kinds the gate reads and where each keeps its pod templates.
+
+Core workloads (Pod, Job, CronJob, Deployment, StatefulSet, ReplicaSet, ReplicationController, DaemonSet) are read
+here, Kubeflow's in kubeflow.py, the operators' (Volcano, KubeRay, JobSet, LeaderWorkerSet, Argo, Tekton) in
+operators.py; `KINDS` maps (API group, kind) to each reader. A Katib Experiment wraps any of them as its trial.
+Any other object that asks for a GPU somewhere is named, never passed: its kind is not read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from auditor.model import Job
+from auditor.providers.manifests import kubeflow, operators
+from auditor.providers.manifests.common import (
+    RUNTIME_KEY,
+    Context,
+    as_int,
+    as_list,
+    as_map,
+    as_sweep,
+    grid_points,
+    own_keys,
+    range_points,
+    runtime_hours,
+    tags_of,
+)
+from auditor.providers.manifests.documents import Document, UnknownKind
+from auditor.providers.manifests.pods import Workload, build_job, gpu_request_path
+
+# API groups whose kinds the gate does not read and that run nothing of their own (Service, ConfigMap, PVC,
+# NodePool, Queue, ...): passed without a word unless the object asks for a GPU somewhere.
+QUIET_GROUPS = {"", "apps", "batch", "policy", "autoscaling", "networking.k8s.io", "rbac.authorization.k8s.io",
+                "storage.k8s.io", "scheduling.k8s.io", "apiextensions.k8s.io", "admissionregistration.k8s.io",
+                "coordination.k8s.io", "node.k8s.io", "discovery.k8s.io", "certificates.k8s.io",
+                "karpenter.sh", "karpenter.k8s.aws", "trainer.kubeflow.org", "batch.volcano.sh",
+                "scheduling.volcano.sh"}
+QUIET_KINDS = {("kubeflow.org", "Profile"), ("kubeflow.org", "PodDefault")}  # a Kubeflow kind not read is named
+SERVING_KINDS = {("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "ReplicaSet"), ("apps", "DaemonSet"),
+                 ("", "ReplicationController")}
+
+Reader = Callable[[Document, dict, Context], "list[Workload] | None"]
+
+
+def _pod(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
+    return [Workload([(1, {"metadata": doc.data.get("metadata"), "spec": spec})])]
+
+
+def _job(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
+    return [Workload([(as_int(spec.get("parallelism"), doc, "spec.parallelism") or 1, spec.get("template"))],
+                     deadline=as_int(spec.get("activeDeadlineSeconds"), doc, "spec.activeDeadlineSeconds"))]
+
+
+def _cron_job(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
+    job_template = as_map(spec.get("jobTemplate"), doc, "spec.jobTemplate")
+    job_spec = as_map(job_template.get("spec"), doc, "spec.jobTemplate.spec")
+    jt_meta = as_map(job_template.get("metadata"), doc, "spec.jobTemplate.metadata")
+    return [Workload([(as_int(job_spec.get("parallelism"), doc, "parallelism") or 1, job_spec.get("template"))],
+                     deadline=as_int(job_spec.get("activeDeadlineSeconds"), doc,
+                                     "spec.jobTemplate.spec.activeDeadlineSeconds"),
+                     labels=tags_of(jt_meta.get("labels")), annotations=tags_of(jt_meta.get("annotations")))]
+
+
+def _server(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
+    replicas = as_int(spec.get("replicas"), doc, "spec.replicas")
+    claims = {c.get("metadata", {}).get("name") for c in as_list(spec.get("volumeClaimTemplates"), doc,
+                                                                  "spec.volumeClaimTemplates") if isinstance(c, dict)}
+    return [Workload([(1 if replicas is None else replicas, spec.get("template"))], workload="inference",
+                     kind="server", claim_templates=claims)]
+
+
+KINDS: dict[tuple[str, str], Reader] = {
+    ("", "Pod"): _pod, ("batch", "Job"): _job, ("batch", "CronJob"): _cron_job,
+    **{k: _server for k in SERVING_KINDS},
+    **{("kubeflow.org", k): kubeflow.training_operator for k in kubeflow.KUBEFLOW_REPLICAS},
+    ("kubeflow.org", "Notebook"): kubeflow.notebook,
+    ("trainer.kubeflow.org", "TrainJob"): kubeflow.trainjob,
+    **{("trainer.kubeflow.org", k): kubeflow.runtime for k in kubeflow.RUNTIME_KINDS},
+    ("batch.volcano.sh", "Job"): operators.volcano,
+    ("ray.io", "RayJob"): operators.ray_job, ("ray.io", "RayCluster"): operators.ray_cluster,
+    ("ray.io", "RayService"): operators.ray_service,
+    ("jobset.x-k8s.io", "JobSet"): operators.jobset,
+    ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"): operators.leader_worker_set,
+    **{("argoproj.io", k): operators.argo for k in operators.ARGO_KINDS},
+    ("tekton.dev", "PipelineRun"): operators.pipeline_run, ("tekton.dev", "TaskRun"): operators.task_run,
+}
+
+
+def _group(api: str) -> str:
+    return api.rsplit("/", 1)[0] if "/" in api else ""
+
+
+def parse(doc: Document, ctx: Context) -> list[Job]:
+    """The jobs of one Kubernetes object; [] for one that runs nothing on a GPU."""
+    d = doc.data
+    kind, api = str(d["kind"]), str(d["apiVersion"])
+    group = _group(api)
+    if kind == "List":
+        return [j for item in as_list(d.get("items"), doc, "items") for j in parse(doc.part(item), ctx)]
+    meta = as_map(d.get("metadata"), doc, "metadata")
+    spec = as_map(d.get("spec"), doc, "spec")
+    if (group, kind) == ("kubeflow.org", "Experiment"):
+        return _katib(doc, meta, spec, ctx)
+    reader = KINDS.get((group, kind))
+    if reader is None:
+        if where := gpu_request_path(d):
+            raise doc.error(f"unknown manifest kind {kind} ({api}): it asks for GPUs at {where}, and the gate does "
+                            "not read this kind", UnknownKind)
+        if group in QUIET_GROUPS or (group, kind) in QUIET_KINDS:
+            return []
+        raise doc.error(f"unknown manifest kind {kind} ({api})", UnknownKind)
+    workloads = reader(doc, spec, ctx)
+    if workloads is None:  # judged through the objects that use it
+        return []
+    jobs = [j for w in workloads if (j := build_job(doc, ctx, w))]
+    if not jobs and (where := gpu_request_path(d)):
+        raise doc.error(f"{kind} ({api}) asks for GPUs at {where}, a place the gate does not read", UnknownKind)
+    return jobs
+
+
+def collect(doc: Document, ctx: Context) -> None:
+    """Note what other objects may name: Trainer runtimes (and which runtimes TrainJobs name), and disruption
+    budgets. Lenient: the parse that follows reports what is malformed."""
+    d = doc.data
+    if not isinstance(d, dict):
+        return
+    kind, group = str(d.get("kind")), _group(str(d.get("apiVersion")))
+    if kind == "List" and isinstance(d.get("items"), list):
+        for item in d["items"]:
+            collect(doc.part(item), ctx)
+    elif group == "trainer.kubeflow.org" and kind in kubeflow.RUNTIME_KINDS:
+        ctx.runtimes[kubeflow.runtime_key(d)] = doc
+    elif group == "trainer.kubeflow.org" and kind == "TrainJob" and (ref := kubeflow.runtime_ref(d)):
+        ctx.runtime_refs.add(ref)
+    elif group == "policy" and kind == "PodDisruptionBudget" and isinstance(d.get("spec"), dict):
+        spec, meta = d["spec"], d.get("metadata") if isinstance(d.get("metadata"), dict) else {}
+        protects = str(spec.get("minAvailable", "1")) not in ("0", "0%") and \
+            str(spec.get("maxUnavailable", "")) != "100%"
+        if protects and isinstance(spec.get("selector"), dict):
+            ctx.budgets.append((str(meta.get("namespace") or "default"), str(meta.get("name")), spec["selector"]))
+
+
+# ---- Katib --------------------------------------------------------------------------------------------------
+
+KATIB_PARALLEL_DEFAULT = 3  # Katib runs three trials at once unless told otherwise
+
+
+def _katib(doc: Document, meta: dict, spec: dict, ctx: Context) -> list[Job]:
+    """A Katib Experiment: its trial job, parallelTrialCount at once and maxTrialCount in all."""
+    template = as_map(spec.get("trialTemplate"), doc, "spec.trialTemplate")
+    trial = template.get("trialSpec")
+    if trial is None:
+        where = "a ConfigMap" if template.get("configMap") else "no trialSpec"
+        raise doc.error(f"Katib Experiment: the trial template is in {where}; the gate reads "
+                        "spec.trialTemplate.trialSpec", UnknownKind)
+    trial = as_map(trial, doc, "spec.trialTemplate.trialSpec")
+    if "apiVersion" not in trial or "kind" not in trial:
+        raise doc.error("spec.trialTemplate.trialSpec: expected a Kubernetes object with apiVersion and kind")
+    algorithm = as_map(spec.get("algorithm"), doc, "spec.algorithm").get("algorithmName")
+    early = as_map(spec.get("earlyStopping"), doc, "spec.earlyStopping").get("algorithmName")
+    grid = _katib_grid(spec, doc) if str(algorithm).lower() == "grid" else None
+    name = str(meta.get("name") or "experiment")
+    namespace = str(meta.get("namespace") or "default")
+    labels, annotations = tags_of(meta.get("labels")), tags_of(meta.get("annotations"))
+    jobs = parse(doc.part(trial), ctx)
+    for job in jobs:
+        part = job.name.rsplit("/", 1)[1] if len(jobs) > 1 and job.name and "/" in job.name else None
+        job.id = f"k8s:{namespace}/Experiment/{name}" + (f"/{part}" if part else "")
+        job.name, job.manifest_kind, job.platform = name + (f"/{part}" if part else ""), "Experiment", "kubeflow"
+        job.tags = labels | job.tags
+        job.annotations = annotations | job.annotations | own_keys(labels)
+        if job.max_runtime_s is None and RUNTIME_KEY in job.annotations:  # the runtime of one trial
+            job.max_runtime_s = runtime_hours(job.annotations[RUNTIME_KEY], doc)
+        as_sweep(job, max_trials=as_int(spec.get("maxTrialCount"), doc, "spec.maxTrialCount"),
+                 parallel=as_int(spec.get("parallelTrialCount"), doc, "spec.parallelTrialCount")
+                 or KATIB_PARALLEL_DEFAULT, early_stopping=early, algorithm=algorithm, grid_size=grid)
+    return jobs
+
+
+def _katib_grid(spec: dict, doc: Document) -> int | None:
+    sizes: list[int | None] = []
+    for p in as_list(spec.get("parameters"), doc, "spec.parameters"):
+        p = as_map(p, doc, "parameters[]")
+        space = as_map(p.get("feasibleSpace"), doc, "parameters[].feasibleSpace")
+        if space.get("list") is not None:
+            sizes.append(len(as_list(space["list"], doc, "feasibleSpace.list")))
+        else:
+            step = space.get("step") or (1 if p.get("parameterType") == "int" else None)
+            sizes.append(range_points(space.get("min"), space.get("max"), step))
+    return grid_points(sizes)
