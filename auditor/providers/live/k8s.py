@@ -8,7 +8,11 @@ Sources, each recorded in the snapshot manifest on its own:
   tolerations, or the nodes their pods ran on), and their checkpoint location: a durable volume (a PVC, NFS,
   CSI) mounted at a checkpoint path, or a `*CHECKPOINT*` variable holding a URI. An emptyDir is not durable.
 - `k8s:dcgm`: GPU utilisation and framebuffer memory from the DCGM exporter, through the Prometheus HTTP API
-  (`/api/v1/query_range` over `DCGM_FI_DEV_GPU_UTIL` and `DCGM_FI_DEV_FB_USED`).
+  (`/api/v1/query_range` over `DCGM_FI_PROF_GR_ENGINE_ACTIVE`, else `DCGM_FI_DEV_GPU_UTIL`, and
+  `DCGM_FI_DEV_FB_USED`), per node and per MIG slice or pod (dcgm.py).
+
+Shared GPUs (MIG, time-slicing, MPS; k8s_gpus.py): a node's `gpu_count` is its physical GPUs, its allocatable
+GPU resources become `gpu_units`, and every pod on a GPU node holding any of them a `gpu_allocations` row.
 """
 
 from __future__ import annotations
@@ -16,16 +20,15 @@ from __future__ import annotations
 import json
 import math
 import re
-import urllib.error
-import urllib.parse
-import urllib.request
-from datetime import datetime
+from datetime import UTC, datetime
 
 from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-from auditor.providers.live.pull import Pull, gpu_model, iso, usage_summary, utc
+from auditor.providers.live import dcgm, prometheus
+from auditor.providers.live.k8s_gpus import node_gpus, pod_gpu_units, slices_per_gpu
+from auditor.providers.live.pull import Pull, gpu_model, iso, utc
 
 PAGE = 200
 PERIOD = 3600
@@ -34,15 +37,12 @@ SPOT_LABELS = {"eks.amazonaws.com/capacityType": "SPOT", "karpenter.sh/capacity-
                "cloud.google.com/gke-spot": "true", "cloud.google.com/gke-preemptible": "true",
                "kubernetes.azure.com/scalesetpriority": "spot"}
 CHECKPOINT = re.compile(r"(?i)checkpoint|ckpt")
-NODE_LABELS = ("Hostname", "node", "kubernetes_node", "nodename", "instance")
 
 
 def throttled(e: BaseException) -> bool:
     if isinstance(e, ApiException):
         return e.status in (429, 503)
-    if isinstance(e, urllib.error.HTTPError):
-        return e.code in (429, 503)
-    return False
+    return prometheus.throttled(e)
 
 
 def pull(p: Pull) -> None:
@@ -114,17 +114,21 @@ def _nodes(p: Pull, api: client.ApiClient, nodes: dict[str, dict]) -> dict[str, 
     for n in items:
         meta, spec, status = n.get("metadata") or {}, n.get("spec") or {}, n.get("status") or {}
         labels = meta.get("labels") or {}
-        gpus = whole((status.get("capacity") or {}).get(GPU) or labels.get("nvidia.com/gpu.count") or 0)
-        if gpus is None or not meta.get("name"):
+        if whole((status.get("capacity") or {}).get(GPU) or labels.get("nvidia.com/gpu.count") or 0) is None \
+                or not meta.get("name"):
             p.unread(f"nodes whose {GPU} capacity is not a whole number" if meta.get("name")
                      else "nodes without a name")
             continue
+        shared = node_gpus(labels, status.get("allocatable") or status.get("capacity") or {})
+        gpus = shared.physical if shared else whole(labels.get("nvidia.com/gpu.count") or 0)
         if not gpus:
             continue
         cloud, instance = _provider_id(spec.get("providerID", ""))
-        mem_mib = labels.get("nvidia.com/gpu.memory")
-        memory_gb = int(mem_mib) / 1024 if mem_mib and mem_mib.isdigit() else None
-        product = labels.get("nvidia.com/gpu.product") or labels.get("cloud.google.com/gke-accelerator")
+        mem_mib = labels.get("nvidia.com/gpu.memory")  # under MIG's single strategy, a slice's
+        single = shared is not None and shared.strategy == "mig-single"
+        memory_gb = int(mem_mib) / 1024 if mem_mib and mem_mib.isdigit() and not single else None
+        product = (shared.product if shared else None) or labels.get("nvidia.com/gpu.product") or \
+            labels.get("cloud.google.com/gke-accelerator")
         ready = next((c["status"] for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
         asset = {
             "id": instance or meta["name"], "provider": cloud, "account": None,
@@ -141,6 +145,7 @@ def _nodes(p: Pull, api: client.ApiClient, nodes: dict[str, dict]) -> dict[str, 
         }
         nodes[meta["name"]] = asset
         p.assets.append(asset)
+        p.gpu_units.extend({"asset_id": asset["id"], **u} for u in (shared.units if shared else []))
     return {"nodes": len(items), "gpu_nodes": len(nodes)}
 
 
@@ -216,6 +221,8 @@ def _workloads(p: Pull, api: client.ApiClient, nodes: dict[str, dict]) -> dict[s
         for o in owners:
             if o.get("kind") == "Job":
                 by_owner.setdefault(f"{pod['metadata'].get('namespace')}/{o['name']}", []).append(pod)
+    for pod in pods:
+        _add_allocations(p, pod, nodes)
     w = p.options.window
     found = 0
     for j in jobs:
@@ -229,7 +236,33 @@ def _workloads(p: Pull, api: client.ApiClient, nodes: dict[str, dict]) -> dict[s
         key = f"{meta.get('namespace')}/pod/{meta['name']}"
         found += _add_job(p, key, "kubernetes-pod", meta, pod.get("spec") or {}, pod.get("status") or {}, [pod],
                           nodes, 1, (pod.get("spec") or {}).get("activeDeadlineSeconds"), w)
-    return {"jobs": len(jobs), "pods": len(pods), "gpu_workloads": found}
+    return {"jobs": len(jobs), "pods": len(pods), "gpu_workloads": found, "gpu_pods": len(
+        {a["id"] for a in p.gpu_allocations})}
+
+
+def _add_allocations(p: Pull, pod: dict, nodes: dict[str, dict]) -> None:
+    """The GPU units a pod holds on a GPU node, one row per resource, with when it held them."""
+    meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
+    node = nodes.get(spec.get("nodeName"))
+    if node is None:
+        return  # pending, or on a node without GPUs: it holds none
+    ended = [c["state"]["terminated"].get("finishedAt") for c in status.get("containerStatuses") or []
+             if (c.get("state") or {}).get("terminated")]
+    done = status.get("phase") in ("Succeeded", "Failed") and ended
+    owner = next((o["name"] for o in meta.get("ownerReferences") or [] if o.get("kind") == "Job"), None)
+    namespace = meta.get("namespace") or "default"
+    units_of = pod_gpu_units(spec)
+    if units_of is None:
+        p.unread("pods whose GPU request is not a whole number")
+        return
+    for resource, units in sorted(units_of.items()):
+        p.gpu_allocations.append({
+            "id": f"{namespace}/{meta['name']}", "asset_id": node["id"], "resource": resource, "units": units,
+            "namespace": namespace, "pod": meta["name"], "workload": f"{namespace}/{owner}" if owner else None,
+            "state": (status.get("phase") or "unknown").lower(),
+            "start_time": iso(utc(status.get("startTime") or meta.get("creationTimestamp"))),
+            "end_time": iso(max(utc(t) for t in ended)) if done else None,
+            "tags": {k: v for k, v in (meta.get("labels") or {}).items() if "/" not in k}})
 
 
 def _add_job(p: Pull, key: str, platform: str, meta: dict, spec: dict, status: dict, pods: list[dict],
@@ -269,57 +302,42 @@ def _add_job(p: Pull, key: str, platform: str, meta: dict, spec: dict, status: d
 
 # ---- DCGM exporter metrics through Prometheus ----------------------------------------------------------------
 
-QUERIES = {"util": "avg_over_time(DCGM_FI_DEV_GPU_UTIL[1h])", "mem": "max_over_time(DCGM_FI_DEV_FB_USED[1h])"}
-
-
-def _query_range(p: Pull, query: str, start: datetime, end: datetime) -> list[dict]:
-    params = urllib.parse.urlencode({"query": query, "start": f"{start.timestamp():.0f}",
-                                     "end": f"{end.timestamp():.0f}", "step": str(PERIOD)})
-    url = p.options.prometheus.rstrip("/") + "/api/v1/query_range?" + params
-
-    def get() -> dict:
-        with urllib.request.urlopen(url, timeout=60) as r:
-            return json.loads(r.read())
-
-    doc = p.retry.call(get, throttled=throttled)
-    if doc.get("status") != "success":
-        raise RuntimeError(f"Prometheus: {doc.get('errorType')}: {doc.get('error')}")
-    return doc["data"]["result"]
+QUERIES = {"active": "avg_over_time(DCGM_FI_PROF_GR_ENGINE_ACTIVE[1h])",
+           "util": "avg_over_time(DCGM_FI_DEV_GPU_UTIL[1h])", "mem": "max_over_time(DCGM_FI_DEV_FB_USED[1h])"}
 
 
 def _dcgm(p: Pull, nodes: dict[str, dict]) -> dict[str, int]:
-    from datetime import UTC
-
     w = p.options.window
     # Timestamps are epoch seconds; the window is naive UTC.
-    start, end = w.start.replace(tzinfo=UTC), w.end.replace(tzinfo=UTC)
-    series: dict[str, dict[str, list]] = {}  # asset id -> util|mem -> per-GPU point lists
-    by_name = {name: a for name, a in nodes.items()}
-    count = 0
-    for key, query in QUERIES.items():
-        for s in _query_range(p, query, start, end):
-            labels = s.get("metric") or {}
-            node = next((by_name[v] for v in (labels.get(k, "").split(":")[0] for k in NODE_LABELS) if v in by_name),
-                        None)
-            if node is None:
-                p.unread("DCGM series of no GPU node the pull found")
-                continue
-            count += 1
-            points = []
-            for pair in s.get("values") or []:
-                try:
-                    t, v = float(pair[0]), float(pair[1])
-                except (TypeError, ValueError, IndexError):
-                    t, v = 0.0, math.nan
-                if math.isfinite(v):
-                    points.append((datetime.fromtimestamp(t, UTC), v))
-                else:
-                    p.unread("DCGM samples that are not finite numbers (NaN, Inf)")
-            series.setdefault(node["id"], {"util": [], "mem": []})[key].append(points)
-    added = 0
-    for asset_id, s in sorted(series.items()):
-        usage = usage_summary(asset_id, s["util"], s["mem"], PERIOD, "dcgm-exporter")  # FB_USED is in MiB
-        if usage:
-            p.gpu_usage.append(usage)
-            added += 1
-    return {"series": count, "gpu_usage": added}
+    start, end = w.start.replace(tzinfo=UTC), min(w.end.replace(tzinfo=UTC), datetime.now(UTC))
+    got = {key: _series(p, prometheus.query_range(p, query, start, end, PERIOD), nodes)
+           for key, query in QUERIES.items()}
+    usage = dcgm.node_usage(got["active"], got["util"], got["mem"],
+                            lambda asset: slices_per_gpu(asset.get("gpu_model")), PERIOD)
+    slices = dcgm.slice_usage(got["active"], got["mem"], PERIOD)
+    p.gpu_usage.extend(usage)
+    p.slice_usage.extend(slices)
+    return {"series": sum(len(v) for v in got.values()), "gpu_usage": len(usage), "slice_usage": len(slices)}
+
+
+def _series(p: Pull, results: list[dict], nodes: dict[str, dict]) -> list[dict]:
+    """The series of GPU nodes the pull found, each with its node and its finite samples; the rest counted."""
+    out = []
+    for s in results:
+        labels = s.get("metric") or {}
+        node = dcgm.node_of(labels, nodes)
+        if node is None:
+            p.unread("DCGM series of no GPU node the pull found")
+            continue
+        points = []
+        for pair in s.get("values") or []:
+            try:
+                t, v = float(pair[0]), float(pair[1])
+            except (TypeError, ValueError, IndexError):
+                t, v = 0.0, math.nan
+            if math.isfinite(v):
+                points.append((datetime.fromtimestamp(t, UTC), v))
+            else:
+                p.unread("DCGM samples that are not finite numbers (NaN, Inf)")
+        out.append({"metric": labels, "node": node, "points": points})
+    return out

@@ -139,6 +139,10 @@ class Pull:
         self.gpu_usage: list[dict] = []
         self.jobs: list[dict] = []
         self.prices: list[dict] = []
+        # Kubernetes GPU sharing (optional in the snapshot): units per node, pods holding them, DCGM per slice
+        self.gpu_units: list[dict] = []
+        self.gpu_allocations: list[dict] = []
+        self.slice_usage: list[dict] = []
         self.sources: list[dict] = []
         self._notes: list[str] = []  # what the running source checked or noticed, said in its line
         self._unread: dict[str, int] = {}  # why -> how many items of the running source could not be read
@@ -304,6 +308,8 @@ def _finish(pull: Pull, root: Path) -> dict[str, Any]:
     inventory = {"version": 1, "generated_at": iso(datetime.now(UTC)), "source": f"gpu-auditor pull --provider "
                  f"{o.provider}", "window": window, "assets": pull.assets, "gpu_usage": pull.gpu_usage,
                  "jobs": pull.jobs, "prices": pull.prices}
+    inventory.update({k: v for k, v in (("gpu_units", pull.gpu_units), ("gpu_allocations", pull.gpu_allocations),
+                                        ("slice_usage", pull.slice_usage)) if v})
     text = json.dumps(inventory, indent=2, sort_keys=False, default=_json_default)
     Validator("inventory.json (pulled)").check(json.loads(text), SNAPSHOT)  # an adapter bug fails here, not later
     _write(root / "inventory.json", text, pull)
@@ -321,7 +327,8 @@ def _finish(pull: Pull, root: Path) -> dict[str, Any]:
         "sources": pull.sources,
         "failed": pull.failed,
         "counts": {"assets": len(pull.assets), "gpu_usage": len(pull.gpu_usage), "jobs": len(pull.jobs),
-                   "prices": len(pull.prices),
+                   "prices": len(pull.prices), "gpu_allocations": len(pull.gpu_allocations),
+                   "slice_usage": len(pull.slice_usage),
                    "billing_files": sum(1 for f in files if f["path"].startswith("billing/"))},
         "retries": pull.retry.retried,
         "files": files,
@@ -502,5 +509,6 @@ def merge_inventories(docs: list[dict[str, Any]]) -> dict[str, Any]:
                         have[k] = v
         merged[key] = list(by_id.values())
     merged["gpu_usage"] = [u for doc in docs for u in doc["gpu_usage"]]
-    merged["prices"] = [x for doc in docs for x in doc.get("prices", [])]
+    for key in ("prices", "gpu_units", "gpu_allocations", "slice_usage"):
+        merged[key] = [x for doc in docs for x in doc.get(key, [])]
     return merged

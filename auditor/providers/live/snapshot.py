@@ -19,6 +19,22 @@ Schema (version 1), every time UTC ISO-8601:
 
 `prices` is optional (written by `gpu-auditor pull` from the providers' price APIs, as evidence).
 
+Optional too, written by `gpu-auditor pull --provider k8s`, GPUs as Kubernetes shares them
+(auditor/providers/live/k8s_gpus.py):
+
+     "gpu_units":       [{"asset_id", "resource", "sharing", "profile", "count", "slices", "slices_per_gpu",
+                          "memory_gb"}],
+     "gpu_allocations": [{"id", "asset_id", "resource", "units", "namespace", "pod", "workload", "state",
+                          "start_time", "end_time", "tags"}],
+     "slice_usage":     [{"asset_id", "gpu", "uuid", "instance", "profile", "namespace", "pod", "window_start",
+                          "window_end", "samples", "mean_active_pct", "p95_active_pct", "peak_mem_gb", "source"}]
+
+A node's `gpu_count` is its physical GPUs; `gpu_units` are what its allocatable offers, one row per resource
+(`nvidia.com/gpu`, `nvidia.com/mig-1g.10gb`, ...): `sharing` is none, mig, time-slicing or mps, and one unit is
+`slices / slices_per_gpu` of a physical GPU (a MIG profile's compute slices of 7, a replica 1 of `replicas`).
+`gpu_allocations` are the pods holding units (`end_time` null while running). `slice_usage` is DCGM engine
+activity (percent of the slice) and memory per MIG instance, or per GPU the exporter maps to a pod.
+
 `gpu_model`, `gpu_count` and `gpu_memory_gb` may be left out where the catalog knows the instance type.
 `peak_mem_gb` is per GPU (the fullest GPU of the machine).
 A job's `kind` is `job` (the default), `sweep` (a hyperparameter search: `instance_type` and `instance_count` are
@@ -84,6 +100,25 @@ PRICE = record(
     region=Field("str"), price_per_hour=Field("str", required=True), currency=Field("str", default="USD"),
     source=Field("str"),
 )
+SHARINGS = ("none", "mig", "time-slicing", "mps")
+GPU_UNIT = record(
+    asset_id=Field("str", required=True), resource=Field("str", required=True),
+    sharing=Field("str", default="none", choices=SHARINGS), profile=Field("str"),
+    count=Field("int", required=True, minimum=0, maximum=INT), slices=Field("int", default=1, minimum=1, maximum=8),
+    slices_per_gpu=Field("int", default=1, minimum=1, maximum=INT), memory_gb=Field("number", minimum=0),
+)
+GPU_ALLOCATION = record(
+    id=Field("str", required=True), asset_id=Field("str", required=True), resource=Field("str", required=True),
+    units=Field("int", required=True, minimum=1, maximum=INT), namespace=Field("str"), pod=Field("str"),
+    workload=Field("str"), state=Field("str"), start_time=Field("datetime"), end_time=Field("datetime"), tags=TAGS,
+)
+SLICE_USAGE = record(
+    asset_id=Field("str", required=True), gpu=Field("str"), uuid=Field("str"), instance=Field("str"),
+    profile=Field("str"), namespace=Field("str"), pod=Field("str"), window_start=Field("datetime", required=True),
+    window_end=Field("datetime", required=True), samples=Field("int", minimum=0, maximum=BIGINT),
+    mean_active_pct=Field("number", minimum=0, maximum=100), p95_active_pct=Field("number", minimum=0, maximum=100),
+    peak_mem_gb=Field("number", minimum=0), source=Field("str"),
+)
 SNAPSHOT = record(
     version=Field("int", required=True, minimum=1, maximum=1),
     generated_at=Field("datetime"), source=Field("str"),
@@ -92,6 +127,9 @@ SNAPSHOT = record(
     gpu_usage=Field("list", item=USAGE, default=[]),
     jobs=Field("list", item=JOB, default=[]),
     prices=Field("list", item=PRICE, default=[]),
+    gpu_units=Field("list", item=GPU_UNIT, default=[]),
+    gpu_allocations=Field("list", item=GPU_ALLOCATION, default=[]),
+    slice_usage=Field("list", item=SLICE_USAGE, default=[]),
 )
 
 
@@ -117,4 +155,11 @@ def load_snapshot(path: str | Path) -> dict[str, Any]:
             raise InputError(f"gpu_usage[{i}].asset_id: no asset {u['asset_id']!r} in assets", path=path)
         if u["window_end"] <= u["window_start"]:
             raise InputError(f"gpu_usage[{i}]: window_end must be after window_start", path=path)
+    for key in ("gpu_units", "gpu_allocations", "slice_usage"):
+        for i, row in enumerate(doc[key]):
+            if row["asset_id"] not in ids:
+                raise InputError(f"{key}[{i}].asset_id: no asset {row['asset_id']!r} in assets", path=path)
+    for i, u in enumerate(doc["slice_usage"]):
+        if u["window_end"] <= u["window_start"]:
+            raise InputError(f"slice_usage[{i}]: window_end must be after window_start", path=path)
     return doc
