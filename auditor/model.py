@@ -287,8 +287,78 @@ class WaiverStatus:
     tags: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass
+class GpuSlice:
+    """GPU units a Kubernetes pod holds (a MIG slice, a time-sliced or MPS replica, whole GPUs), their share of
+    the node's cost for the hours held in the window, and the slice's DCGM engine activity."""
+
+    id: str  # namespace/pod
+    provider: str = "kubernetes"
+    account: str | None = None
+    region: str | None = None
+    node: str | None = None  # the node's asset id
+    node_name: str | None = None
+    namespace: str | None = None
+    pod: str | None = None
+    workload: str | None = None  # namespace/job that owns the pod
+    resource: str = "nvidia.com/gpu"
+    sharing: str = "none"  # none, mig, time-slicing, mps
+    profile: str | None = None  # MIG profile, e.g. 7g.80gb
+    units: int = 1
+    slices: int = 1  # per unit: a MIG profile's compute slices, else 1
+    slices_per_gpu: int = 1  # 7 (4 on an A30) under MIG, the replicas under time-slicing or MPS
+    memory_gb: float | None = None  # per unit, of a MIG profile
+    gpu_model: str | None = None
+    instance_type: str | None = None
+    hours: float | None = None  # hours held in the window
+    usage_hours: float | None = None
+    mean_active_pct: float | None = None  # of the slice
+    p95_active_pct: float | None = None
+    peak_mem_gb: float | None = None
+    cost: dict[str, Decimal] = field(default_factory=dict)  # its share of the node's cost
+    cost_basis: str | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def gpu_share(self) -> Decimal:
+        """Physical GPUs' worth it holds."""
+        return Decimal(self.units * self.slices) / Decimal(self.slices_per_gpu)
+
+
+@dataclass
+class NodeGpuAllocation:
+    """A Kubernetes GPU node: its physical GPUs, the share of their hours pods held in the window, and the cost
+    of the rest (paid, allocated to no pod)."""
+
+    id: str
+    provider: str = "kubernetes"
+    account: str | None = None
+    region: str | None = None
+    name: str | None = None
+    instance_type: str | None = None
+    gpu_model: str | None = None
+    gpu_count: int = 0  # physical GPUs
+    sharing: list[str] = field(default_factory=list)
+    node_hours: float = 0.0  # hours the node ran in the window
+    allocated_gpu_hours: float = 0.0
+    free_now: dict[str, int] = field(default_factory=dict)  # resource -> units held by no running pod
+    cost: dict[str, Decimal] = field(default_factory=dict)  # the node's cost in the window
+    unallocated_cost: dict[str, Decimal] = field(default_factory=dict)
+    cost_basis: str | None = None
+    pods: int = 0
+    tags: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def gpu_hours(self) -> float:
+        return self.gpu_count * self.node_hours
+
+    @property
+    def unallocated_gpu_hours(self) -> float:
+        return max(0.0, self.gpu_hours - self.allocated_gpu_hours)
+
+
 Entity = (GpuAsset | Job | ResourceSpend | TransferFlow | GpuCapacity | TeamSpend | UnattributedSpend | Commitment
-          | StorageGrowth | RemoteDataFlow | WaiverStatus)
+          | StorageGrowth | RemoteDataFlow | WaiverStatus | GpuSlice | NodeGpuAllocation)
 
 
 @dataclass

@@ -49,6 +49,10 @@ TEXTS = {
     "data_locality": "GPUs train in the region that holds their data.",
     "commitments": "GPU reservations are used: at most 10% of what one costs goes unused.",
     "checkpoint_storage": "Checkpoint buckets have a lifecycle rule; nothing grows in the hot tier forever.",
+    "shared_gpu_idle": "A pod that holds a GPU slice (MIG, time-sliced or whole) uses it: under 5% engine "
+                       "activity over a day and the slice is given back.",
+    "shared_gpu_rightsizing": "Pods run on the smallest MIG profile that holds their memory with 20% headroom.",
+    "gpu_allocation": "GPU nodes are kept full: at most a quarter of a node's GPU-hours go to no pod.",
     "waiver_expiry": "A waiver past its expiry date is renewed with a fresh reason, or removed.",
 }
 

@@ -14,7 +14,9 @@ from auditor.model import (
     Commitment,
     GpuAsset,
     GpuCapacity,
+    GpuSlice,
     Job,
+    NodeGpuAllocation,
     RemoteDataFlow,
     ResourceSpend,
     StorageGrowth,
@@ -23,7 +25,7 @@ from auditor.model import (
     UnattributedSpend,
 )
 from auditor.sql import lit
-from auditor.tables import stats
+from auditor.tables import shared_gpus, stats
 from auditor.tables.sql import GB, GB_MONTHS, GPU_HOURS, HOURS, TIERED, team_sql
 from auditor.tables.store import Store
 from auditor.window import Window, quarter_of
@@ -394,3 +396,21 @@ def remote_data_flows(store: Store, window: Window, policy: Policy) -> list[Remo
                                   f.top_resources, f.tags, dest[0], dest[1], dest[2][:5],
                                   gpu.get((f.provider, f.source), ({},))[0]))
     return out
+
+
+# ---- Kubernetes GPUs, whole and shared (KUBE001-KUBE003; the cost model is tables/shared_gpus.py) ----------
+def _shared_gpus(store: Store, window: Window, policy: Policy) -> tuple[list, list]:
+    key = ("shared_gpus", window)
+    if key not in store.entities:
+        store.entities[key] = shared_gpus.build(store, window, build(store, window, policy, GpuAsset))
+    return store.entities[key]
+
+
+@builds(NodeGpuAllocation)
+def node_gpu_allocations(store: Store, window: Window, policy: Policy) -> list[NodeGpuAllocation]:
+    return _shared_gpus(store, window, policy)[0]
+
+
+@builds(GpuSlice)
+def gpu_slices(store: Store, window: Window, policy: Policy) -> list[GpuSlice]:
+    return _shared_gpus(store, window, policy)[1]

@@ -34,4 +34,12 @@ CREATE TABLE jobs (id VARCHAR PRIMARY KEY, platform VARCHAR, provider VARCHAR, a
     max_runtime_s BIGINT, max_wait_s BIGINT, training_s BIGINT, billable_s BIGINT, interruptions INTEGER,
     start_time TIMESTAMP, end_time TIMESTAMP, tags MAP(VARCHAR, VARCHAR), source_file VARCHAR,
     source_line INTEGER);
+CREATE TABLE gpu_units (asset_id VARCHAR, resource VARCHAR, sharing VARCHAR, profile VARCHAR, count INTEGER,
+    slices INTEGER, slices_per_gpu INTEGER, memory_gb DOUBLE);
+CREATE TABLE gpu_allocations (id VARCHAR, asset_id VARCHAR, resource VARCHAR, units INTEGER, namespace VARCHAR,
+    pod VARCHAR, workload VARCHAR, state VARCHAR, start_time TIMESTAMP, end_time TIMESTAMP,
+    tags MAP(VARCHAR, VARCHAR));
+CREATE TABLE slice_usage (asset_id VARCHAR, gpu VARCHAR, uuid VARCHAR, instance VARCHAR, profile VARCHAR,
+    namespace VARCHAR, pod VARCHAR, window_start TIMESTAMP, window_end TIMESTAMP, samples BIGINT,
+    mean_active_pct DOUBLE, p95_active_pct DOUBLE, peak_mem_gb DOUBLE, source VARCHAR);
 """

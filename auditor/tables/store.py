@@ -366,8 +366,8 @@ class Store:
         os.unlink(path)
 
     def load_snapshot(self, doc: dict[str, Any]) -> None:
-        for table in ("assets", "gpu_usage", "jobs"):
-            self._insert_rows(table, doc[table])
+        for table in ("assets", "gpu_usage", "jobs", "gpu_units", "gpu_allocations", "slice_usage"):
+            self._insert_rows(table, doc.get(table) or [])
 
     # ---- summaries -----------------------------------------------------------------------------------
     def data_window(self) -> Window | None:

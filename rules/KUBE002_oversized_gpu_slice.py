@@ -1,0 +1,100 @@
+from __future__ import annotations
+
+import math
+
+from auditor.model import GpuSlice, Severity, fmt_money, primary
+from auditor.registry import register
+from auditor.rule import Rule
+from auditor.schema import Field
+
+# MIG profiles (compute slices, memory GB) of each GPU, from NVIDIA's MIG user guide.
+PROFILES = {
+    "A100-40GB": [(1, 5), (1, 10), (2, 10), (3, 20), (4, 20), (7, 40)],
+    "A100-80GB / H100-80GB": [(1, 10), (1, 20), (2, 20), (3, 40), (4, 40), (7, 80)],
+    "H100-94GB": [(1, 12), (1, 24), (2, 24), (3, 47), (4, 47), (7, 94)],
+    "H200": [(1, 18), (1, 35), (2, 35), (3, 71), (4, 71), (7, 141)],
+    "B200": [(1, 23), (1, 45), (2, 45), (3, 90), (4, 90), (7, 180)],
+    "A30": [(1, 6), (2, 12), (4, 24)],
+}
+
+
+def family(profile: tuple[int, int]) -> list[tuple[int, int]]:
+    return next((p for p in PROFILES.values() if profile in p), [])
+
+
+@register
+class OversizedGpuSlice(Rule):
+    """MIG slice bigger than its pod's work: a smaller profile of the same GPU holds its memory and pace.
+
+    ## What it does
+    For a pod on a MIG slice with at least `min_hours` of DCGM data, takes the slice's peak memory
+    (plus `memory_headroom_pct`) and the compute it used (p95 engine activity x its compute slices),
+    and finds the smallest MIG profile of the same GPU that holds that memory and runs that compute at no more than
+    `max_target_active_pct`. Flags the slice when that profile has fewer compute slices, and says
+    what it saves: the slice's cost (its share of the node's cost) times the compute slices given
+    back, as a monthly run rate. Slices under `min_mean_active_pct` are idle (KUBE001), not oversized.
+
+    ## Why it matters
+    A 7g.80gb slice is a whole H100 or A100: a service that peaks at 6 GB and 5% activity on it holds
+    six sevenths of a GPU that other pods could use as 1g.10gb slices.
+
+    ## Example
+    ```yaml
+    - {id: serving/embedder-0, node: i-0mig, namespace: serving, pod: embedder-0, sharing: mig,
+       resource: nvidia.com/mig-7g.80gb, profile: 7g.80gb, slices: 7, slices_per_gpu: 7, memory_gb: 80,
+       gpu_model: A100-80GB, hours: 720, usage_hours: 720, mean_active_pct: 6, p95_active_pct: 9,
+       peak_mem_gb: 6.5, cost: {USD: "2470.23"}}
+    ```
+
+    ## How to fix
+    Request the smaller profile (`nvidia.com/mig-1g.10gb` in place of `nvidia.com/mig-7g.80gb`) and
+    repartition the GPU (the MIG manager's `nvidia.com/mig.config` label) so the rest serves others.
+    """
+
+    id = "KUBE002"
+    name = "oversized-gpu-slice"
+    severity = Severity.MEDIUM
+    entity = GpuSlice
+    clause = "shared_gpu_rightsizing"
+    options = {
+        "memory_headroom_pct": Field("number", default=20, minimum=0, maximum=500,
+                                     doc="memory kept free above the observed peak"),
+        "max_target_active_pct": Field("number", default=80, minimum=1, maximum=100,
+                                       doc="the busiest the smaller slice may be expected to run"),
+        "min_mean_active_pct": Field("number", default=5, minimum=0, maximum=100,
+                                     doc="below this a slice is idle (KUBE001), not oversized"),
+        "min_hours": Field("number", default=24, minimum=0, doc="hours of samples needed before judging"),
+    }
+
+    def check(self, s: GpuSlice, ctx):
+        if s.sharing != "mig" or not s.profile or s.peak_mem_gb is None or s.p95_active_pct is None:
+            return
+        if s.mean_active_pct is None or s.mean_active_pct < self.opt("min_mean_active_pct"):
+            return
+        if (s.usage_hours or 0) < self.opt("min_hours"):
+            return
+        g, mem = (int(x) for x in s.profile.removesuffix("gb").split("g."))
+        need_mem = s.peak_mem_gb * (1 + self.opt("memory_headroom_pct") / 100)
+        need_slices = max(1, math.ceil(s.p95_active_pct / 100 * g / (self.opt("max_target_active_pct") / 100)
+                                       - 1e-9))
+        fits = [p for p in family((g, mem)) if p[0] < g and p[0] >= need_slices and p[1] >= need_mem]
+        if not fits:
+            return
+        to_g, to_mem = min(fits)
+        billed = primary(s.cost)
+        currency, cost = billed if billed else ("USD", None)
+        monthly = ctx.monthly(cost, s.hours) * (g - to_g) / g if cost is not None else None
+        saving = f", saving about {fmt_money(monthly, currency)} a month" if monthly else ""
+        yield self.finding(
+            s, ctx,
+            f"pod {s.namespace}/{s.pod} on MIG slice {s.profile} peaks at {s.peak_mem_gb:g} GB and "
+            f"{s.p95_active_pct:g}% engine activity: {to_g}g.{to_mem}gb holds it ({to_g} of {g} compute "
+            f"slices){saving}",
+            evidence={"node": s.node, "profile": s.profile, "recommended_profile": f"{to_g}g.{to_mem}gb",
+                      "peak_mem_gb": s.peak_mem_gb, "needed_mem_gb": round(need_mem, 2),
+                      "p95_active_pct": s.p95_active_pct, "mean_active_pct": round(s.mean_active_pct, 2),
+                      "needed_compute_slices": need_slices, "usage_hours": s.usage_hours,
+                      "cost_basis": s.cost_basis,
+                      "savings_basis": "the slice's cost as a monthly run rate x the compute slices given back"},
+            cost=cost, monthly_savings=monthly if monthly else None, currency=currency,
+            key=f"{to_g}g.{to_mem}gb")
