@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
-from auditor.model import GpuAsset, GpuSlice, NodeGpuAllocation
+from auditor.model import GpuAsset, GpuSlice, NodeGpuAllocation, money
 from auditor.sql import lit
 from auditor.window import Window
 
@@ -143,3 +143,22 @@ def namespace_costs(nodes: list[NodeGpuAllocation], slices: list[GpuSlice],
         r["total"] = r["allocated"] + r["idle_share"]
         out.append(r)
     return sorted(out, key=lambda r: (r["currency"], -r["total"], r["namespace"]))
+
+
+def summary(nodes: list[NodeGpuAllocation], slices: list[GpuSlice],
+            team_of: Callable[[dict[str, str]], str | None]) -> dict | None:
+    """The audit summary's `kubernetes_gpus`: per node its GPU-hours, what pods held and the unallocated cost;
+    per namespace and team its GPU cost with its share of idle GPUs. None without Kubernetes GPU nodes."""
+    if not nodes:
+        return None
+    return {
+        "nodes": [{"id": n.id, "name": n.name, "gpu_model": n.gpu_model, "gpu_count": n.gpu_count,
+                   "sharing": n.sharing, "gpu_hours": round(n.gpu_hours, 2),
+                   "allocated_gpu_hours": round(n.allocated_gpu_hours, 2),
+                   "cost": {c: money(a) for c, a in n.cost.items()},
+                   "unallocated_cost": {c: money(a) for c, a in n.unallocated_cost.items()},
+                   "cost_basis": n.cost_basis, "free_now": n.free_now} for n in nodes],
+        "namespaces": [{**r, "gpu_hours": round(r["gpu_hours"], 2), "allocated": money(r["allocated"]),
+                        "idle_share": money(r["idle_share"]), "total": money(r["total"])}
+                       for r in namespace_costs(nodes, slices, team_of)],
+    }

@@ -8,9 +8,9 @@ from typing import Any
 
 from auditor.context import Context
 from auditor.figures import savings_total, sum_money
-from auditor.model import Finding, GpuAsset, Severity
+from auditor.model import Finding, GpuAsset, GpuSlice, NodeGpuAllocation, Severity
 from auditor.policy import Policy
-from auditor.tables import breakdown, fleet, stats
+from auditor.tables import breakdown, fleet, shared_gpus, stats
 from auditor.tables.entities import build
 from auditor.tables.sql import tag_sql, team_sql
 from auditor.tables.store import Store
@@ -24,7 +24,8 @@ def summarize(store: Store, policy: Policy, window: Window, findings: list[Findi
     team_key, project_key = team_sql(policy), tag_sql(policy.project_tags)
     per_team = breakdown.team_spend(store, window, team_key, project_key)
     assets = build(store, window, policy, GpuAsset)
-    machines = fleet.machines(assets, findings, policy.currency, Context(store.catalog, policy, window).attribute)
+    ctx = Context(store.catalog, policy, window)
+    machines = fleet.machines(assets, findings, policy.currency, ctx.attribute)
     util = fleet.utilisation(store, window, {a.id: a.gpu_count for a in assets}, {m["id"]: m["team"] for m in machines})
     for team, bands in util.items():  # a team may have machines with metrics and no billing lines in the window
         per_team.setdefault(team, {"by_category": {}, "by_provider": {}, "by_project": {},
@@ -62,4 +63,7 @@ def summarize(store: Store, policy: Policy, window: Window, findings: list[Findi
         "forecast": breakdown.forecast(store, window, team_key, savings),
         "previous_window": breakdown.previous_spend(store, window),
         "coverage": coverage,
+        "kubernetes_gpus": shared_gpus.summary(build(store, window, policy, NodeGpuAllocation),
+                                               build(store, window, policy, GpuSlice),
+                                               lambda tags: ctx.attribute(tags)[0]),
     }
