@@ -14,7 +14,6 @@ import time
 import urllib.request
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -66,7 +65,8 @@ def openmetrics(scrapes: list[str], start: datetime, end: datetime, step: timede
     t, i = start, 0
     while t < end:
         for name, series, value in parsed[i % len(parsed)]:
-            families[name]["samples"].setdefault(series, []).append(f"{series} {value} {t.replace(tzinfo=UTC).timestamp():.0f}")
+            stamp = t.replace(tzinfo=UTC).timestamp()
+            families[name]["samples"].setdefault(series, []).append(f"{series} {value} {stamp:.0f}")
         t, i = t + step, i + 1
     out = []
     for name, f in families.items():
@@ -147,7 +147,8 @@ def audit(snapshot, tmp_path_factory):
 def test_prometheus_serves_the_backfilled_dcgm_series(prometheus):
     q = "DCGM_FI_PROF_GR_ENGINE_ACTIVE{GPU_I_PROFILE=\"7g.80gb\"}"
     start = FIRST.replace(tzinfo=UTC).timestamp()
-    url = f"{prometheus}/api/v1/query_range?query={urllib.request.quote(q)}&start={start:.0f}&end={start + 3600:.0f}&step=1800"
+    url = (f"{prometheus}/api/v1/query_range?query={urllib.request.quote(q)}&start={start:.0f}"
+           f"&end={start + 3600:.0f}&step=1800")
     with urllib.request.urlopen(url) as r:
         doc = json.loads(r.read())
     [series] = doc["data"]["result"]
@@ -189,7 +190,8 @@ def test_utilisation_per_node_and_slice_comes_from_engine_activity(snapshot):
     usage = {u["asset_id"]: u for u in inv["gpu_usage"]}
     # GPU_UTIL reads 0 on the four MIG GPUs; engine activity weighted by compute slices does not:
     # (4 x 86% + 60% x 1/7 + 0.4% x 3/7 + 7.5%) / 8 = 45.03%
-    assert usage["i-0migmixed000001"]["mean_util_pct"] == pytest.approx((344 + 60 / 7 + 0.4 * 3 / 7 + 7.5) / 8, abs=0.01)
+    mixed = (4 * 86 + 60 / 7 + 0.4 * 3 / 7 + 7.5) / 8
+    assert usage["i-0migmixed000001"]["mean_util_pct"] == pytest.approx(mixed, abs=0.01)
     assert usage["i-0migmixed000001"]["samples"] == 72
     assert usage["i-0migsingle00001"]["mean_util_pct"] == pytest.approx(46.5 * 6 / 7, abs=0.01)
     slices = {(s["namespace"], s["pod"]): s for s in inv["slice_usage"] if s["pod"]}
