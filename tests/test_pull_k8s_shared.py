@@ -141,7 +141,9 @@ def audit(snapshot, tmp_path_factory):
     result = CliRunner().invoke(cli, ["audit", "--policy", str(root / "policy.yml"), "--out", str(root / "r"),
                                       str(snapshot)], catch_exceptions=False)
     assert result.exit_code in (0, 1), result.output
-    return json.loads((root / "r" / "audit.json").read_text())
+    doc = json.loads((root / "r" / "audit.json").read_text())
+    doc["_markdown"] = (root / "r" / "report.md").read_text()
+    return doc
 
 
 def test_prometheus_serves_the_backfilled_dcgm_series(prometheus):
@@ -245,3 +247,6 @@ def test_namespace_costs_include_their_share_of_idle_gpus(audit):
     assert Decimal(inference["allocated"]) == (P4D * 72 * 6 / 7).quantize(Decimal("0.01"))
     assert Decimal(inference["total"]) == (P4D * 72).quantize(Decimal("0.01"))
     assert Decimal(rows[("research", "research")]["idle_share"]) > 0
+    assert "### Kubernetes GPUs by namespace" in audit["_markdown"]
+    # 16 x 3/7 GPUs x 72 h = 493.7 GPU-hours; 6/7 of 21.96 x 72 held, 1/7 idle
+    assert "| inference | search | 494 | $1,355.25 | $225.87 | $1,581.12 |" in audit["_markdown"]

@@ -473,4 +473,8 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
         "previous_input": inputs.get("previous"), "coverage": coverage.get("months", []),
         "coverage_providers": providers, "missing": coverage.get("missing", []),
         "warnings": doc.get("warnings", []),
+        "k8s_namespaces": [{**r, "held": {r["currency"]: r["allocated"]}, "idle": {r["currency"]: r["idle_share"]},
+                            "cost": {r["currency"]: r["total"]}}
+                           for r in (s.get("kubernetes_gpus") or {}).get("namespaces", [])
+                           if team is None or r.get("team") == team],
     }
