@@ -250,3 +250,21 @@ def test_namespace_costs_include_their_share_of_idle_gpus(audit):
     assert "### Kubernetes GPUs by namespace" in audit["_markdown"]
     # 16 x 3/7 GPUs x 72 h = 493.7 GPU-hours; 6/7 of 21.96 x 72 held, 1/7 idle
     assert "| inference | search | 494 | $1,355.25 | $225.87 | $1,581.12 |" in audit["_markdown"]
+
+
+@pytest.mark.parametrize("extra, message", [
+    ({"gpu_units": [{"asset_id": "i-nope", "resource": "nvidia.com/gpu", "count": 1}]},
+     "gpu_units[0].asset_id: no asset 'i-nope' in assets"),
+    ({"gpu_units": [{"asset_id": "i-1", "resource": "nvidia.com/gpu", "count": 1, "sharing": "timeslicing"}]},
+     "'timeslicing' is not one of none, mig, time-slicing, mps"),
+    ({"slice_usage": [{"asset_id": "i-1", "window_start": "2025-05-02T00:00:00Z",
+                       "window_end": "2025-05-01T00:00:00Z"}]}, "slice_usage[0]: window_end must be after"),
+])
+def test_bad_shared_gpu_rows_are_one_clear_error(tmp_path, extra, message):
+    from auditor.errors import InputError
+
+    path = tmp_path / "inventory.json"
+    path.write_text(json.dumps({"version": 1, "assets": [{"id": "i-1", "provider": "aws", "kind": "node"}], **extra}))
+    with pytest.raises(InputError, match=message.replace("[", r"\[").replace("]", r"\]")) as e:
+        load_snapshot(path)
+    assert str(path) in str(e.value)
