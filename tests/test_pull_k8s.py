@@ -225,7 +225,7 @@ def test_what_the_sources_could_not_read_is_counted_in_their_lines(cluster, tmp_
 
     def with_strays(req):
         status, body = answer(req)
-        if status == 200:
+        if status == 200 and body["data"]["result"]:  # the profiling query finds no series here
             stray = copy.deepcopy(body["data"]["result"][0])
             stray["metric"]["Hostname"] = "not-a-node-of-this-cluster"
             body["data"]["result"].append(stray)
