@@ -2,9 +2,65 @@
 
 from __future__ import annotations
 
+import os
+import shutil
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+# --- what some tests need from outside the checkout -----------------------------------------------------------
+# The public billing samples and the SARIF schema live beside the repository (../shared), never in it; Chromium is
+# a system package. Where one is absent its tests are skipped, saying what is missing and where it comes from;
+# GPU_AUDITOR_REQUIRE_SAMPLES=1 / GPU_AUDITOR_REQUIRE_CHROMIUM=1 (set by .ci/run) make that a failure instead.
+
+
+def _missing(message: str, require_env: str) -> None:
+    if os.environ.get(require_env) == "1":
+        pytest.fail(f"{message} ({require_env}=1: required here)", pytrace=False)
+    pytest.skip(message)
+
+
+def shared_folder(env: str, name: str) -> Path:
+    """`$env` if set, else ../shared/<name> beside the repository."""
+    return Path(os.environ.get(env) or REPO.parent / "shared" / name).resolve()
+
+
+@pytest.fixture(scope="session")
+def samples() -> Path:
+    """The public billing export samples: `$GPU_AUDITOR_SAMPLES/billing`, by default ../shared/samples/billing.
+    Each file there is a byte-for-byte copy from a public repository, named with its source and licence in
+    SOURCES.md (FOCUS-Sample-Data, finopsfoundation/focus_converters, project-koku/koku, microsoft/finops-toolkit)."""
+    folder = shared_folder("GPU_AUDITOR_SAMPLES", "samples") / "billing"
+    if not (folder / "SOURCES.md").is_file():
+        _missing(f"public billing samples not found at {folder} (the shared/samples/billing folder beside the "
+                 "repository, see its SOURCES.md; set GPU_AUDITOR_SAMPLES to the folder that holds billing/)",
+                 "GPU_AUDITOR_REQUIRE_SAMPLES")
+    return folder
+
+
+@pytest.fixture(scope="session")
+def sarif_schema() -> Path:
+    """The official SARIF 2.1.0 JSON schema (oasis-tcs/sarif-spec, Schemata/sarif-schema-2.1.0.json):
+    `$GPU_AUDITOR_REFERENCE/sarif-schema-2.1.0.json`, by default ../shared/reference/."""
+    path = shared_folder("GPU_AUDITOR_REFERENCE", "reference") / "sarif-schema-2.1.0.json"
+    if not path.is_file():
+        _missing(f"SARIF 2.1.0 schema not found at {path} (oasis-tcs/sarif-spec Schemata/sarif-schema-2.1.0.json; "
+                 "set GPU_AUDITOR_REFERENCE to the folder that holds it)", "GPU_AUDITOR_REQUIRE_SAMPLES")
+    return path
+
+
+@pytest.fixture(scope="session")
+def chromium() -> str:
+    """The headless browser tests/test_chromium.py drives: Debian's `chromium` (`apt-get install chromium`)."""
+    exe = shutil.which("chromium") or shutil.which("chromium-browser")
+    if not exe:
+        _missing("chromium not found on PATH (the browser test needs a headless Chromium: `apt-get install "
+                 "chromium` on Debian or Ubuntu)", "GPU_AUDITOR_REQUIRE_CHROMIUM")
+    return exe
+
 
 # --- the rule registry, restored after a test that registers throwaway rules ---------------------------------
 
