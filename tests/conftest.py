@@ -41,6 +41,15 @@ def samples() -> Path:
     return folder
 
 
+@pytest.fixture
+def locate(request):
+    """For tests parametrized over fixtures and samples alike: a `Path` is used as it is, a `str` names a file in
+    the public samples (so the test needs, and is skipped or fails without, the `samples` fixture)."""
+    def locate(path: Path | str) -> Path:
+        return path if isinstance(path, Path) else request.getfixturevalue("samples") / path
+    return locate
+
+
 @pytest.fixture(scope="session")
 def sarif_schema() -> Path:
     """The official SARIF 2.1.0 JSON schema (oasis-tcs/sarif-spec, Schemata/sarif-schema-2.1.0.json):

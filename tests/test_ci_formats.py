@@ -19,7 +19,6 @@ from auditor.registry import get_rule
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures" / "manifests"
-SARIF_SCHEMA = REPO.parent / "shared" / "reference" / "sarif-schema-2.1.0.json"
 DIRS = ["kubernetes", "kubeflow", "volcano", "sagemaker", "vertex", "azureml", "skypilot", "waivers"]
 
 
@@ -48,8 +47,8 @@ def test_the_fixture_run_has_something_of_everything(result) -> None:
 # --- SARIF ---------------------------------------------------------------------------------------------------
 
 
-def test_sarif_validates_against_the_official_schema(result, in_repo) -> None:
-    schema = json.loads(SARIF_SCHEMA.read_text())
+def test_sarif_validates_against_the_official_schema(result, in_repo, sarif_schema) -> None:
+    schema = json.loads(sarif_schema.read_text())
     doc = json.loads(sarif(result))
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
