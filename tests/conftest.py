@@ -12,14 +12,16 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 # --- what some tests need from outside the checkout -----------------------------------------------------------
-# The public billing samples and the SARIF schema live beside the repository (../shared), never in it; Chromium is
-# a system package. Where one is absent its tests are skipped, saying what is missing and where it comes from;
-# GPU_AUDITOR_REQUIRE_SAMPLES=1 / GPU_AUDITOR_REQUIRE_CHROMIUM=1 (set by .ci/run) make that a failure instead.
+# The public billing samples and the SARIF schema live beside the repository (../shared), never in it; Chromium and
+# Java (for Spark) are system packages. Where one is absent its tests are skipped, saying what is missing and where
+# it comes from; GPU_AUDITOR_REQUIRE (a comma-separated list of samples, chromium and java; .ci/run names all
+# three) makes that a failure instead.
 
 
-def _missing(message: str, require_env: str) -> None:
-    if os.environ.get(require_env) == "1":
-        pytest.fail(f"{message} ({require_env}=1: required here)", pytrace=False)
+def _missing(message: str, what: str) -> None:
+    required = {w.strip() for w in os.environ.get("GPU_AUDITOR_REQUIRE", "").split(",")}
+    if what in required:
+        pytest.fail(f"{message} (required here: GPU_AUDITOR_REQUIRE names {what})", pytrace=False)
     pytest.skip(message)
 
 
@@ -37,7 +39,7 @@ def samples() -> Path:
     if not (folder / "SOURCES.md").is_file():
         _missing(f"public billing samples not found at {folder} (the shared/samples/billing folder beside the "
                  "repository, see its SOURCES.md; set GPU_AUDITOR_SAMPLES to the folder that holds billing/)",
-                 "GPU_AUDITOR_REQUIRE_SAMPLES")
+                 "samples")
     return folder
 
 
@@ -57,7 +59,7 @@ def sarif_schema() -> Path:
     path = shared_folder("GPU_AUDITOR_REFERENCE", "reference") / "sarif-schema-2.1.0.json"
     if not path.is_file():
         _missing(f"SARIF 2.1.0 schema not found at {path} (oasis-tcs/sarif-spec Schemata/sarif-schema-2.1.0.json; "
-                 "set GPU_AUDITOR_REFERENCE to the folder that holds it)", "GPU_AUDITOR_REQUIRE_SAMPLES")
+                 "set GPU_AUDITOR_REFERENCE to the folder that holds it)", "samples")
     return path
 
 
@@ -67,7 +69,7 @@ def chromium() -> str:
     exe = shutil.which("chromium") or shutil.which("chromium-browser")
     if not exe:
         _missing("chromium not found on PATH (the browser test needs a headless Chromium: `apt-get install "
-                 "chromium` on Debian or Ubuntu)", "GPU_AUDITOR_REQUIRE_CHROMIUM")
+                 "chromium` on Debian, `chromium-browser` on Ubuntu)", "chromium")
     return exe
 
 
@@ -96,6 +98,10 @@ def rule_registry() -> Iterator[dict]:
 
 @pytest.fixture(scope="session")
 def spark():
+    java_home = os.environ.get("JAVA_HOME")
+    if not (shutil.which("java") or (java_home and (Path(java_home) / "bin" / "java").is_file())):
+        _missing("java not found (Spark needs Java 17 or later on PATH or in $JAVA_HOME: `apt-get install "
+                 "openjdk-17-jre-headless`)", "java")
     from auditor.tables import spark as engine
 
     s = engine.session("local[2]")
