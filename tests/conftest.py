@@ -73,6 +73,18 @@ def chromium() -> str:
     return exe
 
 
+# --- the fast loop: `pytest -m "not slow"` ---------------------------------------------------------------------
+# A test is marked slow where it is (large generated files, thousands of documents, property runs, a wheel built and
+# installed); one that starts Spark or the browser is slow by the fixture it asks for.
+SLOW_FIXTURES = {"spark", "chromium"}
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
+
+
 # --- the rule registry, restored after a test that registers throwaway rules ---------------------------------
 
 

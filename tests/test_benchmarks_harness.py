@@ -22,6 +22,7 @@ import run  # noqa: E402
 from auditor.tables.store import Store  # noqa: E402
 
 LINES = 2000
+pytestmark = pytest.mark.slow  # generates a quarter in three formats and runs the harness's subprocesses
 
 
 @pytest.fixture(scope="module")

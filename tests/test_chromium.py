@@ -23,8 +23,6 @@ from auditor.outputs.report import render_html
 from auditor.policy import load_policy
 from auditor.window import parse_quarter
 
-pytestmark = pytest.mark.slow  # starts a browser
-
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "fixtures" / "demo"
 SECTIONS = ("Summary", "Where the money went", "The GPU fleet", "Findings", "The policy", "Forecast",

@@ -59,6 +59,7 @@ def test_costs_rows_sum_the_lines_exactly(path, locate):
     assert source.rows == store.lines().execute("SELECT count(*) FROM lines").fetchone()[0]
 
 
+@pytest.mark.slow
 def test_a_quarter_of_hourly_lines_collapses(tmp_path):
     """The benchmark generator's quarter of hourly lines, in every format it writes (CUR Parquet, CUR gzip CSV,
     FOCUS Parquet): a day's lines of one resource are one row, and the rows still sum the lines exactly."""
