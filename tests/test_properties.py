@@ -133,6 +133,7 @@ def audited(paths: list[Path]) -> tuple[dict[str, Decimal], list[tuple]]:
     return audit.summary["billed_cost"], findings
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(fmt=st.sampled_from(sorted(FORMATS)), lines=exports(), data=st.data())
 def test_ingest_raises_only_input_error(tmp_path_factory, fmt, lines, data):
