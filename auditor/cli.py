@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from auditor import __version__
-from auditor.errors import EXIT_CLEAN, EXIT_INPUT, EXIT_PARTIAL, InputError
+from auditor.errors import EXIT_CLEAN, EXIT_FINDINGS, EXIT_INPUT, EXIT_PARTIAL, InputError
 from auditor.model import Severity
 from auditor.window import from_options, parse_day, quarter_to_date
 
@@ -138,7 +138,7 @@ def _pull_options(several: bool):
         options = [
             click.option("--provider", "providers", multiple=several, required=False,
                          type=click.Choice(["aws", "gcp", "azure", "k8s"]),
-                         help="Where to pull from" + ("; repeatable (with --live)." if several else ".")),
+                         help="Where to pull from" + ("; repeatable (with --live)." if several else ".  [required]")),
             click.option("--region", "regions", multiple=True,
                          help="Region to read (AWS regions; GCP and Azure locations to keep); repeatable."),
             click.option("--profile", help="AWS named profile (default: the standard credential chain)."),
@@ -240,7 +240,7 @@ def audit(billing, policy_path, inventory, quarter, since, until, out_dir, fail_
     if engine == "spark":
         from auditor.tables.spark import billing_engine
 
-        reader = billing_engine(spark_master)
+        reader = billing_engine(spark_master, debug=click.get_current_context().obj["debug"])
     result = run_audit(policy, billing, inventory, window, today, select or None, _progress(quiet),
                        baseline=baseline, engine=reader, previous=last_quarter, generated_at=stamp)
     written = write_outputs(result, out_dir)
@@ -255,8 +255,15 @@ def audit(billing, policy_path, inventory, quarter, since, until, out_dir, fail_
         click.echo("")
         mail_left = _mail_report(send_audit(out_dir, policy, out_dir / "outbox", smtp, progress=_mail_progress),
                                  dry_run=False)
-    code = result.exit_code(None if fail_on == "none" else Severity.parse(fail_on))
-    sys.exit(EXIT_PARTIAL if mail_left else code)
+    threshold = None if fail_on == "none" else Severity.parse(fail_on)
+    code = EXIT_PARTIAL if mail_left else result.exit_code(threshold)
+    if result.partial:  # every non-zero exit says why in its last line (a message left says so itself)
+        click.echo("partial audit: a source could not be read completely (see the warnings above and the "
+                   "report's inputs)", err=True)
+    elif code == EXIT_FINDINGS:
+        over = sum(1 for f in result.active() if f.severity >= threshold)
+        click.echo(f"fail on {fail_on}: {over} finding(s) at or above {fail_on}", err=True)
+    sys.exit(code)
 
 
 def _live_snapshots(live: bool, pull_args: dict, window, quiet: bool) -> list[Path]:
@@ -318,7 +325,7 @@ def pull_command(providers, quarter, since, until, out_dir, force, quiet, **pull
     """
     from auditor.providers.live.pull import pull_snapshot, source_line
 
-    if not providers:
+    if not providers:  # checked here, not by click, whose message runs over several lines
         raise click.UsageError("--provider is required (aws, gcp, azure or k8s)")
     window = from_options(quarter, since, until) or quarter_to_date()
     manifest = pull_snapshot(_pull_request(providers, window, pull_args), out_dir, force=force,
@@ -587,7 +594,7 @@ def rules_explain(rule_id: str) -> None:
 
 @cli.group()
 def policy() -> None:
-    """Check a GPU policy, or write a starter one."""
+    """Check a GPU policy, render it as Markdown for the runbook, or write a starter one."""
 
 
 @policy.command("validate")

@@ -25,8 +25,6 @@ from auditor.tables.store import Store
 REPO = Path(__file__).resolve().parents[1]
 BAD = REPO / "fixtures" / "bad"
 GPU_FIXTURE = REPO / "fixtures" / "billing" / "cur-gpu-spot.csv"
-CUR = REPO.parent / "shared" / "samples" / "billing" / "aws_cur_legacy" / \
-    "focus_converters__sample-anonymous-aws-export-dataset.csv"
 
 # file, line the error must name (None: no line asked for), column it must name, words it must say
 CASES = [
@@ -111,9 +109,14 @@ def test_non_utf8_byte_in_a_data_row_is_not_blamed_on_the_header():
 
 # ---- broken files derived from the public CUR sample ------------------------------------------------------
 
-def test_truncated_large_gzip(tmp_path):
+@pytest.fixture
+def cur_sample(samples) -> Path:
+    return samples / "aws_cur_legacy" / "focus_converters__sample-anonymous-aws-export-dataset.csv"
+
+
+def test_truncated_large_gzip(tmp_path, cur_sample):
     """Cut in half, the gzip still yields a header: the error comes from the CSV read, not the sniff."""
-    data = gzip.compress(CUR.read_bytes())
+    data = gzip.compress(cur_sample.read_bytes())
     path = tmp_path / "cur-cut.csv.gz"
     path.write_bytes(data[: len(data) // 2])
     e = load_error(path)
@@ -213,16 +216,16 @@ def test_cli_audit_bad_file_writes_nothing(tmp_path):
     assert not out.exists() or not any(out.iterdir())
 
 
-def test_cli_inspect_json_on_the_cur_sample():
-    result = CliRunner().invoke(cli, ["inspect", "--json", str(CUR)])
+def test_cli_inspect_json_on_the_cur_sample(cur_sample):
+    result = CliRunner().invoke(cli, ["inspect", "--json", str(cur_sample)])
     assert result.exit_code == 0, result.output
     doc = json.loads(result.stdout)
     f = doc["files"][0]
-    assert f["path"] == str(CUR)
+    assert f["path"] == str(cur_sample)
     assert f["format"] == "aws-cur"
     assert f["rows"] == 1281
     total: dict[str, Decimal] = {}
-    with open(CUR, newline="", encoding="utf-8") as fh:
+    with open(cur_sample, newline="", encoding="utf-8") as fh:
         for r in csv.DictReader(fh):
             cur = r["lineItem/CurrencyCode"] or "USD"
             total[cur] = total.get(cur, Decimal(0)) + Decimal(r["lineItem/UnblendedCost"])

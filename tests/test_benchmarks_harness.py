@@ -23,6 +23,7 @@ from auditor.tables import stats  # noqa: E402
 from auditor.tables.store import Store  # noqa: E402
 
 LINES = 2000
+pytestmark = pytest.mark.slow  # generates a quarter in three formats and runs the harness's subprocesses
 
 
 @pytest.fixture(scope="module")

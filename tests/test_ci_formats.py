@@ -19,7 +19,6 @@ from auditor.registry import get_rule
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures" / "manifests"
-SARIF_SCHEMA = REPO.parent / "shared" / "reference" / "sarif-schema-2.1.0.json"
 DIRS = ["kubernetes", "kubeflow", "volcano", "sagemaker", "vertex", "azureml", "skypilot", "waivers", "katib",
         "kuberay", "operators", "hpo"]
 
@@ -49,8 +48,8 @@ def test_the_fixture_run_has_something_of_everything(result) -> None:
 # --- SARIF ---------------------------------------------------------------------------------------------------
 
 
-def test_sarif_validates_against_the_official_schema(result, in_repo) -> None:
-    schema = json.loads(SARIF_SCHEMA.read_text())
+def test_sarif_validates_against_the_official_schema(result, in_repo, sarif_schema) -> None:
+    schema = json.loads(sarif_schema.read_text())
     doc = json.loads(sarif(result))
     cls = jsonschema.validators.validator_for(schema)
     cls.check_schema(schema)
@@ -244,8 +243,8 @@ def test_every_format_names_the_files_that_failed(broken) -> None:
     assert sum(line.startswith("::error file=") and "title=gpu-auditor: manifest not read" in line for line in gh) == 2
 
 
-def test_sarif_with_failures_validates_against_the_official_schema(broken) -> None:
-    schema = json.loads(SARIF_SCHEMA.read_text())
+def test_sarif_with_failures_validates_against_the_official_schema(broken, sarif_schema) -> None:
+    schema = json.loads(sarif_schema.read_text())
     cls = jsonschema.validators.validator_for(schema)
     errors = list(cls(schema).iter_errors(json.loads(sarif(broken))))
     assert not errors, [f"{list(e.path)}: {e.message}" for e in errors[:5]]

@@ -357,6 +357,9 @@ def test_demo_fail_on_high(tmp_path):
     result = run(*demo_args(tmp_path, "-q", "--quarter", "2026-Q3", "--as-of", "2026-10-15", "--fail-on", "high"))
     assert result.exit_code == 1
     assert (tmp_path / "report.html").is_file()  # the report is written before the exit code is decided
+    doc = json.loads((tmp_path / "audit.json").read_text())
+    high = sum(1 for f in doc["findings"] if f["severity"] in ("high", "critical") and not f["waived"])
+    assert result.stderr.strip().splitlines()[-1] == f"fail on high: {high} finding(s) at or above high"
 
 
 def test_demo_fail_on_critical(demo, tmp_path):

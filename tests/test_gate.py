@@ -4,8 +4,6 @@ waivers (policy and inline, live and expired), the CLI's options, and the gate a
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 from datetime import date
@@ -306,61 +304,3 @@ def test_gate_imports_no_database_and_no_cloud_sdk() -> None:
         "sys.stderr.write(f'exit={code} heavy={heavy}\\n')\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.stderr.strip().splitlines()[-1] == "exit=1 heavy=[]", r.stderr
-
-
-# --- as a pre-commit hook ------------------------------------------------------------------------------------
-
-
-def git(repo: Path, *args: str) -> subprocess.CompletedProcess:
-    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@example.com", "PRE_COMMIT_HOME": str(repo.parent / "pre-commit-home")}
-    return subprocess.run(["git", "-c", "commit.gpgsign=false", *args], cwd=repo, env=env, capture_output=True,
-                          text=True, timeout=120)
-
-
-def test_gate_blocks_a_bad_manifest_as_a_pre_commit_hook(tmp_path: Path) -> None:
-    # pre-commit is a test dependency (pyproject [test]); repo: local + language: system needs no network
-    pre_commit = shutil.which("pre-commit") or str(Path(sys.executable).parent / "pre-commit")
-    repo = tmp_path / "ml-repo"
-    repo.mkdir()
-    assert git(repo, "init", "-q", "-b", "main").returncode == 0
-    shutil.copy(POLICY, repo / "gpu-policy.yml")
-    (repo / ".pre-commit-config.yaml").write_text(
-        "repos:\n"
-        "  - repo: local\n"
-        "    hooks:\n"
-        "      - id: gpu-auditor-gate\n"
-        "        name: gpu-auditor gate\n"
-        f"        entry: {sys.executable} -m auditor gate --policy gpu-policy.yml --skip-unknown\n"
-        "        language: system\n"
-        "        files: \\.(ya?ml|json)$\n"
-        "        exclude: ^gpu-policy\\.yml$\n")
-    env = {**os.environ, "PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home")}
-    r = subprocess.run([pre_commit, "install"], cwd=repo, env=env, capture_output=True, text=True, timeout=120)
-    assert r.returncode == 0, r.stdout + r.stderr
-
-    (repo / "k8s").mkdir()
-    shutil.copy(FIXTURES / "kubernetes/job-bad.yaml", repo / "k8s/train.yaml")
-    git(repo, "add", "-A")
-    blocked = git(repo, "commit", "-q", "-m", "train on spot")
-    assert blocked.returncode != 0, blocked.stdout + blocked.stderr
-    assert "SPOT001" in blocked.stdout + blocked.stderr and "Failed" in blocked.stdout + blocked.stderr
-    assert git(repo, "rev-parse", "--verify", "HEAD").returncode != 0, "the commit must not exist"
-
-    shutil.copy(FIXTURES / "kubernetes/job-good.yaml", repo / "k8s/train.yaml")
-    git(repo, "add", "-A")
-    passed = git(repo, "commit", "-q", "-m", "train on spot, with checkpoints")
-    assert passed.returncode == 0, passed.stdout + passed.stderr
-    assert git(repo, "rev-parse", "--verify", "HEAD").returncode == 0
-
-
-def test_pre_commit_hooks_file_runs_the_gate() -> None:
-    import yaml
-
-    [hook] = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())
-    assert hook["id"] == "gpu-auditor-gate" and hook["entry"].startswith("gpu-auditor gate")
-    assert hook["language"] == "python"
-    import re
-
-    assert re.search(hook["files"], "k8s/train.yaml") and re.search(hook["files"], "sm/job.json")
-    assert not re.search(hook["files"], "README.md")

@@ -18,6 +18,7 @@ from datetime import date, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -132,6 +133,7 @@ def audited(paths: list[Path]) -> tuple[dict[str, Decimal], list[tuple]]:
     return audit.summary["billed_cost"], findings
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(fmt=st.sampled_from(sorted(FORMATS)), lines=exports(), data=st.data())
 def test_ingest_raises_only_input_error(tmp_path_factory, fmt, lines, data):
@@ -164,6 +166,7 @@ def test_ingest_raises_only_input_error(tmp_path_factory, fmt, lines, data):
         assert "\n" not in str(e) and str(bad) in str(e), str(e)
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(fmt=st.sampled_from(sorted(FORMATS)), lines=exports(min_lines=2), seed=st.integers(0, 2**32 - 1),
        data=st.data())

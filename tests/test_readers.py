@@ -4,9 +4,10 @@ Totals are reconciled to the cent with an independent sum (Python's csv module a
 cost column), through every container and column spelling the readers accept; format detection; and the
 classification of transfer, GPU and commitment lines.
 
-The samples are read in place from ../shared/samples/billing (see SOURCES.md there for the repository, commit
-and licence of each): the AWS CUR sample is from finopsfoundation/focus_converters (MIT), the FOCUS 1.0 sample
-from FinOps-Open-Cost-and-Usage-Spec/FOCUS-Sample-Data (CC BY 4.0), the FOCUS 1.2 column list from
+The samples are read in place through the `samples` fixture (tests/conftest.py: ../shared/samples/billing unless
+GPU_AUDITOR_SAMPLES says otherwise; SOURCES.md there names the repository, commit and licence of each): the AWS
+CUR sample is from finopsfoundation/focus_converters (MIT), the FOCUS 1.0 sample from
+FinOps-Open-Cost-and-Usage-Spec/FOCUS-Sample-Data (CC BY 4.0), the FOCUS 1.2 column list from
 microsoft/finops-toolkit (MIT). fixtures/billing/cur-gpu-spot.csv is hand-written for these tests.
 """
 
@@ -18,6 +19,7 @@ import io
 import json
 import re
 from collections import Counter
+from dataclasses import dataclass
 from decimal import Decimal
 from pathlib import Path
 
@@ -29,11 +31,10 @@ from auditor.providers.billing.detect import detect_format
 from auditor.tables.store import Store
 
 REPO = Path(__file__).resolve().parents[1]
-SAMPLES = REPO.parent / "shared" / "samples" / "billing"
-CUR = SAMPLES / "aws_cur_legacy" / "focus_converters__sample-anonymous-aws-export-dataset.csv"
-FOCUS = SAMPLES / "focus" / "FOCUS-Sample-Data__FOCUS-1.0__focus_sample.csv"
-FOCUS_12_SCHEMA = SAMPLES / "focus" / "schema" / "finops-toolkit__FocusCost_1.2-preview.json"
-FOCUS_10_SCHEMA = SAMPLES / "focus" / "schema" / "finops-toolkit__FocusCost_1.0.json"
+CUR = "aws_cur_legacy/focus_converters__sample-anonymous-aws-export-dataset.csv"
+FOCUS = "focus/FOCUS-Sample-Data__FOCUS-1.0__focus_sample.csv"
+FOCUS_12_SCHEMA = "focus/schema/finops-toolkit__FocusCost_1.2-preview.json"
+FOCUS_10_SCHEMA = "focus/schema/finops-toolkit__FocusCost_1.0.json"
 GPU_FIXTURE = REPO / "fixtures" / "billing" / "cur-gpu-spot.csv"
 
 TEN = Decimal("1e-10")
@@ -86,23 +87,41 @@ def sum_stats(sources, key: str) -> dict[str, Decimal]:
     return out
 
 
-CUR_BILLED = independent_total(CUR, "lineItem/UnblendedCost", "lineItem/CurrencyCode", default_currency="USD")
-FOCUS_BILLED = independent_total(FOCUS, "BilledCost", "BillingCurrency", nulls=("", "NULL"))
-FOCUS_EFFECTIVE = independent_total(FOCUS, "EffectiveCost", "BillingCurrency", nulls=("", "NULL"))
-CUR_ROWS = len(read_csv(CUR)[1])
-FOCUS_ROWS = len(read_csv(FOCUS)[1])
+@dataclass(frozen=True)
+class Sample:
+    """A public sample export as Python's csv module reads it, with its cost column summed independently."""
+
+    path: Path
+    header: list[str]
+    rows: list[dict[str, str]]
+    billed: dict[str, Decimal]
+    effective: dict[str, Decimal]
 
 
 @pytest.fixture(scope="module")
-def cur_store():
-    store = Store()
-    return store, store.load_file(CUR)
+def cur(samples) -> Sample:
+    path = samples / CUR
+    billed = independent_total(path, "lineItem/UnblendedCost", "lineItem/CurrencyCode", default_currency="USD")
+    return Sample(path, *read_csv(path), billed, billed)
 
 
 @pytest.fixture(scope="module")
-def focus_store():
+def focus(samples) -> Sample:
+    path = samples / FOCUS
+    return Sample(path, *read_csv(path), independent_total(path, "BilledCost", "BillingCurrency", nulls=("", "NULL")),
+                  independent_total(path, "EffectiveCost", "BillingCurrency", nulls=("", "NULL")))
+
+
+@pytest.fixture(scope="module")
+def cur_store(cur):
     store = Store()
-    return store, store.load_file(FOCUS)
+    return store, store.load_file(cur.path)
+
+
+@pytest.fixture(scope="module")
+def focus_store(focus):
+    store = Store()
+    return store, store.load_file(focus.path)
 
 
 @pytest.fixture(scope="module")
@@ -113,23 +132,23 @@ def gpu_store():
 
 # ---- reconciliation to the cent ---------------------------------------------------------------------------
 
-def test_samples_are_where_sources_md_says():
-    assert (SAMPLES / "SOURCES.md").is_file(), f"public samples missing under {SAMPLES}"
-    assert CUR_ROWS == 1281 and FOCUS_ROWS == 1000
-    assert set(CUR_BILLED) == {"USD"} and set(FOCUS_BILLED) == {"USD"}
+def test_samples_are_where_sources_md_says(samples, cur, focus):
+    assert (samples / "SOURCES.md").is_file()
+    assert len(cur.rows) == 1281 and len(focus.rows) == 1000
+    assert set(cur.billed) == {"USD"} and set(focus.billed) == {"USD"}
 
 
-def test_cur_sample_reconciles_to_the_cent(cur_store):
+def test_cur_sample_reconciles_to_the_cent(cur_store, cur):
     _, source = cur_store
     assert source.format == "aws-cur"
-    assert source.rows == CUR_ROWS == source.stats["rows"] == 1281
-    assert q10(source.stats["billed_cost"]) == q10(CUR_BILLED)
+    assert source.rows == len(cur.rows) == source.stats["rows"] == 1281
+    assert q10(source.stats["billed_cost"]) == q10(cur.billed)
     # Only Usage and Tax lines: amortised cost is the unblended cost, line for line.
-    assert {r["lineItem/LineItemType"] for r in read_csv(CUR)[1]} == {"Usage", "Tax"}
-    assert q10(source.stats["effective_cost"]) == q10(CUR_BILLED)
+    assert {r["lineItem/LineItemType"] for r in cur.rows} == {"Usage", "Tax"}
+    assert q10(source.stats["effective_cost"]) == q10(cur.billed)
     # List cost: the public on-demand cost, or the unblended cost where a line has none.
     listed: dict[str, Decimal] = {}
-    for r in read_csv(CUR)[1]:
+    for r in cur.rows:
         cur = r["lineItem/CurrencyCode"] or "USD"
         listed[cur] = listed.get(cur, D(0)) + D(r["pricing/publicOnDemandCost"] or r["lineItem/UnblendedCost"])
     assert q10(source.stats["list_cost"]) == q10(listed)
@@ -142,21 +161,21 @@ def test_cur_sample_effective_equals_unblended_on_every_line(cur_store):
     assert differ == 0
 
 
-def test_focus_sample_reconciles_to_the_cent(focus_store):
+def test_focus_sample_reconciles_to_the_cent(focus_store, focus):
     _, source = focus_store
     assert source.format == "focus-1.0"
-    assert source.rows == FOCUS_ROWS == source.stats["rows"] == 1000
-    assert q10(source.stats["billed_cost"]) == q10(FOCUS_BILLED)
-    assert q10(source.stats["effective_cost"]) == q10(FOCUS_EFFECTIVE)
-    assert q10(source.stats["list_cost"]) == q10(independent_total(FOCUS, "ListCost", "BillingCurrency",
+    assert source.rows == len(focus.rows) == source.stats["rows"] == 1000
+    assert q10(source.stats["billed_cost"]) == q10(focus.billed)
+    assert q10(source.stats["effective_cost"]) == q10(focus.effective)
+    assert q10(source.stats["list_cost"]) == q10(independent_total(focus.path, "ListCost", "BillingCurrency",
                                                                    nulls=("", "NULL")))
-    assert FOCUS_BILLED != FOCUS_EFFECTIVE  # the two columns really are read separately
+    assert focus.billed != focus.effective  # the two columns really are read separately
 
 
 # ---- the same totals through every container and spelling -------------------------------------------------
 
-def _rewrite_cur(tmp_path: Path, name: str, header=lambda h: h, data: bytes | None = None) -> Path:
-    text = CUR.read_text(encoding="utf-8")
+def _rewrite_cur(cur: Sample, tmp_path: Path, name: str, header=lambda h: h, data: bytes | None = None) -> Path:
+    text = cur.path.read_text(encoding="utf-8")
     first, rest = text.split("\n", 1)
     cols = next(csv.reader([first]))
     out = io.StringIO()
@@ -166,20 +185,20 @@ def _rewrite_cur(tmp_path: Path, name: str, header=lambda h: h, data: bytes | No
     return path
 
 
-def _cur_variant(kind: str, tmp_path: Path) -> list[Path]:
-    raw = CUR.read_bytes()
+def _cur_variant(cur: Sample, kind: str, tmp_path: Path) -> list[Path]:
+    raw = cur.path.read_bytes()
     if kind == "snake_case":
-        return [_rewrite_cur(tmp_path, "cur-snake.csv", snake)]
+        return [_rewrite_cur(cur, tmp_path, "cur-snake.csv", snake)]
     if kind == "gzip":
-        return [_rewrite_cur(tmp_path, "cur.csv.gz", data=gzip.compress(raw))]
+        return [_rewrite_cur(cur, tmp_path, "cur.csv.gz", data=gzip.compress(raw))]
     if kind == "gzip named .csv":
-        return [_rewrite_cur(tmp_path, "cur.csv", data=gzip.compress(raw))]
+        return [_rewrite_cur(cur, tmp_path, "cur.csv", data=gzip.compress(raw))]
     if kind == "named .txt":
-        return [_rewrite_cur(tmp_path, "cur-export.txt", data=raw)]
+        return [_rewrite_cur(cur, tmp_path, "cur-export.txt", data=raw)]
     if kind == "utf-8 bom":
-        return [_rewrite_cur(tmp_path, "cur-bom.csv", data=b"\xef\xbb\xbf" + raw)]
+        return [_rewrite_cur(cur, tmp_path, "cur-bom.csv", data=b"\xef\xbb\xbf" + raw)]
     if kind == "crlf":
-        return [_rewrite_cur(tmp_path, "cur-crlf.csv", data=raw.replace(b"\n", b"\r\n"))]
+        return [_rewrite_cur(cur, tmp_path, "cur-crlf.csv", data=raw.replace(b"\n", b"\r\n"))]
     if kind == "3 parts in a folder":
         header, body = raw.split(b"\n", 1)
         lines = body.splitlines(keepends=True)
@@ -197,18 +216,18 @@ CUR_VARIANTS = ["snake_case", "gzip", "gzip named .csv", "named .txt", "utf-8 bo
 
 
 @pytest.mark.parametrize("kind", CUR_VARIANTS)
-def test_cur_sample_same_totals_in_every_form(kind, tmp_path):
-    paths = _cur_variant(kind, tmp_path)
+def test_cur_sample_same_totals_in_every_form(kind, tmp_path, cur):
+    paths = _cur_variant(cur, kind, tmp_path)
     store = Store()
     sources = store.load_billing(paths)
     assert all(s.format == "aws-cur" for s in sources), [s.format for s in sources]
     assert len(sources) == (3 if kind == "3 parts in a folder" else 1)
-    assert sum(s.rows for s in sources) == CUR_ROWS
-    assert q10(sum_stats(sources, "billed_cost")) == q10(CUR_BILLED)
-    assert q10(sum_stats(sources, "effective_cost")) == q10(CUR_BILLED)
+    assert sum(s.rows for s in sources) == len(cur.rows)
+    assert q10(sum_stats(sources, "billed_cost")) == q10(cur.billed)
+    assert q10(sum_stats(sources, "effective_cost")) == q10(cur.billed)
     billed, effective, count = store_totals(store)
-    assert count == CUR_ROWS
-    assert q10(billed) == q10(CUR_BILLED) and q10(effective) == q10(CUR_BILLED)
+    assert count == len(cur.rows)
+    assert q10(billed) == q10(cur.billed) and q10(effective) == q10(cur.billed)
     # Every file numbers its own lines from 2 (line 1 is its header).
     for s in sources:
         lo, hi, n = store.lines().execute("SELECT min(x_SourceRow), max(x_SourceRow), count(DISTINCT x_SourceRow) "
@@ -216,10 +235,10 @@ def test_cur_sample_same_totals_in_every_form(kind, tmp_path):
         assert (lo, hi, n) == (2, s.rows + 1, s.rows)
 
 
-def test_cur_report_folder_with_its_manifest(tmp_path):
+def test_cur_report_folder_with_its_manifest(tmp_path, cur):
     """AWS delivers a CUR as <report>/<period>/<report>-Manifest.json next to the data files; the manifest
     describes the report and holds no billing lines."""
-    [folder] = _cur_variant("3 parts in a folder", tmp_path)
+    [folder] = _cur_variant(cur, "3 parts in a folder", tmp_path)
     period = folder / "20231101-20231201"
     manifest = {
         "assemblyId": "20231201T000000Z-0000", "account": "123412340534", "bucket": "cur-bucket",
@@ -237,21 +256,21 @@ def test_cur_report_folder_with_its_manifest(tmp_path):
                     f"because its <report>-Manifest.json is taken for a billing file: {e}")
     assert sorted(Path(s.path).name for s in sources) == [f"cur-report-{i:05d}.csv" for i in (1, 2, 3)], (
         f"the CUR manifest was read as billing data: {[(s.path, s.format) for s in sources]}")
-    assert q10(sum_stats(sources, "billed_cost")) == q10(CUR_BILLED)
+    assert q10(sum_stats(sources, "billed_cost")) == q10(cur.billed)
 
 
-def test_cur_snake_case_classifies_like_the_legacy_spelling(cur_store, tmp_path):
+def test_cur_snake_case_classifies_like_the_legacy_spelling(cur_store, cur, tmp_path):
     legacy, _ = cur_store
     store = Store()
-    store.load_billing([_rewrite_cur(tmp_path, "cur-snake.csv", snake)])
+    store.load_billing([_rewrite_cur(cur, tmp_path, "cur-snake.csv", snake)])
     sql = ("SELECT x_SourceRow, x_CostCategory, x_TransferKind, x_TransferDirection, x_TransferFrom, x_TransferTo, "
            "x_UsageType, RegionId, ServiceName, ChargeCategory, BilledCost FROM lines ORDER BY x_SourceRow")
     assert store.lines().execute(sql).fetchall() == legacy.lines().execute(sql).fetchall()
 
 
-def _focus_parquet(tmp_path: Path, kind: str) -> Path:
+def _focus_parquet(focus: Sample, tmp_path: Path, kind: str) -> Path:
     out = tmp_path / f"focus-{kind}.parquet"
-    src = str(FOCUS).replace("'", "''")
+    src = str(focus.path).replace("'", "''")
     read = f"read_csv('{src}', header = true, all_varchar = true, nullstr = 'NULL')"
     select = {
         "varchar": "SELECT * FROM {r}",
@@ -270,18 +289,18 @@ def _focus_parquet(tmp_path: Path, kind: str) -> Path:
 
 
 @pytest.mark.parametrize("kind", ["varchar", "typed money", "typed money and times"])
-def test_focus_sample_as_parquet_same_totals(kind, tmp_path, focus_store):
-    path = _focus_parquet(tmp_path, kind)
+def test_focus_sample_as_parquet_same_totals(kind, tmp_path, focus_store, focus):
+    path = _focus_parquet(focus, tmp_path, kind)
     assert path.read_bytes()[:4] == b"PAR1"
     store = Store()
     [source] = store.load_billing([path])
     assert source.format == "focus-1.0"
-    assert source.rows == FOCUS_ROWS
-    assert q10(source.stats["billed_cost"]) == q10(FOCUS_BILLED)
-    assert q10(source.stats["effective_cost"]) == q10(FOCUS_EFFECTIVE)
+    assert source.rows == len(focus.rows)
+    assert q10(source.stats["billed_cost"]) == q10(focus.billed)
+    assert q10(source.stats["effective_cost"]) == q10(focus.effective)
     # Parquet rows are numbered from 1, in file order, and classify exactly as the CSV does.
     lo, hi = store.lines().execute("SELECT min(x_SourceRow), max(x_SourceRow) FROM lines").fetchone()
-    assert (lo, hi) == (1, FOCUS_ROWS)
+    assert (lo, hi) == (1, len(focus.rows))
     csv_store, _ = focus_store
     sql = ("SELECT x_SourceRow - {d}, BilledCost, EffectiveCost, ChargePeriodStart, ChargeDescription, "
            "x_CostCategory, x_GpuModel, x_TransferKind, x_TransferFrom, x_TransferTo, Tags FROM lines ORDER BY 1")
@@ -290,16 +309,28 @@ def test_focus_sample_as_parquet_same_totals(kind, tmp_path, focus_store):
 
 # ---- format detection -------------------------------------------------------------------------------------
 
-def _focus_12_columns() -> list[str]:
-    return [c["ColumnName"] for c in json.loads(FOCUS_12_SCHEMA.read_text(encoding="utf-8"))["Columns"]]
+def _schema_columns(path: Path) -> list[str]:
+    return [c["ColumnName"] for c in json.loads(path.read_text(encoding="utf-8"))["Columns"]]
+
+
+SAMPLE_COLUMNS = {
+    "cur-legacy": (lambda s: read_csv(s / CUR)[0], "aws-cur"),
+    "cur-snake-case": (lambda s: [snake(c) for c in read_csv(s / CUR)[0]], "aws-cur"),
+    "focus-1.0-sample": (lambda s: read_csv(s / FOCUS)[0], "focus-1.0"),
+    "focus-1.2-microsoft": (lambda s: _schema_columns(s / FOCUS_12_SCHEMA), "focus-1.2"),
+}
+
+
+@pytest.mark.parametrize("name", SAMPLE_COLUMNS)
+def test_detect_format_of_the_samples(name, samples):
+    columns_of, expected = SAMPLE_COLUMNS[name]
+    columns = columns_of(samples)
+    assert detect_format(columns) == expected
+    assert detect_format(tuple(columns)) == expected
 
 
 @pytest.mark.parametrize("columns, expected", [
-    pytest.param(read_csv(CUR)[0], "aws-cur", id="cur-legacy"),
-    pytest.param([snake(c) for c in read_csv(CUR)[0]], "aws-cur", id="cur-snake-case"),
     pytest.param(["lineItem/UnblendedCost", "lineItem/UsageStartDate"], "aws-cur", id="cur-minimal"),
-    pytest.param(read_csv(FOCUS)[0], "focus-1.0", id="focus-1.0-sample"),
-    pytest.param(_focus_12_columns(), "focus-1.2", id="focus-1.2-microsoft"),
     pytest.param(["a", "b", "c"], None, id="unknown"),
     pytest.param([], None, id="empty"),
     pytest.param(["lineItem/UnblendedCost"], None, id="cur-without-usage-start"),
@@ -309,34 +340,34 @@ def test_detect_format(columns, expected):
     assert detect_format(tuple(columns)) == expected
 
 
-def test_snake_case_helper():
-    assert "lineItem/UnblendedCost" in read_csv(CUR)[0]
+def test_snake_case_helper(cur):
+    assert "lineItem/UnblendedCost" in cur.header
     assert snake("lineItem/UnblendedCost") == "line_item_unblended_cost"
     assert snake("lineItem/UsageType") == "line_item_usage_type"
     assert snake("resourceTags/user:team") == "resource_tags_user_team"
 
 
-def test_detect_microsoft_focus_10_export_as_focus_10():
+def test_detect_microsoft_focus_10_export_as_focus_10(samples):
     """Microsoft's FOCUS 1.0 export (its own column list, FocusVersion 1.0) carries BillingAccountType and
     SubAccountType, which detect.py takes as FOCUS 1.2 markers."""
-    doc = json.loads(FOCUS_10_SCHEMA.read_text(encoding="utf-8"))
+    doc = json.loads((samples / FOCUS_10_SCHEMA).read_text(encoding="utf-8"))
     assert doc["FocusVersion"] == "1.0"
     columns = [c["ColumnName"] for c in doc["Columns"]]
     got = detect_format(columns)
     assert got == "focus-1.0", (
         f"READER BUG (auditor/providers/detect.py FOCUS_12): Microsoft's FOCUS 1.0 export column list "
-        f"({FOCUS_10_SCHEMA.name}) is detected as {got!r}; 'BillingAccountType'/'SubAccountType' are in "
+        f"({Path(FOCUS_10_SCHEMA).name}) is detected as {got!r}; 'BillingAccountType'/'SubAccountType' are in "
         "Microsoft's 1.0 export, so they do not mark FOCUS 1.2")
 
 
 # ---- CUR sample: source rows and transfer classification --------------------------------------------------
 
-def test_cur_source_rows_follow_the_file(cur_store):
+def test_cur_source_rows_follow_the_file(cur_store, cur):
     store, _ = cur_store
-    _, rows = read_csv(CUR)
+    rows = cur.rows
     lo, hi, n = store.lines().execute("SELECT min(x_SourceRow), max(x_SourceRow), count(DISTINCT x_SourceRow) "
                                   "FROM lines").fetchone()
-    assert (lo, hi, n) == (2, CUR_ROWS + 1, CUR_ROWS)  # header is line 1; consecutive, no gaps
+    assert (lo, hi, n) == (2, len(rows) + 1, len(rows))  # header is line 1; consecutive, no gaps
     got = store.lines().execute("SELECT x_SourceRow, x_UsageType, BilledCost, ChargeDescription, ChargePeriodStart "
                             "FROM lines ORDER BY x_SourceRow").fetchall()
     for line, usage_type, billed, desc, start in got:
@@ -355,9 +386,9 @@ def test_cur_source_rows_follow_the_file(cur_store):
     assert by_id[rows[0]["identity/LineItemId"]] == 2
 
 
-def test_source_rows_keep_file_order_in_a_large_file(tmp_path):
+def test_source_rows_keep_file_order_in_a_large_file(tmp_path, cur):
     """Line numbers come from row_number() over a parallel scan; check them on ~26k lines."""
-    header, rows = read_csv(CUR)
+    header, rows = cur.header, cur.rows
     out = io.StringIO()
     w = csv.DictWriter(out, header, lineterminator="\n")
     w.writeheader()
@@ -376,13 +407,13 @@ def test_source_rows_keep_file_order_in_a_large_file(tmp_path):
     assert store.lines().execute("SELECT count(*) FROM lines").fetchone()[0] == n
 
 
-def _cur_rows_where(predicate) -> list[int]:
-    return [i + 2 for i, r in enumerate(read_csv(CUR)[1]) if predicate(r)]
+def _cur_rows_where(cur: Sample, predicate) -> list[int]:
+    return [i + 2 for i, r in enumerate(cur.rows) if predicate(r)]
 
 
-def test_cur_transfer_lines_are_the_ones_with_a_transfer_type(cur_store):
+def test_cur_transfer_lines_are_the_ones_with_a_transfer_type(cur_store, cur):
     store, _ = cur_store
-    expected = _cur_rows_where(lambda r: r["product/transferType"] != "")
+    expected = _cur_rows_where(cur, lambda r: r["product/transferType"] != "")
     assert len(expected) >= 424
     got = [r[0] for r in store.lines().execute("SELECT x_SourceRow FROM lines WHERE x_TransferKind IS NOT NULL "
                                            "ORDER BY 1").fetchall()]
@@ -401,24 +432,24 @@ def _classes(store: Store, where: str, params: list) -> Counter:
         params).fetchall())
 
 
-def test_cur_inter_region_out(cur_store):
+def test_cur_inter_region_out(cur_store, cur):
     store, _ = cur_store
-    n = len(_cur_rows_where(lambda r: r["lineItem/UsageType"] == "USE1-USW2-AWS-Out-Bytes"))
+    n = len(_cur_rows_where(cur, lambda r: r["lineItem/UsageType"] == "USE1-USW2-AWS-Out-Bytes"))
     assert n == 11
     got = _classes(store, "x_UsageType = ?", ["USE1-USW2-AWS-Out-Bytes"])
     assert got == Counter({("inter_region", "out", "us-east-1", "us-west-2"): n})
 
 
-def test_cur_internet_out(cur_store):
+def test_cur_internet_out(cur_store, cur):
     store, _ = cur_store
-    n = len(_cur_rows_where(lambda r: r["lineItem/UsageType"] == "USW2-DataTransfer-Out-Bytes"))
+    n = len(_cur_rows_where(cur, lambda r: r["lineItem/UsageType"] == "USW2-DataTransfer-Out-Bytes"))
     got = _classes(store, "x_UsageType = ?", ["USW2-DataTransfer-Out-Bytes"])
     assert [(k[0], k[1]) for k in got] == [("internet", "out")] and sum(got.values()) == n == 21
 
 
-def test_cur_inter_zone(cur_store):
+def test_cur_inter_zone(cur_store, cur):
     store, _ = cur_store
-    expected = _cur_rows_where(lambda r: "-xAZ-" in r["lineItem/UsageType"]
+    expected = _cur_rows_where(cur, lambda r: "-xAZ-" in r["lineItem/UsageType"]
                                or r["lineItem/UsageType"].endswith("DataTransfer-Regional-Bytes"))
     assert len(expected) == 8
     got = store.lines().execute("SELECT x_SourceRow, x_TransferKind FROM lines WHERE x_UsageType LIKE '%-xAZ-%' "
@@ -426,9 +457,9 @@ def test_cur_inter_zone(cur_store):
     assert got == [(line, "inter_zone") for line in expected]
 
 
-def test_cur_inbound_lines(cur_store):
+def test_cur_inbound_lines(cur_store, cur):
     store, _ = cur_store
-    expected = _cur_rows_where(lambda r: r["lineItem/UsageType"].endswith("-AWS-In-Bytes"))
+    expected = _cur_rows_where(cur, lambda r: r["lineItem/UsageType"].endswith("-AWS-In-Bytes"))
     got = store.lines().execute("SELECT x_SourceRow, x_TransferKind, x_TransferDirection FROM lines "
                             "WHERE x_UsageType LIKE '%-AWS-In-Bytes' ORDER BY 1").fetchall()
     assert got == [(line, "inter_region", "in") for line in expected] and len(expected) == 46
@@ -452,37 +483,37 @@ def test_cur_non_transfer_lines_carry_no_transfer_columns(cur_store):
 
 # ---- FOCUS sample: GPU rows, inter-region rows, tags -----------------------------------------------------
 
-def _focus_lines(predicate) -> list[int]:
-    return [i + 2 for i, r in enumerate(read_csv(FOCUS)[1]) if predicate(r)]
+def _focus_lines(focus: Sample, predicate) -> list[int]:
+    return [i + 2 for i, r in enumerate(focus.rows) if predicate(r)]
 
 
-def independent_total_where(predicate) -> dict[str, Decimal]:
+def independent_total_where(focus: Sample, predicate) -> dict[str, Decimal]:
     out: dict[str, Decimal] = {}
-    for r in read_csv(FOCUS)[1]:
+    for r in focus.rows:
         if predicate(r):
             out[r["BillingCurrency"]] = out.get(r["BillingCurrency"], D(0)) + D(r["BilledCost"])
     return out
 
 
-def test_focus_g5_rows_are_gpu_compute(focus_store):
+def test_focus_g5_rows_are_gpu_compute(focus_store, focus):
     store, _ = focus_store
-    lines = _focus_lines(lambda r: "g5.4xlarge" in r["ChargeDescription"])
+    lines = _focus_lines(focus, lambda r: "g5.4xlarge" in r["ChargeDescription"])
     assert len(lines) == 8
     got = store.lines().execute(
         "SELECT x_SourceRow, x_CostCategory, x_InstanceType, x_GpuModel, x_GpuCount, x_Provider FROM lines "
         "WHERE ChargeDescription LIKE '%g5.4xlarge%' ORDER BY 1").fetchall()
     assert got == [(line, "gpu_compute", "g5.4xlarge", "A10G", 1, "aws") for line in lines]
     # GPU cost of the file is exactly these lines plus the other GPU families in it (g3).
-    gpu = independent_total_where(lambda r: re.search(r"\b(g5|g3)\.\d*xlarge\b", r["ChargeDescription"])
+    gpu = independent_total_where(focus, lambda r: re.search(r"\b(g5|g3)\.\d*xlarge\b", r["ChargeDescription"])
                                   and r["ServiceCategory"] == "Compute")
     _, source = focus_store
     assert q10(source.stats["gpu_cost"]) == q10(gpu)
 
 
-def test_focus_inter_region_rows(focus_store):
+def test_focus_inter_region_rows(focus_store, focus):
     store, _ = focus_store
     desc = "$0.02 per GB - US West (Oregon) data transfer to US East (Northern Virginia)"
-    lines = _focus_lines(lambda r: r["ChargeDescription"] == desc)
+    lines = _focus_lines(focus, lambda r: r["ChargeDescription"] == desc)
     assert len(lines) >= 10
     got = store.lines().execute("SELECT x_SourceRow, x_TransferKind, x_TransferDirection, x_TransferFrom, "
                                 "x_TransferTo, x_CostCategory FROM lines WHERE ChargeDescription = ? ORDER BY 1",
@@ -490,10 +521,10 @@ def test_focus_inter_region_rows(focus_store):
     assert got == [(line, "inter_region", "out", "us-west-2", "us-east-1", "transfer") for line in lines]
 
 
-def test_focus_tags_become_a_map(focus_store):
+def test_focus_tags_become_a_map(focus_store, focus):
     store, _ = focus_store
     assert store.lines().execute("SELECT DISTINCT typeof(Tags) FROM lines").fetchall() == [("MAP(VARCHAR, VARCHAR)",)]
-    _, rows = read_csv(FOCUS)
+    rows = focus.rows
     got = dict(store.lines().execute("SELECT x_SourceRow, Tags FROM lines").fetchall())
     tagged = 0
     for i, r in enumerate(rows):
@@ -504,16 +535,16 @@ def test_focus_tags_become_a_map(focus_store):
         tagged += 1
         assert dict(tags) == {k: str(v) for k, v in json.loads(r["Tags"]).items()}, i + 2
     assert tagged > 100
-    line = _focus_lines(lambda r: r["Id"] == "712018")[0]
+    line = _focus_lines(focus, lambda r: r["Id"] == "712018")[0]
     tags = store.lines().execute("SELECT Tags FROM lines WHERE x_SourceRow = ?", [line]).fetchone()[0]
     assert tags["business_unit"] == "NaplesProcurement"
     assert store.lines().execute("SELECT count(*) FROM lines WHERE Tags['business_unit'] = 'NaplesProcurement'"
                              ).fetchone()[0] == sum(1 for r in rows if '"NaplesProcurement"' in r["Tags"])
 
 
-def test_focus_first_data_line_is_2(focus_store):
+def test_focus_first_data_line_is_2(focus_store, focus):
     store, _ = focus_store
-    first = read_csv(FOCUS)[1][0]
+    first = focus.rows[0]
     got = store.lines().execute("SELECT BilledCost, ChargeDescription FROM lines WHERE x_SourceRow = 2").fetchone()
     assert got == (D(first["BilledCost"]), first["ChargeDescription"])
 

@@ -237,6 +237,7 @@ def test_bigquery_compression_codecs(tmp_path, codec):
     assert source.rows == 19 and q10(source.stats["billed_cost"]) == q10(CSV_TOTAL)
 
 
+@pytest.mark.slow
 def test_a_large_file_is_written_in_batches(tmp_path):
     """Records go to Parquet a batch at a time, never the whole file in Python: 25,000 records are three row
     groups of at most avro.BATCH records, and reconcile exactly."""

@@ -2,7 +2,7 @@
 every header variant, reconciled to the cent with an independent sum of each file's own cost column (Python's
 csv module and Decimal).
 
-* ../shared/samples/billing/azure/finops-toolkit__EA_ActualCost_Small.csv is a byte-for-byte copy of
+* azure/finops-toolkit__EA_ActualCost_Small.csv in the public samples (the `samples` fixture) is a byte-for-byte copy of
   src/powershell/Tests/Unit/assets/EA_ActualCost_Small.csv from microsoft/finops-toolkit
   @ 6873edc4c53e8f6828f482d8d44adbc1fd5d1eb5, MIT (see SOURCES.md there): an EA actual-cost export with a UTF-8
   BOM, a `Cost` column, `MM/DD/YYYY` dates, Tags without outer braces and a reservation purchase.
@@ -28,8 +28,7 @@ from auditor.providers.billing.detect import detect_format
 from auditor.tables.store import Store
 
 REPO = Path(__file__).resolve().parents[1]
-SAMPLES = REPO.parent / "shared" / "samples" / "billing"
-EA_SAMPLE = SAMPLES / "azure" / "finops-toolkit__EA_ActualCost_Small.csv"
+EA_SAMPLE = "azure/finops-toolkit__EA_ActualCost_Small.csv"  # in the public samples
 FIXTURES = REPO / "fixtures" / "billing" / "azure"
 EA = FIXTURES / "ea-cost-details.csv"
 MCA = FIXTURES / "mca-cost-details.csv"
@@ -85,8 +84,13 @@ def load(path: Path) -> tuple[Store, object]:
 
 
 @pytest.fixture(scope="module")
-def sample():
-    return load(EA_SAMPLE)
+def sample_path(samples) -> Path:
+    return samples / EA_SAMPLE
+
+
+@pytest.fixture(scope="module")
+def sample(sample_path):
+    return load(sample_path)
 
 
 # file, cost column, currency column, rows, independent total
@@ -101,8 +105,9 @@ FILES = [
 
 # ---- reconciliation to the cent ---------------------------------------------------------------------------
 
-@pytest.mark.parametrize("path, cost, currency, rows, total", FILES, ids=[f[0].name for f in FILES])
-def test_reconciles_to_the_cent(path, cost, currency, rows, total):
+@pytest.mark.parametrize("path, cost, currency, rows, total", FILES, ids=[Path(f[0]).name for f in FILES])
+def test_reconciles_to_the_cent(path, cost, currency, rows, total, locate):
+    path = locate(path)
     expected = independent_total(path, cost, currency)
     assert expected == total and len(read_csv(path)[1]) == rows
     store, source = load(path)
@@ -117,23 +122,26 @@ def test_reconciles_to_the_cent(path, cost, currency, rows, total):
     assert got == [(i + 2, D(r[cost]), D(r[cost]), r[currency]) for i, r in enumerate(read_csv(path)[1])]
 
 
-@pytest.mark.parametrize("path", [f[0] for f in FILES], ids=[f[0].name for f in FILES])
-def test_detected_as_azure_cost_details(path):
-    assert detect_format(read_csv(path)[0]) == "azure-cost"
+@pytest.mark.parametrize("path", [f[0] for f in FILES], ids=[Path(f[0]).name for f in FILES])
+def test_detected_as_azure_cost_details(path, locate):
+    assert detect_format(read_csv(locate(path))[0]) == "azure-cost"
 
 
 def test_fixture_sizes_and_encodings():
     for path, *_ in FILES[1:]:
         assert 5 <= len(read_csv(path)[1]) <= 30, path.name
     assert EA.read_bytes().startswith(b"\xef\xbb\xbf") and b"\r\n" in EA.read_bytes()
-    assert EA_SAMPLE.read_bytes().startswith(b"\xef\xbb\xbf")
+
+
+def test_sample_starts_with_a_bom(sample_path):
+    assert sample_path.read_bytes().startswith(b"\xef\xbb\xbf")
 
 
 # ---- the real sample --------------------------------------------------------------------------------------
 
-def test_sample_purchase_row(sample):
+def test_sample_purchase_row(sample, sample_path):
     store, _ = sample
-    _, rows = read_csv(EA_SAMPLE)
+    _, rows = read_csv(sample_path)
     purchases = [i + 2 for i, r in enumerate(rows) if r["ChargeType"] == "Purchase"]
     assert purchases == [2]
     got = store.lines().execute("SELECT ChargeCategory, PricingCategory, BilledCost, x_InstanceType, ResourceId "
@@ -144,9 +152,9 @@ def test_sample_purchase_row(sample):
                              "'Standard'").fetchone()[0] == 10
 
 
-def test_sample_dates_are_parsed(sample):
+def test_sample_dates_are_parsed(sample, sample_path):
     store, _ = sample
-    _, rows = read_csv(EA_SAMPLE)
+    _, rows = read_csv(sample_path)
     got = store.lines().execute("SELECT x_SourceRow, ChargePeriodStart, ChargePeriodEnd FROM lines "
                                 "ORDER BY 1").fetchall()
     for line, start, end in got:
@@ -155,9 +163,9 @@ def test_sample_dates_are_parsed(sample):
     assert {s.date().isoformat() for _, s, _ in got} == {"2023-09-21", "2023-09-04", "2023-09-05"}
 
 
-def test_sample_tags_become_a_map(sample):
+def test_sample_tags_become_a_map(sample, sample_path):
     store, _ = sample
-    _, rows = read_csv(EA_SAMPLE)
+    _, rows = read_csv(sample_path)
     assert store.lines().execute("SELECT DISTINCT typeof(Tags) FROM lines").fetchall() == [("MAP(VARCHAR, VARCHAR)",)]
     got = dict(store.lines().execute("SELECT x_SourceRow, Tags FROM lines").fetchall())
     for i, r in enumerate(rows):
@@ -169,9 +177,9 @@ def test_sample_tags_become_a_map(sample):
     assert got[2] == {}  # no tags: an empty map
 
 
-def test_sample_regions_are_normalized(sample):
+def test_sample_regions_are_normalized(sample, sample_path):
     store, _ = sample
-    _, rows = read_csv(EA_SAMPLE)
+    _, rows = read_csv(sample_path)
     got = dict(store.lines().execute("SELECT x_SourceRow, RegionId FROM lines").fetchall())
     assert [got[i + 2] for i in range(len(rows))] == [region_of(r["ResourceLocation"]) for r in rows]
     assert {r["ResourceLocation"]: got[i + 2] for i, r in enumerate(rows)} == {

@@ -5,7 +5,7 @@ Net cost is `cost` plus the sum of `credits.amount` (credits are negative); the 
 independent sums here use Python's csv and json modules and Decimal only: in CSV the repeated `credits` record
 is a Python-repr list, read with `ast.literal_eval`.
 
-* ../shared/samples/billing/gcp_bigquery/koku__gcp__2022-08-01_5.csv is a byte-for-byte copy of
+* gcp_bigquery/koku__gcp__2022-08-01_5.csv in the public samples (the `samples` fixture) is a byte-for-byte copy of
   koku/masu/test/data/gcp/2022-08-01_5.csv from project-koku/koku @ f15f76480bafc28edac23d99af34d60d3d110453,
   Apache-2.0 (see SOURCES.md there): a detailed (resource-level) export of 9 internet-egress lines.
 * fixtures/billing/gcp/gcp-detailed-export.csv and .jsonl are hand-written for these tests from the column lists
@@ -30,8 +30,6 @@ from auditor.providers.billing.detect import detect_format
 from auditor.tables.store import Store
 
 REPO = Path(__file__).resolve().parents[1]
-SAMPLES = REPO.parent / "shared" / "samples" / "billing"
-KOKU = SAMPLES / "gcp_bigquery" / "koku__gcp__2022-08-01_5.csv"
 FIXTURES = REPO / "fixtures" / "billing" / "gcp"
 GCP_CSV = FIXTURES / "gcp-detailed-export.csv"
 GCP_JSON = FIXTURES / "gcp-detailed-export.jsonl"
@@ -90,14 +88,23 @@ def load(path: Path) -> tuple[Store, object]:
     return store, store.load_file(path)
 
 
-KOKU_ROWS = read_csv(KOKU)
 CSV_ROWS = read_csv(GCP_CSV)
 JSON_ROWS = read_json(GCP_JSON)
 
 
 @pytest.fixture(scope="module")
-def koku():
-    return load(KOKU)
+def koku_path(samples) -> Path:
+    return samples / "gcp_bigquery" / "koku__gcp__2022-08-01_5.csv"
+
+
+@pytest.fixture(scope="module")
+def koku_rows(koku_path) -> list[dict[str, str]]:
+    return read_csv(koku_path)
+
+
+@pytest.fixture(scope="module")
+def koku(koku_path):
+    return load(koku_path)
 
 
 @pytest.fixture(scope="module")
@@ -117,24 +124,24 @@ def gcp_parquet(tmp_path_factory):
 
 # ---- the real sample --------------------------------------------------------------------------------------
 
-def test_koku_sample_is_where_sources_md_says():
-    assert (SAMPLES / "SOURCES.md").is_file(), f"public samples missing under {SAMPLES}"
-    assert len(KOKU_ROWS) == 9
-    with open(KOKU, encoding="utf-8") as f:
+def test_koku_sample_is_where_sources_md_says(koku_path, koku_rows):
+    assert (koku_path.parents[1] / "SOURCES.md").is_file()
+    assert len(koku_rows) == 9
+    with open(koku_path, encoding="utf-8") as f:
         assert detect_format(next(csv.reader(f))) == "gcp-billing"
 
 
-def test_koku_sample_reconciles_to_the_cent(koku):
+def test_koku_sample_reconciles_to_the_cent(koku, koku_rows):
     _, source = koku
-    expected = totals(KOKU_ROWS, csv_net, lambda r: r["currency"])
+    expected = totals(koku_rows, csv_net, lambda r: r["currency"])
     assert expected == {"USD": D("0.000012")}  # two China lines, 2e-06 + 1e-05; the other seven cost 0.0
     assert source.format == "gcp-billing"
-    assert source.rows == source.stats["rows"] == len(KOKU_ROWS) == 9
+    assert source.rows == source.stats["rows"] == len(koku_rows) == 9
     assert q10(source.stats["billed_cost"]) == q10(expected)
     assert q10(source.stats["effective_cost"]) == q10(expected)
 
 
-def test_koku_sample_line_by_line(koku):
+def test_koku_sample_line_by_line(koku, koku_rows):
     store, _ = koku
     got = store.lines().execute(
         "SELECT x_SourceRow, BilledCost, EffectiveCost, ChargePeriodStart, ChargePeriodEnd, ChargeDescription, "
@@ -142,7 +149,7 @@ def test_koku_sample_line_by_line(koku):
         "x_TransferKind, x_TransferDirection, x_TransferFrom, x_TransferTo, ConsumedQuantity, ConsumedUnit, Tags "
         "FROM lines ORDER BY 1").fetchall()
     assert [g[0] for g in got] == list(range(2, 11))
-    for g, r in zip(got, KOKU_ROWS, strict=True):
+    for g, r in zip(got, koku_rows, strict=True):
         line = g[0]
         assert g[1] == g[2] == csv_net(r), line  # exact, not only to the cent
         assert g[3].strftime("%Y-%m-%d %H:%M:%S+00:00") == r["usage_start_time"], line
@@ -154,7 +161,7 @@ def test_koku_sample_line_by_line(koku):
         assert g[13:17] == ("internet", "out", "Americas", dst), line
         assert g[17] == D(r["usage.amount_in_pricing_units"]) and g[18] == "gibibyte", line
         assert g[19] == {}, line
-    assert {r["sku.description"].rsplit(" to ", 1)[1] for r in KOKU_ROWS} == {"APAC", "EMEA", "China"}
+    assert {r["sku.description"].rsplit(" to ", 1)[1] for r in koku_rows} == {"APAC", "EMEA", "China"}
 
 
 # ---- the fixtures: CSV, JSON and Parquet ------------------------------------------------------------------

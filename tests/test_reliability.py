@@ -234,6 +234,7 @@ def _cur_with_long_line(path: Path, field_bytes: int, position: str, pad_lines: 
     return at + 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "position"), [("middle.csv", "middle"), ("last.csv", "last"),
                                                  ("last.csv.gz", "last")])
 def test_a_50_mb_line_is_an_error_naming_it(tmp_path, policy, name, position):
@@ -253,6 +254,7 @@ def test_a_50_mb_line_is_an_error_naming_it(tmp_path, policy, name, position):
     assert time.monotonic() - started < 90
 
 
+@pytest.mark.slow
 def test_a_2_gb_line_is_refused_without_loading_it(tmp_path, policy):
     """A sparse file: after 1,000 ordinary lines, one runs 2 GiB (zero bytes, taking no disk). The line is found
     and named before DuckDB would hold it in memory (detect.first_line_over), within a bounded time."""
@@ -551,6 +553,7 @@ def _pods(n: int, broken_at: int | None = None) -> str:
     return "---\n".join(docs)
 
 
+@pytest.mark.slow
 def test_gate_reads_a_manifest_of_10000_documents(tmp_path):
     """Ten thousand GPU pods in one file: each is a job, the verdict is written whole (atomically), no hang."""
     manifest = tmp_path / "many.yaml"
@@ -566,6 +569,7 @@ def test_gate_reads_a_manifest_of_10000_documents(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["gate.json", "many.yaml"]  # no temporary file left
 
 
+@pytest.mark.slow
 def test_gate_names_the_line_of_a_broken_document_among_10000(tmp_path):
     manifest = tmp_path / "many.yaml"
     manifest.write_text(_pods(10_000, broken_at=4_000), encoding="utf-8")

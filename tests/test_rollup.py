@@ -15,12 +15,11 @@ import auditor.tables.normalize as normalize
 from auditor.tables.store import Store
 
 REPO = Path(__file__).resolve().parents[1]
-SAMPLES = REPO.parent / "shared" / "samples" / "billing"
-FILES = [
-    SAMPLES / "aws_cur_legacy" / "focus_converters__sample-anonymous-aws-export-dataset.csv",
-    SAMPLES / "focus" / "FOCUS-Sample-Data__FOCUS-1.0__focus_sample.csv",
-    SAMPLES / "azure" / "finops-toolkit__EA_ActualCost_Small.csv",
-    SAMPLES / "gcp_bigquery" / "koku__gcp__2022-08-01_5.csv",
+FILES = [  # a str is a public sample (the `locate` and `samples` fixtures)
+    "aws_cur_legacy/focus_converters__sample-anonymous-aws-export-dataset.csv",
+    "focus/FOCUS-Sample-Data__FOCUS-1.0__focus_sample.csv",
+    "azure/finops-toolkit__EA_ActualCost_Small.csv",
+    "gcp_bigquery/koku__gcp__2022-08-01_5.csv",
     REPO / "fixtures" / "billing" / "cur-gpu-spot.csv",
     REPO / "fixtures" / "billing" / "gcp" / "gcp-detailed-export.jsonl",
     REPO / "fixtures" / "demo" / "billing" / "aws-cur-2026-07.csv",
@@ -51,15 +50,16 @@ def as_parquet(path: Path, folder: Path) -> Path:
     return out
 
 
-@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
-def test_costs_rows_sum_the_lines_exactly(path):
+@pytest.mark.parametrize("path", FILES, ids=lambda p: Path(p).name)
+def test_costs_rows_sum_the_lines_exactly(path, locate):
     store = Store()
-    [source] = store.load_billing([path])
+    [source] = store.load_billing([locate(path)])
     rollup, lines = sums(store, "costs"), sums(store, "lines")
     assert rollup == lines
     assert source.rows == store.lines().execute("SELECT count(*) FROM lines").fetchone()[0]
 
 
+@pytest.mark.slow
 def test_a_quarter_of_hourly_lines_collapses(tmp_path):
     """The benchmark generator's quarter of hourly lines, in every format it writes (CUR Parquet, CUR gzip CSV,
     FOCUS Parquet): a day's lines of one resource are one row, and the rows still sum the lines exactly."""
@@ -76,10 +76,10 @@ def test_a_quarter_of_hourly_lines_collapses(tmp_path):
         assert sums(store, "costs") == sums(store, "lines")
 
 
-@pytest.mark.parametrize("path", [FILES[0], FILES[6]], ids=lambda p: p.name)
-def test_parquet_groups_by_hash_and_equals_the_lines(path, tmp_path):
+@pytest.mark.parametrize("path", [FILES[0], FILES[6]], ids=lambda p: Path(p).name)
+def test_parquet_groups_by_hash_and_equals_the_lines(path, tmp_path, locate):
     store = Store()
-    store.load_billing([as_parquet(path, tmp_path)])
+    store.load_billing([as_parquet(locate(path), tmp_path)])
     assert sums(store, "costs") == sums(store, "lines")
 
 

@@ -26,7 +26,6 @@ from auditor.tables.sql import team_sql
 from auditor.tables.store import Store
 
 REPO = Path(__file__).resolve().parents[1]
-SAMPLES = REPO.parent / "shared" / "samples" / "billing"
 DEMO = REPO / "fixtures" / "demo"
 FIXTURES = REPO / "fixtures" / "billing"
 CENT = Decimal("0.01")
@@ -83,27 +82,27 @@ def both(paths: list[Path], spark) -> tuple[dict, dict]:
     return summaries(duck), summaries(on_spark)
 
 
-FILES = {
+FILES = {  # a str is a public sample (the `locate` and `samples` fixtures)
     "cur-gpu-spot": FIXTURES / "cur-gpu-spot.csv",
-    "focus-sample": SAMPLES / "focus" / "FOCUS-Sample-Data__FOCUS-1.0__focus_sample.csv",
-    "cur-sample": SAMPLES / "aws_cur_legacy" / "focus_converters__sample-anonymous-aws-export-dataset.csv",
+    "focus-sample": "focus/FOCUS-Sample-Data__FOCUS-1.0__focus_sample.csv",
+    "cur-sample": "aws_cur_legacy/focus_converters__sample-anonymous-aws-export-dataset.csv",
     # GCP: repeated records as Python-repr text (CSV), real lists (JSON, and Avro through its Parquet copy)
     "gcp-csv": FIXTURES / "gcp" / "gcp-detailed-export.csv",
     "gcp-json": FIXTURES / "gcp" / "gcp-detailed-export.jsonl",
     "gcp-avro": FIXTURES / "gcp" / "gcp-detailed-export.avro",
-    "gcp-koku": SAMPLES / "gcp_bigquery" / "koku__gcp__2022-08-01_5.csv",
+    "gcp-koku": "gcp_bigquery/koku__gcp__2022-08-01_5.csv",
     # Azure: US and ISO dates, Tags without braces, JSON AdditionalInfo, a BOM
     "azure-ea": FIXTURES / "azure" / "ea-cost-details.csv",
     "azure-ea-short-dates": FIXTURES / "azure" / "ea-short-dates.csv",
     "azure-mca": FIXTURES / "azure" / "mca-cost-details.csv",
     "azure-payg": FIXTURES / "azure" / "payg-usage-details.csv",
-    "azure-ea-sample": SAMPLES / "azure" / "finops-toolkit__EA_ActualCost_Small.csv",
+    "azure-ea-sample": "azure/finops-toolkit__EA_ActualCost_Small.csv",
 }
 
 
 @pytest.mark.parametrize("name", list(FILES))
-def test_spark_summaries_equal_duckdb(name, spark):
-    duck, on_spark = both([FILES[name]], spark)
+def test_spark_summaries_equal_duckdb(name, spark, locate):
+    duck, on_spark = both([locate(FILES[name])], spark)
     assert on_spark == duck
     assert duck["stats"]["billed_cost"], "the fixture has spend"
 

@@ -13,6 +13,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "fixtures" / "demo"
+pytestmark = pytest.mark.slow  # builds the wheel and installs it into a fresh virtual environment
 RULE_IDS = ("GPU001", "GPU002", "TAG001", "NET001", "SPOT001")
 
 

@@ -19,6 +19,8 @@ PySpark, sqlglot and pyarrow are imported by these three modules only (the `spar
 
 from __future__ import annotations
 
+import os
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -47,8 +49,9 @@ CONF = {
 }
 
 
-def session(master: str | None = None):
-    """The active SparkSession (a notebook's), or a new one on `master` (default local[2])."""
+def session(master: str | None = None, quiet: bool = True):
+    """The active SparkSession (a notebook's), or a new one on `master` (default local[2]). A new one is `quiet`:
+    its JVM logs no start-up noise (auditor/data/spark-log4j2.properties) and a local one binds to loopback."""
     try:
         from pyspark.sql import SparkSession
     except ImportError:
@@ -65,6 +68,12 @@ def session(master: str | None = None):
         builder = builder.config(k, v)
     if master.startswith("local"):  # one machine: a few shuffle partitions, not a cluster's 200
         builder = builder.config("spark.sql.shuffle.partitions", "4")
+    if quiet:
+        config = Path(__file__).resolve().parents[1] / "data" / "spark-log4j2.properties"
+        builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={config.as_uri()}")
+        if master.startswith("local"):  # else Spark warns that the host name resolves to a loopback address
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        warnings.filterwarnings("ignore", message="PySpark does not yet fully support", category=FutureWarning)
     return builder.getOrCreate()
 
 
@@ -154,8 +163,9 @@ def load_billing(store: Store, paths: list[Path | str], master: str | None = Non
     return loaded
 
 
-def billing_engine(master: str | None = None) -> Callable[..., list[SourceFile]]:
-    """Store.load_billing's stand-in for `--engine spark` (run_audit's `engine`)."""
-    spark = session(master)
+def billing_engine(master: str | None = None, debug: bool = False) -> Callable[..., list[SourceFile]]:
+    """Store.load_billing's stand-in for `--engine spark` (run_audit's `engine`); Spark's logs are quiet unless
+    `debug`."""
+    spark = session(master, quiet=not debug)
     spark.sparkContext.setLogLevel("ERROR")
     return lambda store, paths, progress=None: load_billing(store, paths, progress=progress, spark=spark)
