@@ -397,6 +397,7 @@ def report(audit_json: Path, formats: tuple[str, ...], out_dir: Path | None, tea
 
 def _print_summary(result) -> None:
     from auditor.outputs.report import fmt_money
+    from auditor.sums import count_savings
 
     s = result.summary
     click.echo(f"GPU spend audit {result.window.label} · {result.policy.name}")
@@ -411,14 +412,22 @@ def _print_summary(result) -> None:
         return
     click.echo("")
     rows = {}
-    for f in result.active():
-        r = rows.setdefault(f.rule, {"name": f.name, "n": 0, "sev": f.severity, "save": {}})
+    active = result.active()
+    _, under = count_savings((f.resource, f.currency, f.rule, f.monthly_savings) for f in active)
+    for f, counted_under in zip(active, under, strict=True):
+        r = rows.setdefault(f.rule, {"name": f.name, "n": 0, "sev": f.severity, "save": {}, "elsewhere": {}})
         r["n"] += 1
-        if f.monthly_savings is not None:
-            r["save"][f.currency] = r["save"].get(f.currency, 0) + f.monthly_savings
+        if f.monthly_savings is not None:  # a saving another rule counts on the same resource is shown apart
+            into = r["elsewhere"] if counted_under else r["save"]
+            into[f.currency] = into.get(f.currency, 0) + f.monthly_savings
     click.echo(f"  {'rule':<8}{'name':<26}{'severity':<10}{'findings':>9}  {'saving / month':>16}")
     for rid, r in sorted(rows.items()):
-        click.echo(f"  {rid:<8}{r['name']:<26}{r['sev'].label:<10}{r['n']:>9}  {fmt_money(r['save']):>16}")
+        save = fmt_money(r["save"]) if r["save"] or not r["elsewhere"] else ""
+        if r["elsewhere"]:
+            save = (save + " (+" if save else "") + fmt_money(r["elsewhere"]) + ("*)" if save else "*")
+        click.echo(f"  {rid:<8}{r['name']:<26}{r['sev'].label:<10}{r['n']:>9}  {save:>16}")
+    if any(r["elsewhere"] for r in rows.values()):
+        click.echo("  * already counted under another rule's finding on the same resource; the total counts it once")
 
 
 @cli.command()

@@ -136,7 +136,7 @@ class ResourceSpend:
     account: str | None = None
     region: str | None = None
     service: str | None = None
-    category: str | None = None  # gpu_compute, other_compute, storage, transfer, other
+    category: str | None = None  # gpu_compute, other_compute, storage, transfer, tax, other
     instance_type: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
     cost: dict[str, Decimal] = field(default_factory=dict)

@@ -36,6 +36,7 @@ from auditor.auditfile import read_audit
 from auditor.errors import InputError
 from auditor.model import fmt_money
 from auditor.policy import Policy
+from auditor.sums import count_savings
 
 UNATTRIBUTED = "(unattributed)"  # the key audit.json's summary.by_team uses for spend with no team
 ENV = "GPU_AUDITOR_SMTP_"
@@ -129,15 +130,8 @@ def _add(a: dict[str, Decimal], b: Mapping[str, Decimal]) -> dict[str, Decimal]:
 def savings_of(findings: list[dict[str, Any]]) -> dict[str, Decimal]:
     """Monthly savings per currency, as the audit counts them: per resource the largest (alternatives for one
     machine are not added)."""
-    best: dict[tuple[str, str], Decimal] = {}
-    for f in findings:
-        if f.get("monthly_savings") is not None:
-            key, amount = (f["resource"], f["currency"]), Decimal(f["monthly_savings"])
-            best[key] = max(best.get(key, amount), amount)
-    out: dict[str, Decimal] = {}
-    for (_, currency), amount in best.items():
-        out[currency] = out.get(currency, Decimal(0)) + amount
-    return out
+    return count_savings((f["resource"], f["currency"], f["rule"], None if f.get("monthly_savings") is None
+                          else Decimal(f["monthly_savings"])) for f in findings)[0]
 
 
 def clean(value: Any) -> Any:

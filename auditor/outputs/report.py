@@ -11,6 +11,7 @@ import fnmatch
 import io
 import json
 import os
+import re
 import tempfile
 from datetime import date
 from decimal import Decimal
@@ -19,9 +20,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import jinja2
+import markupsafe
 
 from auditor.errors import InputError
 from auditor.model import HOURS_PER_MONTH, fmt_money
+from auditor.sums import count_savings
 
 if TYPE_CHECKING:
     from auditor.audit import Audit
@@ -51,6 +54,14 @@ def fmt_num(value: Any, digits: int = 0) -> str:
     return f"{float(value):,.{digits}f}"
 
 
+def inline_code(value: Any) -> markupsafe.Markup:
+    """Rule text written in Markdown (`CheckpointConfig.S3Uri`) for HTML: escaped, then `x` as <code>x</code>."""
+    parts = str(markupsafe.escape("" if value is None else value)).split("`")
+    if len(parts) % 2 == 0:  # an odd number of backticks: no pairs to trust
+        return markupsafe.Markup("`".join(parts))
+    return markupsafe.Markup("".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts)))
+
+
 @cache
 def _env() -> jinja2.Environment:
     """One environment per process, so each template is compiled once."""
@@ -60,6 +71,7 @@ def _env() -> jinja2.Environment:
     env.filters["money"] = fmt_money
     env.filters["num"] = fmt_num
     env.filters["md"] = md_escape
+    env.filters["code"] = inline_code
     return env
 
 
@@ -189,13 +201,15 @@ def write_outputs(audit: Audit | dict[str, Any], out_dir: Path, formats: tuple[s
 # ---- the view-model: what the templates see, built from the audit.json dict alone -------------------------
 
 CATEGORIES = {"gpu_compute": "GPU compute", "other_compute": "Other compute", "storage": "Storage",
-              "transfer": "Data transfer", "other": "Other"}
+              "transfer": "Data transfer", "tax": "Tax", "other": "Other"}
 DIMENSIONS = {"provider": "provider", "account": "account", "region": "region", "team": "team",
               "project": "project"}
 PRICING = {"on_demand": "On-demand", "spot": "Spot", "committed": "Committed (reserved, savings plans)"}
 BANDS = {"under_10": "Under 10%", "10_to_50": "10% to 50%", "over_50": "Over 50%"}
 UNATTRIBUTED = "(unattributed)"
 TOP_ACTIONS = 5
+SAVINGS_DEFINITION = ("Savings found: what the open findings would save a month (730 hours), each resource counted "
+                      "once, with its largest saving; a quarter is three such months.")
 MACHINES_SHOWN = 25
 
 
@@ -227,16 +241,26 @@ def _add(into: dict[str, Decimal], amounts: dict[str, Any] | None) -> dict[str, 
 
 
 def _savings(findings: list[dict[str, Any]]) -> dict[str, Decimal]:
-    """Monthly savings per currency, as the engine counts them: per resource the largest (alternatives)."""
-    best: dict[tuple[str, str], Decimal] = {}
+    """Monthly savings per currency, as the engine counts them: each resource once, with its largest."""
+    return count_savings(_claims(findings))[0]
+
+
+def _claims(findings: list[dict[str, Any]]) -> list[tuple[str, str, str, Decimal | None]]:
+    return [(f["resource"], f["currency"], f["rule"],
+             None if f.get("monthly_savings") is None else _d(f["monthly_savings"])) for f in findings]
+
+
+def _rule_savings(findings: list[dict[str, Any]]) -> dict[str, Any]:
+    """A rule's open findings' savings: those it counts, and those another rule counts on the same resource
+    ({rule: {currency: amount}}), so that the rules' savings add up to the total without counting one twice."""
+    counted: dict[str, Decimal] = {}
+    overlaps: dict[str, dict[str, Decimal]] = {}
     for f in findings:
-        if f.get("monthly_savings") is not None:
-            key = (f["resource"], f["currency"])
-            best[key] = max(best.get(key, _d(f["monthly_savings"])), _d(f["monthly_savings"]))
-    out: dict[str, Decimal] = {}
-    for (_, cur), amount in sorted(best.items()):
-        out[cur] = out.get(cur, Decimal(0)) + amount
-    return out
+        if f.get("monthly_savings") is None:
+            continue
+        into = overlaps.setdefault(f["counted_under"], {}) if f.get("counted_under") else counted
+        into[f["currency"]] = into.get(f["currency"], Decimal(0)) + _d(f["monthly_savings"])
+    return {"savings": counted, "overlaps": overlaps}
 
 
 def _money_sum(findings: list[dict[str, Any]], key: str) -> dict[str, Decimal]:
@@ -257,7 +281,12 @@ def _text(value: Any) -> str:
         return "none"
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if isinstance(value, str) and _DECIMAL.fullmatch(value) and value.endswith("0"):
+        return value.rstrip("0").rstrip(".")  # DuckDB's DECIMAL(38, 18) as written by an older audit.json
     return str(value)
+
+
+_DECIMAL = re.compile(r"-?\d+\.\d+")
 
 
 def _changes(change: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -269,7 +298,7 @@ def _changes(change: dict[str, Any] | None) -> list[dict[str, Any]]:
 
 
 def _finding(f: dict[str, Any]) -> dict[str, Any]:
-    return {**f, "team_label": _team_of(f),
+    return {**f, "team_label": _team_of(f), "counted_under": None,
             "evidence_items": [(k.replace("_", " "), _text(v)) for k, v in (f.get("evidence") or {}).items()]}
 
 
@@ -304,7 +333,11 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
     policy = doc["policy"]
     cur = policy.get("currency") or "USD"
     team_spend = (s.get("team_spend") or {}).get(team, {}) if team else {}
-    every = [_finding(f) for f in doc["findings"] if team is None or _team_of(f) == team]
+    every = [_finding(f) for f in doc["findings"]]
+    open_ = [f for f in every if not f["waived"]]
+    for f, under in zip(open_, count_savings(_claims(open_))[1], strict=True):
+        f["counted_under"] = under  # its saving is counted under that rule's finding on the same resource
+    every = [f for f in every if team is None or f["team_label"] == team]
     open_ = [f for f in every if not f["waived"]]
 
     if team is None:
@@ -318,15 +351,26 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
         per_team = {team: {"billed_cost": spend}}
     total = spend.get(cur)
 
-    # compliance, clause by clause (for a team: broken where the team has open findings under it)
-    clauses = []
+    # compliance, clause by clause: a clause is broken where any of its rules has open findings (for a team:
+    # the team's), disabled where all its rules are, else met
+    clauses: dict[str, dict[str, Any]] = {}
     for c in doc.get("clauses", []):
-        mine = [f for f in open_ if f["rule"] == c["rule"]]
-        status = c["status"]
-        if team is not None and status != "disabled":
-            status = ("broken" if mine else "met") + (" (defaults)" if not c.get("in_policy", True) else "")
-        clauses.append({**c, "status": status, "findings": len(mine), "savings": _savings(mine),
-                        "options_text": [(k, _text(v)) for k, v in (c.get("options") or {}).items()]})
+        g = clauses.setdefault(c["clause"], {"clause": c["clause"], "rules": [], "texts": [], "options_text": [],
+                                             "in_policy": c.get("in_policy", True), "states": []})
+        g["rules"].append({"rule": c["rule"], "name": c["name"]})
+        if c["text"] not in g["texts"]:
+            g["texts"].append(c["text"])
+        g["options_text"] += [(k, _text(v)) for k, v in (c.get("options") or {}).items()
+                              if k not in dict(g["options_text"])]
+        g["states"].append("disabled" if c["status"] == "disabled" else
+                           "broken" if any(f["rule"] == c["rule"] for f in open_) else "met")
+    for g in clauses.values():
+        mine = [f for f in open_ if f["rule"] in {r["rule"] for r in g["rules"]}]
+        state = "broken" if "broken" in g["states"] else "met" if "met" in g["states"] else "disabled"
+        g.update(status=state + (" (defaults)" if state != "disabled" and not g["in_policy"] else ""),
+                 text=" ".join(g["texts"]), findings=len(mine), savings=_savings(mine),
+                 rule=", ".join(r["rule"] for r in g["rules"]))
+    clauses = list(clauses.values())
     compliance = {k: sum(1 for c in clauses if c["status"].startswith(k)) for k in ("met", "broken", "disabled")}
 
     # where the money went
@@ -349,14 +393,25 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
                             for r in _rows(team_spend.get(f"by_{dim}", {}), cur, total)]
                       for dim in ("provider", "project")}
         pricing = team_spend.get("gpu_hours_by_pricing") or {}
+    if team is None:  # every team of the policy, with or without spend
+        per_team = {**{t: {"billed_cost": {}} for t in s.get("teams") or {}}, **per_team}
     budgets = []
     for t, v in per_team.items():
         b = (s.get("teams") or {}).get(t) or {}
         spent = v["billed_cost"].get(cur)
-        budgets.append({"team": t, "lead": b.get("lead"), "spent": v["billed_cost"], "budget": b.get("budget"),
-                        "used_pct": _share(spent, b.get("budget")) if b.get("budget") else None,
-                        "bar": _bar(spent, b.get("budget")) if b.get("budget") else 0})
+        hours = b.get("gpu_hours")
+        if hours is None and t in (s.get("team_spend") or {}):  # an audit.json from before summary.teams had it
+            hours = sum((_d(h) for h in s["team_spend"][t].get("gpu_hours_by_pricing", {}).values()), Decimal(0))
+        row = {"team": t, "lead": b.get("lead"), "spent": v["billed_cost"], "budget": b.get("budget"),
+               "used_pct": _share(spent, b.get("budget")) if b.get("budget") else None,
+               "gpu_hours": hours, "gpu_hours_budget": b.get("gpu_hours_budget"),
+               "gpu_hours_pct": _share(hours, b.get("gpu_hours_budget")) if b.get("gpu_hours_budget") else None}
+        # the bar shows the unit furthest into its budget: the one a budget finding speaks of
+        worst = max((p for p in (row["used_pct"], row["gpu_hours_pct"]) if p is not None), default=None)
+        row.update(worst_pct=worst, bar=min(100, max(1, int(worst))) if worst else 0)
+        budgets.append(row)
     budgets.sort(key=lambda r: (-_d(r["spent"].get(cur)), r["team"]))
+    budget_hours = any(r["gpu_hours_budget"] is not None for r in budgets)
 
     # the GPU fleet
     fleet = s.get("fleet") or {}
@@ -381,8 +436,8 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
         g["findings"].append(f)
     for g in by_rule.values():
         mine = [f for f in g["findings"] if not f["waived"]]
-        g.update(open=len(mine), waived=len(g["findings"]) - len(mine), savings=_savings(mine),
-                 cost=_money_sum(mine, "cost"))
+        g.update(open=len(mine), waived=len(g["findings"]) - len(mine), cost=_money_sum(mine, "cost"),
+                 **_rule_savings(mine))
     by_team: dict[str, dict[str, Any]] = {}
     for f in every:
         t = by_team.setdefault(f["team_label"], {"team": f["team_label"], "findings": []})
@@ -416,7 +471,9 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
         run_rate = fc["billed_cost"] if team is None else (fc.get("by_team") or {}).get(team, {})
         next_savings = ({c: _d(v) for c, v in fc["savings"].items()} if team is None
                         else {c: v * hours / HOURS_PER_MONTH for c, v in savings.items()})
-        forecast = {"basis": fc["basis"], "next": fc["next"], "run_rate": run_rate,
+        forecast = {"basis": fc["basis"], "next": fc["next"], "run_rate": run_rate, "definition": (
+                        f"Forecast savings over {fc['next']['label']}: the savings found a month, over its "
+                        f"{fmt_num(hours)} hours in 730-hour months, taken off the run rate."),
                     "gpu": fc.get("gpu_cost") if team is None else None, "savings": next_savings,
                     "with_savings": {c: max(_d(v) - next_savings.get(c, Decimal(0)), Decimal(0))
                                      for c, v in run_rate.items()}}
@@ -452,13 +509,14 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
         "team_lead": ((s.get("teams") or {}).get(team) or {}).get("lead") if team else None,
         "spend": spend, "gpu": gpu, "gpu_share": _share(gpu.get(cur), total),
         "effective": s.get("effective_cost", {}) if team is None else None, "rows": s.get("rows"),
+        "savings_definition": SAVINGS_DEFINITION,
         "savings": savings, "savings_quarter": (s.get("quarterly_savings") if team is None else None)
         or {c: _d(v) * 3 for c, v in savings.items()},
         "findings_count": {"open": len(open_), "waived": len(every) - len(open_),
                            "by_severity": {sev: sum(1 for f in open_ if f["severity"] == sev)
                                            for sev in ("critical", "high", "medium", "low", "info")}},
         "compliance": compliance, "clauses": clauses, "change": change, "top": top,
-        "categories": category_rows, "breakdowns": breakdowns, "budgets": budgets,
+        "categories": category_rows, "breakdowns": breakdowns, "budgets": budgets, "budget_hours": budget_hours,
         "pricing": _hours_rows(pricing, PRICING), "gpu_hours": s.get("gpu_hours") if team is None else None,
         "transfer_gb_out": s.get("transfer_gb_out", {}) if team is None else {},
         "models": model_rows, "bands": _hours_rows(bands, BANDS),
