@@ -396,8 +396,8 @@ def report(audit_json: Path, formats: tuple[str, ...], out_dir: Path | None, tea
 
 
 def _print_summary(result) -> None:
+    from auditor.figures import count_savings
     from auditor.outputs.report import fmt_money
-    from auditor.sums import count_savings
 
     s = result.summary
     click.echo(f"GPU spend audit {result.window.label} · {result.policy.name}")

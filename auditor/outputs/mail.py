@@ -34,9 +34,9 @@ import jinja2
 
 from auditor.auditfile import read_audit
 from auditor.errors import InputError
+from auditor.figures import count_savings
 from auditor.model import fmt_money
 from auditor.policy import Policy
-from auditor.sums import count_savings
 
 UNATTRIBUTED = "(unattributed)"  # the key audit.json's summary.by_team uses for spend with no team
 ENV = "GPU_AUDITOR_SMTP_"

@@ -23,8 +23,8 @@ import jinja2
 import markupsafe
 
 from auditor.errors import InputError
+from auditor.figures import count_savings
 from auditor.model import HOURS_PER_MONTH, fmt_money
-from auditor.sums import count_savings
 
 if TYPE_CHECKING:
     from auditor.audit import Audit

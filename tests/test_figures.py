@@ -1,4 +1,4 @@
-"""The two sums every view shares (auditor/sums.py): savings counted once per resource, and parts rounded to add up
+"""The two sums every view shares (auditor/figures.py): savings counted once per resource, and parts rounded to add up
 to their rounded total."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import random
 from decimal import Decimal as D
 
+from auditor.figures import apportion, apportion_amounts, count_savings
 from auditor.model import money
-from auditor.sums import apportion, apportion_amounts, count_savings
 
 
 def test_one_resource_is_saved_once_under_the_largest_then_first_rule():
