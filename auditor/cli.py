@@ -396,7 +396,6 @@ def report(audit_json: Path, formats: tuple[str, ...], out_dir: Path | None, tea
 
 
 def _print_summary(result) -> None:
-    from auditor.figures import count_savings
     from auditor.outputs.report import fmt_money
 
     s = result.summary
@@ -420,13 +419,11 @@ def _print_summary(result) -> None:
         return
     click.echo("")
     rows = {}
-    active = result.active()
-    _, under = count_savings((f.resource, f.currency, f.rule, f.monthly_savings) for f in active)
-    for f, counted_under in zip(active, under, strict=True):
+    for f in result.active():
         r = rows.setdefault(f.rule, {"name": f.name, "n": 0, "sev": f.severity, "save": {}, "elsewhere": {}})
         r["n"] += 1
         if f.monthly_savings is not None:  # a saving another rule counts on the same resource is shown apart
-            into = r["elsewhere"] if counted_under else r["save"]
+            into = r["elsewhere"] if f.counted_under else r["save"]
             into[f.currency] = into.get(f.currency, 0) + f.monthly_savings
     click.echo(f"  {'rule':<8}{'name':<26}{'severity':<10}{'findings':>9}  {'saving / month':>16}")
     for rid, r in sorted(rows.items()):

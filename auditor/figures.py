@@ -9,7 +9,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping
 from decimal import ROUND_FLOOR, Decimal
 from typing import TypeVar
 
@@ -59,22 +59,51 @@ def savings_total(findings: list[Finding]) -> dict[str, Decimal]:
     return count_savings(claims(findings))[0]
 
 
-def apportion(parts: Mapping[K, Decimal]) -> dict[K, Decimal]:
-    """Each part rounded to the cent so that the parts add up to their sum rounded once: every part is rounded
-    down, and the cents left go to the parts with the largest remainders (ties: in the order given)."""
-    target = money(sum(parts.values(), Decimal(0)))
+def mark_overlaps(findings: list[Finding]) -> None:
+    """Set each open finding's `counted_under`: the rule whose finding on the same resource counts its saving,
+    or None where it counts its own (or has none). Every view reads the mark from audit.json."""
+    for f, under in zip(findings, count_savings(claims(findings))[1], strict=True):
+        f.counted_under = under
+
+
+def savings_by(findings: list[Finding], key: Callable[[Finding], K]) -> dict[K, dict[str, Decimal]]:
+    """The savings that count (see mark_overlaps), per `key` (team, rule) and currency: the groups add up to
+    savings_total, whatever the grouping."""
+    out: dict[K, dict[str, Decimal]] = {}
+    for f in findings:
+        if f.monthly_savings is not None and f.counted_under is None:
+            into = out.setdefault(key(f), {})
+            into[f.currency] = into.get(f.currency, Decimal(0)) + f.monthly_savings
+    return out
+
+
+def apportion(parts: Mapping[K, Decimal], target: Decimal | None = None) -> dict[K, Decimal]:
+    """Each part rounded to the cent so that the parts add up to `target` (by default their sum, rounded once):
+    every part is rounded down, and the cents left go to the parts with the largest remainders (ties: by key).
+    A target a cent off the parts' own sum (a team's total, itself apportioned) moves one cent more or less."""
+    target = money(sum(parts.values(), Decimal(0)) if target is None else target)
     down = {k: Decimal(v).quantize(CENT, rounding=ROUND_FLOOR) for k, v in parts.items()}
     left = int((target - sum(down.values(), Decimal(0))) / CENT)
-    for k in sorted(parts, key=lambda k: -(Decimal(parts[k]) - down[k]))[:left]:
-        down[k] += CENT
+    order = sorted(parts, key=lambda k: (-(Decimal(parts[k]) - down[k]), str(k)))
+    if left < 0:
+        order.reverse()
+    for i in range(abs(left) if order else 0):
+        down[order[i % len(order)]] += CENT if left > 0 else -CENT
     return down
 
 
-def apportion_amounts(items: Mapping[K, Mapping[str, Decimal]]) -> dict[K, dict[str, Decimal]]:
-    """{key: {currency: amount}} with each currency's parts apportioned (see apportion)."""
-    out: dict[K, dict[str, Decimal]] = {k: {} for k in items}
-    for cur in {c for v in items.values() for c in v}:
-        shares = apportion({k: v[cur] for k, v in items.items() if cur in v})
+def apportion_amounts(items: Mapping[K, Mapping[str, Decimal]], targets: Mapping[str, Decimal] | None = None,
+                      pinned: Mapping[K, Mapping[str, Decimal]] | None = None) -> dict[K, dict[str, Decimal]]:
+    """{key: {currency: amount}} with each currency's parts apportioned (see apportion) to their own rounded sum,
+    or to `targets[currency]` where given. `pinned` parts are figures already shown elsewhere (GPU compute in
+    the headline): they keep their value and the other parts make up the rest of the target."""
+    pinned = {k: v for k, v in (pinned or {}).items() if k in items}
+    out: dict[K, dict[str, Decimal]] = {k: dict(pinned.get(k, {})) for k in items}
+    for cur in sorted({c for k, v in items.items() if k not in pinned for c in v}):
+        target = targets.get(cur) if targets is not None else None
+        if target is not None:
+            target = money(target) - sum((v.get(cur, Decimal(0)) for v in pinned.values()), Decimal(0))
+        shares = apportion({k: v[cur] for k, v in items.items() if cur in v and k not in pinned}, target)
         for k, amount in shares.items():
             out[k][cur] = amount
     return out

@@ -23,7 +23,6 @@ import jinja2
 import markupsafe
 
 from auditor.errors import InputError
-from auditor.figures import count_savings
 from auditor.model import HOURS_PER_MONTH, fmt_money
 
 if TYPE_CHECKING:
@@ -241,13 +240,15 @@ def _add(into: dict[str, Decimal], amounts: dict[str, Any] | None) -> dict[str, 
 
 
 def _savings(findings: list[dict[str, Any]]) -> dict[str, Decimal]:
-    """Monthly savings per currency, as the engine counts them: each resource once, with its largest."""
-    return count_savings(_claims(findings))[0]
+    """Monthly savings per currency of some open findings, as the audit counted them: the savings not marked
+    `counted_under` another finding (figures.mark_overlaps)."""
+    return _money_sum([f for f in findings if not f.get("counted_under")], "monthly_savings")
 
 
-def _claims(findings: list[dict[str, Any]]) -> list[tuple[str, str, str, Decimal | None]]:
-    return [(f["resource"], f["currency"], f["rule"],
-             None if f.get("monthly_savings") is None else _d(f["monthly_savings"])) for f in findings]
+def _team_savings(s: dict[str, Any], team: str, findings: list[dict[str, Any]]) -> dict[str, Any]:
+    """A team's savings as the audit counted them (summary.savings_by_team); summed from its findings for an
+    audit.json written before the summary had them."""
+    return s["savings_by_team"].get(team, {}) if "savings_by_team" in s else _savings(findings)
 
 
 def _rule_savings(findings: list[dict[str, Any]]) -> dict[str, Any]:
@@ -298,7 +299,7 @@ def _changes(change: dict[str, Any] | None) -> list[dict[str, Any]]:
 
 
 def _finding(f: dict[str, Any]) -> dict[str, Any]:
-    return {**f, "team_label": _team_of(f), "counted_under": None,
+    return {**f, "team_label": _team_of(f), "counted_under": None if f["waived"] else f.get("counted_under"),
             "evidence_items": [(k.replace("_", " "), _text(v)) for k, v in (f.get("evidence") or {}).items()]}
 
 
@@ -333,11 +334,7 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
     policy = doc["policy"]
     cur = policy.get("currency") or "USD"
     team_spend = (s.get("team_spend") or {}).get(team, {}) if team else {}
-    every = [_finding(f) for f in doc["findings"]]
-    open_ = [f for f in every if not f["waived"]]
-    for f, under in zip(open_, count_savings(_claims(open_))[1], strict=True):
-        f["counted_under"] = under  # its saving is counted under that rule's finding on the same resource
-    every = [f for f in every if team is None or f["team_label"] == team]
+    every = [_finding(f) for f in doc["findings"] if team is None or _team_of(f) == team]
     open_ = [f for f in every if not f["waived"]]
 
     if team is None:
@@ -347,7 +344,7 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
     else:
         spend = (s.get("by_team") or {}).get(team, {})
         by_category = team_spend.get("by_category", {})
-        gpu, savings = by_category.get("gpu_compute", {}), _savings(open_)
+        gpu, savings = by_category.get("gpu_compute", {}), _team_savings(s, team, open_)
         per_team = {team: {"billed_cost": spend}}
     total = spend.get(cur)
 
@@ -388,7 +385,8 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
                             for item in (s.get("breakdown") or {}).get(dim, [])] for dim in DIMENSIONS}
         pricing = s.get("gpu_hours_by_pricing") or {}
     else:
-        breakdowns = {dim: [{"key": r["key"], "amounts": r["amounts"], "billed_cost": r["amounts"], "gpu_cost": None,
+        breakdowns = {dim: [{"key": r["key"], "amounts": r["amounts"], "billed_cost": r["amounts"],
+                             "gpu_cost": (team_spend.get(f"gpu_by_{dim}") or {}).get(r["key"], {}),
                              "bar": r["bar"], "pct": r["pct"]}
                             for r in _rows(team_spend.get(f"by_{dim}", {}), cur, total)]
                       for dim in ("provider", "project")}
@@ -402,10 +400,13 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
         hours = b.get("gpu_hours")
         if hours is None and t in (s.get("team_spend") or {}):  # an audit.json from before summary.teams had it
             hours = sum((_d(h) for h in s["team_spend"][t].get("gpu_hours_by_pricing", {}).values()), Decimal(0))
+        # the shares of the budgets are those the budget rule judged (summary.teams), quarter to date
         row = {"team": t, "lead": b.get("lead"), "spent": v["billed_cost"], "budget": b.get("budget"),
-               "used_pct": _share(spent, b.get("budget")) if b.get("budget") else None,
+               "used_pct": b.get("share_of_budget", _share(spent, b.get("budget")) if b.get("budget") else None),
                "gpu_hours": hours, "gpu_hours_budget": b.get("gpu_hours_budget"),
-               "gpu_hours_pct": _share(hours, b.get("gpu_hours_budget")) if b.get("gpu_hours_budget") else None}
+               "gpu_hours_pct": b.get("gpu_hours_share", _share(hours, b.get("gpu_hours_budget"))
+                                      if b.get("gpu_hours_budget") else None),
+               "left_out": b.get("left_out") or {}}
         # the bar shows the unit furthest into its budget: the one a budget finding speaks of
         worst = max((p for p in (row["used_pct"], row["gpu_hours_pct"]) if p is not None), default=None)
         row.update(worst_pct=worst, bar=min(100, max(1, int(worst))) if worst else 0)
@@ -446,7 +447,7 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
         mine = [f for f in t["findings"] if not f["waived"]]
         b = (s.get("teams") or {}).get(t["team"]) or {}
         t.update(lead=b.get("lead"), open=len(mine), waived=len(t["findings"]) - len(mine),
-                 savings=_savings(mine), cost=_money_sum(mine, "cost"),
+                 savings=_team_savings(s, t["team"], mine), cost=_money_sum(mine, "cost"),
                  rules=sorted({f["rule"] for f in mine}))
     team_rows = sorted(by_team.values(), key=lambda t: (-_d(t["savings"].get(cur)), -t["open"], t["team"]))
     top = sorted((f for f in open_ if f.get("monthly_savings") is not None),
@@ -470,7 +471,7 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
         hours = _d(fc["next"]["hours"])
         run_rate = fc["billed_cost"] if team is None else (fc.get("by_team") or {}).get(team, {})
         next_savings = ({c: _d(v) for c, v in fc["savings"].items()} if team is None
-                        else {c: v * hours / HOURS_PER_MONTH for c, v in savings.items()})
+                        else {c: _d(v) * hours / HOURS_PER_MONTH for c, v in savings.items()})
         forecast = {"basis": fc["basis"], "next": fc["next"], "run_rate": run_rate, "definition": (
                         f"Forecast savings over {fc['next']['label']}: the savings found a month, over its "
                         f"{fmt_num(hours)} hours in 730-hour months, taken off the run rate."),
@@ -522,6 +523,8 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
                                            for sev in ("critical", "high", "medium", "low", "info")}},
         "compliance": compliance, "clauses": clauses, "change": change, "top": top,
         "categories": category_rows, "breakdowns": breakdowns, "budgets": budgets, "budget_hours": budget_hours,
+        "budget_quarter": next((b["quarter"] for b in (s.get("teams") or {}).values() if b.get("quarter")), None),
+        "budget_left_out": [b for b in budgets if b["left_out"]],
         "pricing": _hours_rows(pricing, PRICING), "gpu_hours": s.get("gpu_hours") if team is None else None,
         "transfer_gb_out": s.get("transfer_gb_out", {}) if team is None else {},
         "models": model_rows, "bands": _hours_rows(bands, BANDS),
