@@ -366,6 +366,10 @@ def check_csv(doc: dict, text: str, where: str):
     for r in rows:
         f = by_print[r["fingerprint"]]
         assert (r["cost"] or None) == f["cost"] and (r["monthly_savings"] or None) == f["monthly_savings"], where
+        assert (r["counted_under"] or None) == f.get("counted_under"), where
+    counted = [{r["currency"]: Decimal(r["monthly_savings"])} for r in rows
+               if r["monthly_savings"] and r["waived"] == "False" and not r["counted_under"]]
+    assert total(counted) == plain(doc["summary"]["monthly_savings"]), f"{where}: savings not counted under another"
 
 
 def check_terminal(doc: dict, out: str, where: str):

@@ -35,7 +35,7 @@ FORMATS = ("json", "html", "md", "csv")
 FILE_NAMES = {"json": "audit.json", "html": "report.html", "md": "report.md", "csv": "findings.csv"}
 CSV_FIELDS = ("severity", "rule", "name", "resource", "team", "owner", "provider", "account", "region",
               "currency", "cost", "monthly_savings", "waived", "message", "remediation", "fingerprint",
-              "clause", "evidence", "waiver_reason", "waiver_owner", "waiver_expires")
+              "clause", "evidence", "waiver_reason", "waiver_owner", "waiver_expires", "counted_under")
 EXPIRING_DAYS = 30  # a waiver that ends within this many days of the as-of date is listed as expiring
 
 
