@@ -187,7 +187,7 @@ class Letter:
     recipient: str
     sections: list[Section]  # the recipient's own teams
     is_owner: bool = False
-    overview: list[Section] = field(default_factory=list)  # for the owner: every team, and no team
+    overview: list[Section] = field(default_factory=list)  # for the owner: every team, no team, and tax
     unowned: list[Section] = field(default_factory=list)  # for the owner: what no lead in the policy owns
 
 
@@ -218,7 +218,8 @@ def route(audit: dict[str, Any], policy: Policy) -> list[Letter]:
     for s in teams:
         letters.setdefault(s.lead.lower(), Letter(s.lead, [])).sections.append(s)
     mine = letters.pop(owner.lower(), Letter(owner, []))
-    mine.is_owner, mine.overview, mine.unowned = True, teams + unowned, unowned
+    tax = [section(TAX, None, False)] if TAX in by_team else []  # a row of the overview, so that it adds up
+    mine.is_owner, mine.overview, mine.unowned = True, teams + unowned + tax, unowned
     return list(letters.values()) + [mine]
 
 
