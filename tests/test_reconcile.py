@@ -534,6 +534,8 @@ def test_other_currency_is_reported_apart_without_rates(tmp_path):
     # nlp's CAD spend is left out of its USD budget, and the report says so
     left = {t: v["left_out"] for t, v in doc["summary"]["teams"].items() if v["left_out"]}
     assert list(left) == ["nlp"] and set(left["nlp"]) == {"CAD"}
+    [over] = [f for f in doc["findings"] if f["rule"] == "BUD001" and f["resource"] == "nlp"]
+    assert over["evidence"]["left_out"] == left["nlp"]
     assert re.search(r"no rate for: nlp [0-9,.]+ CAD", md), "the budget table does not say what it left out"
 
 
