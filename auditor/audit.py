@@ -76,7 +76,7 @@ class Audit:
             "window": {"start": self.window.start.isoformat() + "Z", "end": self.window.end.isoformat() + "Z",
                        "label": self.window.label},
             "policy": {"name": self.policy.name, "version": self.policy.version, "owner": self.policy.owner,
-                       "path": self.policy.path, "currency": self.policy.currency},
+                       "path": self.policy.path, "currency": self.policy.currency, "rates": _rates(self.policy)},
             "partial": self.partial,
             "inputs": {"billing": [_source_dict(s) for s in self.sources], "inventory": self.inventory,
                        "previous": None},
@@ -92,6 +92,15 @@ class Audit:
         if self.previous is not None:
             doc["inputs"]["previous"] = {k: self.previous[k] for k in ("path", "sha256")}
         return doc
+
+
+def _rates(policy: Policy) -> dict[str, Any] | None:
+    """The rates the audit converted other currencies with, as the report names them."""
+    r = policy.rates
+    if r is None:
+        return None
+    out = {"date": r.date.isoformat(), "source": r.source, "rates": {c: str(v) for c, v in sorted(r.per_unit.items())}}
+    return {**out, "path": r.path} if r.path else out
 
 
 def _source_dict(s: SourceFile) -> dict[str, Any]:

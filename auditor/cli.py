@@ -411,6 +411,14 @@ def _print_summary(result) -> None:
     click.echo(f"  GPU compute       {fmt_money(s['gpu_cost'])}")
     click.echo(f"  savings / month   {fmt_money(s['monthly_savings'])}")
     click.echo(f"  open findings     {s['findings']['total']} ({s['findings']['waived']} waived)")
+    policy = result.policy
+    if policy.rates:
+        click.echo(f"  rates             {policy.rates.describe(policy.currency)}")
+    for src in result.sources:  # thresholds and budgets are in the policy's currency
+        other = {c: v for c, v in (src.stats.get("billed_cost") or {}).items() if policy.convert(v, c) is None}
+        if other:
+            click.echo(f"  left out          {src.path}: {fmt_money(other)} left out of the thresholds and budgets "
+                       f"(in {policy.currency}; the policy gives no rate)")
     if result.baseline is not None:
         click.echo(f"  baseline          {len(result.known)} known finding(s) in {result.baseline['path']}, "
                    "not reported")
@@ -419,13 +427,19 @@ def _print_summary(result) -> None:
     click.echo("")
     rows = {}
     for f in result.active():
-        r = rows.setdefault(f.rule, {"name": f.name, "n": 0, "sev": f.severity, "save": {}})
+        r = rows.setdefault(f.rule, {"name": f.name, "n": 0, "sev": f.severity, "save": {}, "elsewhere": {}})
         r["n"] += 1
-        if f.monthly_savings is not None:
-            r["save"][f.currency] = r["save"].get(f.currency, 0) + f.monthly_savings
+        if f.monthly_savings is not None:  # a saving another rule counts on the same resource is shown apart
+            into = r["elsewhere"] if f.counted_under else r["save"]
+            into[f.currency] = into.get(f.currency, 0) + f.monthly_savings
     click.echo(f"  {'rule':<8}{'name':<26}{'severity':<10}{'findings':>9}  {'saving / month':>16}")
     for rid, r in sorted(rows.items()):
-        click.echo(f"  {rid:<8}{r['name']:<26}{r['sev'].label:<10}{r['n']:>9}  {fmt_money(r['save']):>16}")
+        save = fmt_money(r["save"]) if r["save"] or not r["elsewhere"] else ""
+        if r["elsewhere"]:
+            save = (save + " (+" if save else "") + fmt_money(r["elsewhere"]) + ("*)" if save else "*")
+        click.echo(f"  {rid:<8}{r['name']:<26}{r['sev'].label:<10}{r['n']:>9}  {save:>16}")
+    if any(r["elsewhere"] for r in rows.values()):
+        click.echo("  * already counted under another rule's finding on the same resource; the total counts it once")
 
 
 @cli.command()

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from auditor.audit import Audit
 from auditor.context import Context
 from auditor.errors import InputError
-from auditor.figures import savings_total, sum_money
+from auditor.figures import mark_overlaps, savings_by, sum_money
 from auditor.model import Finding, WaiverStatus
 from auditor.policy import Policy
 from auditor.providers.billing.detect import URI_NEEDS_SPARK, is_uri
@@ -118,6 +118,7 @@ def apply_waivers(findings: list[Finding], policy: Policy, today: date) -> list[
 def clause_status(policy: Policy, rules: list[Rule], findings: list[Finding]) -> list[dict[str, Any]]:
     out = []
     configured = {r.id for r in rules}
+    savings = savings_by([f for f in findings if not f.waived], lambda f: f.rule)  # each saving counted once
     for cls in all_rules():
         clause = policy.clause(cls.clause)
         active = [f for f in findings if f.rule == cls.id and not f.waived]
@@ -133,7 +134,7 @@ def clause_status(policy: Policy, rules: list[Rule], findings: list[Finding]) ->
         out.append({"clause": cls.clause, "rule": cls.id, "name": cls.name,
                     "text": clause.text if clause else cls.summary(), "options": opts,
                     "in_policy": clause is not None, "status": state, "findings": len(active),
-                    "cost": sum_money(active, "cost"), "monthly_savings": savings_total(active)})
+                    "cost": sum_money(active, "cost"), "monthly_savings": savings.get(cls.id, {})})
     return out
 
 
@@ -191,6 +192,7 @@ def run_audit(policy: Policy, billing: list[Path | str], inventory: Path | None 
             f.in_baseline = f.fingerprint in prints
         known = [f for f in findings if f.in_baseline]
         findings = [f for f in findings if not f.in_baseline]
+    mark_overlaps([f for f in findings if not f.waived])
     summary = summarize(store, policy, window, findings)
     warnings = list(store.warnings) + inputs.warnings
     if summary["rows"] == 0:

@@ -136,7 +136,7 @@ class ResourceSpend:
     account: str | None = None
     region: str | None = None
     service: str | None = None
-    category: str | None = None  # gpu_compute, other_compute, storage, transfer, other
+    category: str | None = None  # gpu_compute, other_compute, storage, transfer, tax, other
     instance_type: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
     cost: dict[str, Decimal] = field(default_factory=dict)
@@ -179,7 +179,8 @@ class GpuCapacity(GpuAsset):
 
 @dataclass
 class TeamSpend:
-    """A team's spend in the quarter so far, in the policy's currency, against its budget in the policy."""
+    """A team's spend in the quarter so far, in the policy's currency (others converted at the policy's rates),
+    against its budget in the policy."""
 
     id: str  # the team's name
     team: str
@@ -195,6 +196,7 @@ class TeamSpend:
     quarter_end: datetime | None = None
     data_end: datetime | None = None  # the end of the billing counted: the forecast runs from here
     tags: dict[str, str] = field(default_factory=dict)  # the team and lead as tags, for attribution
+    left_out: dict[str, Decimal] = field(default_factory=dict)  # spend in currencies the policy gives no rate for
 
 
 @dataclass
@@ -385,6 +387,7 @@ class Finding:
     key: str = ""  # what makes the fingerprint unique beyond rule and resource
     waiver: dict[str, Any] | None = None
     in_baseline: bool = False  # its fingerprint is in the --baseline audit: known, so neither reported nor failing
+    counted_under: str | None = None  # its saving is counted under this rule's finding on the same resource
 
     @property
     def fingerprint(self) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import fnmatch
+import re
 from dataclasses import dataclass, field
 from datetime import date
 from decimal import Decimal
@@ -54,6 +55,21 @@ class Waiver:
 
 
 @dataclass
+class Rates:
+    """Exchange rates the user gives (never fetched): how much of the policy's currency one unit of another is
+    worth, on a date, from a source the report names."""
+
+    date: date
+    source: str
+    per_unit: dict[str, Decimal]
+    path: str | None = None  # the rates file, when they come from one
+
+    def describe(self, currency: str) -> str:
+        pairs = ", ".join(f"1 {c} = {r} {currency}" for c, r in sorted(self.per_unit.items()))
+        return f"{pairs} ({self.source}, {self.date.isoformat()})"
+
+
+@dataclass
 class Policy:
     name: str
     version: str
@@ -66,6 +82,15 @@ class Policy:
     owner_tags: list[str]
     project_tags: list[str] = field(default_factory=lambda: ["project"])
     path: str | None = None
+    rates: Rates | None = None
+
+    def convert(self, amount: Decimal, currency: str) -> Decimal | None:
+        """An amount in the policy's currency: as it is, or converted at the rate the user gave; None where no
+        rate was given (thresholds and budgets then leave it out, and the audit says so)."""
+        if currency == self.currency:
+            return amount
+        rate = self.rates.per_unit.get(currency) if self.rates else None
+        return None if rate is None else amount * rate
 
     def team_of_project(self, project: str) -> str | None:
         for team in self.teams.values():
@@ -78,6 +103,14 @@ class Policy:
 
 
 SEVERITIES = tuple(s.label for s in Severity)
+CURRENCY = re.compile(r"[A-Z]{3}")
+RATES = record(
+    doc="exchange rates into the policy's currency, given by the user (the audit never fetches them)",
+    date=Field("date", required=True, doc="the day the rates are for"),
+    source=Field("str", required=True, doc="where they come from, as the report names it"),
+    per_unit=Field("map", required=True, item=Field("money", minimum=0),
+                   doc="the policy's currency per one unit of each other currency, e.g. {CAD: 0.73}"),
+)
 
 
 def policy_schema() -> Field:
@@ -96,7 +129,9 @@ def policy_schema() -> Field:
         policy=Field("str", required=True, doc="the policy's title"),
         version=Field("scalar", default="1", doc="the policy's version; quoted or not"),
         owner=Field("str", required=True, doc="who owns the policy; the fallback contact"),
-        currency=Field("str", default="USD"),
+        currency=Field("str", default="USD", doc="the ISO 4217 code amounts, thresholds and budgets are in"),
+        rates=RATES,
+        rates_file=Field("str", doc="a YAML file of rates (date, source, per_unit), relative to the policy"),
         attribution=record(
             team_tags=Field("list", item=Field("str"), default=["team"]),
             owner_tags=Field("list", item=Field("str"), default=["owner"]),
@@ -188,7 +223,50 @@ def parse_policy(text: str, path: str = "<policy>") -> Policy:
         raise InputError("a policy is a YAML mapping with keys policy, owner, clauses, ...", path=path, line=1)
     v = Validator(path, lines)
     doc = v.check(data, policy_schema())
-    return _build(doc, lines, path)
+    policy = _build(doc, lines, path)
+    policy.rates = _rates(doc, lines, path)
+    return policy
+
+
+def _rates(doc: dict, lines: _Lines, path: str) -> Rates | None:
+    """The policy's `rates:`, or its `rates_file:` read and checked as the same mapping."""
+    currency = doc.get("currency") or "USD"
+    if not CURRENCY.fullmatch(currency):
+        raise InputError(f"currency: {currency!r} is not an ISO 4217 code such as USD", path=path,
+                         line=lines(("currency",)))
+    given, where, locate = doc.get("rates"), path, lines
+    if doc.get("rates_file"):
+        if given:
+            raise InputError("give rates or rates_file, not both", path=path, line=lines(("rates_file",)))
+        where = str(Path(path).parent / doc["rates_file"])
+        try:
+            text = Path(where).read_text(encoding="utf-8")
+            node = yaml.compose(text, Loader=_NoAliasLoader)
+            data = yaml.load(text, Loader=_NoAliasLoader)
+        except (OSError, UnicodeDecodeError) as e:
+            raise InputError(f"cannot read the rates file: {getattr(e, 'strerror', None) or e}", path=where) from None
+        except yaml.YAMLError as e:
+            mark = getattr(e, "problem_mark", None)
+            raise InputError(f"not valid YAML: {getattr(e, 'problem', e)}", path=where,
+                             line=mark.line + 1 if mark else None) from None
+        if node is None:
+            raise InputError("the rates file is empty", path=where)
+        locate = _Lines(node)
+        given = Validator(where, locate).check(data, RATES)
+        base: tuple = ()
+    else:
+        base = ("rates",)
+    if not given:
+        return None
+    for code, rate in given["per_unit"].items():
+        problem = ("is not an ISO 4217 code such as CAD" if not CURRENCY.fullmatch(code) else
+                   "is the policy's own currency" if code == currency else
+                   f"has rate {rate}; a rate is more than 0" if rate <= 0 else None)
+        if problem:
+            raise InputError(f"rates.per_unit: {code!r} {problem}", path=where,
+                             line=locate(base + ("per_unit", code)))
+    return Rates(given["date"], given["source"], dict(given["per_unit"]),
+                 where if doc.get("rates_file") else None)
 
 
 def _build(doc: dict, lines: _Lines, path: str) -> Policy:

@@ -37,6 +37,13 @@ class Rule:
     def opt(self, key: str) -> Any:
         return self.opts[key]
 
+    def short_of(self, amount: Decimal, currency: str, option: str, ctx: Context) -> bool:
+        """Whether an amount falls short of a money threshold of the policy, which is in the policy's currency.
+        An amount in another currency is converted only at a rate the user gave; without one it is never held to
+        the threshold as if it were the policy's money (the audit lists such amounts apart)."""
+        value = ctx.policy.convert(amount, currency)
+        return value is None or value < Decimal(str(self.opt(option)))
+
     def check(self, entity: Any, ctx: Context) -> Iterable[Finding]:
         raise NotImplementedError(f"{type(self).__name__} must define check()")
 

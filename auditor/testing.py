@@ -38,7 +38,7 @@ from auditor.registry import get_rule
 from auditor.schema import parse_datetime
 from auditor.window import parse_quarter
 
-CASE_KEYS = {"entities", "fail", "options", "message_contains", "window", "description"}
+CASE_KEYS = {"entities", "fail", "options", "message_contains", "window", "description", "rates"}
 POLICY = ("policy: rule test policy\nowner: owner@example.com\n"
           "teams:\n  vision: {lead: lead@example.com, projects: [detector]}\n")
 
@@ -54,6 +54,7 @@ class Case:
     message_contains: str | None = None
     window: str = "2026-Q3"
     path: str = ""
+    rates: dict[str, Any] | None = None  # the policy's rates.per_unit for the case (the policy is in USD)
 
 
 def load_cases(folder: str | Path) -> list[Case]:
@@ -68,7 +69,7 @@ def load_cases(folder: str | Path) -> list[Case]:
                 raise ValueError(f"{path}: case {name}: unknown keys {sorted(unknown)}")
             cases.append(Case(f"{rule}-{name}", rule, name, body.get("entities") or [], set(body.get("fail") or []),
                               {**defaults, **(body.get("options") or {})}, body.get("message_contains"),
-                              body.get("window", "2026-Q3"), str(path)))
+                              body.get("window", "2026-Q3"), str(path), body.get("rates")))
     return cases
 
 
@@ -97,14 +98,18 @@ def make_entity(cls: type, data: dict[str, Any]) -> Any:
     return cls(**kwargs)
 
 
-def context(window: str = "2026-Q3") -> Context:
-    return Context(load_catalog(), parse_policy(POLICY, "<rule-test-policy>"), parse_quarter(window))
+def context(window: str = "2026-Q3", rates: dict[str, Any] | None = None) -> Context:
+    policy = POLICY
+    if rates:
+        per_unit = ", ".join(f"{c}: {r}" for c, r in rates.items())
+        policy += f"rates: {{date: 2026-09-30, source: rule test rates, per_unit: {{{per_unit}}}}}\n"
+    return Context(load_catalog(), parse_policy(policy, "<rule-test-policy>"), parse_quarter(window))
 
 
 def run_case(case: Case) -> list[Finding]:
     cls = get_rule(case.rule)
     rule = cls(case.options)
-    ctx = context(case.window)
+    ctx = context(case.window, case.rates)
     findings = []
     for data in case.entities:
         findings.extend(rule.check(make_entity(cls.entity, data), ctx))

@@ -15,7 +15,9 @@ class TeamOverBudget(Rule):
     ## What it does
     For each team in the policy with a `budget_per_quarter` (dollars, in the policy's currency) or
     a `gpu_hours_per_quarter`, takes what the billing charged the team in the quarter so far (by
-    the same team attribution as the report: team tag, else project tag mapped to a team) and a
+    the same team attribution as the report: team tag, else project tag mapped to a team; spend in
+    another currency converted at the policy's `rates`, or without one left out and listed in the
+    evidence as `left_out`; tax is no team's) and a
     linear forecast to the quarter's end: spend to date x quarter hours / hours billed so far.
     Flags a team whose spend is over budget, or whose forecast reaches `forecast_alert_pct` of it
     once at least `min_elapsed_pct` of the quarter is billed (a forecast from a few days is noise).
@@ -68,6 +70,8 @@ class TeamOverBudget(Rule):
         forecast_over: list[str] = []
         evidence: dict = {"quarter": t.quarter, "elapsed_pct": str(round(elapsed_pct, 1)),
                           "data_end": t.data_end.isoformat()}
+        if t.left_out:  # spend in a currency the policy gives no rate for: not in `spent`
+            evidence["left_out"] = {cur: str(money(amount)) for cur, amount in sorted(t.left_out.items())}
         cost = None
         if t.budget is not None:
             forecast = t.spent * scale

@@ -59,7 +59,8 @@ class UnusedCommitment(Rule):
         if c.unused <= 0 or paid <= 0:
             return
         share = c.unused / paid * 100
-        if share <= Decimal(str(self.opt("max_unused_pct"))) or c.unused < Decimal(str(self.opt("min_unused_cost"))):
+        if share <= Decimal(str(self.opt("max_unused_pct"))) or \
+                self.short_of(c.unused, c.currency, "min_unused_cost", ctx):
             return
         span = None
         if c.first_seen and c.last_seen and c.last_seen > c.first_seen:

@@ -97,7 +97,7 @@ class OversizedGpu(Rule):
         else:
             target_type, memory_only = best, False
         currency, cost, monthly, basis = self._saving(asset, ctx, current, target_type)
-        if monthly < self.opt("min_monthly_savings"):
+        if self.short_of(monthly, currency, "min_monthly_savings", ctx):
             return
         hint_gpu = ctx.catalog.gpu(hint.gpu_model) if hint else None
         head = (f"{asset.instance_type} {asset.name or asset.id} peaks at {asset.peak_mem_gb:g} GB of "

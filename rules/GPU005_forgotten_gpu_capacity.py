@@ -106,7 +106,7 @@ class ForgottenGpuCapacity(Rule):
             f"{a.instance_type or a.kind} {a.name or a.id} ({gpus}) {'; '.join(reasons)}; "
             f"{fmt_money(total, currency)} billed in {ctx.window.label}",
             evidence={"state": a.state, "kind": a.kind, "reasons": reasons,
-                      "billed_hours": str(a.billed_hours) if a.billed_hours is not None else None,
+                      "billed_hours": a.billed_hours,
                       "first_billed_at": a.first_billed_at.isoformat() if a.first_billed_at else None,
                       "last_billed_at": a.last_billed_at.isoformat() if a.last_billed_at else None,
                       "last_usage_at": a.last_usage_at.isoformat() if a.last_usage_at else None,

@@ -56,7 +56,7 @@ class TrainingFarFromData(Rule):
         if monthly_gb < Decimal(str(self.opt("min_gb_per_month"))):
             return
         gpu = primary(flow.destination_gpu_cost)
-        if gpu is None or gpu[1] < Decimal(str(self.opt("min_gpu_cost"))):
+        if gpu is None or self.short_of(gpu[1], gpu[0], "min_gpu_cost", ctx):
             return
         gpu_currency, gpu_cost = gpu
         billed = primary(flow.cost)

@@ -80,7 +80,7 @@ class SpotOpportunity(Rule):
                      f"({discount:.0%}); an estimate")
         else:
             return
-        if saving < Decimal(str(self.opt("min_monthly_savings"))):
+        if self.short_of(saving, currency, "min_monthly_savings", ctx):
             return
         spent = f"; {fmt_money(cost, currency)} billed in {ctx.window.label}" if cost is not None else ""
         yield self.finding(

@@ -70,7 +70,7 @@ class CheckpointStorageGrowth(Rule):
         if growth < Decimal(str(self.opt("min_growth_pct_per_month"))):
             return
         last_label, last_gb, last_cost = months[-1]
-        if last_cost < Decimal(str(self.opt("min_monthly_cost"))):
+        if self.short_of(last_cost, s.currency, "min_monthly_cost", ctx):
             return
         per_gb = last_cost / last_gb
         saving = (last_gb - gbs[0]) * per_gb

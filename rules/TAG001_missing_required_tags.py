@@ -52,7 +52,7 @@ class MissingRequiredTags(Rule):
                 missing.setdefault(currency, set()).update(absent)
                 untagged[currency] = untagged.get(currency, Decimal(0)) + cost
         for currency, cost in sorted(untagged.items()):
-            if cost < Decimal(str(self.opt("min_cost"))):
+            if self.short_of(cost, currency, "min_cost", ctx):
                 continue
             what = spend.id if spend.has_resource_id else \
                 f"{spend.service or 'spend'} in {spend.account or '?'}/{spend.region or 'global'} (no resource id)"

@@ -16,8 +16,9 @@ class UntaggedSpendShare(Rule):
     Sums the spend in the audit window that cannot be attributed to a team (no team tag, and no
     project tag that the policy maps to a team: the same attribution as the report's team view),
     per currency, and flags it when it is more than `max_unattributed_pct` of the total. `scope`
-    chooses what is measured: `gpu` (GPU compute lines, the default) or `all` (every line). Spend
-    under `min_cost` is not worth a finding. The finding names the largest unowned resources.
+    chooses what is measured: `gpu` (GPU compute lines, the default) or `all` (every line but tax,
+    which is no team's to own and is left out of both sides). Spend under `min_cost` is not worth a
+    finding. The finding names the largest unowned resources.
 
     ## Why it matters
     Spend that lands on no team's budget is spend nobody is asked to cut. FinOps practice aims at
@@ -44,7 +45,7 @@ class UntaggedSpendShare(Rule):
         "max_unattributed_pct": Field("number", default=5, minimum=0, maximum=100,
                                       doc="largest share of the spend that may belong to no team, percent"),
         "scope": Field("str", default="gpu", choices=("gpu", "all"),
-                       doc="gpu: GPU compute spend; all: every billing line"),
+                       doc="gpu: GPU compute spend; all: every billing line but tax"),
         "min_cost": Field("number", default=100, minimum=0, doc="unattributed spend below this is not flagged"),
     }
     policy_keys = ("attribution.team_tags", "attribution.project_tags", "teams.<team>.projects")
@@ -54,7 +55,7 @@ class UntaggedSpendShare(Rule):
             return
         share = s.unattributed / s.total * 100
         limit = Decimal(str(self.opt("max_unattributed_pct")))
-        if share <= limit or s.unattributed < Decimal(str(self.opt("min_cost"))):
+        if share <= limit or self.short_of(s.unattributed, s.currency, "min_cost", ctx):
             return
         what = "GPU compute spend" if s.scope == "gpu" else "spend"
         top = ", ".join(f"{r.rsplit('/', 1)[-1]} ({fmt_money(c, s.currency)})" for r, c in s.top_resources[:3])

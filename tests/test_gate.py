@@ -4,6 +4,7 @@ waivers (policy and inline, live and expired), the CLI's options, and the gate a
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from datetime import date

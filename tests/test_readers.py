@@ -562,7 +562,7 @@ GPU_LINES = {
     8: ("RIFee", D("876.00"), D("12.50") + D("7.25"), "gpu_compute", "A10G", 1, "Committed", None),
     9: ("Usage", D("0.192"), D("0.192"), "other_compute", None, None, "Standard", None),
     10: ("Usage", D("0.20"), D("0.20"), "transfer", None, None, "Standard", "research"),
-    11: ("Tax", D("4.00"), D("4.00"), "other", None, None, None, None),
+    11: ("Tax", D("4.00"), D("4.00"), "tax", None, None, None, None),
 }
 
 
@@ -621,7 +621,7 @@ def test_gpu_fixture_totals(gpu_store):
     assert q10(st["by_category"]["gpu_compute"]) == q10({"USD": gpu})
     assert q10(st["by_category"]["transfer"]) == q10({"USD": D("0.20")})
     assert q10(st["by_category"]["other_compute"]) == q10({"USD": D("0.192")})
-    assert q10(st["by_category"]["other"]) == q10({"USD": D("4.00")})
+    assert q10(st["by_category"]["tax"]) == q10({"USD": D("4.00")})
 
 
 def test_gpu_fixture_gpu_hours(gpu_store):

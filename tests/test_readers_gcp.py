@@ -205,7 +205,7 @@ EXPECTED = {
         ("other", None, None, None, "Committed", "Purchase", *NO_TRANSFER),
     "Nvidia Tesla T4 GPU running in Americas":
         ("gpu_compute", "T4", 1, None, "Standard", "Usage", *NO_TRANSFER),
-    "Tax": ("other", None, None, None, None, "Tax", *NO_TRANSFER),
+    "Tax": ("tax", None, None, None, None, "Tax", *NO_TRANSFER),  # tax is its own category, whatever the cloud
 }
 CLASSES = ("x_CostCategory, x_GpuModel, x_GpuCount, x_InstanceType, PricingCategory, ChargeCategory, "
            "x_TransferKind, x_TransferDirection, x_TransferFrom, x_TransferTo")

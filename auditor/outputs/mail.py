@@ -38,6 +38,7 @@ from auditor.model import fmt_money
 from auditor.policy import Policy
 
 UNATTRIBUTED = "(unattributed)"  # the key audit.json's summary.by_team uses for spend with no team
+TAX = "(tax)"  # and for tax, no team's: the owner's summary counts it in the total
 ENV = "GPU_AUDITOR_SMTP_"
 SECURITY = ("none", "starttls", "ssl")
 DEFAULT_PORTS = {"none": 25, "starttls": 587, "ssl": 465}
@@ -126,17 +127,16 @@ def _add(a: dict[str, Decimal], b: Mapping[str, Decimal]) -> dict[str, Decimal]:
     return out
 
 
-def savings_of(findings: list[dict[str, Any]]) -> dict[str, Decimal]:
-    """Monthly savings per currency, as the audit counts them: per resource the largest (alternatives for one
-    machine are not added)."""
-    best: dict[tuple[str, str], Decimal] = {}
-    for f in findings:
-        if f.get("monthly_savings") is not None:
-            key, amount = (f["resource"], f["currency"]), Decimal(f["monthly_savings"])
-            best[key] = max(best.get(key, amount), amount)
+def savings_of(summary: dict[str, Any], team: str, findings: list[dict[str, Any]]) -> dict[str, Decimal]:
+    """A team's monthly savings per currency as the audit counted them (summary.savings_by_team: each resource
+    once); for an audit.json written before the summary had them, the open findings' savings not marked as
+    counted under another finding."""
+    if "savings_by_team" in summary:
+        return _amounts(summary["savings_by_team"].get(team))
     out: dict[str, Decimal] = {}
-    for (_, currency), amount in best.items():
-        out[currency] = out.get(currency, Decimal(0)) + amount
+    for f in findings:
+        if f.get("monthly_savings") is not None and not f.get("counted_under"):
+            out = _add(out, {f["currency"]: Decimal(f["monthly_savings"])})
     return out
 
 
@@ -164,14 +164,19 @@ class Section:
     findings: list[dict[str, Any]]  # open (not waived)
     waived: list[dict[str, Any]]
     budget: Decimal | None = None
+    used: float | None = None  # percent of the budget, from summary.teams
 
     @property
     def name(self) -> str:
         return one_line(self.team) if self.team is not None else "no team"
 
     def share(self, currency: str) -> float | None:
+        """The share of the budget used, as the audit judged it (summary.teams); from the spend shown for an
+        audit.json written before."""
         if not self.budget:
             return None
+        if self.used is not None:
+            return self.used
         return round(float(self.spend.get(currency, Decimal(0)) / self.budget) * 100, 1)
 
 
@@ -182,7 +187,7 @@ class Letter:
     recipient: str
     sections: list[Section]  # the recipient's own teams
     is_owner: bool = False
-    overview: list[Section] = field(default_factory=list)  # for the owner: every team, and no team
+    overview: list[Section] = field(default_factory=list)  # for the owner: every team, no team, and tax
     unowned: list[Section] = field(default_factory=list)  # for the owner: what no lead in the policy owns
 
 
@@ -196,14 +201,16 @@ def route(audit: dict[str, Any], policy: Policy) -> list[Letter]:
     def section(team: str | None, lead: str | None, in_policy: bool, budget=None) -> Section:
         mine = [f for f in findings if f.get("team") == team]
         active = [f for f in mine if not f["waived"]]
-        spend = _amounts(by_team.get(UNATTRIBUTED if team is None else team))
-        return Section(team, lead, in_policy, spend, savings_of(active), clean(active),
-                       clean([f for f in mine if f["waived"]]), budget)
+        key = UNATTRIBUTED if team is None else team
+        spend = _amounts(by_team.get(key))
+        used = ((audit["summary"].get("teams") or {}).get(key) or {}).get("share_of_budget")
+        return Section(team, lead, in_policy, spend, savings_of(audit["summary"], key, active), clean(active),
+                       clean([f for f in mine if f["waived"]]), budget, used)
 
     teams = [section(name, mail_address(t.lead, f"the lead of team {one_line(name)!r}"), True,
                      t.budget_per_quarter) for name, t in policy.teams.items()]
     others = sorted(({f.get("team") for f in findings if f.get("team") is not None} |
-                     {k for k in by_team if k != UNATTRIBUTED}) - set(policy.teams))
+                     {k for k in by_team if k not in (UNATTRIBUTED, TAX)}) - set(policy.teams))
     unowned = [section(None, None, False)] + [section(name, None, False) for name in sorted(others)]
     unowned = [s for s in unowned if s.spend or s.findings or s.waived]
 
@@ -211,7 +218,8 @@ def route(audit: dict[str, Any], policy: Policy) -> list[Letter]:
     for s in teams:
         letters.setdefault(s.lead.lower(), Letter(s.lead, [])).sections.append(s)
     mine = letters.pop(owner.lower(), Letter(owner, []))
-    mine.is_owner, mine.overview, mine.unowned = True, teams + unowned, unowned
+    tax = [section(TAX, None, False)] if TAX in by_team else []  # a row of the overview, so that it adds up
+    mine.is_owner, mine.overview, mine.unowned = True, teams + unowned + tax, unowned
     return list(letters.values()) + [mine]
 
 

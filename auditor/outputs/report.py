@@ -11,6 +11,7 @@ import fnmatch
 import io
 import json
 import os
+import re
 import tempfile
 from datetime import date
 from decimal import Decimal
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import jinja2
+import markupsafe
 
 from auditor.errors import InputError
 from auditor.model import HOURS_PER_MONTH, fmt_money
@@ -33,7 +35,7 @@ FORMATS = ("json", "html", "md", "csv")
 FILE_NAMES = {"json": "audit.json", "html": "report.html", "md": "report.md", "csv": "findings.csv"}
 CSV_FIELDS = ("severity", "rule", "name", "resource", "team", "owner", "provider", "account", "region",
               "currency", "cost", "monthly_savings", "waived", "message", "remediation", "fingerprint",
-              "clause", "evidence", "waiver_reason", "waiver_owner", "waiver_expires")
+              "clause", "evidence", "waiver_reason", "waiver_owner", "waiver_expires", "counted_under")
 EXPIRING_DAYS = 30  # a waiver that ends within this many days of the as-of date is listed as expiring
 
 
@@ -51,6 +53,14 @@ def fmt_num(value: Any, digits: int = 0) -> str:
     return f"{float(value):,.{digits}f}"
 
 
+def inline_code(value: Any) -> markupsafe.Markup:
+    """Rule text written in Markdown (`CheckpointConfig.S3Uri`) for HTML: escaped, then `x` as <code>x</code>."""
+    parts = str(markupsafe.escape("" if value is None else value)).split("`")
+    if len(parts) % 2 == 0:  # an odd number of backticks: no pairs to trust
+        return markupsafe.Markup("`".join(parts))
+    return markupsafe.Markup("".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts)))
+
+
 @cache
 def _env() -> jinja2.Environment:
     """One environment per process, so each template is compiled once."""
@@ -60,6 +70,7 @@ def _env() -> jinja2.Environment:
     env.filters["money"] = fmt_money
     env.filters["num"] = fmt_num
     env.filters["md"] = md_escape
+    env.filters["code"] = inline_code
     return env
 
 
@@ -189,13 +200,15 @@ def write_outputs(audit: Audit | dict[str, Any], out_dir: Path, formats: tuple[s
 # ---- the view-model: what the templates see, built from the audit.json dict alone -------------------------
 
 CATEGORIES = {"gpu_compute": "GPU compute", "other_compute": "Other compute", "storage": "Storage",
-              "transfer": "Data transfer", "other": "Other"}
+              "transfer": "Data transfer", "tax": "Tax", "other": "Other"}
 DIMENSIONS = {"provider": "provider", "account": "account", "region": "region", "team": "team",
               "project": "project"}
 PRICING = {"on_demand": "On-demand", "spot": "Spot", "committed": "Committed (reserved, savings plans)"}
 BANDS = {"under_10": "Under 10%", "10_to_50": "10% to 50%", "over_50": "Over 50%"}
 UNATTRIBUTED = "(unattributed)"
 TOP_ACTIONS = 5
+SAVINGS_DEFINITION = ("Savings found: what the open findings would save a month (730 hours), each resource counted "
+                      "once, with its largest saving; a quarter is three such months.")
 MACHINES_SHOWN = 25
 
 
@@ -227,16 +240,28 @@ def _add(into: dict[str, Decimal], amounts: dict[str, Any] | None) -> dict[str, 
 
 
 def _savings(findings: list[dict[str, Any]]) -> dict[str, Decimal]:
-    """Monthly savings per currency, as the engine counts them: per resource the largest (alternatives)."""
-    best: dict[tuple[str, str], Decimal] = {}
+    """Monthly savings per currency of some open findings, as the audit counted them: the savings not marked
+    `counted_under` another finding (figures.mark_overlaps)."""
+    return _money_sum([f for f in findings if not f.get("counted_under")], "monthly_savings")
+
+
+def _team_savings(s: dict[str, Any], team: str, findings: list[dict[str, Any]]) -> dict[str, Any]:
+    """A team's savings as the audit counted them (summary.savings_by_team); summed from its findings for an
+    audit.json written before the summary had them."""
+    return s["savings_by_team"].get(team, {}) if "savings_by_team" in s else _savings(findings)
+
+
+def _rule_savings(findings: list[dict[str, Any]]) -> dict[str, Any]:
+    """A rule's open findings' savings: those it counts, and those another rule counts on the same resource
+    ({rule: {currency: amount}}), so that the rules' savings add up to the total without counting one twice."""
+    counted: dict[str, Decimal] = {}
+    overlaps: dict[str, dict[str, Decimal]] = {}
     for f in findings:
-        if f.get("monthly_savings") is not None:
-            key = (f["resource"], f["currency"])
-            best[key] = max(best.get(key, _d(f["monthly_savings"])), _d(f["monthly_savings"]))
-    out: dict[str, Decimal] = {}
-    for (_, cur), amount in sorted(best.items()):
-        out[cur] = out.get(cur, Decimal(0)) + amount
-    return out
+        if f.get("monthly_savings") is None:
+            continue
+        into = overlaps.setdefault(f["counted_under"], {}) if f.get("counted_under") else counted
+        into[f["currency"]] = into.get(f["currency"], Decimal(0)) + _d(f["monthly_savings"])
+    return {"savings": counted, "overlaps": overlaps}
 
 
 def _money_sum(findings: list[dict[str, Any]], key: str) -> dict[str, Decimal]:
@@ -257,7 +282,12 @@ def _text(value: Any) -> str:
         return "none"
     if isinstance(value, bool):
         return "yes" if value else "no"
+    if isinstance(value, str) and _DECIMAL.fullmatch(value) and value.endswith("0"):
+        return value.rstrip("0").rstrip(".")  # DuckDB's DECIMAL(38, 18) as written by an older audit.json
     return str(value)
+
+
+_DECIMAL = re.compile(r"-?\d+\.\d+")
 
 
 def _changes(change: dict[str, Any] | None) -> list[dict[str, Any]]:
@@ -269,7 +299,7 @@ def _changes(change: dict[str, Any] | None) -> list[dict[str, Any]]:
 
 
 def _finding(f: dict[str, Any]) -> dict[str, Any]:
-    return {**f, "team_label": _team_of(f),
+    return {**f, "team_label": _team_of(f), "counted_under": None if f["waived"] else f.get("counted_under"),
             "evidence_items": [(k.replace("_", " "), _text(v)) for k, v in (f.get("evidence") or {}).items()]}
 
 
@@ -314,19 +344,30 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
     else:
         spend = (s.get("by_team") or {}).get(team, {})
         by_category = team_spend.get("by_category", {})
-        gpu, savings = by_category.get("gpu_compute", {}), _savings(open_)
+        gpu, savings = by_category.get("gpu_compute", {}), _team_savings(s, team, open_)
         per_team = {team: {"billed_cost": spend}}
     total = spend.get(cur)
 
-    # compliance, clause by clause (for a team: broken where the team has open findings under it)
-    clauses = []
+    # compliance, clause by clause: a clause is broken where any of its rules has open findings (for a team:
+    # the team's), disabled where all its rules are, else met
+    clauses: dict[str, dict[str, Any]] = {}
     for c in doc.get("clauses", []):
-        mine = [f for f in open_ if f["rule"] == c["rule"]]
-        status = c["status"]
-        if team is not None and status != "disabled":
-            status = ("broken" if mine else "met") + (" (defaults)" if not c.get("in_policy", True) else "")
-        clauses.append({**c, "status": status, "findings": len(mine), "savings": _savings(mine),
-                        "options_text": [(k, _text(v)) for k, v in (c.get("options") or {}).items()]})
+        g = clauses.setdefault(c["clause"], {"clause": c["clause"], "rules": [], "texts": [], "options_text": [],
+                                             "in_policy": c.get("in_policy", True), "states": []})
+        g["rules"].append({"rule": c["rule"], "name": c["name"]})
+        if c["text"] not in g["texts"]:
+            g["texts"].append(c["text"])
+        g["options_text"] += [(k, _text(v)) for k, v in (c.get("options") or {}).items()
+                              if k not in dict(g["options_text"])]
+        g["states"].append("disabled" if c["status"] == "disabled" else
+                           "broken" if any(f["rule"] == c["rule"] for f in open_) else "met")
+    for g in clauses.values():
+        mine = [f for f in open_ if f["rule"] in {r["rule"] for r in g["rules"]}]
+        state = "broken" if "broken" in g["states"] else "met" if "met" in g["states"] else "disabled"
+        g.update(status=state + (" (defaults)" if state != "disabled" and not g["in_policy"] else ""),
+                 text=" ".join(g["texts"]), findings=len(mine), savings=_savings(mine),
+                 rule=", ".join(r["rule"] for r in g["rules"]))
+    clauses = list(clauses.values())
     compliance = {k: sum(1 for c in clauses if c["status"].startswith(k)) for k in ("met", "broken", "disabled")}
 
     # where the money went
@@ -344,19 +385,34 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
                             for item in (s.get("breakdown") or {}).get(dim, [])] for dim in DIMENSIONS}
         pricing = s.get("gpu_hours_by_pricing") or {}
     else:
-        breakdowns = {dim: [{"key": r["key"], "amounts": r["amounts"], "billed_cost": r["amounts"], "gpu_cost": None,
+        breakdowns = {dim: [{"key": r["key"], "amounts": r["amounts"], "billed_cost": r["amounts"],
+                             "gpu_cost": (team_spend.get(f"gpu_by_{dim}") or {}).get(r["key"], {}),
                              "bar": r["bar"], "pct": r["pct"]}
                             for r in _rows(team_spend.get(f"by_{dim}", {}), cur, total)]
                       for dim in ("provider", "project")}
         pricing = team_spend.get("gpu_hours_by_pricing") or {}
+    if team is None:  # every team of the policy, with or without spend
+        per_team = {**{t: {"billed_cost": {}} for t in s.get("teams") or {}}, **per_team}
     budgets = []
     for t, v in per_team.items():
         b = (s.get("teams") or {}).get(t) or {}
         spent = v["billed_cost"].get(cur)
-        budgets.append({"team": t, "lead": b.get("lead"), "spent": v["billed_cost"], "budget": b.get("budget"),
-                        "used_pct": _share(spent, b.get("budget")) if b.get("budget") else None,
-                        "bar": _bar(spent, b.get("budget")) if b.get("budget") else 0})
+        hours = b.get("gpu_hours")
+        if hours is None and t in (s.get("team_spend") or {}):  # an audit.json from before summary.teams had it
+            hours = sum((_d(h) for h in s["team_spend"][t].get("gpu_hours_by_pricing", {}).values()), Decimal(0))
+        # the shares of the budgets are those the budget rule judged (summary.teams), quarter to date
+        row = {"team": t, "lead": b.get("lead"), "spent": v["billed_cost"], "budget": b.get("budget"),
+               "used_pct": b.get("share_of_budget", _share(spent, b.get("budget")) if b.get("budget") else None),
+               "gpu_hours": hours, "gpu_hours_budget": b.get("gpu_hours_budget"),
+               "gpu_hours_pct": b.get("gpu_hours_share", _share(hours, b.get("gpu_hours_budget"))
+                                      if b.get("gpu_hours_budget") else None),
+               "left_out": b.get("left_out") or {}}
+        # the bar shows the unit furthest into its budget: the one a budget finding speaks of
+        worst = max((p for p in (row["used_pct"], row["gpu_hours_pct"]) if p is not None), default=None)
+        row.update(worst_pct=worst, bar=min(100, max(1, int(worst))) if worst else 0)
+        budgets.append(row)
     budgets.sort(key=lambda r: (-_d(r["spent"].get(cur)), r["team"]))
+    budget_hours = any(r["gpu_hours_budget"] is not None for r in budgets)
 
     # the GPU fleet
     fleet = s.get("fleet") or {}
@@ -381,8 +437,8 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
         g["findings"].append(f)
     for g in by_rule.values():
         mine = [f for f in g["findings"] if not f["waived"]]
-        g.update(open=len(mine), waived=len(g["findings"]) - len(mine), savings=_savings(mine),
-                 cost=_money_sum(mine, "cost"))
+        g.update(open=len(mine), waived=len(g["findings"]) - len(mine), cost=_money_sum(mine, "cost"),
+                 **_rule_savings(mine))
     by_team: dict[str, dict[str, Any]] = {}
     for f in every:
         t = by_team.setdefault(f["team_label"], {"team": f["team_label"], "findings": []})
@@ -391,7 +447,7 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
         mine = [f for f in t["findings"] if not f["waived"]]
         b = (s.get("teams") or {}).get(t["team"]) or {}
         t.update(lead=b.get("lead"), open=len(mine), waived=len(t["findings"]) - len(mine),
-                 savings=_savings(mine), cost=_money_sum(mine, "cost"),
+                 savings=_team_savings(s, t["team"], mine), cost=_money_sum(mine, "cost"),
                  rules=sorted({f["rule"] for f in mine}))
     team_rows = sorted(by_team.values(), key=lambda t: (-_d(t["savings"].get(cur)), -t["open"], t["team"]))
     top = sorted((f for f in open_ if f.get("monthly_savings") is not None),
@@ -415,8 +471,10 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
         hours = _d(fc["next"]["hours"])
         run_rate = fc["billed_cost"] if team is None else (fc.get("by_team") or {}).get(team, {})
         next_savings = ({c: _d(v) for c, v in fc["savings"].items()} if team is None
-                        else {c: v * hours / HOURS_PER_MONTH for c, v in savings.items()})
-        forecast = {"basis": fc["basis"], "next": fc["next"], "run_rate": run_rate,
+                        else {c: _d(v) * hours / HOURS_PER_MONTH for c, v in savings.items()})
+        forecast = {"basis": fc["basis"], "next": fc["next"], "run_rate": run_rate, "definition": (
+                        f"Forecast savings over {fc['next']['label']}: the savings found a month, over its "
+                        f"{fmt_num(hours)} hours in 730-hour months, taken off the run rate."),
                     "gpu": fc.get("gpu_cost") if team is None else None, "savings": next_savings,
                     "with_savings": {c: max(_d(v) - next_savings.get(c, Decimal(0)), Decimal(0))
                                      for c, v in run_rate.items()}}
@@ -443,6 +501,11 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
 
     coverage = s.get("coverage") or {}
     inputs = doc.get("inputs") or {}
+    rates = policy.get("rates") or {}
+    # billing in another currency than the policy's: held to the policy's thresholds only at a rate the user gave
+    other_currency = [{"path": b["path"], "amounts": {c: v for c, v in b["billed_cost"].items() if c != cur},
+                       "rated": all(c in (rates.get("rates") or {}) for c in b["billed_cost"] if c != cur)}
+                      for b in inputs.get("billing", []) if set(b.get("billed_cost") or {}) - {cur}]
     providers = sorted({p for m in coverage.get("months", []) for p in m["lines"]})
     return {
         "doc": doc, "team": team, "cur": cur, "policy": policy, "window": doc["window"],
@@ -452,13 +515,16 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
         "team_lead": ((s.get("teams") or {}).get(team) or {}).get("lead") if team else None,
         "spend": spend, "gpu": gpu, "gpu_share": _share(gpu.get(cur), total),
         "effective": s.get("effective_cost", {}) if team is None else None, "rows": s.get("rows"),
+        "savings_definition": SAVINGS_DEFINITION,
         "savings": savings, "savings_quarter": (s.get("quarterly_savings") if team is None else None)
         or {c: _d(v) * 3 for c, v in savings.items()},
         "findings_count": {"open": len(open_), "waived": len(every) - len(open_),
                            "by_severity": {sev: sum(1 for f in open_ if f["severity"] == sev)
                                            for sev in ("critical", "high", "medium", "low", "info")}},
         "compliance": compliance, "clauses": clauses, "change": change, "top": top,
-        "categories": category_rows, "breakdowns": breakdowns, "budgets": budgets,
+        "categories": category_rows, "breakdowns": breakdowns, "budgets": budgets, "budget_hours": budget_hours,
+        "budget_quarter": next((b["quarter"] for b in (s.get("teams") or {}).values() if b.get("quarter")), None),
+        "budget_left_out": [b for b in budgets if b["left_out"]],
         "pricing": _hours_rows(pricing, PRICING), "gpu_hours": s.get("gpu_hours") if team is None else None,
         "transfer_gb_out": s.get("transfer_gb_out", {}) if team is None else {},
         "models": model_rows, "bands": _hours_rows(bands, BANDS),
@@ -472,7 +538,7 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
         "inventory": inputs.get("inventory"),
         "previous_input": inputs.get("previous"), "coverage": coverage.get("months", []),
         "coverage_providers": providers, "missing": coverage.get("missing", []),
-        "warnings": doc.get("warnings", []),
+        "warnings": doc.get("warnings", []), "rates": rates, "other_currency": other_currency,
         "k8s_namespaces": [{**r, "held": {r["currency"]: r["allocated"]}, "idle": {r["currency"]: r["idle_share"]},
                             "cost": {r["currency"]: r["total"]}}
                            for r in (s.get("kubernetes_gpus") or {}).get("namespaces", [])

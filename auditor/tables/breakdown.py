@@ -39,12 +39,13 @@ def _add(into: dict[str, Decimal], cur: str, amount: Decimal | None) -> None:
 
 
 def _attributed(window: Window, team_key: str, project_key: str) -> str:
-    """The window's `costs` rows with `team` and `project` columns: the tag lookups run once per distinct tag
-    set and are joined back, rather than once per row."""
+    """The window's `costs` rows with `team` and `project` columns: the lookups run once per distinct tag set
+    and category (tax is no team's: tables/sql.py spend_team_sql) and are joined back, rather than once per row."""
     return f"""(SELECT c.*, t.team, t.project FROM (SELECT * FROM costs WHERE {window.where()}) c JOIN (
-                    SELECT Tags, COALESCE({team_key}, {lit(UNATTRIBUTED)}) AS team,
+                    SELECT Tags, x_CostCategory, COALESCE({team_key}, {lit(UNATTRIBUTED)}) AS team,
                            COALESCE({project_key}, '(no project)') AS project
-                    FROM (SELECT DISTINCT Tags FROM costs WHERE {window.where()})) t ON c.Tags = t.Tags)"""
+                    FROM (SELECT DISTINCT Tags, x_CostCategory FROM costs WHERE {window.where()})) t
+                ON c.Tags = t.Tags AND c.x_CostCategory IS NOT DISTINCT FROM t.x_CostCategory)"""
 
 
 def spend_breakdown(store: Store, window: Window, currency: str, team_key: str,
@@ -81,21 +82,25 @@ def spend_breakdown(store: Store, window: Window, currency: str, team_key: str,
 
 
 def team_spend(store: Store, window: Window, team_key: str, project_key: str) -> dict[str, dict[str, Any]]:
-    """Per team (UNATTRIBUTED for the rest): spend by category, provider and project, and GPU-hours by pricing
-    and by GPU model, so that a team's own report shows its own money."""
+    """Per team (UNATTRIBUTED for the rest): spend by category, provider and project, GPU compute by provider
+    and project, and GPU-hours by pricing and by GPU model, so that a team's own report shows its own money."""
     rows = _attributed(window, team_key, project_key)
     out: dict[str, dict[str, Any]] = {}
 
     def entry(t: str) -> dict[str, Any]:
-        return out.setdefault(t, {"by_category": {}, "by_provider": {}, "by_project": {},
-                                  "gpu_hours_by_pricing": {p: Decimal(0) for p in PRICING}, "by_model": {}})
+        return out.setdefault(t, {"by_category": {}, "by_provider": {}, "by_project": {}, "gpu_by_provider": {},
+                                  "gpu_by_project": {}, "gpu_hours_by_pricing": {p: Decimal(0) for p in PRICING},
+                                  "by_model": {}})
 
     for part, key in (("by_category", "COALESCE(x_CostCategory, 'other')"), ("by_provider", "x_Provider"),
                       ("by_project", "project")):
-        for t, k, cur, amount in store.con.execute(
-                f"SELECT team, {key}, BillingCurrency, sum(BilledCost) FROM {rows} GROUP BY ALL ORDER BY 1, 2, 3"
-        ).fetchall():
+        for t, k, cur, amount, gpu in store.con.execute(
+                f"SELECT team, {key}, BillingCurrency, sum(BilledCost), "
+                f"sum(BilledCost) FILTER (WHERE x_CostCategory = 'gpu_compute') FROM {rows} "
+                "GROUP BY ALL ORDER BY 1, 2, 3").fetchall():
             _add(entry(t)[part].setdefault(k, {}), cur, amount)
+            if part != "by_category" and gpu is not None:
+                _add(entry(t)["gpu_" + part].setdefault(k, {}), cur, gpu)
     for t, pricing, hours in store.con.execute(
             f"SELECT team, {PRICING_SQL}, {GPU_HOURS} AS h FROM {rows} "
             "GROUP BY ALL HAVING h IS NOT NULL ORDER BY 1, 2").fetchall():

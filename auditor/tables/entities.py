@@ -26,7 +26,7 @@ from auditor.model import (
 )
 from auditor.sql import lit
 from auditor.tables import shared_gpus, stats
-from auditor.tables.sql import GB, GB_MONTHS, GPU_HOURS, HOURS, TIERED, team_sql
+from auditor.tables.sql import GB, GB_MONTHS, GPU_HOURS, HOURS, TIERED, spend_team_sql, team_sql
 from auditor.tables.store import Store
 from auditor.window import Window, quarter_of
 
@@ -262,42 +262,54 @@ def gpu_capacity(store: Store, window: Window, policy: Policy) -> list[GpuCapaci
 
 @builds(TeamSpend)
 def team_spend(store: Store, window: Window, policy: Policy) -> list[TeamSpend]:
-    """Each team's spend in the quarter that holds the window's start, up to the window's end, in the
-    policy's currency, by the report's team attribution (engine.team_sql)."""
+    """Each team's spend in the quarter that holds the window's start, up to the window's end, by the report's
+    team attribution (tables/sql.py spend_team_sql: tax is no team's): in the policy's currency, other
+    currencies converted at the policy's rates and, without a rate, left out (`left_out`); GPU-hours whatever
+    the currency."""
     q = quarter_of(window.start.date())
     span = Window(q.start, min(window.end, q.end), q.label)
-    cur = lit(policy.currency)
     # Summed per tag set first: the team lookup then runs once per tag set, not once per line.
-    totals = {team: (spent, gpu, gh) for team, spent, gpu, gh in store.con.execute(f"""
+    totals: dict[str, dict[str, tuple[Decimal, Decimal, Decimal]]] = {}
+    for team, cur, spent, gpu, gh in store.con.execute(f"""
         WITH g AS (
-            SELECT Tags, sum(BilledCost) AS spent,
+            SELECT Tags, x_CostCategory, BillingCurrency AS cur, sum(BilledCost) AS spent,
                    sum(BilledCost) FILTER (WHERE x_CostCategory = 'gpu_compute') AS gpu,
                    {GPU_HOURS} AS gh
-            FROM costs WHERE {span.where()} AND BillingCurrency = {cur} GROUP BY Tags)
-        SELECT {team_sql(policy)} AS team, sum(spent), COALESCE(sum(gpu), 0), COALESCE(sum(gh), 0)
-        FROM g GROUP BY 1""").fetchall()}
+            FROM costs WHERE {span.where()} GROUP BY Tags, x_CostCategory, BillingCurrency)
+        SELECT {spend_team_sql(policy)} AS team, cur, sum(spent), COALESCE(sum(gpu), 0), COALESCE(sum(gh), 0)
+        FROM g GROUP BY 1, 2""").fetchall():
+        totals.setdefault(team, {})[cur] = (spent, gpu, gh)
     data_end = store.con.execute(f"SELECT least(max(ChargePeriodEnd), TIMESTAMP "
                                 f"{lit(span.end.isoformat(' '))}) FROM costs WHERE {span.where()}").fetchone()[0]
     out = []
     for name, team in policy.teams.items():
-        spent, gpu, gpu_hours = totals.get(name, (Decimal(0), Decimal(0), Decimal(0)))
+        spent = gpu = gpu_hours = Decimal(0)
+        left_out: dict[str, Decimal] = {}
+        for cur, (cur_spent, cur_gpu, cur_hours) in sorted(totals.get(name, {}).items()):
+            gpu_hours += cur_hours
+            converted = policy.convert(cur_spent, cur)
+            if converted is None:
+                left_out[cur] = cur_spent
+            else:
+                spent += converted
+                gpu += policy.convert(cur_gpu, cur)
         tags = {policy.team_tags[0]: name, **({policy.owner_tags[0]: team.lead} if team.lead else {})}
         out.append(TeamSpend(name, name, team.lead, policy.currency, team.budget_per_quarter,
                              team.gpu_hours_per_quarter, spent, gpu, gpu_hours, q.label, q.start, q.end,
-                             data_end, tags))
+                             data_end, tags, left_out))
     return out
 
 @builds(UnattributedSpend)
 def unattributed_spend(store: Store, window: Window, policy: Policy) -> list[UnattributedSpend]:
     """Per currency, the spend no team owns against the total: of GPU compute (scope gpu) and of
-    everything (scope all), with the largest unowned resources."""
+    everything but tax (scope all: tax is no team's to own), with the largest unowned resources."""
     # Lines are summed per tag set and resource first, so the team lookup runs once per tag set.
     rows = store.con.execute(f"""
         WITH p AS (SELECT BillingCurrency AS cur, x_CostCategory = 'gpu_compute' AS gpu, Tags,
                           COALESCE(ResourceId, x_Provider || ':' || COALESCE(ServiceName, '-') || ':'
                                    || COALESCE(ChargeCategory, '-')) AS rid, sum(BilledCost) AS cost,
                           sum(x_Lines) AS n
-                   FROM costs WHERE {window.where()} GROUP BY ALL),
+                   FROM costs WHERE {window.where()} AND x_CostCategory IS DISTINCT FROM 'tax' GROUP BY ALL),
              l AS (SELECT cur, gpu, {team_sql(policy)} IS NULL AS unowned, cost, n, rid FROM p),
              scoped AS (SELECT 'gpu' AS scope, * FROM l WHERE gpu UNION ALL SELECT 'all' AS scope, * FROM l),
              top AS (SELECT scope, cur, rid, sum(cost) AS cost FROM scoped WHERE unowned GROUP BY scope, cur, rid

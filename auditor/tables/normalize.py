@@ -88,7 +88,8 @@ def select_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: i
         SELECT {', '.join(f'n.{q(c)}' for c in outputs_all if c not in EXTRA)}, n.x_SourceRow,
             COALESCE(n._gpu, t.gpu_model, f.gpu_model) AS x_GpuModel,
             COALESCE(n._gpu_count, t.gpu_count) AS x_GpuCount,
-            CASE WHEN n._kind = 'compute' AND COALESCE(n._gpu, t.gpu_model, f.gpu_model) IS NOT NULL
+            CASE WHEN n.ChargeCategory = 'Tax' THEN 'tax'
+                 WHEN n._kind = 'compute' AND COALESCE(n._gpu, t.gpu_model, f.gpu_model) IS NOT NULL
                  THEN 'gpu_compute'
                  WHEN n._kind = 'compute' THEN 'other_compute' ELSE n._kind END AS x_CostCategory,
             {lit(path)} AS x_SourceFile,

@@ -49,3 +49,12 @@ def team_sql(policy: Policy) -> str:
     whens = " ".join(f"WHEN {lit(p)} THEN {lit(t)}" for p, t in projects.items())
     by_project = f"CASE {tag_sql(policy.project_tags)} {whens} END" if whens else "NULL"
     return f"COALESCE({tag_sql(policy.team_tags)}, {by_project})"
+
+
+TAX = "(tax)"  # the team key of tax lines: tax is no team's spend, and not spend that lacks a team
+
+
+def spend_team_sql(policy: Policy) -> str:
+    """A billing line's team for the spend views (summary.by_team, team reports, forecast): team_sql, with tax
+    lines under TAX, never unattributed."""
+    return f"CASE WHEN x_CostCategory = 'tax' THEN {lit(TAX)} ELSE {team_sql(policy)} END"

@@ -1,5 +1,9 @@
 """The audit's summary: spend and its breakdowns, team budgets, the GPU fleet, coverage and the forecast, each
-computed once from the tables and the findings."""
+computed once from the tables and the findings.
+
+Every breakdown is rounded here, once, so that its parts add up to the total as shown (largest remainder,
+figures.apportion): categories, providers and the org's breakdowns to the total; a team's categories, providers
+and projects to the team's spend; GPU compute columns to the GPU compute shown above them."""
 
 from __future__ import annotations
 
@@ -7,12 +11,12 @@ from decimal import Decimal
 from typing import Any
 
 from auditor.context import Context
-from auditor.figures import savings_total, sum_money
-from auditor.model import Finding, GpuAsset, GpuSlice, NodeGpuAllocation, Severity
+from auditor.figures import apportion_amounts, savings_by, savings_total, sum_money
+from auditor.model import Finding, GpuAsset, GpuSlice, NodeGpuAllocation, Severity, TeamSpend, money
 from auditor.policy import Policy
 from auditor.tables import breakdown, fleet, shared_gpus, stats
 from auditor.tables.entities import build
-from auditor.tables.sql import tag_sql, team_sql
+from auditor.tables.sql import spend_team_sql, tag_sql
 from auditor.tables.store import Store
 from auditor.window import Window
 
@@ -21,14 +25,15 @@ def summarize(store: Store, policy: Policy, window: Window, findings: list[Findi
     figures = stats.window_stats(store.con, window)
     active = [f for f in findings if not f.waived]
     savings = savings_total(active)
-    team_key, project_key = team_sql(policy), tag_sql(policy.project_tags)
+    team_key, project_key = spend_team_sql(policy), tag_sql(policy.project_tags)
     per_team = breakdown.team_spend(store, window, team_key, project_key)
     assets = build(store, window, policy, GpuAsset)
     ctx = Context(store.catalog, policy, window)
     machines = fleet.machines(assets, findings, policy.currency, ctx.attribute)
     util = fleet.utilisation(store, window, {a.id: a.gpu_count for a in assets}, {m["id"]: m["team"] for m in machines})
     for team, bands in util.items():  # a team may have machines with metrics and no billing lines in the window
-        per_team.setdefault(team, {"by_category": {}, "by_provider": {}, "by_project": {},
+        per_team.setdefault(team, {"by_category": {}, "by_provider": {}, "by_project": {}, "gpu_by_provider": {},
+                                   "gpu_by_project": {},
                                    "gpu_hours_by_pricing": {p: "0.0" for p in breakdown.PRICING},
                                    "by_model": {}})["utilisation"] = bands
     coverage = breakdown.coverage(store, window)
@@ -40,20 +45,21 @@ def summarize(store: Store, policy: Policy, window: Window, findings: list[Findi
         coverage["missing"].append(f"{unmeasured} GPU machine{'s' if unmeasured > 1 else ''} without utilisation "
                                    "metrics in the window: idle and rightsizing could not judge them")
     by_severity = {s.label: sum(1 for f in active if f.severity == s) for s in reversed(Severity)}
-    by_team = stats.spend_by(store.con, window, team_sql(policy))
-    budgets = {}
-    for name, team in policy.teams.items():
-        spent = by_team.get(name, {}).get(policy.currency, Decimal(0))
-        budgets[name] = {"lead": team.lead, "budget": team.budget_per_quarter, "spent": spent,
-                         "share_of_budget": (round(float(spent / team.budget_per_quarter) * 100, 1)
-                                             if team.budget_per_quarter else None)}
-    return {
+    by_team = stats.spend_by(store.con, window, team_key)
+    budgets = {t.team: {"lead": t.lead, "quarter": t.quarter, "budget": t.budget, "spent": t.spent,
+                        "share_of_budget": _pct(t.spent, t.budget), "left_out": t.left_out,
+                        "gpu_hours": breakdown.hours_text(t.gpu_hours),
+                        "gpu_hours_budget": None if t.gpu_hours_budget is None else str(t.gpu_hours_budget),
+                        "gpu_hours_share": _pct(t.gpu_hours, t.gpu_hours_budget)}
+               for t in build(store, window, policy, TeamSpend)}  # the figures BUD001 judges
+    out = {
         **figures,
         "by_team": by_team,
         "teams": budgets,
         "findings": {"total": len(active), "waived": len(findings) - len(active), "by_severity": by_severity},
         "monthly_savings": savings,
         "quarterly_savings": {cur: amount * 3 for cur, amount in savings.items()},  # 3 months of 730 hours
+        "savings_by_team": savings_by(active, lambda f: f.team or breakdown.UNATTRIBUTED),
         "findings_cost": sum_money(active, "cost"),
         "breakdown": breakdown.spend_breakdown(store, window, policy.currency, team_key, project_key),
         "gpu_hours_by_pricing": breakdown.gpu_hours_by_pricing(per_team),
@@ -67,3 +73,40 @@ def summarize(store: Store, policy: Policy, window: Window, findings: list[Findi
                                                build(store, window, policy, GpuSlice),
                                                lambda tags: ctx.attribute(tags)[0]),
     }
+    _round_breakdowns(out)
+    return out
+
+
+def _pct(part: Decimal, whole: Decimal | None) -> float | None:
+    return round(float(part / whole) * 100, 1) if whole else None
+
+
+def _round_breakdowns(s: dict[str, Any]) -> None:
+    """Round every breakdown once, so that its parts add up to the figure it breaks down as that is shown."""
+    total = {c: money(v) for c, v in s["billed_cost"].items()}
+    gpu = {"gpu_compute": {c: money(v) for c, v in s["gpu_cost"].items()}}
+    s["by_category"] = apportion_amounts(s["by_category"], total, gpu)
+    s["by_provider"] = apportion_amounts(s["by_provider"], total)
+    s["by_team"] = apportion_amounts(s["by_team"], total)
+    for items in s["breakdown"].values():
+        for field in ("billed_cost", "gpu_cost"):
+            shares = apportion_amounts({i["key"]: i[field] for i in items}, s[field])
+            for i in items:
+                i[field] = shares[i["key"]]
+    team_gpu = {i["key"]: i["gpu_cost"] for i in s["breakdown"]["team"] if not i.get("rest")}
+    for team, detail in s["team_spend"].items():
+        spent = s["by_team"].get(team, {})
+        # the team's GPU compute is the one the org's "by team" table shows for it
+        cats = detail["by_category"]
+        pinned = {"gpu_compute": team_gpu[team]} if team in team_gpu and "gpu_compute" in cats else None
+        detail["by_category"] = apportion_amounts(cats, spent, pinned)
+        gpu_of_team = detail["by_category"].get("gpu_compute", {})
+        for part in ("by_provider", "by_project"):
+            detail[part] = apportion_amounts(detail[part], spent)
+            detail["gpu_" + part] = apportion_amounts(detail["gpu_" + part], gpu_of_team)
+        models = apportion_amounts({m: v["billed_cost"] for m, v in detail["by_model"].items()}, gpu_of_team)
+        for m, v in detail["by_model"].items():
+            v["billed_cost"] = models[m]
+    models = apportion_amounts({m["model"]: m["billed_cost"] for m in s["fleet"]["by_model"]}, s["gpu_cost"])
+    for m in s["fleet"]["by_model"]:
+        m["billed_cost"] = models[m["model"]]
