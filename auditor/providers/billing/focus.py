@@ -1,4 +1,4 @@
-"""FOCUS 1.0 to 1.2 exports, from any provider, normalized to the `costs` table, in SQL."""
+"""FOCUS 1.0 to 1.3 exports, from any provider, normalized to the `costs` table, in SQL."""
 
 from __future__ import annotations
 
@@ -64,6 +64,11 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
         WHEN {category} = 'Compute' THEN 'compute'
         ELSE 'other' END"""
     tags = cols.name("Tags")
+    price_details = cols.ref("SkuPriceDetails") if cols.name("SkuPriceDetails") else None
+    # FOCUS 1.3 allocated charges (a provider's split of a shared resource): ResourceId is the resource split,
+    # AllocatedResourceId what it was split to; a split charge with no allocated resource is its unused part.
+    method = cols.text("AllocatedMethodId")
+    allocated = cols.text("AllocatedResourceId")
     exprs = {
         "BilledCost": cols.money("BilledCost"),
         "EffectiveCost": cols.money("EffectiveCost"),
@@ -86,6 +91,18 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
         "CommitmentDiscountId": cols.text("CommitmentDiscountId"),
         "CommitmentDiscountStatus": cols.text("CommitmentDiscountStatus"),
         "CommitmentDiscountType": cols.text("CommitmentDiscountType"),
+        "CommitmentDiscountQuantity": cols.money("CommitmentDiscountQuantity"),
+        "CommitmentDiscountUnit": cols.text("CommitmentDiscountUnit"),
+        "CapacityReservationId": cols.text("CapacityReservationId"),
+        "CapacityReservationStatus": cols.text("CapacityReservationStatus"),
+        "ContractApplied": cols.text("ContractApplied"),
+        "x_SplitMethod": method,
+        "x_SplitResourceId": f"CASE WHEN {method} IS NOT NULL THEN {allocated} END",
+        "x_SplitParentId": f"CASE WHEN {method} IS NOT NULL THEN {cols.text('ResourceId')} END",
+        "x_SplitCost": f"CASE WHEN {method} IS NOT NULL AND {allocated} IS NOT NULL "
+                       f"THEN {cols.money('EffectiveCost')} END",
+        "x_SplitUnusedCost": f"CASE WHEN {method} IS NOT NULL AND {allocated} IS NULL "
+                             f"THEN {cols.money('EffectiveCost')} END",
         "ConsumedQuantity": cols.money("ConsumedQuantity"),
         "ConsumedUnit": cols.text("ConsumedUnit"),
         "Tags": (f"CAST(CAST(NULLIF(trim(CAST({cols.ref('Tags')} AS VARCHAR)), '') AS JSON) "
@@ -98,8 +115,12 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
         "x_TransferFrom": f"CASE WHEN ({transfer_kind}) IS NOT NULL THEN {transfer_from} END",
         "x_TransferTo": f"CASE WHEN ({transfer_kind}) IS NOT NULL THEN {transfer_to} END",
         "_kind": kind,
+        # SkuPriceDetails' GpuCount (FOCUS 1.2+): the GPUs per unit the SKU is priced in, the export's own word.
+        "_gpu_count": (f"TRY_CAST(json_extract_string({price_details}, '$.GpuCount') AS INTEGER)"
+                       if price_details else "CAST(NULL AS INTEGER)"),
     }
-    checks = [(c, "money") for c in ("BilledCost", "EffectiveCost", "ListCost", "ConsumedQuantity")]
+    checks = [(c, "money") for c in ("BilledCost", "EffectiveCost", "ListCost", "ConsumedQuantity",
+                                     "CommitmentDiscountQuantity")]
     checks += [(c, "time") for c in ("ChargePeriodStart", "ChargePeriodEnd")]
-    checks += [("Tags", "json")]
+    checks += [("Tags", "json"), ("SkuPriceDetails", "json")]
     return exprs, [(cols.name(c), k) for c, k in checks if cols.name(c)]
