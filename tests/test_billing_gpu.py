@@ -15,6 +15,7 @@ import pytest
 
 from auditor.core import run_audit
 from auditor.model import BilledGpuMachine, CapacityReservation, money
+from auditor.outputs.report import render
 from auditor.policy import parse_policy
 from auditor.tables.entities import build
 from auditor.tables.store import Store
@@ -147,6 +148,19 @@ def test_cur2_split_cost_allocation_and_capacity_reservation_columns():
     [m] = build(store, Q3, POLICY, BilledGpuMachine)
     assert m.id == "i-0eksgpu000000001" and m.split_resources == [POD_RESEARCH, POD_VISION]
     audit = run_audit(POLICY, [GPU / "cur2-eks-split.csv"], window=Q3)
+    # Team spend follows the provider's split: each pod's share and its share of the idle node move from the
+    # node's team (ml-platform) to the pod's; ml-platform keeps the reservation's empty hours.
+    assert audit.summary["by_team"] == {"ml-platform": {"USD": D("2359.6272")}, "research": {"USD": D("1573.2081")},
+                                        "vision": {"USD": D("786.4191")}}
+    assert sum(v["USD"] for v in audit.summary["by_team"].values()) == audit.summary["billed_cost"]["USD"]
+    allocation = audit.summary["allocation"]
+    assert (allocation["split_cost"], allocation["unused_cost"], allocation["machines"], allocation["pods"]) == (
+        {"USD": D("1912.8702")}, {"USD": D("446.757")}, 1, 2)
+    assert allocation["methods"] == ["aws-split-cost-allocation"]
+    markdown = render(audit, "md")
+    assert ("Cost allocation: the provider's own split (aws-split-cost-allocation) of 1 shared GPU machine among 2 "
+            "pods or tasks: $1,912.87 of their use and $446.76 of their idle capacity") in markdown
+    assert "Every other team figure is attributed by tags." in render(audit, "html")
     f = findings(audit, "COM002")[CR_EKS]
     assert f.owner == "ana@example.com" and f.evidence["unused_pct"] == "50.0"
     assert money(f.monthly_savings) == money(D("2359.6272") * 730 / 72)  # still billed at the end of the data
@@ -174,6 +188,12 @@ def test_focus_13_gpu_columns_reservations_and_allocated_charges():
     assert sorted(machines) == ["gke-node-a3-1", "vm-a3-cud-1", "vm-a3-train-1"]
     assert machines["gke-node-a3-1"].cost == {"USD": D(4200)} and machines["gke-node-a3-1"].split_resources == [
         "ns/research", "ns/vision"]
+    # Allocated charges carry their allocated resource's tags (AllocatedTags over Tags): they count for the team
+    # they were split to, and the node's unused part for the node's own team.
+    audit = run_audit(POLICY, [GPU / "focus-1.3-gpu.csv"], window=Q3)
+    assert audit.summary["by_team"] == {"(unattributed)": {"USD": 0}, "ml-platform": {"USD": D(600)},
+                                        "research": {"USD": D(10800)}, "vision": {"USD": D(1200)}}
+    assert audit.summary["allocation"]["moves"] == {}  # nothing to move: the rows are the split
 
 
 def test_microsofts_focus_12_export_columns_are_read(tmp_path):

@@ -10,7 +10,7 @@ from auditor.context import Context
 from auditor.figures import savings_total, sum_money
 from auditor.model import Finding, GpuAsset, Severity
 from auditor.policy import Policy
-from auditor.tables import breakdown, fleet, stats
+from auditor.tables import breakdown, fleet, split, stats
 from auditor.tables.entities import build
 from auditor.tables.sql import tag_sql, team_sql
 from auditor.tables.store import Store
@@ -40,6 +40,10 @@ def summarize(store: Store, policy: Policy, window: Window, findings: list[Findi
                                    "metrics in the window: idle and rightsizing could not judge them")
     by_severity = {s.label: sum(1 for f in active if f.severity == s) for s in reversed(Severity)}
     by_team = stats.spend_by(store.con, window, team_sql(policy))
+    # Where the export carries the provider's own split of shared nodes, team spend follows it (tables/split.py).
+    allocation = split.provider_split(store, window, team_sql(policy))
+    if allocation:
+        split.apply(by_team, allocation["moves"])
     budgets = {}
     for name, team in policy.teams.items():
         spent = by_team.get(name, {}).get(policy.currency, Decimal(0))
@@ -62,4 +66,5 @@ def summarize(store: Store, policy: Policy, window: Window, findings: list[Findi
         "forecast": breakdown.forecast(store, window, team_key, savings),
         "previous_window": breakdown.previous_spend(store, window),
         "coverage": coverage,
+        "allocation": allocation,
     }

@@ -11,6 +11,20 @@ PROVIDERS = {"AWS": "aws", "Amazon Web Services": "aws", "Microsoft": "azure", "
              "Oracle": "oci", "OCI": "oci"}
 
 
+def _json_map(cols: Columns, column: str) -> str:
+    return (f"CAST(CAST(NULLIF(trim(CAST({cols.ref(column)} AS VARCHAR)), '') AS JSON) AS MAP(VARCHAR, VARCHAR))"
+            if cols.name(column) else "CAST(MAP() AS MAP(VARCHAR, VARCHAR))")
+
+
+def _tags(cols: Columns) -> str:
+    """The Tags object; on a FOCUS 1.3 allocated charge, with the allocated resource's own tags (AllocatedTags)
+    over them, so that the provider's split is attributed to whom it was split to."""
+    if not cols.name("AllocatedTags"):
+        return _json_map(cols, "Tags")
+    return (f"map_concat(COALESCE({_json_map(cols, 'Tags')}, MAP()), "
+            f"COALESCE({_json_map(cols, 'AllocatedTags')}, MAP()))")
+
+
 def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[str, str]]]:
     _, names = region_maps(catalog)
     provider = case_map(cols.text("ProviderName"), PROVIDERS, f"lower({cols.text('ProviderName')})")
@@ -63,7 +77,6 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
             THEN 'compute'
         WHEN {category} = 'Compute' THEN 'compute'
         ELSE 'other' END"""
-    tags = cols.name("Tags")
     price_details = cols.ref("SkuPriceDetails") if cols.name("SkuPriceDetails") else None
     # FOCUS 1.3 allocated charges (a provider's split of a shared resource): ResourceId is the resource split,
     # AllocatedResourceId what it was split to; a split charge with no allocated resource is its unused part.
@@ -105,8 +118,7 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
                              f"THEN {cols.money('EffectiveCost')} END",
         "ConsumedQuantity": cols.money("ConsumedQuantity"),
         "ConsumedUnit": cols.text("ConsumedUnit"),
-        "Tags": (f"CAST(CAST(NULLIF(trim(CAST({cols.ref('Tags')} AS VARCHAR)), '') AS JSON) "
-                 "AS MAP(VARCHAR, VARCHAR))") if tags else "CAST(MAP() AS MAP(VARCHAR, VARCHAR))",
+        "Tags": _tags(cols),
         "x_Provider": provider,
         "x_UsageType": usage_type,
         "x_InstanceType": instance_type,
@@ -122,5 +134,5 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
     checks = [(c, "money") for c in ("BilledCost", "EffectiveCost", "ListCost", "ConsumedQuantity",
                                      "CommitmentDiscountQuantity")]
     checks += [(c, "time") for c in ("ChargePeriodStart", "ChargePeriodEnd")]
-    checks += [("Tags", "json"), ("SkuPriceDetails", "json")]
+    checks += [("Tags", "json"), ("SkuPriceDetails", "json"), ("AllocatedTags", "json")]
     return exprs, [(cols.name(c), k) for c, k in checks if cols.name(c)]
