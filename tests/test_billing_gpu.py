@@ -161,6 +161,12 @@ def test_cur2_split_cost_allocation_and_capacity_reservation_columns():
     assert ("Cost allocation: the provider's own split (aws-split-cost-allocation) of 1 shared GPU machine among 2 "
             "pods or tasks: $1,912.87 of their use and $446.76 of their idle capacity") in markdown
     assert "Every other team figure is attributed by tags." in render(audit, "html")
+    import jsonschema
+
+    schema = json.loads((REPO / "auditor" / "data" / "audit.schema.json").read_text(encoding="utf-8"))
+    doc = json.loads(render(audit, "json"))
+    assert doc["summary"]["allocation"]["moves"]["ml-platform"] == {"USD": "-2359.63"}
+    assert [e.message for e in jsonschema.Draft202012Validator(schema).iter_errors(doc)] == []
     f = findings(audit, "COM002")[CR_EKS]
     assert f.owner == "ana@example.com" and f.evidence["unused_pct"] == "50.0"
     assert money(f.monthly_savings) == money(D("2359.6272") * 730 / 72)  # still billed at the end of the data
