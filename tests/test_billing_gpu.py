@@ -259,3 +259,16 @@ def test_new_columns_sum_the_lines_exactly(name):
             "sum(CommitmentDiscountQuantity), {n} FROM {t} GROUP BY ALL ORDER BY ALL")
     rollup = store.con.execute(sums.format(n="sum(x_Lines)", t="costs")).fetchall()
     assert rollup == store.lines().execute(sums.format(n="count(*)", t="lines")).fetchall()
+
+
+def test_reservation_usage_type_without_instance_type_column(tmp_path):
+    """A CUR 1 line of an unused reservation named only by its usage type (`USE2-Reservation:<type>`) and ARN."""
+    path = tmp_path / "cur.csv"
+    arn = "arn:aws:ec2:us-east-2:222222222222:capacity-reservation/cr-0d4000000000000004"
+    path.write_text(
+        "lineItem/UsageAccountId,lineItem/LineItemType,lineItem/UsageStartDate,lineItem/UsageEndDate,"
+        "lineItem/UsageType,lineItem/ResourceId,lineItem/UsageAmount,lineItem/UnblendedCost,pricing/unit\n"
+        f"222222222222,Usage,2026-07-01T00:00:00Z,2026-07-01T01:00:00Z,USE2-Reservation:g5.xlarge,{arn},1,1.006,Hrs\n")
+    [r] = build(store_of(path), Q3, POLICY, CapacityReservation)
+    assert (r.id, r.instance_type, r.gpu_model, r.unused, r.unused_hours, r.used) == (
+        arn, "g5.xlarge", "A10G", D("1.006"), 1, 0)

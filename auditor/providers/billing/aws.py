@@ -87,7 +87,8 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
               f"regexp_extract({cols.text('lineItem/AvailabilityZone')}, '^(.*[0-9])[a-z]$', 1))")
     description = cols.text("lineItem/LineItemDescription")
     instance_type = (f"COALESCE({cols.text('product/instanceType')}, "
-                     f"NULLIF(regexp_extract({usage_type}, '(?:Usage|UnusedBox)[^:]*:([a-z0-9.-]+)$', 1), ''), "
+                     f"NULLIF(regexp_extract({usage_type}, '(?:Usage|UnusedBox|Reservation)[^:]*:([a-z0-9.-]+)$', 1), "
+                     "''), "
                      f"NULLIF(regexp_extract({description}, '\\b{INSTANCE_TYPE_RE}\\b', 1), ''))")
 
     ut = f"COALESCE({usage_type}, '')"

@@ -21,8 +21,11 @@ def _tags(cols: Columns) -> str:
     over them, so that the provider's split is attributed to whom it was split to."""
     if not cols.name("AllocatedTags"):
         return _json_map(cols, "Tags")
-    return (f"map_concat(COALESCE({_json_map(cols, 'Tags')}, MAP()), "
-            f"COALESCE({_json_map(cols, 'AllocatedTags')}, MAP()))")
+    tags, allocated = _json_map(cols, "Tags"), _json_map(cols, "AllocatedTags")
+    # Not map_concat: Spark refuses a key present in both.
+    return (f"CASE WHEN {allocated} IS NULL THEN {tags} WHEN {tags} IS NULL THEN {allocated} ELSE "
+            f"map_from_entries(list_concat(list_filter(map_entries({tags}), "
+            f"lambda e: NOT list_contains(map_keys({allocated}), e.key)), map_entries({allocated}))) END")
 
 
 def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[str, str]]]:
@@ -39,7 +42,7 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
         else "NULL",
         f"json_extract_string({cols.ref('x_SkuDetails')}, '$.ServiceType')" if cols.name("x_SkuDetails")
         else "NULL",
-        f"NULLIF(regexp_extract({ut}, '(?:Usage|UnusedBox)[^:]*:([a-z0-9.-]+)$', 1), '')",
+        f"NULLIF(regexp_extract({ut}, '(?:Usage|UnusedBox|Reservation)[^:]*:([a-z0-9.-]+)$', 1), '')",
         f"NULLIF(regexp_extract({d}, '\\b{INSTANCE_TYPE_RE}\\b', 1), '')",
         f"NULLIF(regexp_extract({d}, '(Standard_[A-Za-z0-9_]+)', 1), '')",
         f"NULLIF(regexp_extract({d}, '\\b([acgn][0-9]-[a-z]+-[0-9]+g?)\\b', 1), '')",
