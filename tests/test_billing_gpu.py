@@ -272,3 +272,40 @@ def test_reservation_usage_type_without_instance_type_column(tmp_path):
     [r] = build(store_of(path), Q3, POLICY, CapacityReservation)
     assert (r.id, r.instance_type, r.gpu_model, r.unused, r.unused_hours, r.used) == (
         arn, "g5.xlarge", "A10G", D("1.006"), 1, 0)
+
+
+# --- bad input in the new columns: one line naming file, line and column ------------------------------------------
+
+
+def bad_copy(tmp_path: Path, name: str, column: str, row: int, value: str) -> Path:
+    """A fixture with one value replaced: `row` counts data rows from 1 (file line row + 1)."""
+    with open(GPU / name, newline="") as f:
+        rows = list(csv.reader(f))
+    rows[row][rows[0].index(column)] = value
+    path = tmp_path / name
+    with open(path, "w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    return path
+
+
+@pytest.mark.parametrize("name, column, value, words", [
+    ("focus-1.3-gpu.csv", "SkuPriceDetails", "{GpuCount: 8", "is not a JSON object"),
+    ("focus-1.3-gpu.csv", "AllocatedTags", "[1, 2]", "is not a JSON object"),
+    ("focus-1.3-gpu.csv", "CommitmentDiscountQuantity", "192 GPU-h", "is not a number"),
+    ("cur2-eks-split.csv", "split_line_item_split_cost", "n/a", "is not a number"),
+])
+def test_a_bad_value_in_a_new_column_names_its_line_and_column(tmp_path, name, column, value, words):
+    from click.testing import CliRunner
+
+    from auditor.cli import cli
+    from auditor.errors import InputError
+
+    path = bad_copy(tmp_path, name, column, 3, value)
+    with pytest.raises(InputError) as err:
+        store_of(path)
+    e = err.value
+    assert (e.path, e.line, e.column) == (str(path), 4, column), str(e)
+    assert words in str(e) and "\n" not in str(e)
+    result = CliRunner().invoke(cli, ["audit", "--policy", str(REPO / "fixtures" / "demo" / "policy.yml"),
+                                      "--quarter", "2026-Q3", "--out", str(tmp_path / "out"), str(path)])
+    assert result.exit_code == 2 and f"{path.name}:4: " in result.output and not (tmp_path / "out").exists()
