@@ -178,6 +178,66 @@ class GpuCapacity(GpuAsset):
 
 
 @dataclass
+class BilledGpuMachine:
+    """A GPU machine as the bill alone shows it, inventory or not: the days and hours it was billed, how flat its
+    daily cost ran, the tags and jobs seen on it, and (where an inventory was loaded) whether it is in it and what
+    its metrics say."""
+
+    id: str  # the billing's resource id
+    provider: str
+    account: str | None = None
+    region: str | None = None
+    instance_type: str | None = None
+    gpu_model: str | None = None
+    gpu_count: int | None = None
+    currency: str = "USD"  # the currency it was mostly billed in; the daily figures are in it
+    cost: dict[str, Decimal] = field(default_factory=dict)  # every usage line of the id in the window
+    billed_hours: Decimal | None = None  # machine-hours: per day, at most 24 and at most its lines' span
+    billed_days: int = 0  # UTC days with a line
+    data_days: int = 0  # UTC days of the window with any line of its provider
+    weekend_days: int = 0  # Saturdays and Sundays it was billed on
+    data_weekend_days: int = 0  # Saturdays and Sundays of the window with any line of its provider
+    full_days: int = 0  # days billed 23 hours or more: nights included
+    full_day_cost_min: Decimal | None = None  # its cheapest and dearest full day, in `currency`
+    full_day_cost_max: Decimal | None = None
+    first_billed_at: datetime | None = None
+    last_billed_at: datetime | None = None
+    tags: dict[str, str] = field(default_factory=dict)  # of its latest line
+    tags_seen: dict[str, list[str]] = field(default_factory=dict)  # every tag key of its lines, up to 5 values
+    jobs_seen: int = 0  # jobs (inventory, manifests) on its provider, account, region and instance type
+    split_resources: list[str] = field(default_factory=list)  # pods or tasks the provider split its cost to
+    inventory_loaded: bool = False  # an inventory (snapshot or pull) was read at all
+    in_inventory: bool = False
+    scope_pulled: bool = False  # the inventory holds machines of its provider, account and region
+    usage_hours: float | None = None  # its utilisation in the inventory (None: not there, or no metrics)
+    mean_util_pct: float | None = None
+
+
+@dataclass
+class CapacityReservation:
+    """Reserved capacity (an On-Demand Capacity Reservation, a Capacity Block for ML, a GCP reservation, an Azure
+    capacity reservation): what the hours nothing ran in cost, against the hours something did."""
+
+    id: str  # CapacityReservationId: the reservation's ARN or resource id
+    provider: str
+    account: str | None = None
+    region: str | None = None
+    kind: str | None = None  # Capacity Block, On-Demand Capacity Reservation, reservation, capacity reservation
+    instance_type: str | None = None
+    gpu_model: str | None = None
+    gpu_count: int | None = None  # per instance
+    currency: str = "USD"
+    used: Decimal = Decimal(0)  # cost of the hours that ran an instance (where the export says so)
+    unused: Decimal = Decimal(0)  # cost of the reserved hours nothing ran in
+    used_hours: Decimal = Decimal(0)  # instance-hours
+    unused_hours: Decimal = Decimal(0)
+    first_seen: datetime | None = None
+    last_seen: datetime | None = None
+    data_end: datetime | None = None  # end of the last billing line of its provider in the window
+    tags: dict[str, str] = field(default_factory=dict)  # its own lines' tags: who owns it
+
+
+@dataclass
 class TeamSpend:
     """A team's spend in the quarter so far, in the policy's currency (others converted at the policy's rates),
     against its budget in the policy."""
@@ -360,7 +420,8 @@ class NodeGpuAllocation:
 
 
 Entity = (GpuAsset | Job | ResourceSpend | TransferFlow | GpuCapacity | TeamSpend | UnattributedSpend | Commitment
-          | StorageGrowth | RemoteDataFlow | WaiverStatus | GpuSlice | NodeGpuAllocation)
+          | StorageGrowth | RemoteDataFlow | WaiverStatus | GpuSlice | NodeGpuAllocation | BilledGpuMachine
+          | CapacityReservation)
 
 
 @dataclass

@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from auditor.model import Finding, Severity
+from auditor.model import Finding, Severity, money
 from auditor.registry import doc_sections
 from auditor.schema import Field
 
@@ -64,10 +64,11 @@ class Rule:
                 currency: str = "USD", key: str = "", resource: str | None = None) -> Finding:
         tags = getattr(entity, "tags", {}) or {}
         team, owner = ctx.attribute(tags)
+        # A finding's money is rounded once, here, to the cent every view shows: totals are sums of what is shown.
         return Finding(
             rule=self.id, name=self.name, severity=self.severity, resource=resource or entity.id,
             message=message, entity_type=type(entity).__name__, provider=getattr(entity, "provider", None),
             account=getattr(entity, "account", None), region=getattr(entity, "region", None),
-            owner=owner, team=team, evidence=evidence, cost=cost, monthly_savings=monthly_savings,
+            owner=owner, team=team, evidence=evidence, cost=money(cost), monthly_savings=money(monthly_savings),
             currency=currency, remediation=self.remediation(), clause=self.clause,
             file=getattr(entity, "source_file", None), line=getattr(entity, "source_line", None), key=key)

@@ -44,6 +44,10 @@ TEXTS = {
                           "it at most 10% of its training.",
     "forgotten_capacity": "Every GPU machine has an owner and reports its utilisation; a stopped machine gives up "
                           "its disks and reservations within a week.",
+    "forgotten_in_billing": "Every GPU machine the bill shows running has an owner, a job and a place in the "
+                            "inventory; one billed around the clock with none of them is stopped.",
+    "capacity_reservations": "A GPU capacity reservation is cancelled once the work it was made for is done: at "
+                             "most 10% of what one costs is hours that ran nothing.",
     "budget": "Each team stays within its quarterly budget, in dollars and GPU-hours.",
     "attribution_target": "At most 5% of GPU spend belongs to no team.",
     "data_locality": "GPUs train in the region that holds their data.",

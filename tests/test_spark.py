@@ -69,6 +69,11 @@ def summaries(store: Store) -> dict:
         "instance_types": store.con.execute("SELECT DISTINCT ResourceId, x_InstanceType FROM costs "
                                             "ORDER BY ALL").fetchall(),
         "flows": {f.id: (f.gb, f.cost) for f in entities.transfer_flows(store, window, None)},
+        # Capacity reservations, the provider's split and FOCUS's GPU and commitment columns (issue 18).
+        "gpu_columns": store.con.execute(
+            "SELECT CapacityReservationId, CapacityReservationStatus, x_SplitParentId, x_SplitResourceId, "
+            "x_SplitMethod, x_GpuCount, CommitmentDiscountUnit, ContractApplied, sum(x_SplitCost), "
+            "sum(x_SplitUnusedCost), sum(CommitmentDiscountQuantity) FROM costs GROUP BY ALL ORDER BY ALL").fetchall(),
     })
 
 
@@ -97,6 +102,10 @@ FILES = {  # a str is a public sample (the `locate` and `samples` fixtures)
     "azure-mca": FIXTURES / "azure" / "mca-cost-details.csv",
     "azure-payg": FIXTURES / "azure" / "payg-usage-details.csv",
     "azure-ea-sample": "azure/finops-toolkit__EA_ActualCost_Small.csv",
+    # Capacity reservations, split cost allocation, FOCUS 1.3 (fixtures/billing/gpu/make_gpu_billing.py)
+    "cur-forgotten-gpu": FIXTURES / "gpu" / "cur-forgotten-gpu.csv",
+    "cur2-eks-split": FIXTURES / "gpu" / "cur2-eks-split.csv",
+    "focus-1.3-gpu": FIXTURES / "gpu" / "focus-1.3-gpu.csv",
 }
 
 

@@ -535,7 +535,7 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
         "forecast": forecast, "trend": trend,
         "sources": [{"duplicate_of": None, "period_start": None, "period_end": None, "billed_cost": {}, **b}
                     for b in inputs.get("billing", [])],
-        "inventory": inputs.get("inventory"),
+        "inventory": inputs.get("inventory"), "allocation": s.get("allocation") if team is None else None,
         "previous_input": inputs.get("previous"), "coverage": coverage.get("months", []),
         "coverage_providers": providers, "missing": coverage.get("missing", []),
         "warnings": doc.get("warnings", []), "rates": rates, "other_currency": other_currency,

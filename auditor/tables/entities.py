@@ -11,6 +11,8 @@ from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from auditor.model import (
+    BilledGpuMachine,
+    CapacityReservation,
     Commitment,
     GpuAsset,
     GpuCapacity,
@@ -426,3 +428,127 @@ def node_gpu_allocations(store: Store, window: Window, policy: Policy) -> list[N
 @builds(GpuSlice)
 def gpu_slices(store: Store, window: Window, policy: Policy) -> list[GpuSlice]:
     return _shared_gpus(store, window, policy)[1]
+
+
+# ---- what the bill alone says (GPU006, COM002) -----------------------------------------------------------
+@builds(BilledGpuMachine)
+def billed_gpu_machines(store: Store, window: Window, policy: Policy) -> list[BilledGpuMachine]:
+    """Every resource id with GPU compute usage in the window (not a pod's or task's split line, not a
+    capacity reservation's or commitment's unused hours), per UTC day: its hours (at most 24, and at most the
+    span of its lines: a GCP machine bills core-hours and GPU-hours on lines of its own), its cost in its main
+    currency, and whether the day was a weekend; with the tags, jobs and pods seen on it and what the inventory,
+    if one was read, says of it."""
+    w = window.where()
+    rows = store.con.execute(f"""
+        WITH g AS (SELECT DISTINCT lower(ResourceId) AS rid FROM costs
+                   WHERE {w} AND ResourceId IS NOT NULL AND ChargeCategory = 'Usage'
+                     AND x_CostCategory = 'gpu_compute'
+                     AND (x_SplitParentId IS NULL OR lower(x_SplitParentId) = lower(ResourceId))
+                     AND lower(ResourceId) IS DISTINCT FROM lower(CapacityReservationId)
+                     AND lower(ResourceId) IS DISTINCT FROM lower(CommitmentDiscountId)),
+             l AS (SELECT lower(ResourceId) AS rid, date_trunc('day', ChargePeriodStart) AS day, * FROM costs
+                   WHERE {w} AND ChargeCategory = 'Usage' AND lower(ResourceId) IN (SELECT rid FROM g)),
+             main AS (SELECT rid, arg_max(cur, cost) AS cur FROM (
+                          SELECT rid, BillingCurrency AS cur, sum(BilledCost) AS cost FROM l GROUP BY ALL)
+                      GROUP BY 1),
+             ut AS (SELECT rid, day, sum(ConsumedQuantity) FILTER (WHERE {HOURS}) AS h, min(ChargePeriodStart) AS s,
+                           max(ChargePeriodEnd) AS e FROM l GROUP BY rid, day, x_UsageType),
+             d AS (SELECT rid, day, least(24, COALESCE(max(h), 24), date_diff('second', min(s), max(e)) / 3600) AS hours
+                   FROM ut GROUP BY 1, 2),
+             dc AS (SELECT rid, day, sum(BilledCost) AS cost FROM l JOIN main USING (rid)
+                    WHERE l.BillingCurrency = main.cur GROUP BY 1, 2),
+             days AS (SELECT rid, CAST(sum(d.hours) AS DECIMAL(38, 6)) AS hours, count(*) AS n,
+                             count(*) FILTER (WHERE dayofweek(day) IN (0, 6)) AS weekend,
+                             count(*) FILTER (WHERE d.hours >= 23) AS full_days,
+                             min(dc.cost) FILTER (WHERE d.hours >= 23) AS full_min,
+                             max(dc.cost) FILTER (WHERE d.hours >= 23) AS full_max
+                      FROM d LEFT JOIN dc USING (rid, day) GROUP BY 1),
+             info AS (SELECT rid, min(ResourceId) AS id, min(x_Provider) AS provider,
+                             min(COALESCE(SubAccountId, BillingAccountId)) AS account, min(RegionId) AS region,
+                             max(x_InstanceType) AS itype, max(x_GpuModel) AS gpu,
+                             max(x_GpuCount) FILTER (WHERE x_CostCategory = 'gpu_compute') AS gpus,
+                             arg_max(Tags, ChargePeriodStart) AS tags, min(ChargePeriodStart) AS first,
+                             max(ChargePeriodEnd) AS last FROM l GROUP BY 1),
+             cost AS (SELECT rid, list({{'cur': BillingCurrency, 'cost': cost}} ORDER BY BillingCurrency) AS costs
+                      FROM (SELECT rid, BillingCurrency, sum(BilledCost) AS cost FROM l GROUP BY ALL) GROUP BY 1),
+             kv AS (SELECT rid, e.key AS k, list(DISTINCT e.value ORDER BY e.value)[1:5] AS vals
+                    FROM (SELECT rid, unnest(map_entries(Tags)) AS e FROM (SELECT DISTINCT rid, Tags FROM l))
+                    GROUP BY ALL),
+             tags_seen AS (SELECT rid, map_from_entries(list({{'key': k, 'value': vals}} ORDER BY k)) AS seen
+                           FROM kv GROUP BY 1),
+             pods AS (SELECT lower(x_SplitParentId) AS parent, list(DISTINCT x_SplitResourceId
+                                                                   ORDER BY x_SplitResourceId) AS pods
+                      FROM costs WHERE {w} AND x_SplitParentId IS NOT NULL AND x_SplitResourceId IS NOT NULL
+                      GROUP BY 1),
+             j AS (SELECT provider, account, region, lower(regexp_replace(instance_type, '^ml\\.', '')) AS itype,
+                          count(*) AS n FROM jobs
+                   WHERE (start_time IS NULL OR start_time < TIMESTAMP {lit(window.end.isoformat(' '))})
+                     AND (end_time IS NULL OR end_time >= TIMESTAMP {lit(window.start.isoformat(' '))})
+                   GROUP BY ALL)
+        SELECT i.id, i.provider, i.account, i.region, i.itype, i.gpu, i.gpus, main.cur, cost.costs, days.hours,
+               days.n, days.weekend, days.full_days, days.full_min, days.full_max, i.first, i.last, i.tags,
+               tags_seen.seen,
+               (SELECT COALESCE(sum(j.n), 0) FROM j WHERE j.provider = i.provider
+                    AND j.account IS NOT DISTINCT FROM i.account AND j.region IS NOT DISTINCT FROM i.region
+                    AND j.itype = lower(regexp_replace(i.itype, '^ml\\.', ''))),
+               (SELECT flatten(list(p.pods)) FROM pods p
+                WHERE p.parent = i.rid OR p.parent = regexp_extract(i.rid, '[^/:]+$'))
+        FROM info i JOIN main USING (rid) JOIN days USING (rid) JOIN cost USING (rid)
+             LEFT JOIN tags_seen USING (rid)
+        ORDER BY i.id""").fetchall()
+    if not rows:
+        return []
+    data = {p: (n, we) for p, n, we in store.con.execute(f"""
+        SELECT x_Provider, count(DISTINCT date_trunc('day', ChargePeriodStart)),
+               count(DISTINCT date_trunc('day', ChargePeriodStart))
+                   FILTER (WHERE dayofweek(ChargePeriodStart) IN (0, 6))
+        FROM costs WHERE {w} GROUP BY 1""").fetchall()}
+    # The inventory, where one was read: machines by id (and by an ARN's or path's last segment), and the
+    # provider, account and region pairs it covers.
+    assets = build(store, window, policy, GpuAsset)
+    loaded = bool(store.con.execute("SELECT count(*) FROM assets").fetchone()[0])
+    by_id = {a.id.lower(): a for a in assets}
+    scopes = {(p, acct, reg) for p, acct, reg in store.con.execute(
+        "SELECT DISTINCT provider, account, region FROM assets").fetchall()}
+    out = []
+    for (rid, provider, account, region, itype, gpu, gpus, cur, costs, hours, n, weekend, full_days, full_min,
+         full_max, first, last, tags, seen, jobs_seen, pods) in rows:
+        asset = by_id.get(rid.lower()) or by_id.get(re.split(r"[/:]", rid.lower())[-1])
+        days, weekend_days = data.get(provider, (0, 0))
+        out.append(BilledGpuMachine(
+            rid, provider, account, region, itype, gpu, gpus, cur, {c["cur"]: c["cost"] for c in costs}, hours,
+            n, days, weekend, weekend_days, full_days, full_min, full_max, first, last, dict(tags or {}),
+            {k: list(v) for k, v in (seen or {}).items()}, int(jobs_seen), list(dict.fromkeys(pods or [])),
+            loaded, asset is not None,
+            asset is not None or (provider, account, region) in scopes,
+            asset.usage_hours if asset else None, asset.mean_util_pct if asset else None))
+    return out
+
+
+@builds(CapacityReservation)
+def capacity_reservations(store: Store, window: Window, policy: Policy) -> list[CapacityReservation]:
+    """Capacity reservations, per reservation and currency: the effective cost and instance-hours of the hours
+    something ran in them (CapacityReservationStatus Used) and of those nothing did (Unused)."""
+    rows = store.con.execute(f"""
+        SELECT CapacityReservationId, min(x_Provider), min(COALESCE(SubAccountId, BillingAccountId)), min(RegionId),
+               bool_or(COALESCE(x_UsageType, '') ILIKE '%CapacityBlock%'), max(x_InstanceType), max(x_GpuModel),
+               max(x_GpuCount), BillingCurrency,
+               COALESCE(sum(EffectiveCost) FILTER (WHERE CapacityReservationStatus = 'Used'), 0),
+               COALESCE(sum(EffectiveCost) FILTER (WHERE CapacityReservationStatus = 'Unused'), 0),
+               COALESCE(sum(ConsumedQuantity) FILTER (WHERE CapacityReservationStatus = 'Used' AND {HOURS}), 0),
+               COALESCE(sum(ConsumedQuantity) FILTER (WHERE CapacityReservationStatus = 'Unused' AND {HOURS}), 0),
+               min(ChargePeriodStart), max(ChargePeriodEnd),
+               COALESCE(arg_max(Tags, cardinality(Tags))
+                            FILTER (WHERE lower(ResourceId) = lower(CapacityReservationId)),
+                        arg_max(Tags, cardinality(Tags)))
+        FROM costs WHERE {window.where()} AND CapacityReservationId IS NOT NULL
+        GROUP BY CapacityReservationId, BillingCurrency ORDER BY 1, BillingCurrency""").fetchall()
+    kinds = {"aws": "On-Demand Capacity Reservation", "gcp": "reservation", "azure": "capacity reservation"}
+    ends = dict(store.con.execute(f"SELECT x_Provider, max(ChargePeriodEnd) FROM costs WHERE {window.where()} "
+                                  "GROUP BY 1").fetchall())
+    return [CapacityReservation(rid, provider, account, region,
+                                "Capacity Block for ML" if block else kinds.get(provider, "capacity reservation"),
+                                itype, gpu, gpus, cur, used, unused, used_h, unused_h, first, last,
+                                ends.get(provider), dict(tags or {}))
+            for (rid, provider, account, region, block, itype, gpu, gpus, cur, used, unused, used_h, unused_h, first,
+                 last, tags) in rows]

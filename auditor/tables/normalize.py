@@ -20,7 +20,8 @@ from auditor.sql import lit, q
 
 # Amounts differ on nearly every line: computed per line, and the source columns they read are never part of
 # a distinct key. Times repeat (hourly or daily lines), so they get distinct keys of their own.
-PER_LINE = ("BilledCost", "EffectiveCost", "ListCost", "ConsumedQuantity")
+PER_LINE = ("BilledCost", "EffectiveCost", "ListCost", "ConsumedQuantity", "CommitmentDiscountQuantity", "x_SplitCost",
+            "x_SplitUnusedCost")
 TIMES = ("ChargePeriodStart", "ChargePeriodEnd")
 # Work worth doing once per distinct value rather than once per line.
 COSTLY = re.compile(r"(?i)regexp|\blike\b|\bilike\b|similar|lambda|json|map|list_|strptime|\bcase\b|split_part|"

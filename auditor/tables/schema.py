@@ -14,10 +14,14 @@ COSTS = {
     "ResourceId": "VARCHAR", "RegionId": "VARCHAR", "AvailabilityZone": "VARCHAR", "SkuId": "VARCHAR",
     "PricingCategory": "VARCHAR", "ConsumedQuantity": MONEY, "ConsumedUnit": "VARCHAR",
     "CommitmentDiscountId": "VARCHAR", "CommitmentDiscountStatus": "VARCHAR", "CommitmentDiscountType": "VARCHAR",
+    "CommitmentDiscountQuantity": MONEY, "CommitmentDiscountUnit": "VARCHAR", "CapacityReservationId": "VARCHAR",
+    "CapacityReservationStatus": "VARCHAR", "ContractApplied": "VARCHAR",
     "Tags": "MAP(VARCHAR, VARCHAR)", "x_Provider": "VARCHAR", "x_UsageType": "VARCHAR",
     "x_InstanceType": "VARCHAR", "x_GpuModel": "VARCHAR", "x_GpuCount": "INTEGER", "x_CostCategory": "VARCHAR",
     "x_TransferKind": "VARCHAR", "x_TransferDirection": "VARCHAR", "x_TransferFrom": "VARCHAR",
-    "x_TransferTo": "VARCHAR", "x_SourceFile": "VARCHAR", "x_SourceRow": "BIGINT", "x_SourceFormat": "VARCHAR",
+    "x_TransferTo": "VARCHAR", "x_SplitResourceId": "VARCHAR", "x_SplitParentId": "VARCHAR",
+    "x_SplitMethod": "VARCHAR", "x_SplitCost": MONEY, "x_SplitUnusedCost": MONEY,
+    "x_SourceFile": "VARCHAR", "x_SourceRow": "BIGINT", "x_SourceFormat": "VARCHAR",
     "x_Lines": "BIGINT",
 }
 

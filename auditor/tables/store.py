@@ -42,8 +42,8 @@ PARALLEL_FILES = 4
 
 
 READERS = {"aws-cur": aws.select, "aws-cur2": aws.select, "focus-1.0": focus.select, "focus-1.1": focus.select,
-           "focus-1.2": focus.select, "gcp-billing": gcp.select, "azure-cost": azure.select}
-NULL_STRINGS = {"focus-1.0": ["", "NULL"], "focus-1.1": ["", "NULL"], "focus-1.2": ["", "NULL"]}
+           "focus-1.2": focus.select, "focus-1.3": focus.select, "gcp-billing": gcp.select, "azure-cost": azure.select}
+NULL_STRINGS = {f: ["", "NULL"] for f in ("focus-1.0", "focus-1.1", "focus-1.2", "focus-1.3")}
 
 
 @dataclass

@@ -14,9 +14,9 @@ from auditor.context import Context
 from auditor.figures import apportion_amounts, savings_by, savings_total, sum_money
 from auditor.model import Finding, GpuAsset, GpuSlice, NodeGpuAllocation, Severity, TeamSpend, money
 from auditor.policy import Policy
-from auditor.tables import breakdown, fleet, shared_gpus, stats
+from auditor.tables import breakdown, fleet, shared_gpus, split, stats
 from auditor.tables.entities import build
-from auditor.tables.sql import spend_team_sql, tag_sql
+from auditor.tables.sql import spend_team_sql, tag_sql, team_sql
 from auditor.tables.store import Store
 from auditor.window import Window
 
@@ -46,6 +46,10 @@ def summarize(store: Store, policy: Policy, window: Window, findings: list[Findi
                                    "metrics in the window: idle and rightsizing could not judge them")
     by_severity = {s.label: sum(1 for f in active if f.severity == s) for s in reversed(Severity)}
     by_team = stats.spend_by(store.con, window, team_key)
+    # Where the export carries the provider's own split of shared nodes, team spend follows it (tables/split.py).
+    allocation = split.provider_split(store, window, team_sql(policy))
+    if allocation:
+        split.apply(by_team, allocation["moves"])
     budgets = {t.team: {"lead": t.lead, "quarter": t.quarter, "budget": t.budget, "spent": t.spent,
                         "share_of_budget": _pct(t.spent, t.budget), "left_out": t.left_out,
                         "gpu_hours": breakdown.hours_text(t.gpu_hours),
@@ -72,6 +76,7 @@ def summarize(store: Store, policy: Policy, window: Window, findings: list[Findi
         "kubernetes_gpus": shared_gpus.summary(build(store, window, policy, NodeGpuAllocation),
                                                build(store, window, policy, GpuSlice),
                                                lambda tags: ctx.attribute(tags)[0]),
+        "allocation": allocation,
     }
     _round_breakdowns(out)
     return out

@@ -87,7 +87,8 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
               f"regexp_extract({cols.text('lineItem/AvailabilityZone')}, '^(.*[0-9])[a-z]$', 1))")
     description = cols.text("lineItem/LineItemDescription")
     instance_type = (f"COALESCE({cols.text('product/instanceType')}, "
-                     f"NULLIF(regexp_extract({usage_type}, '(?:Usage|UnusedBox)[^:]*:([a-z0-9.-]+)$', 1), ''), "
+                     f"NULLIF(regexp_extract({usage_type}, '(?:Usage|UnusedBox|Reservation)[^:]*:([a-z0-9.-]+)$', 1), "
+                     "''), "
                      f"NULLIF(regexp_extract({description}, '\\b{INSTANCE_TYPE_RE}\\b', 1), ''))")
 
     ut = f"COALESCE({usage_type}, '')"
@@ -120,6 +121,7 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
         WHEN {family} IN ('Storage', 'Storage Snapshot', 'System Operation') OR {ut} LIKE '%EBS:%'
              OR {ut} LIKE '%TimedStorage%' THEN 'storage'
         WHEN {ut} LIKE '%Usage:%' OR {ut} LIKE '%BoxUsage%' OR {family} IN ('Compute Instance', 'ML Instance')
+             OR {ut} LIKE '%UnusedBox%' OR {ut} LIKE '%Reservation:%' OR {ut} LIKE '%CapacityBlock%'
              OR {ut} LIKE '%-Training%' OR {ut} LIKE '%-Notebk%' OR {ut} LIKE '%-Hosting%'
             THEN 'compute'
         ELSE 'other' END"""
@@ -129,6 +131,26 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
         WHEN {cols.text('pricing/term')} = 'OnDemand' THEN 'Standard'
         WHEN {cols.text('pricing/term')} = 'Reserved' THEN 'Committed'
         END"""
+
+    # Capacity reservations (On-Demand Capacity Reservations, Capacity Blocks for ML): CUR 2.0's capacity
+    # reservation columns where the export includes them; else the reservation's ARN as the line's resource id,
+    # its unused hours billed as `<region>-UnusedBox:<type>` (`Reservation:<type>` for some), used ones as usage.
+    resource = cols.text("lineItem/ResourceId")
+    reservation_id = (f"COALESCE({cols.text('capacityReservation/CapacityReservationArn')}, "
+                      f"CASE WHEN {resource} LIKE '%:capacity-reservation/%' THEN {resource} END)")
+    reservation_status = f"""CASE WHEN ({reservation_id}) IS NULL THEN NULL
+        WHEN lower({cols.text('capacityReservation/CapacityReservationStatus')}) = 'unused' THEN 'Unused'
+        WHEN lower({cols.text('capacityReservation/CapacityReservationStatus')}) = 'used' THEN 'Used'
+        WHEN {cols.text('capacityReservation/CapacityReservationStatus')} IS NOT NULL
+            THEN {cols.text('capacityReservation/CapacityReservationStatus')}
+        WHEN {ut} LIKE '%UnusedBox%' OR {ut} LIKE '%UnusedDed%' OR {ut} LIKE '%Reservation:%' THEN 'Unused'
+        WHEN {lit_type} IN ('Usage', 'DiscountedUsage', 'SavingsPlanCoveredUsage') THEN 'Used' END"""
+    # Split cost allocation (EKS, ECS): a pod's or task's line carries its share of its instance's cost, and its
+    # share of the instance's unused capacity, in its own columns; its unblended cost is 0, so totals are unchanged.
+    split_parent = cols.text("splitLineItem/ParentResourceId")
+    has_split = cols.name("splitLineItem/SplitCost") is not None
+    split_cost = cols.money("splitLineItem/SplitCost")
+    split_unused = cols.money("splitLineItem/UnusedCost")
 
     exprs = {
         "BilledCost": unblended,
@@ -162,6 +184,14 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
                                            THEN 'Savings Plan' END""",
         "ConsumedQuantity": cols.money("lineItem/UsageAmount"),
         "ConsumedUnit": cols.text("pricing/unit"),
+        "CapacityReservationId": reservation_id,
+        "CapacityReservationStatus": reservation_status,
+        "x_SplitResourceId": f"CASE WHEN {split_parent} IS NOT NULL THEN {resource} END" if has_split else "NULL",
+        "x_SplitParentId": split_parent if has_split else "NULL",
+        "x_SplitMethod": f"CASE WHEN {split_parent} IS NOT NULL THEN 'aws-split-cost-allocation' END"
+                         if has_split else "NULL",
+        "x_SplitCost": split_cost,
+        "x_SplitUnusedCost": split_unused,
         "Tags": _tag_entries(cols),
         "x_Provider": "'aws'",
         "x_UsageType": usage_type,
@@ -172,7 +202,7 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
         "x_TransferTo": f"CASE WHEN ({transfer_kind}) IS NOT NULL THEN {transfer_to} END",
         "_kind": kind,
     }
-    checks = [(c, "money") for c in ("lineItem/UnblendedCost", "lineItem/UsageAmount",
-                                     "pricing/publicOnDemandCost") if cols.name(c)]
+    checks = [(c, "money") for c in ("lineItem/UnblendedCost", "lineItem/UsageAmount", "pricing/publicOnDemandCost",
+                                     "splitLineItem/SplitCost", "splitLineItem/UnusedCost") if cols.name(c)]
     checks += [(c, "time") for c in ("lineItem/UsageStartDate", "lineItem/UsageEndDate") if cols.name(c)]
     return exprs, [(cols.name(c), k) for c, k in checks]

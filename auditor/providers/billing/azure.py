@@ -83,6 +83,7 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
                  f"{cost})") if paygo and qty else cost
     charge_type = cols.text("ChargeType")
     unused = f"{charge_type} IN ('UnusedReservation', 'UnusedSavingsPlan')"
+    rid = f"lower({cols.first_text('ResourceId', 'InstanceId')})"
     exprs = {
         "BilledCost": cost,
         "EffectiveCost": cost,
@@ -96,7 +97,7 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
         "ProviderName": "'Microsoft'",
         "BillingAccountId": cols.first_text("BillingAccountId", "BillingAccountName", "SubscriptionId"),
         "SubAccountId": cols.first_text("SubscriptionId", "SubscriptionGuid"),
-        "ResourceId": f"lower({cols.first_text('ResourceId', 'InstanceId')})",
+        "ResourceId": rid,
         "RegionId": region,
         "AvailabilityZone": cols.text("AvailabilityZone"),
         "SkuId": cols.first_text("MeterId", "PartNumber"),
@@ -113,6 +114,9 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
         "CommitmentDiscountType": f"CASE WHEN {charge_type} = 'UnusedReservation' OR {pricing} = 'Reservation' "
                                   f"THEN 'Reservation' WHEN {charge_type} = 'UnusedSavingsPlan' "
                                   f"OR {pricing} = 'SavingsPlan' THEN 'Savings Plan' END",
+        # A capacity reservation bills its unused instances to itself (a VM that runs in it bills to the VM).
+        "CapacityReservationId": f"CASE WHEN {rid} LIKE '%/capacityreservationgroups/%' THEN {rid} END",
+        "CapacityReservationStatus": f"CASE WHEN {rid} LIKE '%/capacityreservationgroups/%' THEN 'Unused' END",
         "ConsumedQuantity": cols.money("Quantity", "UsageQuantity"),
         "ConsumedUnit": f"CASE WHEN {cols.text('UnitOfMeasure')} IN ('1 Hour', '1 Hours') THEN 'Hours' "
                         f"WHEN {cols.text('UnitOfMeasure')} IN ('1 GB', '1 GB/Month') THEN 'GB' "

@@ -33,7 +33,7 @@ class Sniffed:
     container: str  # csv, parquet, json (newline-delimited) or avro (read through a Parquet copy: avro.py)
     compression: str  # none or gzip
     columns: tuple[str, ...]  # nested fields of Parquet and JSON appear dotted: `sku.description`
-    format: str  # aws-cur, aws-cur2, focus-1.0, focus-1.1, focus-1.2, gcp-billing, azure-cost
+    format: str  # aws-cur, aws-cur2, focus-1.0 to focus-1.3, gcp-billing, azure-cost
     has_bom: bool = False
     fields: tuple[tuple[str, str], ...] = ()  # dotted name -> SQL that reaches it, for nested fields
     types: tuple[tuple[str, str], ...] = ()  # column -> DuckDB type, for Parquet, JSON and Avro
@@ -282,6 +282,8 @@ def first_line_over(path: Path, limit: int, block: int = 1 << 20) -> int | None:
 
 
 # Columns FOCUS 1.2 added (Microsoft's 1.0 export already has BillingAccountType, so that is no marker).
+FOCUS_13 = {"allocatedmethodid", "allocatedmethoddetails", "allocatedresourceid", "allocatedresourcename",
+            "allocatedtags", "contractapplied"}
 FOCUS_12 = {"invoiceid", "pricingcurrency", "pricingcurrencyeffectivecost", "pricingcurrencylistunitprice"}
 FOCUS_11 = {"servicesubcategory", "skumeter", "skupricedetails", "capacityreservationid"}
 
@@ -357,6 +359,8 @@ def detect_format(columns: list[str] | tuple[str, ...]) -> str | None:
     keys = {norm(c) for c in columns}
     fam = next((f for f, family in FAMILIES.items() if all(n.keys & keys for n in family.needs)), None)
     if fam == "focus":
+        if keys & FOCUS_13:
+            return "focus-1.3"
         if keys & FOCUS_12:
             return "focus-1.2"
         if keys & FOCUS_11:

@@ -1,4 +1,4 @@
-"""FOCUS 1.0 to 1.2 exports, from any provider, normalized to the `costs` table, in SQL."""
+"""FOCUS 1.0 to 1.3 exports, from any provider, normalized to the `costs` table, in SQL."""
 
 from __future__ import annotations
 
@@ -9,6 +9,23 @@ from auditor.providers.catalog import Catalog
 PROVIDERS = {"AWS": "aws", "Amazon Web Services": "aws", "Microsoft": "azure", "Azure": "azure",
              "Microsoft Azure": "azure", "Google": "gcp", "Google Cloud": "gcp", "GCP": "gcp",
              "Oracle": "oci", "OCI": "oci"}
+
+
+def _json_map(cols: Columns, column: str) -> str:
+    return (f"CAST(CAST(NULLIF(trim(CAST({cols.ref(column)} AS VARCHAR)), '') AS JSON) AS MAP(VARCHAR, VARCHAR))"
+            if cols.name(column) else "CAST(MAP() AS MAP(VARCHAR, VARCHAR))")
+
+
+def _tags(cols: Columns) -> str:
+    """The Tags object; on a FOCUS 1.3 allocated charge, with the allocated resource's own tags (AllocatedTags)
+    over them, so that the provider's split is attributed to whom it was split to."""
+    if not cols.name("AllocatedTags"):
+        return _json_map(cols, "Tags")
+    tags, allocated = _json_map(cols, "Tags"), _json_map(cols, "AllocatedTags")
+    # Not map_concat: Spark refuses a key present in both.
+    return (f"CASE WHEN {allocated} IS NULL THEN {tags} WHEN {tags} IS NULL THEN {allocated} ELSE "
+            f"map_from_entries(list_concat(list_filter(map_entries({tags}), "
+            f"lambda e: NOT list_contains(map_keys({allocated}), e.key)), map_entries({allocated}))) END")
 
 
 def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[str, str]]]:
@@ -25,7 +42,7 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
         else "NULL",
         f"json_extract_string({cols.ref('x_SkuDetails')}, '$.ServiceType')" if cols.name("x_SkuDetails")
         else "NULL",
-        f"NULLIF(regexp_extract({ut}, '(?:Usage|UnusedBox)[^:]*:([a-z0-9.-]+)$', 1), '')",
+        f"NULLIF(regexp_extract({ut}, '(?:Usage|UnusedBox|Reservation)[^:]*:([a-z0-9.-]+)$', 1), '')",
         f"NULLIF(regexp_extract({d}, '\\b{INSTANCE_TYPE_RE}\\b', 1), '')",
         f"NULLIF(regexp_extract({d}, '(Standard_[A-Za-z0-9_]+)', 1), '')",
         f"NULLIF(regexp_extract({d}, '\\b([acgn][0-9]-[a-z]+-[0-9]+g?)\\b', 1), '')",
@@ -63,7 +80,11 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
             THEN 'compute'
         WHEN {category} = 'Compute' THEN 'compute'
         ELSE 'other' END"""
-    tags = cols.name("Tags")
+    price_details = cols.ref("SkuPriceDetails") if cols.name("SkuPriceDetails") else None
+    # FOCUS 1.3 allocated charges (a provider's split of a shared resource): ResourceId is the resource split,
+    # AllocatedResourceId what it was split to; a split charge with no allocated resource is its unused part.
+    method = cols.text("AllocatedMethodId")
+    allocated = cols.text("AllocatedResourceId")
     exprs = {
         "BilledCost": cols.money("BilledCost"),
         "EffectiveCost": cols.money("EffectiveCost"),
@@ -86,10 +107,21 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
         "CommitmentDiscountId": cols.text("CommitmentDiscountId"),
         "CommitmentDiscountStatus": cols.text("CommitmentDiscountStatus"),
         "CommitmentDiscountType": cols.text("CommitmentDiscountType"),
+        "CommitmentDiscountQuantity": cols.money("CommitmentDiscountQuantity"),
+        "CommitmentDiscountUnit": cols.text("CommitmentDiscountUnit"),
+        "CapacityReservationId": cols.text("CapacityReservationId"),
+        "CapacityReservationStatus": cols.text("CapacityReservationStatus"),
+        "ContractApplied": cols.text("ContractApplied"),
+        "x_SplitMethod": method,
+        "x_SplitResourceId": f"CASE WHEN {method} IS NOT NULL THEN {allocated} END",
+        "x_SplitParentId": f"CASE WHEN {method} IS NOT NULL THEN {cols.text('ResourceId')} END",
+        "x_SplitCost": f"CASE WHEN {method} IS NOT NULL AND {allocated} IS NOT NULL "
+                       f"THEN {cols.money('EffectiveCost')} END",
+        "x_SplitUnusedCost": f"CASE WHEN {method} IS NOT NULL AND {allocated} IS NULL "
+                             f"THEN {cols.money('EffectiveCost')} END",
         "ConsumedQuantity": cols.money("ConsumedQuantity"),
         "ConsumedUnit": cols.text("ConsumedUnit"),
-        "Tags": (f"CAST(CAST(NULLIF(trim(CAST({cols.ref('Tags')} AS VARCHAR)), '') AS JSON) "
-                 "AS MAP(VARCHAR, VARCHAR))") if tags else "CAST(MAP() AS MAP(VARCHAR, VARCHAR))",
+        "Tags": _tags(cols),
         "x_Provider": provider,
         "x_UsageType": usage_type,
         "x_InstanceType": instance_type,
@@ -98,8 +130,12 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
         "x_TransferFrom": f"CASE WHEN ({transfer_kind}) IS NOT NULL THEN {transfer_from} END",
         "x_TransferTo": f"CASE WHEN ({transfer_kind}) IS NOT NULL THEN {transfer_to} END",
         "_kind": kind,
+        # SkuPriceDetails' GpuCount (FOCUS 1.2+): the GPUs per unit the SKU is priced in, the export's own word.
+        "_gpu_count": (f"TRY_CAST(json_extract_string({price_details}, '$.GpuCount') AS INTEGER)"
+                       if price_details else "CAST(NULL AS INTEGER)"),
     }
-    checks = [(c, "money") for c in ("BilledCost", "EffectiveCost", "ListCost", "ConsumedQuantity")]
+    checks = [(c, "money") for c in ("BilledCost", "EffectiveCost", "ListCost", "ConsumedQuantity",
+                                     "CommitmentDiscountQuantity")]
     checks += [(c, "time") for c in ("ChargePeriodStart", "ChargePeriodEnd")]
-    checks += [("Tags", "json")]
+    checks += [("Tags", "json"), ("SkuPriceDetails", "json"), ("AllocatedTags", "json")]
     return exprs, [(cols.name(c), k) for c, k in checks if cols.name(c)]

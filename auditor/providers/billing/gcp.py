@@ -94,6 +94,10 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
     region = cols.first_text("location.region", "location_region", "location.location")
     quantity = _money(cols, "usage.amount_in_pricing_units", "usage_amount_in_pricing_units")
     unit = cols.first_text("usage.pricing_unit", "usage_pricing_unit", "usage.unit", "usage_unit")
+    project = cols.text("project.id", "project_id")
+    resource = cols.first_text("resource.global_name", "resource.name", "resource_global_name", "resource_name")
+    unused_reservation = (f"lower(COALESCE({system_labels}['compute.googleapis.com/is_unused_reservation'], '')) "
+                          "= 'true'")
     exprs = {
         "BilledCost": f"CAST({net} AS {MONEY})",
         "EffectiveCost": f"CAST({net} AS {MONEY})",
@@ -108,9 +112,8 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
         "ServiceName": service,
         "ProviderName": "'Google Cloud'",
         "BillingAccountId": cols.text("billing_account_id"),
-        "SubAccountId": cols.text("project.id", "project_id"),
-        "ResourceId": cols.first_text("resource.global_name", "resource.name", "resource_global_name",
-                                      "resource_name"),
+        "SubAccountId": project,
+        "ResourceId": resource,
         "RegionId": region,
         "AvailabilityZone": cols.text("location.zone", "location_zone"),
         "SkuId": cols.text("sku.id", "sku_id"),
@@ -118,6 +121,11 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
             WHEN {committed} OR {s} LIKE 'Commitment%' THEN 'Committed'
             WHEN {cost_type} = 'tax' THEN NULL  -- as FOCUS has it: a tax has no pricing category
             ELSE 'Standard' END""",
+        # A reservation's idle capacity bills as its machine's SKUs with the system label is_unused_reservation.
+        "CapacityReservationId": f"CASE WHEN {unused_reservation} THEN COALESCE({resource}, 'gcp-reservation:' || "
+                                 f"COALESCE({project}, '-') || ':' || COALESCE({region}, '-') || ':' || "
+                                 f"COALESCE({machine}, {sku}, '-')) END",
+        "CapacityReservationStatus": f"CASE WHEN {unused_reservation} THEN 'Unused' END",
         "ConsumedQuantity": f"COALESCE({quantity}, {_money(cols, 'usage.amount', 'usage_amount')})",
         "ConsumedUnit": unit,
         "Tags": _repeated_kv(cols, "labels"),
