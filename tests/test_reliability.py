@@ -29,6 +29,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from click.testing import CliRunner
+from unprivileged import open_folder, run_as_nobody
 
 from auditor.cli import cli
 
@@ -142,8 +143,9 @@ def files_under(folder: Path) -> dict[str, bytes]:
 
 def test_every_bad_fixture_is_tried():
     from test_bad_input import CASES as LINE_CASES
+    from test_bad_input import OTHER_CASES
 
-    tried = {c[0] for c in ERRORS} | {c[0] for c in LEGAL} | {c[0] for c in LINE_CASES}
+    tried = {c[0] for c in ERRORS} | {c[0] for c in LEGAL} | {c[0] for c in LINE_CASES} | set(OTHER_CASES)
     assert {p.name for p in BAD.iterdir()} == tried
 
 
@@ -377,6 +379,152 @@ def test_strange_inventories(tmp_path, policy, change, words):
     assert error.startswith(f"gpu-auditor: error: {inventory}"), error
     assert words in error, error
     assert not (tmp_path / "out").exists()
+
+
+# ---- unreadable inputs: named, never skipped (run as an unprivileged user: root reads anything) ----------
+
+@pytest.fixture
+def reachable() -> Iterator[Path]:
+    """A folder the unprivileged user can reach, with a policy and a billing folder of one good export."""
+    folder = open_folder()
+    (folder / "billing").mkdir()
+    shutil.copy(GPU_FIXTURE, folder / "billing" / "2026-07.csv")
+    (folder / "policy.yml").write_text("policy: Permissions\nowner: finops@example.com\n", encoding="utf-8")
+    for p in [folder, *folder.rglob("*")]:
+        p.chmod(0o777 if p.is_dir() else 0o644)
+    yield folder
+    for p in folder.rglob("*"):  # give everything back, so that it can be removed
+        if not p.is_symlink():
+            p.chmod(0o755)
+    shutil.rmtree(folder)
+
+
+def audit_as_nobody(folder: Path, *billing: Path | str, extra: tuple[str, ...] = ()):
+    return run_as_nobody("audit", "-q", "--policy", folder / "policy.yml", "--out", folder / "out", *extra, *billing)
+
+
+def error_lines(result) -> list[str]:
+    """The lines a refused run prints: each one error, no traceback, exit code 2."""
+    assert result.exit_code == 2, (result.exit_code, result.stderr)
+    assert "Traceback" not in result.stderr and "internal error" not in result.stderr, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert lines and all(line.startswith("gpu-auditor: error: ") for line in lines), result.stderr
+    return lines
+
+
+def test_the_unprivileged_run_reads_what_it_may(reachable):
+    """The control: the same files, readable, give a report, so the refusals below are the auditor's."""
+    result = audit_as_nobody(reachable, reachable / "billing")
+    assert result.exit_code == 0, result.stderr
+    assert (reachable / "out" / "audit.json").is_file()
+
+
+def test_a_subfolder_without_read_permission_refuses_the_audit(reachable):
+    """It was skipped: exit 0 and a report missing a month."""
+    sub = reachable / "billing" / "2026-08"
+    sub.mkdir()
+    shutil.copy(GPU_FIXTURE, sub / "2026-08.csv")
+    sub.chmod(0o300)  # may enter, may not list
+    assert error_lines(audit_as_nobody(reachable, reachable / "billing")) == [
+        f"gpu-auditor: error: {sub}: cannot read the folder: Permission denied"]
+    assert not (reachable / "out").exists()
+    sub.chmod(0o000)
+    assert error_lines(audit_as_nobody(reachable, reachable / "billing")) == [
+        f"gpu-auditor: error: {sub}: cannot read the folder: Permission denied"]
+
+
+@pytest.mark.parametrize("named", [False, True], ids=["in-a-folder", "named"])
+def test_an_unreadable_file_refuses_the_audit(reachable, named):
+    """It was `internal error: PermissionError` in a folder, and Click's four-line usage message when named."""
+    bad = reachable / "billing" / "2026-09.csv"
+    shutil.copy(GPU_FIXTURE, bad)
+    bad.chmod(0o200)
+    result = audit_as_nobody(reachable, bad if named else reachable / "billing")
+    assert error_lines(result) == [f"gpu-auditor: error: {bad}: cannot read the billing file: Permission denied"]
+    assert not (reachable / "out").exists()
+
+
+def test_a_file_in_a_folder_without_search_permission_is_named(reachable):
+    locked = reachable / "locked"
+    locked.mkdir()
+    shutil.copy(GPU_FIXTURE, locked / "x.csv")
+    locked.chmod(0o600)  # may not enter: the file cannot even be looked at
+    assert error_lines(audit_as_nobody(reachable, locked / "x.csv")) == [
+        f"gpu-auditor: error: {locked / 'x.csv'}: cannot read the billing file: Permission denied"]
+
+
+@pytest.mark.parametrize("named", [False, True], ids=["in-a-folder", "named"])
+def test_dangling_and_looping_links_refuse_the_audit(reachable, named):
+    """Both were skipped without a word."""
+    dangling, looping = reachable / "billing" / "2026-08.csv", reachable / "billing" / "2026-09.csv"
+    dangling.symlink_to(reachable / "gone.csv")
+    looping.symlink_to(looping)
+    if named:
+        for link, words in ((dangling, f"a symbolic link to {reachable / 'gone.csv'}, which does not exist"),
+                            (looping, "a symbolic link that loops")):
+            (line,) = error_lines(audit_as_nobody(reachable, link))
+            assert line.startswith(f"gpu-auditor: error: {link}: cannot read the billing file: {words}"), line
+        return
+    lines = error_lines(audit_as_nobody(reachable, reachable / "billing"))
+    assert len(lines) == 2, lines  # every path that cannot be read, one line each
+    assert lines[0] == (f"gpu-auditor: error: {dangling}: cannot read the billing file: a symbolic link to "
+                        f"{reachable / 'gone.csv'}, which does not exist")
+    assert lines[1].startswith(f"gpu-auditor: error: {looping}: ") and "loops" in lines[1]
+    assert not (reachable / "out").exists()
+
+
+def test_a_link_back_to_a_folder_above_is_a_loop_not_a_second_read(reachable):
+    (reachable / "billing" / "again").symlink_to(reachable)
+    assert error_lines(audit_as_nobody(reachable, reachable / "billing")) == [
+        f"gpu-auditor: error: {reachable / 'billing' / 'again'}: cannot read the folder: a symbolic link back to a "
+        "folder above it (a loop)"]
+
+
+def test_an_unreadable_snapshot_billing_folder_is_named(reachable):
+    snap = reachable / "snap"
+    (snap / "billing").mkdir(parents=True)
+    shutil.copy(GPU_FIXTURE, snap / "billing" / "cur.csv")
+    (snap / "inventory.json").write_text('{"version": 1, "assets": [], "gpu_usage": [], "jobs": []}\n')
+    (snap / "inventory.json").chmod(0o644)
+    (snap / "billing").chmod(0o000)
+    (snap).chmod(0o755)
+    assert error_lines(audit_as_nobody(reachable, snap)) == [
+        f"gpu-auditor: error: {snap / 'billing'}: cannot read the folder: Permission denied"]
+
+
+@pytest.mark.parametrize("what", ["policy", "inventory", "previous", "baseline"])
+def test_unreadable_policy_inventory_and_saved_audits_are_one_line(reachable, what):
+    target = reachable / f"unreadable-{what}"
+    target.write_text("{}\n")
+    target.chmod(0o200)
+    option = {"policy": "--policy", "inventory": "--inventory", "previous": "--previous",
+              "baseline": "--baseline"}[what]
+    args = ["audit", "-q", "--out", reachable / "out", "--policy", reachable / "policy.yml", option, target,
+            reachable / "billing"]
+    if what == "policy":
+        args = ["audit", "-q", "--out", reachable / "out", "--policy", target, reachable / "billing"]
+    (line,) = error_lines(run_as_nobody(*args))
+    assert line.startswith(f"gpu-auditor: error: {target}: cannot read") and line.endswith("Permission denied")
+
+
+def test_gate_names_unreadable_manifests(reachable):
+    manifests = reachable / "k8s"
+    (manifests / "team").mkdir(parents=True)
+    good = REPO / "fixtures" / "manifests" / "kubernetes"
+    shutil.copy(next(good.glob("*.yaml")), manifests / "job.yaml")
+    (manifests / "job.yaml").chmod(0o644)
+    (manifests / "team").chmod(0o000)
+    (manifests / "gone.yaml").symlink_to(reachable / "gone.yaml")
+    policy = REPO / "fixtures" / "manifests" / "policy.yml"
+    shutil.copy(policy, reachable / "gate-policy.yml")
+    (reachable / "gate-policy.yml").chmod(0o644)
+    lines = error_lines(run_as_nobody("gate", "--policy", reachable / "gate-policy.yml", manifests))
+    assert lines == [f"gpu-auditor: error: {manifests / 'gone.yaml'}: cannot read the manifest: a symbolic link to "
+                     f"{reachable / 'gone.yaml'}, which does not exist",
+                     f"gpu-auditor: error: {manifests / 'team'}: cannot read the folder: Permission denied"]
+    (manifests / "team").chmod(0o755)
+    (manifests / "gone.yaml").unlink()
+    assert run_as_nobody("gate", "--policy", reachable / "gate-policy.yml", manifests).exit_code in (0, 1)
 
 
 # ---- faults while writing: the previous report stays ------------------------------------------------------
