@@ -360,3 +360,57 @@ def test_lead_and_owner_are_one_address_each(tmp_path, lead, words):
             continue
         (error,) = _lines_exit_2(result)
         assert error.startswith(f"gpu-auditor: error: {policy}:{line}: {key}: ") and words in error, error
+
+
+# ---- wrong-typed columns: refused from the file's schema, never summed --------------------------------------
+
+FOCUS_ROW = {"BilledCost": "1.5", "BillingCurrency": "'USD'", "ChargePeriodStart": "TIMESTAMP '2026-07-01 00:00:00'",
+             "ChargePeriodEnd": "TIMESTAMP '2026-07-01 01:00:00'", "ChargeCategory": "'Usage'",
+             "ProviderName": "'AWS'", "ResourceId": "'i-1'", "Tags": "'{}'"}
+
+
+def _focus_file(path: Path, **override: str) -> Path:
+    select = ", ".join(f"{v} AS {k}" for k, v in {**FOCUS_ROW, **override}.items())
+    fmt = "PARQUET" if path.suffix == ".parquet" else "JSON"
+    duckdb.connect().execute(f"COPY (SELECT {select} FROM range(3)) TO '{path}' (FORMAT {fmt})")
+    return path
+
+
+@pytest.mark.parametrize(("column", "value", "found", "reads_as"), [
+    ("BilledCost", "true", "BOOLEAN", "a number (or text holding one)"),
+    ("BilledCost", "DATE '2026-01-01'", "DATE", "a number (or text holding one)"),
+    ("BilledCost", "[1.5]", "DECIMAL(2,1)[]", "a number (or text holding one)"),
+    ("ChargePeriodStart", "true", "BOOLEAN", "a timestamp (or text holding an ISO-8601 time)"),
+    ("ChargePeriodStart", "42", "INTEGER", "a timestamp (or text holding an ISO-8601 time)"),
+    ("ResourceId", "['i-1', 'i-2']", "VARCHAR[]", "text (an id, a name or a value)"),
+    ("ResourceId", "{'id': 'i-1'}", "STRUCT(id VARCHAR)", "text (an id, a name or a value)"),
+])
+def test_a_column_of_the_wrong_type_is_refused_naming_file_column_and_type(tmp_path, column, value, found, reads_as):
+    """A BOOLEAN cost column was read as $1 a line: `inspect` said "billed $9,999.00", `audit` exited 0."""
+    path = _focus_file(tmp_path / "focus.parquet", **{column: value})
+    for args in (["inspect", str(path)], ["audit", "-q", "--policy", str(DEMO / "policy.yml"), "--out",
+                                          str(tmp_path / "out"), str(path)]):
+        assert _lines_exit_2(CliRunner().invoke(cli, args)) == [
+            f"gpu-auditor: error: {path}: column {column!r}: the column is of type {found}; gpu-auditor reads it as "
+            f"{reads_as}"], args[0]
+    assert not (tmp_path / "out").exists()
+
+
+def test_wrong_types_are_named_all_at_once_in_json_too(tmp_path):
+    path = _focus_file(tmp_path / "focus.json", BilledCost="true", ChargePeriodEnd="false")
+    lines = _lines_exit_2(CliRunner().invoke(cli, ["inspect", str(path)]))
+    assert [line.split(": ", 3)[2] for line in lines] == [str(path)] * 2, lines
+    assert [line.split(": ", 4)[3] for line in lines] == ["column 'BilledCost'", "column 'ChargePeriodEnd'"], lines
+    assert all("of type BOOLEAN" in line for line in lines)
+
+
+@pytest.mark.parametrize(("column", "value"), [("BilledCost", "CAST(1.5 AS DOUBLE)"), ("BilledCost", "'1.5'"),
+                                               ("BilledCost", "CAST(2 AS BIGINT)"), ("ChargePeriodStart",
+                                                                                     "'2026-07-01T00:00:00Z'"),
+                                               ("ChargePeriodStart", "DATE '2026-07-01'"),
+                                               ("ResourceId", "CAST(12345 AS BIGINT)")])
+def test_the_types_a_reader_accepts_are_read(tmp_path, column, value):
+    path = _focus_file(tmp_path / "focus.parquet", **{column: value})
+    result = CliRunner().invoke(cli, ["inspect", "--json", str(path)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["files"][0]["rows"] == 3

@@ -237,7 +237,7 @@ def _cur_with_long_line(path: Path, field_bytes: int, position: str, pad_lines: 
 
 
 @pytest.mark.parametrize(("name", "position"), [("middle.csv", "middle"), ("last.csv", "last"),
-                                                 ("last.csv.gz", "last")])
+                                                 ("last.csv.gz", "last"), ("middle.csv.gz", "middle")])
 def test_a_50_mb_line_is_an_error_naming_it(tmp_path, policy, name, position):
     """DuckDB 2.0's parallel CSV reader drops a last line over its 32 MB buffer without a word (a silent
     miscount): such files go to the single-threaded reader, which stops at the line (detect.has_long_line)."""
@@ -253,6 +253,56 @@ def test_a_50_mb_line_is_an_error_naming_it(tmp_path, policy, name, position):
         "the longest line gpu-auditor reads"]
     assert not out.exists()
     assert time.monotonic() - started < 90
+
+
+def test_a_100_mb_line_in_a_gzip_csv_is_named(tmp_path, policy):
+    """It was reported as a line with the wrong number of fields: DuckDB holds a line whole before refusing it,
+    and a gzip file cannot be checked before it is inflated; on DuckDB's error the file is inflated once more,
+    only up to the long line (detect.gzip_line_over)."""
+    path = tmp_path / "long.csv.gz"
+    line = _cur_with_long_line(path, 100 << 20, "middle", pad_lines=6)
+    proc = cli_subprocess("audit", "-q", "--policy", str(policy), "--out", str(tmp_path / "out"), str(path),
+                          timeout=240)
+    assert proc.stderr.strip().splitlines() == [
+        f"gpu-auditor: error: {path}:{line}: cannot read the file: the line is longer than 2,000,000 bytes, "
+        "the longest line gpu-auditor reads"], proc.stderr
+    assert proc.returncode == 2 and not (tmp_path / "out").exists()
+
+
+def test_a_gzip_bomb_is_named_with_its_file_and_line(tmp_path, policy):
+    """4 GiB of one line in 4 MB of gzip: DuckDB's allocation error named no file; the file and the line now."""
+    import zlib
+
+    path = tmp_path / "bomb.csv.gz"
+    deflate = zlib.compressobj(9, zlib.DEFLATED, 31)
+    with open(path, "wb") as f:
+        f.write(deflate.compress((CUR_HEADER + "\nli-1,Usage,2026-07-01T00:00:00Z,2026-07-01T01:00:00Z,"
+                                  "BoxUsage:g5.xlarge,1,USD,1.006\nli-2,Usage,2026-07-01T00:00:00Z,").encode()))
+        block = b"x" * (1 << 24)
+        for _ in range(256):
+            f.write(deflate.compress(block))
+        f.write(deflate.flush())
+    proc = cli_subprocess("audit", "-q", "--policy", str(policy), "--out", str(tmp_path / "out"), str(path),
+                          timeout=240)
+    assert proc.stderr.strip().splitlines() == [
+        f"gpu-auditor: error: {path}:3: cannot read the file: the line is longer than 2,000,000 bytes, "
+        "the longest line gpu-auditor reads"], proc.stderr
+    assert proc.returncode == 2 and not (tmp_path / "out").exists()
+
+
+def test_gzip_line_over_counts_lines_across_slices_and_members(tmp_path):
+    from auditor.providers.billing.detect import gzip_line_over
+
+    path = tmp_path / "x.csv.gz"
+    for data, limit, expected in [(b"a,b\n1,2\n" + b"x" * 50 + b"\n3,4\n", 20, 3), (b"a\n" * 10, 20, None),
+                                  (b"a\n1\n" + b"y" * 30, 20, 3), (b"ab" * 5 + b"\n", 5, 1)]:
+        path.write_bytes(gzip.compress(data))
+        for block in (3, 7, 1 << 20):
+            assert gzip_line_over(path, limit, block) == expected, (data[:12], block)
+    path.write_bytes(gzip.compress(b"a\nb\n") + gzip.compress(b"c\n" + b"z" * 100 + b"\n"))
+    assert gzip_line_over(path, 20, 3) == gzip_line_over(path, 20) == 4
+    path.write_bytes(gzip.compress(b"a\n" * 10)[:-6])  # cut short: not this check's to name
+    assert gzip_line_over(path, 20) is None
 
 
 def test_a_2_gb_line_is_refused_without_loading_it(tmp_path, policy):

@@ -1,20 +1,26 @@
 """Run the command line as a user without privileges, so that permission tests can fail.
 
 The suite runs as root in CI, and root reads files whatever their mode: a test of an unreadable file would
-pass whether or not the auditor handles it. As root, `run_as_nobody` forks, drops to uid and gid 65534
-(`nobody`) in the child and runs the CLI there (in-process, through Click's runner, with everything a run
-loads imported first: the child needs no access to the checkout or the Python installation, which may lie
-under /root, as they do on this project's machines). Not as root, the current user is
+pass whether or not the auditor handles it. As root, `run_as_nobody` runs the command as uid and gid 65534
+(`nobody`): `python -m auditor` under `setpriv` (or `runuser`) where that user can start this Python and
+import the auditor; else (the checkout or the Python installation under /root, which `nobody` cannot enter) it
+forks, drops privileges in the child and runs the CLI there in-process, with everything a run loads imported
+first. Not as root, the current user is
 already unprivileged, and the CLI runs as it is. The files a test makes must lie in a folder that user can
 reach: `open_folder()`.
 """
 
 from __future__ import annotations
 
+import gc
 import json
 import os
+import shutil
+import subprocess
+import sys
 import tempfile
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 
 NOBODY = 65534
@@ -61,6 +67,17 @@ def _load_everything() -> None:
         _env().get_template(name)
 
 
+@cache
+def _switch() -> list[str] | None:
+    """A command prefix that runs a program as `nobody`, if one can start this Python and import the auditor."""
+    for prefix in (["setpriv", f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"],
+                   ["runuser", "-u", "nobody", "--"]):
+        if shutil.which(prefix[0]) and subprocess.run([*prefix, sys.executable, "-c", "import auditor.cli"],
+                                                      cwd="/", capture_output=True).returncode == 0:
+            return prefix
+    return None
+
+
 def run_as_nobody(*args: object) -> Run:
     from click.testing import CliRunner
 
@@ -70,12 +87,18 @@ def run_as_nobody(*args: object) -> Run:
     if os.geteuid() != 0:
         result = CliRunner().invoke(cli_module.cli, argv)
         return Run(result.exit_code, result.stdout, result.stderr)
+    if _switch():
+        proc = subprocess.run([*_switch(), sys.executable, "-m", "auditor", *argv], cwd="/", capture_output=True,
+                              text=True, timeout=300)
+        return Run(proc.returncode, proc.stdout, proc.stderr)
     _load_everything()
     read, write = os.pipe()
+    gc.freeze()  # the child must not collect what it inherits (DuckDB's objects): their destructors crash there
     pid = os.fork()
     if pid == 0:  # the child: drop privileges for good, run, report back, and leave without cleanup
         code = 0
         try:
+            gc.disable()
             os.close(read)
             os.chdir("/")  # the test's working folder may be private to root: imports would not find modules
             os.setgroups([])
@@ -90,6 +113,7 @@ def run_as_nobody(*args: object) -> Run:
                 json.dump(payload, fh)
         finally:
             os._exit(code)
+    gc.unfreeze()
     os.close(write)
     with os.fdopen(read) as fh:
         data = fh.read()
