@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import sys
 from datetime import date, datetime
 from pathlib import Path
@@ -51,17 +52,25 @@ class AuditorGroup(click.Group):
             sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - Python flushes stderr at exit
             sys.exit(0)
         except KeyboardInterrupt:
-            click.echo("gpu-auditor: interrupted; nothing was written", err=True)
-            sys.exit(130)
+            _interrupted()
         except Exception as e:  # noqa: BLE001 - the last line of defence against a traceback
             if "Query interrupted" in str(e):  # Ctrl-C arriving inside a DuckDB query
-                click.echo("gpu-auditor: interrupted; nothing was written", err=True)
-                sys.exit(130)
+                _interrupted()
             if ctx.obj and ctx.obj.get("debug"):
                 raise
             click.echo(f"gpu-auditor: internal error: {type(e).__name__}: {_safe(e)} (rerun with --debug for the "
                        "traceback, and please report it)", err=True)
             sys.exit(EXIT_INPUT)
+
+
+def _interrupted() -> None:
+    """Ctrl-C, or SIGTERM (a cancelled CI job, `timeout`): one line, exit 130 or 143; the outputs were rolled
+    back and the scratch folder is removed as the process exits (scratch.py)."""
+    from auditor import scratch
+
+    what = "terminated (SIGTERM)" if scratch.received == signal.SIGTERM else "interrupted"
+    click.echo(f"gpu-auditor: {what}; nothing was written", err=True)
+    sys.exit(scratch.interrupted_exit_code())
 
 
 @click.group(cls=AuditorGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -712,4 +721,7 @@ def gate(manifests, policy_path, fmt, output, fail_on, warn_only, skip_unknown, 
 
 
 def main() -> None:
+    from auditor.scratch import handle_sigterm
+
+    handle_sigterm()
     cli(prog_name="gpu-auditor")

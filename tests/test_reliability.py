@@ -700,6 +700,77 @@ def test_ctrl_c_while_reading_leaves_nothing_behind(tmp_path, policy, files):
     assert list(scratch.iterdir()) == []
 
 
+def _million_lines(path: Path) -> Path:
+    con = duckdb.connect()
+    con.execute(f"""COPY (SELECT 'li-' || i AS "identity/LineItemId", 'Usage' AS "lineItem/LineItemType",
+        '2026-07-01T00:00:00Z' AS "lineItem/UsageStartDate", '2026-07-01T01:00:00Z' AS "lineItem/UsageEndDate",
+        'BoxUsage:g5.xlarge' AS "lineItem/UsageType", '1' AS "lineItem/UsageAmount",
+        'USD' AS "lineItem/CurrencyCode", (i % 1000) / 100.0 AS "lineItem/UnblendedCost",
+        'i-' || (i % 5000) AS "lineItem/ResourceId" FROM range(1000000) t(i)) TO '{path}' (HEADER)""")
+    con.close()
+    return path
+
+
+def _start_audit(policy: Path, out: Path, scratch: Path, *billing: Path) -> subprocess.Popen:
+    """The installed command on `billing`, its temp folder `scratch`; returned once it reads."""
+    proc = subprocess.Popen([sys.executable, "-m", "auditor", "audit", "--policy", str(policy), "--out", str(out),
+                             *map(str, billing)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=REPO, env={**os.environ, "TMPDIR": str(scratch)})
+    first = proc.stderr.readline()  # "[1/n] reading ...": the read has begun
+    assert "reading" in first, first
+    time.sleep(0.5)
+    return proc
+
+
+def test_sigterm_is_handled_as_ctrl_c(tmp_path, policy):
+    """SIGTERM (a cancelled CI job, `timeout`) killed the run at once and left hundreds of MB of DuckDB spill
+    files in the temp folder: now exit 143, one line, the previous report untouched, no temporary file left."""
+    big = _million_lines(tmp_path / "big.csv")
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in OUTPUTS:
+        (out / name).write_text(f"previous {name}\n", encoding="utf-8")
+    before = files_under(out)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    proc = _start_audit(policy, out, scratch, big)
+    try:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, err
+    assert [line for line in err.strip().splitlines() if "reading" not in line] == [
+        "gpu-auditor: terminated (SIGTERM); nothing was written"]
+    assert files_under(out) == before
+    assert list(scratch.iterdir()) == []
+
+
+def test_the_scratch_folder_of_a_killed_run_is_removed_by_the_next(tmp_path, policy):
+    """SIGKILL leaves the scratch folder (nothing runs on SIGKILL); the next run removes it, and never the
+    folder of a run still alive (its lock is held)."""
+    big = _million_lines(tmp_path / "big.csv")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    killed = _start_audit(policy, tmp_path / "out1", scratch, big)
+    killed.kill()
+    killed.communicate(timeout=60)
+    (left,) = list(scratch.iterdir())
+    assert left.name.startswith("gpu-auditor-") and (left / ".lock").is_file()
+    alive = _start_audit(policy, tmp_path / "out2", scratch, big)
+    try:
+        for folder in scratch.iterdir():  # as if both had started long ago (younger ones are left alone)
+            os.utime(folder / ".lock", (time.time() - 3600, time.time() - 3600))
+        (mine,) = [f for f in scratch.iterdir() if f != left]
+        result = cli_subprocess("inspect", str(GPU_FIXTURE), timeout=60, env={"TMPDIR": str(scratch)})
+        assert result.returncode == 0, result.stderr
+        assert sorted(scratch.iterdir()) == [mine]  # the dead run's folder removed, the live run's kept
+    finally:
+        alive.kill()
+        alive.communicate(timeout=60)
+
+
 def test_an_interrupted_read_stops_as_an_interrupt_not_as_a_bad_file(tmp_path):
     """A read interrupted (Ctrl-C, or another file failing beside it) stops at once: no diagnosis of the file,
     which would read it all again and name a line that is fine."""

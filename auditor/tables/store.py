@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from auditor.providers.billing.columns import MONEY, Columns, check_types
 from auditor.providers.billing.detect import MAX_LINE, Sniffed, expand, gzip_line_over, sniff
 from auditor.providers.catalog import Catalog, load_catalog
 from auditor.providers.redact import redact, redact_sql
+from auditor.scratch import Scratch
 from auditor.sql import lit
 from auditor.tables import stats
 from auditor.tables.normalize import CLASH, rollup_sql, select_sql
@@ -74,8 +74,9 @@ def _csv_reason(error: str) -> str:
 
 class Store:
     def __init__(self, catalog: Catalog | None = None, database: str = ":memory:"):
-        # Large exports spill to a private temporary folder instead of growing without bound.
-        self._spill = tempfile.TemporaryDirectory(prefix="gpu-auditor-")
+        # Large exports spill to the run's scratch folder instead of growing without bound; a folder left by a
+        # run that was killed is removed here (scratch.py).
+        self._spill = Scratch()
         if database == ":memory:":
             # A database file there rather than memory: DuckDB stores its tables compressed and keeps only what
             # fits the memory limit in memory, so ten million lines stay well under a gigabyte.
