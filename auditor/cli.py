@@ -427,7 +427,8 @@ def _print_summary(result) -> None:
     from auditor.outputs.report import fmt_money
 
     s = result.summary
-    click.echo(_safe(f"GPU spend audit {result.window.label} · {result.policy.name}"))
+    masking = getattr(result.policy, "mask_secrets", True)
+    click.echo(_safe(f"GPU spend audit {result.window.label} · {result.policy.name}", masking))
     click.echo(f"  total spend       {fmt_money(s['billed_cost'])}")
     click.echo(f"  GPU compute       {fmt_money(s['gpu_cost'])}")
     click.echo(f"  savings / month   {fmt_money(s['monthly_savings'])}")

@@ -16,6 +16,7 @@ data is read) and by `gpu-auditor pull` (messages of failed sources).
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from typing import Any
 
 MASK = "[masked:{}]"
@@ -37,7 +38,7 @@ _SECRET_40 = re.compile(r"[A-Za-z0-9/+]{40}")
 _ALREADY = r"(?!\[masked:|REDACTED\b|\*\*\*)"
 
 # (kind, pattern): the part a pattern's group `keep` matches stays (a name before `=`, a URL's scheme).
-PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((kind, re.compile(p)) for kind, p in (
+_PATTERNS = (
     ("private-key", r"-----BEGIN[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----(?s:.*?)(?:-----END[A-Z0-9 ]*PRIVATE KEY"
                     r"(?: BLOCK)?-----|$)"),
     ("aws-access-key-id", r"\b(?:AKIA|ASIA|AGPA|AIDA|AROA|AIPA|ANPA|ANVA|APKA|ABIA|ACCA)[A-Z0-9]{16}\b"),
@@ -63,7 +64,22 @@ PATTERNS: tuple[tuple[str, re.Pattern[str]], ...] = tuple((kind, re.compile(p)) 
     # `password=...`, `"client_secret": "..."`, `AccountKey=...;`, `sig=...&`: a credential-named assignment
     ("secret", rf"(?i)(?P<keep>(?<![A-Za-z0-9])(?:{_KEYISH}|{SECRET_PARAMS})[\"']?\s*[:=]\s*[\"']?)"
                    + _ALREADY + r"[^\s\"',;&}<>]+"),
-))
+)
+# What a text must hold (lower-cased) for a pattern to be tried at all: most values (ids, names, numbers, times)
+# hold none, and are passed over with a few substring tests instead of twenty regular expressions.
+_WORDS = ("secret", "passw", "pwd", "passphrase", "token", "key", "credential", "creds", "sig", "connection")
+_TRIGGERS = {
+    "private-key": ("-----begin",), "aws-access-key-id": ("akia", "asia", "agpa", "aida", "aroa", "aipa", "anpa",
+                                                          "anva", "apka", "abia", "acca"),
+    "aws-session-token": ("fwogzxivyxdz", "iqojb3jpz2lu"), "github-token": ("gh", "github_pat_"),
+    "gitlab-token": ("glpat-",), "slack-token": ("xox",), "slack-webhook": ("hooks.slack.com",),
+    "google-api-key": ("aiza",), "google-oauth-token": ("ya29.",), "stripe-key": ("_live_", "_test_"),
+    "openai-key": ("sk-",), "huggingface-token": ("hf_",), "npm-token": ("npm_",), "jwt": ("eyj",),
+    "url-password": ("://",), "authorization": ("authorization",), "bearer-token": ("bearer",),
+    "aws-secret-access-key": ("key", "secret", "aws", "cred"), "secret": _WORDS,
+}
+PATTERNS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = tuple(
+    (kind, _TRIGGERS[kind], re.compile(p)) for kind, p in _PATTERNS)
 
 
 def mask(text: Any) -> Any:
@@ -71,9 +87,22 @@ def mask(text: Any) -> Any:
     it is."""
     if not isinstance(text, str) or len(text) < 8:
         return text
-    for kind, pattern in PATTERNS:
-        text = pattern.sub(lambda m, k=kind: (m.group("keep") if "keep" in m.re.groupindex else "")
-                           + MASK.format(k), text)
+    return _mask(text)
+
+
+_ANY_TRIGGER = re.compile("|".join(sorted({re.escape(t) for ts in _TRIGGERS.values() for t in ts})))
+
+
+@lru_cache(maxsize=1 << 16)  # an audit repeats its values (teams, owners, accounts) many times
+def _mask(text: str) -> str:
+    lower = text.lower()
+    if not _ANY_TRIGGER.search(lower):
+        return text
+    for kind, triggers, pattern in PATTERNS:
+        if any(t in lower for t in triggers):
+            text = pattern.sub(lambda m, k=kind: (m.group("keep") if "keep" in m.re.groupindex else "")
+                               + MASK.format(k), text)
+            lower = text.lower()
     return text
 
 
@@ -90,9 +119,17 @@ def mask_deep(value: Any) -> Any:
 
 
 def _secret_key(key: Any, value: Any) -> bool:
-    if not (isinstance(key, str) and isinstance(value, str) and value.strip()) or \
+    if not (isinstance(key, str) and isinstance(value, str)) or not value.strip() or \
             value.startswith(("[masked:", "REDACTED")):
         return False
-    return KEYISH.match(key) is not None or (_KEY_40.search(key) is not None
-                                             and _SECRET_40.fullmatch(value) is not None)
+    kind = _key_kind(key)
+    return kind == 2 or (kind == 1 and _SECRET_40.fullmatch(value) is not None)
 
+
+@lru_cache(maxsize=1 << 12)  # a document repeats its keys
+def _key_kind(key: str) -> int:
+    """2: a credential-named key (its value is masked whole); 1: a key that names a key, secret, AWS or
+    credentials (a 40-character value under it is masked); 0: neither."""
+    if KEYISH.match(key):
+        return 2
+    return 1 if _KEY_40.search(key) else 0
