@@ -87,9 +87,21 @@ def run_as_nobody(*args: object) -> Run:
     if os.geteuid() != 0:
         result = CliRunner().invoke(cli_module.cli, argv)
         return Run(result.exit_code, result.stdout, result.stderr)
+    scratch = open_folder()  # the run's temporary files, removed below whatever the run leaves
+    try:
+        return _run(argv, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _run(argv: list[str], scratch: Path) -> Run:
+    from click.testing import CliRunner
+
+    import auditor.cli as cli_module
+
     if _switch():
         proc = subprocess.run([*_switch(), sys.executable, "-m", "auditor", *argv], cwd="/", capture_output=True,
-                              text=True, timeout=300)
+                              text=True, timeout=300, env={**os.environ, "TMPDIR": str(scratch)})
         return Run(proc.returncode, proc.stdout, proc.stderr)
     _load_everything()
     read, write = os.pipe()
@@ -104,6 +116,7 @@ def run_as_nobody(*args: object) -> Run:
             os.setgroups([])
             os.setgid(NOBODY)
             os.setuid(NOBODY)
+            tempfile.tempdir = str(scratch)  # the child leaves by os._exit: its scratch folder stays there
             result = CliRunner().invoke(cli_module.cli, argv)
             payload = [result.exit_code, result.stdout, result.stderr]
         except BaseException as e:  # noqa: BLE001 - anything goes back to the test as a failure
