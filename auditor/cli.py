@@ -6,6 +6,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import sys
 from datetime import date, datetime
 from pathlib import Path
@@ -15,9 +16,22 @@ import click
 from auditor import __version__
 from auditor.errors import EXIT_CLEAN, EXIT_FINDINGS, EXIT_INPUT, EXIT_PARTIAL, InputError
 from auditor.model import Severity
+from auditor.secret_patterns import mask
+from auditor.text import one_line
 from auditor.window import from_options, parse_day, quarter_to_date
 
 SEVERITY_CHOICES = [s.label for s in reversed(Severity)] + ["none"]
+# Paths are checked by the commands (auditor/readable.py), not by Click, whose `readable` check trusts os.access
+# (true for root), prints four lines and names no folder on the way.
+PATH = click.Path(path_type=Path, readable=False)
+FOLLOW_SYMLINKS = click.option("--follow-symlinks", is_flag=True,
+                               help="Write through a symbolic link in the output path (refused by default).")
+
+
+def _safe(text: object, masking: bool = True) -> str:
+    """Text for the terminal: on one line, control characters escaped, secrets masked (text.py,
+    secret_patterns.py)."""
+    return one_line(mask(str(text)) if masking else text)
 
 
 class AuditorGroup(click.Group):
@@ -29,7 +43,8 @@ class AuditorGroup(click.Group):
         except InputError as e:
             if sys.stderr.isatty():  # start clean of a progress line left on the terminal
                 click.echo("\r\033[K", err=True, nl=False)
-            click.echo(f"gpu-auditor: error: {e}", err=True)
+            for line in str(e).splitlines():  # one line per error (InputErrors: all of a policy's)
+                click.echo(f"gpu-auditor: error: {mask(line)}", err=True)
             sys.exit(EXIT_INPUT)
         except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
             raise
@@ -37,17 +52,25 @@ class AuditorGroup(click.Group):
             sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - Python flushes stderr at exit
             sys.exit(0)
         except KeyboardInterrupt:
-            click.echo("gpu-auditor: interrupted; nothing was written", err=True)
-            sys.exit(130)
+            _interrupted()
         except Exception as e:  # noqa: BLE001 - the last line of defence against a traceback
             if "Query interrupted" in str(e):  # Ctrl-C arriving inside a DuckDB query
-                click.echo("gpu-auditor: interrupted; nothing was written", err=True)
-                sys.exit(130)
+                _interrupted()
             if ctx.obj and ctx.obj.get("debug"):
                 raise
-            click.echo(f"gpu-auditor: internal error: {type(e).__name__}: {e} (rerun with --debug for the "
+            click.echo(f"gpu-auditor: internal error: {type(e).__name__}: {_safe(e)} (rerun with --debug for the "
                        "traceback, and please report it)", err=True)
             sys.exit(EXIT_INPUT)
+
+
+def _interrupted() -> None:
+    """Ctrl-C, or SIGTERM (a cancelled CI job, `timeout`): one line, exit 130 or 143; the outputs were rolled
+    back and the scratch folder is removed as the process exits (scratch.py)."""
+    from auditor import scratch
+
+    what = "terminated (SIGTERM)" if scratch.received == signal.SIGTERM else "interrupted"
+    click.echo(f"gpu-auditor: {what}; nothing was written", err=True)
+    sys.exit(scratch.interrupted_exit_code())
 
 
 @click.group(cls=AuditorGroup, context_settings={"help_option_names": ["-h", "--help"]})
@@ -75,10 +98,11 @@ def _progress(quiet: bool):
     if quiet:
         return None
     if not sys.stderr.isatty():
-        return lambda msg: click.echo(msg, err=True)
+        return lambda msg: click.echo(_safe(msg), err=True)
     width = shutil.get_terminal_size((80, 20)).columns - 1
 
     def show(msg: str) -> None:
+        msg = _safe(msg)
         m = re.match(r"\[(\d+)/(\d+)\] (.*)$", msg)
         if m:
             done, total = int(m.group(1)) - 1, int(m.group(2))
@@ -90,7 +114,7 @@ def _progress(quiet: bool):
 
 
 @cli.command()
-@click.argument("files", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.argument("files", nargs=-1, required=True, type=PATH)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def inspect(files: tuple[Path, ...], as_json: bool) -> None:
     """Show what was detected in each billing file: format, lines, period and totals.
@@ -114,7 +138,7 @@ def inspect(files: tuple[Path, ...], as_json: bool) -> None:
 
     for s in sources:
         st = s.stats
-        click.echo(f"{s.path}")
+        click.echo(_safe(s.path))
         click.echo(f"  format      {s.format}")
         click.echo(f"  lines       {s.rows:,}")
         click.echo(f"  period      {st['period_start']:%Y-%m-%d %H:%M} to {st['period_end']:%Y-%m-%d %H:%M} UTC")
@@ -129,7 +153,7 @@ def inspect(files: tuple[Path, ...], as_json: bool) -> None:
         for kind, gb in st["transfer_gb_out"].items():
             click.echo(f"    transfer out {kind}: {fmt_num(gb, 3)} GB")
     for w in store.warnings:
-        click.echo(f"warning: {w}", err=True)
+        click.echo(f"warning: {_safe(w)}", err=True)
 
 
 def _pull_options(several: bool):
@@ -147,7 +171,7 @@ def _pull_options(several: bool):
                          help="AWS account (with --assume-role), GCP project or Azure subscription; repeatable."),
             click.option("--billing-uri", help="Where the billing export is: s3://bucket/prefix (AWS CUR or "
                          "Data Exports) or project.dataset.table (GCP BigQuery billing export)."),
-            click.option("--kubeconfig", type=click.Path(path_type=Path), help="Kubernetes: kubeconfig file "
+            click.option("--kubeconfig", type=PATH, help="Kubernetes: kubeconfig file "
                          "(default: $KUBECONFIG, ~/.kube/config, or in-cluster)."),
             click.option("--context", help="Kubernetes: kubeconfig context."),
             click.option("--prometheus", help="Kubernetes: base URL of the Prometheus API with DCGM exporter metrics."),
@@ -172,29 +196,29 @@ class BillingPath(click.Path):
 
 
 @cli.command()
-@click.argument("billing", nargs=-1, required=False, type=BillingPath(path_type=Path))
+@click.argument("billing", nargs=-1, required=False, type=BillingPath(path_type=Path, readable=False))
 @click.option("--live", is_flag=True, help="Pull from --provider into a temporary snapshot first, and audit it "
               "(with any BILLING given).")
 @_pull_options(several=True)
-@click.option("--policy", "policy_path", required=True, type=click.Path(path_type=Path),
+@click.option("--policy", "policy_path", required=True, type=PATH,
               help="The team's GPU policy (YAML).")
-@click.option("--inventory", type=click.Path(path_type=Path),
+@click.option("--inventory", type=PATH,
               help="Inventory snapshot (JSON): GPU assets, utilisation and jobs.")
 @click.option("--quarter", help="Audit window as a calendar quarter, e.g. 2026-Q3.")
 @click.option("--since", help="Window start (UTC date, inclusive).")
 @click.option("--until", help="Window end (UTC date, exclusive).")
-@click.option("--out", "out_dir", type=click.Path(path_type=Path), default=Path("audit-report"),
+@click.option("--out", "out_dir", type=PATH, default=Path("audit-report"),
               show_default=True, help="Folder for audit.json, report.html, report.md, findings.csv.")
 @click.option("--fail-on", type=click.Choice(SEVERITY_CHOICES), default="none", show_default=True,
               help="Exit 1 when an open finding is at or above this severity.")
 @click.option("--rule", "select", multiple=True, help="Run only this rule (ID or name); repeatable.")
 @click.option("--as-of", help="Judge waiver expiry on this date instead of today.")
-@click.option("--previous", type=click.Path(path_type=Path),
+@click.option("--previous", type=PATH,
               help="Last quarter's audit.json: the report shows the spend change and which findings were "
                    "resolved, are new and are still open.")
 @click.option("--generated-at", help="The report's generated_at (UTC); default $SOURCE_DATE_EPOCH, else the as-of "
               "date: never the clock, so the same inputs give the same bytes.")
-@click.option("--baseline", type=click.Path(path_type=Path),
+@click.option("--baseline", type=PATH,
               help="A previous audit.json: report and fail only on findings not in it (matched by fingerprint); "
                    "the known ones are listed under `baseline` in audit.json.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines on stderr.")
@@ -208,8 +232,9 @@ class BillingPath(click.Path):
               help="Then email the audit to the team leads and the policy owner (SMTP settings from the "
                    "GPU_AUDITOR_SMTP_* environment; see `gpu-auditor email --help`); exit 3 if a message is "
                    "left in OUT/outbox.")
+@FOLLOW_SYMLINKS
 def audit(billing, policy_path, inventory, quarter, since, until, out_dir, fail_on, select, as_of, quiet,
-          email_it, live, previous, generated_at, baseline, engine, spark_master, **pull_args):
+          email_it, live, previous, generated_at, baseline, engine, spark_master, follow_symlinks, **pull_args):
     """Run the quarterly audit over billing exports (files or folders) and write the report.
 
     \b
@@ -243,18 +268,18 @@ def audit(billing, policy_path, inventory, quarter, since, until, out_dir, fail_
         reader = billing_engine(spark_master, debug=click.get_current_context().obj["debug"])
     result = run_audit(policy, billing, inventory, window, today, select or None, _progress(quiet),
                        baseline=baseline, engine=reader, previous=last_quarter, generated_at=stamp)
-    written = write_outputs(result, out_dir)
+    written = write_outputs(result, out_dir, follow_symlinks=follow_symlinks)
     _print_summary(result)
     for w in result.warnings:
-        click.echo(f"warning: {w}", err=True)
-    click.echo(f"\nwrote {', '.join(str(p) for p in written)}")
+        click.echo(f"warning: {_safe(w, policy.mask_secrets)}", err=True)
+    click.echo(f"\nwrote {', '.join(_safe(p) for p in written)}")
     mail_left = False
     if email_it:
         from auditor.outputs.mail import send_audit
 
         click.echo("")
-        mail_left = _mail_report(send_audit(out_dir, policy, out_dir / "outbox", smtp, progress=_mail_progress),
-                                 dry_run=False)
+        mail_left = _mail_report(send_audit(out_dir, policy, out_dir / "outbox", smtp, progress=_mail_progress,
+                                            follow_symlinks=follow_symlinks), dry_run=False)
     threshold = None if fail_on == "none" else Severity.parse(fail_on)
     code = EXIT_PARTIAL if mail_left else result.exit_code(threshold)
     if result.partial:  # every non-zero exit says why in its last line (a message left says so itself)
@@ -305,10 +330,11 @@ def _pull_request(provider: str, window, args: dict):
 @click.option("--quarter", help="Window as a calendar quarter, e.g. 2026-Q3 (default: the quarter to date).")
 @click.option("--since", help="Window start (UTC date, inclusive).")
 @click.option("--until", help="Window end (UTC date, exclusive).")
-@click.option("--out", "out_dir", required=True, type=click.Path(path_type=Path), help="The snapshot folder to write.")
+@click.option("--out", "out_dir", required=True, type=PATH, help="The snapshot folder to write.")
 @click.option("--force", is_flag=True, help="Replace an existing snapshot folder.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines on stderr.")
-def pull_command(providers, quarter, since, until, out_dir, force, quiet, **pull_args):
+@FOLLOW_SYMLINKS
+def pull_command(providers, quarter, since, until, out_dir, force, quiet, follow_symlinks, **pull_args):
     """Pull billing and live GPU inventory from one provider into a snapshot folder.
 
     \b
@@ -329,12 +355,12 @@ def pull_command(providers, quarter, since, until, out_dir, force, quiet, **pull
         raise click.UsageError("--provider is required (aws, gcp, azure or k8s)")
     window = from_options(quarter, since, until) or quarter_to_date()
     manifest = pull_snapshot(_pull_request(providers, window, pull_args), out_dir, force=force,
-                             progress=_progress(quiet))
+                             progress=_progress(quiet), follow_symlinks=follow_symlinks)
     c = manifest["counts"]
-    click.echo(f"wrote snapshot {out_dir} ({window.label}): {c['assets']} GPU assets, {c['gpu_usage']} utilisation "
-               f"series, {c['jobs']} jobs, {c['billing_files']} billing files")
+    click.echo(f"wrote snapshot {_safe(out_dir)} ({window.label}): {c['assets']} GPU assets, "
+               f"{c['gpu_usage']} utilisation series, {c['jobs']} jobs, {c['billing_files']} billing files")
     for s in manifest["sources"]:
-        click.echo(f"  {s['status']:<7}{s['name']}: {source_line(s)}")
+        click.echo(_safe(f"  {s['status']:<7}{s['name']}: {source_line(s)}"))
     if manifest["failed"]:
         click.echo(f"warning: {len(manifest['failed'])} source(s) failed; an audit of this snapshot is partial",
                    err=True)
@@ -371,14 +397,16 @@ def _load_previous(path: Path | None):
 
 
 @cli.command()
-@click.argument("audit_json", type=click.Path(path_type=Path))
+@click.argument("audit_json", type=PATH)
 @click.option("--format", "formats", multiple=True, type=click.Choice(["html", "md", "csv", "json"]),
               help="The view to render; repeatable. Default: html, md and csv.")
-@click.option("--out", "out_dir", type=click.Path(path_type=Path),
+@click.option("--out", "out_dir", type=PATH,
               help="Write report.html, report.md, findings.csv (audit.json) into this folder, atomically; "
                    "without it, print the one format asked for.")
 @click.option("--team", help="Only this team's findings, spend and machines (as the team lead's e-mail has it).")
-def report(audit_json: Path, formats: tuple[str, ...], out_dir: Path | None, team: str | None) -> None:
+@FOLLOW_SYMLINKS
+def report(audit_json: Path, formats: tuple[str, ...], out_dir: Path | None, team: str | None,
+           follow_symlinks: bool) -> None:
     """Re-render a saved audit.json as HTML, Markdown or CSV, without the inputs.
 
     \b
@@ -398,15 +426,16 @@ def report(audit_json: Path, formats: tuple[str, ...], out_dir: Path | None, tea
             raise click.UsageError("without --out, give exactly one --format to print")
         click.echo(views.render(doc, formats[0], team), nl=False)
         return
-    written = views.write_outputs(doc, out_dir, formats, team)
-    click.echo(f"wrote {', '.join(str(p) for p in written)}")
+    written = views.write_outputs(doc, out_dir, formats, team, follow_symlinks=follow_symlinks)
+    click.echo(f"wrote {', '.join(_safe(p) for p in written)}")
 
 
 def _print_summary(result) -> None:
     from auditor.outputs.report import fmt_money
 
     s = result.summary
-    click.echo(f"GPU spend audit {result.window.label} · {result.policy.name}")
+    masking = getattr(result.policy, "mask_secrets", True)
+    click.echo(_safe(f"GPU spend audit {result.window.label} · {result.policy.name}", masking))
     click.echo(f"  total spend       {fmt_money(s['billed_cost'])}")
     click.echo(f"  GPU compute       {fmt_money(s['gpu_cost'])}")
     click.echo(f"  savings / month   {fmt_money(s['monthly_savings'])}")
@@ -420,8 +449,8 @@ def _print_summary(result) -> None:
             click.echo(f"  left out          {src.path}: {fmt_money(other)} left out of the thresholds and budgets "
                        f"(in {policy.currency}; the policy gives no rate)")
     if result.baseline is not None:
-        click.echo(f"  baseline          {len(result.known)} known finding(s) in {result.baseline['path']}, "
-                   "not reported")
+        click.echo(_safe(f"  baseline          {len(result.known)} known finding(s) in {result.baseline['path']}, "
+                         "not reported"))
     if not result.findings:
         return
     click.echo("")
@@ -443,15 +472,15 @@ def _print_summary(result) -> None:
 
 
 @cli.command()
-@click.argument("audit_path", metavar="[AUDIT]", required=False, type=click.Path(path_type=Path))
-@click.option("--policy", "policy_path", type=click.Path(path_type=Path),
+@click.argument("audit_path", metavar="[AUDIT]", required=False, type=PATH)
+@click.option("--policy", "policy_path", type=PATH,
               help="The GPU policy: its teams, their leads, and the owner who gets the summary.")
 @click.option("--smtp-host", help="SMTP server. [env GPU_AUDITOR_SMTP_HOST]")
 @click.option("--smtp-port", type=click.IntRange(1, 65535),
               help="SMTP port; default 25, or 587 with --starttls, 465 with --ssl. [env GPU_AUDITOR_SMTP_PORT]")
 @click.option("--smtp-user", help="Log in as this user; the password comes from the environment "
                                   "(GPU_AUDITOR_SMTP_PASSWORD) or --smtp-password-file. [env GPU_AUDITOR_SMTP_USER]")
-@click.option("--smtp-password-file", type=click.Path(path_type=Path),
+@click.option("--smtp-password-file", type=PATH,
               help="Read the SMTP password from this file. [env GPU_AUDITOR_SMTP_PASSWORD_FILE]")
 @click.option("--starttls", "security", flag_value="starttls",
               help="Upgrade the connection with STARTTLS. [env GPU_AUDITOR_SMTP_SECURITY=starttls]")
@@ -460,16 +489,17 @@ def _print_summary(result) -> None:
                                     "[env GPU_AUDITOR_SMTP_CAFILE]")
 @click.option("--from", "sender", help="Sender address; default the policy owner. [env GPU_AUDITOR_SMTP_FROM]")
 @click.option("--dry-run", is_flag=True, help="Write each message as an .eml file into the outbox; send nothing.")
-@click.option("--outbox", type=click.Path(path_type=Path),
+@click.option("--outbox", type=PATH,
               help="Folder for the messages and their delivery state; default: outbox/ beside audit.json.")
-@click.option("--resend", "resend_dir", metavar="OUTBOX", type=click.Path(path_type=Path),
+@click.option("--resend", "resend_dir", metavar="OUTBOX", type=PATH,
               help="Send what is left in this outbox (failed, not attempted, or written by --dry-run).")
 @click.option("--attempts", type=click.IntRange(1, 10), default=4, show_default=True,
               help="Tries per message when the server fails for now (4xx, a dropped connection).")
 @click.option("--retry-delay", type=click.FloatRange(0, 300), default=2.0, show_default=True,
               help="Seconds before the first retry; doubled before each next one.")
+@FOLLOW_SYMLINKS
 def email(audit_path, policy_path, smtp_host, smtp_port, smtp_user, smtp_password_file, security, smtp_cafile,
-          sender, dry_run, outbox, resend_dir, attempts, retry_delay):
+          sender, dry_run, outbox, resend_dir, attempts, retry_delay, follow_symlinks):
     """Email the audit: each team lead one message about their team, the policy owner a summary of all
     teams and everything no team owns. AUDIT is an audit folder or its audit.json.
 
@@ -492,7 +522,7 @@ def email(audit_path, policy_path, smtp_host, smtp_port, smtp_user, smtp_passwor
         if audit_path or policy_path or dry_run or outbox:
             raise click.UsageError("--resend OUTBOX takes no AUDIT, --policy, --outbox or --dry-run")
         settings = smtp_settings(smtp_host, smtp_port, smtp_user, security, smtp_password_file, smtp_cafile)
-        run = resend(resend_dir, settings, retry, _mail_progress)
+        run = resend(resend_dir, settings, retry, _mail_progress, follow_symlinks=follow_symlinks)
         if not run.entries:
             click.echo(f"nothing left to send in {resend_dir}")
             sys.exit(EXIT_CLEAN)
@@ -504,18 +534,19 @@ def email(audit_path, policy_path, smtp_host, smtp_port, smtp_user, smtp_passwor
     policy = load_policy(policy_path)
     settings = None if dry_run else smtp_settings(smtp_host, smtp_port, smtp_user, security, smtp_password_file,
                                                   smtp_cafile)
-    folder = audit_path if audit_path.is_dir() else audit_path.parent
-    run = send_audit(audit_path, policy, outbox or folder / "outbox", settings, sender, retry, _mail_progress)
+    folder = audit_path if os.path.isdir(audit_path) else audit_path.parent
+    run = send_audit(audit_path, policy, outbox or folder / "outbox", settings, sender, retry, _mail_progress,
+                     follow_symlinks=follow_symlinks)
     sys.exit(EXIT_PARTIAL if _mail_report(run, dry_run) else EXIT_CLEAN)
 
 
 def _mail_progress(outcome) -> None:
     st = outcome.entry.state
     if outcome.status == "sent":
-        click.echo(f"sent          {st['recipient']}  {st['subject']}")
+        click.echo(_safe(f"sent          {st['recipient']}  {st['subject']}"))
     else:
         tries = st.get("attempts", 0)
-        click.echo(f"not sent      {st['recipient']}  {outcome.reason} ({tries} attempt{'s' * (tries != 1)})",
+        click.echo(_safe(f"not sent      {st['recipient']}  {outcome.reason} ({tries} attempt{'s' * (tries != 1)})"),
                    err=True)
 
 
@@ -528,7 +559,7 @@ def _mail_report(run, dry_run: bool) -> bool:
         elif dry_run and not e.sent:
             click.echo(f"written       {e.state['recipient']}  {e.eml}")
     for w in run.warnings:
-        click.echo(f"warning: {w}", err=True)
+        click.echo(f"warning: {_safe(w)}", err=True)
     left = run.left
     if dry_run:
         click.echo(f"dry run: {len(left)} message(s) in {run.outbox}; send them with: "
@@ -612,23 +643,23 @@ def policy() -> None:
 
 
 @policy.command("validate")
-@click.argument("file", type=click.Path(path_type=Path))
+@click.argument("file", type=PATH)
 def policy_validate(file: Path) -> None:
     """Check a policy file: unknown keys, wrong types and bad values are named with their line."""
     from auditor.policy import load_policy
 
     p = load_policy(file)
-    click.echo(f"{file}: ok: '{p.name}' version {p.version}, {len(p.clauses)} clauses, {len(p.teams)} teams, "
-               f"{len(p.waivers)} waivers")
+    click.echo(_safe(f"{file}: ok: '{p.name}' version {p.version}, {len(p.clauses)} clauses, {len(p.teams)} teams, "
+                     f"{len(p.waivers)} waivers"))
     today = date.today()
     for w in p.waivers:
         if w.expired(today):
-            click.echo(f"warning: {file}:{w.line}: waiver for {w.rule} on {w.resource} expired on {w.expires}",
-                       err=True)
+            click.echo(_safe(f"warning: {file}:{w.line}: waiver for {w.rule} on {w.resource} expired on "
+                             f"{w.expires}"), err=True)
 
 
 @policy.command("render")
-@click.argument("file", type=click.Path(path_type=Path))
+@click.argument("file", type=PATH)
 @click.option("--as-of", help="Judge waiver expiry on this date instead of today.")
 def policy_render(file: Path, as_of: str | None) -> None:
     """Print the written policy as Markdown for the runbook: owner, version, teams and budgets, each
@@ -645,35 +676,38 @@ def policy_render(file: Path, as_of: str | None) -> None:
 
 
 @policy.command("init")
-@click.argument("file", type=click.Path(path_type=Path), default=Path("gpu-policy.yml"))
+@click.argument("file", type=PATH, default=Path("gpu-policy.yml"))
 @click.option("--force", is_flag=True, help="Overwrite an existing file.")
-def policy_init(file: Path, force: bool) -> None:
+@FOLLOW_SYMLINKS
+def policy_init(file: Path, force: bool, follow_symlinks: bool) -> None:
     """Write a commented starter policy (default: gpu-policy.yml)."""
+    from auditor.atomic import target, write_file
     from auditor.starter import starter_policy
 
-    if file.exists() and not force:
+    if (file.exists() or file.is_symlink()) and not force:
         raise InputError("already exists; use --force to overwrite", path=str(file))
     try:
-        file.write_text(starter_policy(file.name), encoding="utf-8")
+        write_file(target(file, follow_symlinks), starter_policy(file.name))
     except OSError as e:
         raise InputError(f"cannot write the policy: {e.strerror}", path=str(file)) from None
     click.echo(f"wrote {file}; edit it, then check it with: gpu-auditor policy validate {file}")
 
 
 @cli.command()
-@click.argument("manifests", nargs=-1, required=True, type=click.Path(path_type=Path))
-@click.option("--policy", "policy_path", required=True, type=click.Path(path_type=Path),
+@click.argument("manifests", nargs=-1, required=True, type=PATH)
+@click.option("--policy", "policy_path", required=True, type=PATH,
               help="The team's GPU policy (YAML).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "junit", "github"]), default="text",
               show_default=True, help="Output format.")
-@click.option("--output", type=click.Path(path_type=Path), help="Write the output to this file (atomically).")
+@click.option("--output", type=PATH, help="Write the output to this file (atomically).")
 @click.option("--fail-on", type=click.Choice(SEVERITY_CHOICES), default="high", show_default=True,
               help="Exit 1 when an open finding is at or above this severity.")
 @click.option("--warn-only", is_flag=True, help="Report findings but exit 0 (a team's first weeks).")
 @click.option("--skip-unknown", is_flag=True,
               help="Warn about, rather than stop at, YAML or JSON that is no manifest (for pre-commit hooks).")
 @click.option("--as-of", help="Judge waiver expiry on this date instead of today.")
-def gate(manifests, policy_path, fmt, output, fail_on, warn_only, skip_unknown, as_of):
+@FOLLOW_SYMLINKS
+def gate(manifests, policy_path, fmt, output, fail_on, warn_only, skip_unknown, as_of, follow_symlinks):
     """Check training-job manifests against the policy before they run.
 
     \b
@@ -690,7 +724,7 @@ def gate(manifests, policy_path, fmt, output, fail_on, warn_only, skip_unknown, 
       gpu-auditor gate --policy gpu-policy.yml --format sarif --output gate.sarif k8s/
     """
     from auditor.gate import run_gate
-    from auditor.outputs.ci_formats import render, summary_line, write_atomic
+    from auditor.outputs.ci_formats import render, summary_line, write_output
     from auditor.policy import load_policy
 
     today = _day(as_of)
@@ -699,9 +733,9 @@ def gate(manifests, policy_path, fmt, output, fail_on, warn_only, skip_unknown, 
                       skip_unknown=skip_unknown)
     content = render(result, fmt)
     if output:
-        write_atomic(output, content)
+        write_output(output, content, follow_symlinks)
         for e in result.failures:  # the file holds them too; the log should not need it opened
-            click.echo(f"gpu-auditor: error: {e}", err=True)
+            click.echo(f"gpu-auditor: error: {mask(str(e))}", err=True)
         click.echo(summary_line(result), err=True)
     else:
         click.echo(content, nl=False)
@@ -709,4 +743,7 @@ def gate(manifests, policy_path, fmt, output, fail_on, warn_only, skip_unknown, 
 
 
 def main() -> None:
+    from auditor.scratch import handle_sigterm
+
+    handle_sigterm()
     cli(prog_name="gpu-auditor")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from auditor.text import one_line
+
 # The exit codes of every command: clean, findings at or above --fail-on, bad input, partial (a source could not
 # be read completely).
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_INPUT, EXIT_PARTIAL = 0, 1, 2, 3
@@ -28,4 +30,24 @@ class InputError(Exception):
                 where += f":{self.line}"
             where += ": "
         col = f"column {self.column!r}: " if self.column else ""
-        return f"{where}{col}{self.message}"
+        return one_line(f"{where}{col}{self.message}")  # a file name's CR or LF never starts a new line
+
+
+class InputErrors(InputError):
+    """Every error found in one input (a policy), in the order of their lines: printed one per line."""
+
+    def __init__(self, errors: list[InputError]):
+        first = errors[0]
+        super().__init__(first.message, first.path, first.line, first.column)
+        self.errors = errors
+
+    def __str__(self) -> str:
+        return "\n".join(InputError.__str__(e) for e in self.errors)
+
+    @classmethod
+    def raise_if_any(cls, errors: list[InputError]) -> None:
+        """Raise the one error, or all of them; nothing when there is none."""
+        if len(errors) == 1:
+            raise errors[0]
+        if errors:
+            raise cls(sorted(errors, key=lambda e: (e.line is None, e.line or 0)))

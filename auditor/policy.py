@@ -13,11 +13,12 @@ from typing import Any
 
 import yaml
 
-from auditor.errors import InputError
+from auditor.errors import InputError, InputErrors
 from auditor.model import Severity
 from auditor.registry import all_rules, get_rule, iter_clauses
 from auditor.safeyaml import NoAliasLoader
-from auditor.schema import Field, Validator, record
+from auditor.schema import Field, Validator, fmt_path, record
+from auditor.text import is_clean, md_escape, one_line
 
 
 @dataclass
@@ -83,6 +84,7 @@ class Policy:
     project_tags: list[str] = field(default_factory=lambda: ["project"])
     path: str | None = None
     rates: Rates | None = None
+    mask_secrets: bool = True  # outputs.mask_secrets: mask credential-shaped text in every output
 
     def convert(self, amount: Decimal, currency: str) -> Decimal | None:
         """An amount in the policy's currency: as it is, or converted at the rate the user gave; None where no
@@ -144,6 +146,10 @@ def policy_schema() -> Field:
             projects=Field("list", item=Field("str"), default=[]),
         )),
         clauses=record(**clauses),
+        outputs=record(
+            mask_secrets=Field("bool", default=True, doc="mask access keys, tokens, private keys and other "
+                               "credential-shaped text in every output (audit.json, reports, e-mail, gate output)"),
+        ),
         waivers=Field("list", default=[], item=record(
             rule=Field("str", required=True),
             resource=Field("str", required=True),
@@ -160,6 +166,7 @@ class _Lines:
     def __init__(self, node: yaml.Node):
         self.lines: dict[tuple, int] = {}
         self.raw: dict[tuple, str] = {}  # scalars as written: `version: 2026.10` stays "2026.10"
+        self.errors: list[InputError] = []  # duplicate keys
         self._walk(node, ())
 
     def _walk(self, node: yaml.Node, path: tuple) -> None:
@@ -169,7 +176,7 @@ class _Lines:
             for k, v in node.value:
                 key = k.value
                 if key in seen:
-                    raise InputError(f"duplicate key {key!r}", line=k.start_mark.line + 1)
+                    self.errors.append(InputError(f"duplicate key {key!r}", line=k.start_mark.line + 1))
                 seen.add(key)
                 self.lines[path + (key,)] = k.start_mark.line + 1
                 self._walk(v, path + (key,))
@@ -196,7 +203,7 @@ def load_policy(path: str | Path) -> Policy:
     except FileNotFoundError:
         raise InputError("policy file not found", path=path) from None
     except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"cannot read the policy: {e}", path=path) from None
+        raise InputError(f"cannot read the policy: {getattr(e, 'strerror', None) or e}", path=path) from None
     return parse_policy(text, path)
 
 
@@ -221,8 +228,11 @@ def parse_policy(text: str, path: str = "<policy>") -> Policy:
         loader.dispose()
     if not isinstance(data, dict):
         raise InputError("a policy is a YAML mapping with keys policy, owner, clauses, ...", path=path, line=1)
-    v = Validator(path, lines)
+    for e in lines.errors:
+        e.path = path
+    v = Validator(path, lines, collect=True, raw=lines.raw.get)  # every error in the file, not only the first
     doc = v.check(data, policy_schema())
+    InputErrors.raise_if_any(lines.errors + v.errors + _meaning_errors(doc, lines, path))
     policy = _build(doc, lines, path)
     policy.rates = _rates(doc, lines, path)
     return policy
@@ -269,6 +279,50 @@ def _rates(doc: dict, lines: _Lines, path: str) -> Rates | None:
                  where if doc.get("rates_file") else None)
 
 
+def address_problem(value: Any) -> str | None:
+    """Why `value` is not one e-mail address (None when it is): a lead or owner gets the audit by e-mail, so
+    it is one addr-spec, with no line break, no second address and no display name."""
+    from email.errors import HeaderParseError
+    from email.headerregistry import Address
+
+    text = "" if value is None else str(value)
+    if not is_clean(text):
+        return "has a line break or a control character"
+    if any(sep in text for sep in ",; ") or text.count("@") > 1:
+        return "holds more than one address, or a name; give one address like lead@example.com"
+    try:
+        addr = Address(addr_spec=text)
+    except (ValueError, IndexError, HeaderParseError):
+        return "is not an email address like lead@example.com"
+    if not addr.username or not addr.domain or addr.addr_spec != text or "." not in addr.domain.strip("."):
+        return "is not an email address like lead@example.com"
+    return None
+
+
+def _meaning_errors(doc: dict, lines: _Lines, path: str) -> list[InputError]:
+    """What the schema cannot say: the addresses of the owner and the leads, and the rules waivers name."""
+    errors = []
+    places = [(("owner",), doc.get("owner"))] + [(("teams", name, "lead"), t.get("lead"))
+                                                  for name, t in (doc.get("teams") or {}).items() if t]
+    for where, value in places:
+        problem = address_problem(value) if value is not None else None
+        if problem:
+            errors.append(InputError(f"{fmt_path(where)}: '{one_line(value)}' {problem}", path=path,
+                                     line=lines(where)))
+    for i, w in enumerate(doc.get("waivers") or []):
+        if not w or not w.get("rule"):
+            continue
+        try:
+            get_rule(w["rule"])
+        except KeyError:
+            known = [r.id for r in all_rules()] + [r.name for r in all_rules()]
+            near = difflib.get_close_matches(w["rule"], known, n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else ""
+            errors.append(InputError(f"waivers[{i}].rule: no rule {w['rule']!r}{hint}", path=path,
+                                     line=lines(("waivers", i, "rule"))))
+    return errors
+
+
 def _build(doc: dict, lines: _Lines, path: str) -> Policy:
     clauses: dict[str, Clause] = {}
     for name, c in (doc.get("clauses") or {}).items():
@@ -282,15 +336,7 @@ def _build(doc: dict, lines: _Lines, path: str) -> Policy:
              for name, t in (doc.get("teams") or {}).items()}
     waivers = []
     for i, w in enumerate(doc.get("waivers") or []):
-        try:
-            rule = get_rule(w["rule"])
-        except KeyError:
-            known = [r.id for r in all_rules()] + [r.name for r in all_rules()]
-            near = difflib.get_close_matches(w["rule"], known, n=1)
-            hint = f"; did you mean {near[0]!r}?" if near else ""
-            raise InputError(f"waivers[{i}].rule: no rule {w['rule']!r}{hint}", path=path,
-                             line=lines(("waivers", i, "rule"))) from None
-        waivers.append(Waiver(rule.id, w["resource"], w["reason"], w["owner"], w["expires"],
+        waivers.append(Waiver(get_rule(w["rule"]).id, w["resource"], w["reason"], w["owner"], w["expires"],
                               lines(("waivers", i))))
     attribution = doc.get("attribution") or {}
     return Policy(
@@ -298,16 +344,9 @@ def _build(doc: dict, lines: _Lines, path: str) -> Policy:
         currency=doc.get("currency") or "USD", teams=teams, clauses=clauses, waivers=waivers,
         team_tags=attribution.get("team_tags") or ["team"],
         owner_tags=attribution.get("owner_tags") or ["owner"],
-        project_tags=attribution.get("project_tags") or ["project"], path=path)
+        project_tags=attribution.get("project_tags") or ["project"], path=path,
+        mask_secrets=(doc.get("outputs") or {}).get("mask_secrets", True) is not False)
 
-
-
-def _md(value: Any) -> str:
-    """Policy text made inert in Markdown (as report.md_escape): no tables broken, no links or HTML."""
-    text = "" if value is None else " ".join(str(value).split())
-    for ch in "\\`*_{}[]<>()#+!|":
-        text = text.replace(ch, "\\" + ch)
-    return text
 
 
 def _code(value: Any) -> str:
@@ -328,21 +367,21 @@ def render_markdown(policy: Policy, today: date) -> str:
     """The written policy as Markdown for the runbook: who owns it, the teams and their budgets, every clause
     with its sentence and its numbers (defaults where the policy sets none), and the waivers with their expiry."""
     cur = policy.currency
-    out = [f"# {_md(policy.name)}", "",
-           f"Version {_md(policy.version)} · owner {_md(policy.owner)} · amounts in {_md(cur)}", "",
+    out = [f"# {md_escape(policy.name)}", "",
+           f"Version {md_escape(policy.version)} · owner {md_escape(policy.owner)} · amounts in {md_escape(cur)}", "",
            "Who owns a resource is read from its tags: team from "
            f"{', '.join(_code(t) for t in policy.team_tags)}, owner from "
            f"{', '.join(_code(t) for t in policy.owner_tags)}, and a project tag "
            f"({', '.join(_code(t) for t in policy.project_tags)}) maps to the team that lists the project. "
-           f"What nobody owns goes to {_md(policy.owner)}.", ""]
+           f"What nobody owns goes to {md_escape(policy.owner)}.", ""]
     out += ["## Teams and budgets", ""]
     if policy.teams:
         out += ["| Team | Lead | Budget per quarter | GPU-hours per quarter | Projects |", "|---|---|---:|---:|---|"]
         for t in policy.teams.values():
-            budget = f"{t.budget_per_quarter:,.2f} {_md(cur)}" if t.budget_per_quarter is not None else "–"
+            budget = f"{t.budget_per_quarter:,.2f} {md_escape(cur)}" if t.budget_per_quarter is not None else "–"
             hours = f"{t.gpu_hours_per_quarter:,.0f}" if t.gpu_hours_per_quarter is not None else "–"
-            out.append(f"| {_md(t.name)} | {_md(t.lead)} | {budget} | {hours} | "
-                       f"{', '.join(_md(p) for p in t.projects) or '–'} |")
+            out.append(f"| {md_escape(t.name)} | {md_escape(t.lead)} | {budget} | {hours} | "
+                       f"{', '.join(md_escape(p) for p in t.projects) or '–'} |")
     else:
         out.append("No teams are named: every finding goes to the policy owner.")
     out += ["", "## Clauses", ""]
@@ -353,7 +392,7 @@ def render_markdown(policy: Policy, today: date) -> str:
         ids = "; ".join(f"{r.id} {r.name}" for r in rules)
         severity = clause.severity.label if clause.severity else "/".join(dict.fromkeys(r.severity.label
                                                                                         for r in rules))
-        out += [f"### {name}", "", f"> {_md(clause.text or rules[0].summary())}", "",
+        out += [f"### {name}", "", f"> {md_escape(clause.text or rules[0].summary())}", "",
                 f"Checked by {ids} · severity {severity}" + ("" if clause.enabled else " · **disabled**"), ""]
         options = {k: f for r in rules for k, f in r.options.items()}
         if options:
@@ -361,7 +400,7 @@ def render_markdown(policy: Policy, today: date) -> str:
             for key, f in options.items():
                 value = clause.options.get(key)
                 shown = f"{_value(f.default)} (default)" if value is None or value == f.default else _value(value)
-                out.append(f"| {_code(key)} | {shown} | {_md(f.doc)} |")
+                out.append(f"| {_code(key)} | {shown} | {md_escape(f.doc)} |")
             out.append("")
     rest = [(c, rules) for c, rules in by_clause.items() if c not in policy.clauses]
     if rest:
@@ -370,7 +409,7 @@ def render_markdown(policy: Policy, today: date) -> str:
         for c, rules in rest:
             for r in rules:
                 opts = ", ".join(f"{_code(k)}: {_value(f.default)}" for k, f in r.options.items())
-                out.append(f"- {_code(c)}: {r.id} {r.name}: {_md(r.summary())}" + (f" ({opts})" if opts else ""))
+                out.append(f"- {_code(c)}: {r.id} {r.name}: {md_escape(r.summary())}" + (f" ({opts})" if opts else ""))
         out.append("")
     out += ["## Waivers", ""]
     if policy.waivers:
@@ -378,7 +417,7 @@ def render_markdown(policy: Policy, today: date) -> str:
         for w in policy.waivers:
             status = f"**expired** ({(today - w.expires).days} days ago)" if w.expired(today) else \
                 f"active ({(w.expires - today).days} days left)"
-            out.append(f"| {w.rule} | {_code(w.resource)} | {_md(w.reason)} | {_md(w.owner)} | "
+            out.append(f"| {w.rule} | {_code(w.resource)} | {md_escape(w.reason)} | {md_escape(w.owner)} | "
                        f"{w.expires.isoformat()} | {status} |")
     else:
         out.append("No waivers.")

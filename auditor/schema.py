@@ -16,6 +16,7 @@ from typing import Any
 from auditor.errors import InputError
 
 Path = tuple[str | int, ...]
+MAX_AMOUNT = Decimal(10) ** 20  # what DECIMAL(38,18), the type of every amount, holds before the point
 
 
 @dataclass(frozen=True)
@@ -43,12 +44,29 @@ def fmt_path(path: Path) -> str:
 
 
 class Validator:
-    def __init__(self, source: str, locate: Callable[[Path], int | None] = lambda p: None):
+    """Checks a document against a Field. By default the first error is raised; with `collect`, every error is
+    kept in `errors` (the policy: `policy validate` names them all) and a bad value reads as missing."""
+
+    def __init__(self, source: str, locate: Callable[[Path], int | None] = lambda p: None, collect: bool = False,
+                 raw: Callable[[Path], str | None] = lambda p: None):
         self.source = source
         self.locate = locate
+        self.collect = collect
+        self.raw = raw  # a scalar as written (YAML): an amount is read from its digits, not from a float
+        self.errors: list[InputError] = []
 
     def fail(self, path: Path, message: str) -> InputError:
         return InputError(f"{fmt_path(path)}: {message}", path=self.source, line=self.locate(path))
+
+    def _part(self, value: Any, spec: Field, path: Path) -> Any:
+        """One key's or item's value checked; in collect mode an error is kept and the value reads as None."""
+        try:
+            return self.check(value, spec, path)
+        except InputError as e:
+            if not self.collect:
+                raise
+            self.errors.append(e)
+            return None
 
     def check(self, value: Any, spec: Field, path: Path = ()) -> Any:
         kind = spec.kind
@@ -63,11 +81,11 @@ class Validator:
         if kind == "list":
             if not isinstance(value, list):
                 raise self.fail(path, f"expected a list, got {_kind_of(value)}")
-            return [self.check(v, spec.item, path + (i,)) for i, v in enumerate(value)] if spec.item else value
+            return [self._part(v, spec.item, path + (i,)) for i, v in enumerate(value)] if spec.item else value
         if kind == "map":
             if not isinstance(value, dict):
                 raise self.fail(path, f"expected a mapping, got {_kind_of(value)}")
-            return {str(k): self.check(v, spec.item, path + (str(k),)) if spec.item else v
+            return {str(k): self._part(v, spec.item, path + (str(k),)) if spec.item else v
                     for k, v in value.items()}
         return self._scalar(value, spec, path)
 
@@ -79,8 +97,11 @@ class Validator:
                 near = difflib.get_close_matches(str(key), list(spec.fields), n=1, cutoff=0.6)
                 hint = f"; did you mean {near[0]!r}?" if near else \
                     f"; valid keys: {', '.join(sorted(spec.fields))}"
-                raise self.fail(path + (str(key),), f"unknown key {key!r}{hint}")
-        return {k: self.check(value.get(k), f, path + (k,)) for k, f in spec.fields.items()}
+                error = self.fail(path + (str(key),), f"unknown key {key!r}{hint}")
+                if not self.collect:
+                    raise error
+                self.errors.append(error)
+        return {k: self._part(value.get(k), f, path + (k,)) for k, f in spec.fields.items()}
 
     def _scalar(self, value: Any, spec: Field, path: Path) -> Any:
         kind = spec.kind
@@ -113,9 +134,19 @@ class Validator:
                 raise self.fail(path, f"must be at most {_num(spec.maximum)}, got {value}")
             if kind == "money":
                 try:
-                    return Decimal(str(value))
+                    amount = Decimal(str(value))
                 except InvalidOperation:
                     raise self.fail(path, f"not an amount: {value!r}") from None
+                written = self.raw(path)
+                if written is not None:  # exact: `0.1` as written, not the float nearest to it
+                    try:
+                        amount = Decimal(written.replace("_", ""))
+                    except InvalidOperation:
+                        pass
+                if abs(amount) >= MAX_AMOUNT:
+                    raise self.fail(path, f"{value} is out of range: an amount has at most 20 digits before the "
+                                          "decimal point (amounts are DECIMAL(38,18))")
+                return amount
             return value
         if kind == "date":
             if isinstance(value, datetime):

@@ -232,3 +232,188 @@ def test_cli_inspect_json_on_the_cur_sample(cur_sample):
     assert f["billed_cost"] == {k: str(v.quantize(Decimal("0.01"), ROUND_HALF_EVEN)) for k, v in total.items()}
     assert f["billed_cost"] == {"USD": "1.68"}
     assert doc["warnings"] == []
+
+
+# ---- saved audits and policies: the extremes ----------------------------------------------------------------
+
+# The corpus files that are no billing export: each tried below.
+OTHER_CASES = ["audit-text-amount.json", "policy-every-error.yml",  # here
+               "manifest-forged-annotation.yaml", "cur-secret-and-escape-tags.csv"]  # test_security.py
+DEMO = REPO / "fixtures" / "demo"
+
+
+def _lines_exit_2(result) -> list[str]:
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output and "internal error" not in result.output, result.output
+    lines = result.stderr.strip().splitlines()
+    assert all(line.startswith("gpu-auditor: error: ") for line in lines), result.stderr
+    return lines
+
+
+def _uses_of_a_saved_audit(saved: Path, tmp_path: Path) -> list[list[str]]:
+    """Every command that reads a saved audit.json: `report`, `audit --previous`, `audit --baseline`, `email`."""
+    audit = ["audit", "-q", "--policy", str(DEMO / "policy.yml"), "--inventory", str(DEMO / "inventory.json"),
+             "--quarter", "2026-Q3", "--out", str(tmp_path / "out")]
+    return [["report", str(saved), "--format", "md"], ["report", str(saved), "--out", str(tmp_path / "out")],
+            [*audit, "--previous", str(saved), str(DEMO / "billing")],
+            [*audit, "--baseline", str(saved), str(DEMO / "billing")],
+            ["email", "--policy", str(DEMO / "policy.yml"), "--dry-run", "--outbox", str(tmp_path / "out"), str(saved)]]
+
+
+def test_a_saved_audit_with_a_text_amount_is_one_line_naming_file_and_json_path(tmp_path):
+    """It was `decimal.ConversionSyntax`, an internal error, in all four commands."""
+    saved = BAD / "audit-text-amount.json"
+    for args in _uses_of_a_saved_audit(saved, tmp_path):
+        assert _lines_exit_2(CliRunner().invoke(cli, args)) == [
+            f'gpu-auditor: error: {saved}: findings[0].monthly_savings: "a lot" is not an amount (a decimal number '
+            'like 12.34)'], args[0]
+        assert not (tmp_path / "out").exists()  # nothing written
+
+
+@pytest.mark.parametrize(("where", "value", "words"), [
+    (("summary", "billed_cost", "USD"), "1,234.50", '"1,234.50" is not an amount'),
+    (("summary", "billed_cost", "USD"), "NaN", '"NaN" is not an amount'),
+    (("summary", "billed_cost", "USD"), "1e30", '"1e30" is out of range'),
+    (("summary", "billed_cost"), "100", 'expected object, found text "100"'),
+    (("findings", 0, "cost"), {"USD": 1}, '{"USD": 1} is not an amount'),
+    (("findings", 0), "i-0abc", 'expected object, found text "i-0abc"'),
+])
+def test_every_amount_of_a_saved_audit_is_checked(tmp_path, where, value, words):
+    doc = json.loads((BAD / "audit-text-amount.json").read_text(encoding="utf-8"))
+    doc["findings"][0]["monthly_savings"] = "1.00"
+    node = doc
+    for key in where[:-1]:
+        node = node[key]
+    node[where[-1]] = value
+    saved = tmp_path / "audit.json"
+    saved.write_text(json.dumps(doc), encoding="utf-8")
+    path = ".".join(str(k) for k in where).replace(".0", "[0]")
+    for args in _uses_of_a_saved_audit(saved, tmp_path):
+        assert _lines_exit_2(CliRunner().invoke(cli, args)) == [f"gpu-auditor: error: {saved}: {path}: {words}" + (
+            " (a decimal number like 12.34)" if "not an amount" in words else
+            ": an amount has at most 20 digits before the point" if "range" in words else "")], args[0]
+
+
+@pytest.mark.parametrize("depth", [1_000, 100_000])
+def test_a_saved_audit_nested_deeply_is_one_line(tmp_path, depth):
+    """It was a RecursionError at 100,000 levels (json), and in the renderers at 1,000."""
+    saved = tmp_path / "audit.json"
+    saved.write_text('{"schema": "gpu-auditor/audit@1", "window": {}, "summary": {}, "policy": {}, "findings": ['
+                     + "[" * depth + "]" * depth + "]}", encoding="utf-8")
+    for args in _uses_of_a_saved_audit(saved, tmp_path):
+        assert _lines_exit_2(CliRunner().invoke(cli, args)) == [
+            f"gpu-auditor: error: {saved}: not an audit: nested more than 64 levels deep"], args[0]
+
+
+def test_policy_validate_names_every_error_with_its_line():
+    """It stopped at the first; the budget of 1e26 passed and failed the audit later with InvalidOperation;
+    lead and owner addresses were not checked until an e-mail was sent."""
+    policy = BAD / "policy-every-error.yml"
+    result = CliRunner().invoke(cli, ["policy", "validate", str(policy)])
+    out_of_range = "is out of range: an amount has at most 20 digits before the decimal point (amounts are " \
+                   "DECIMAL(38,18))"
+    assert _lines_exit_2(result) == [f"gpu-auditor: error: {policy}:{line}" for line in [
+        "3: owner: 'finops@example.com, cfo@example.com' holds more than one address, or a name; give one "
+        "address like lead@example.com",
+        f"5: teams.vision.budget_per_quarter: 100000000000000000000000000 {out_of_range}",
+        "5: teams.vision.lead: 'lead-vision@example.com\\nBcc: evil@attacker.example' has a line break or a "
+        "control character",
+        "6: teams.nlp.budget_per_quarter: must be at least 0, got -5",
+        "6: teams.nlp.lead: 'nlp-lead' is not an email address like lead@example.com",
+        "7: teams.rl.budget_per_quarter: expected a finite number, got nan",
+        f"8: teams.speech.budget_per_quarter: 1e+26 {out_of_range}",
+        "10: clauses.idle.min_hour: unknown key 'min_hour'; did you mean 'min_hours'?",
+        "10: clauses.idle.max_mean_util_pct: expected a number, got text 'ten'",
+        "12: waivers[0].expires: expected a date like 2027-01-31, got '2027-02-30'",
+        "12: waivers[0].rule: no rule 'GPU999'",
+    ]]
+
+
+@pytest.mark.parametrize(("budget", "words"), [
+    ("99999999999999999999.99", None), ("100000000000000000000", "is out of range"),
+    ("1.0e+26", "is out of range"), ("-0.01", "must be at least 0"), (".inf", "expected a finite number"),
+    ("-.inf", "expected a finite number"), (".NaN", "expected a finite number"),
+])
+def test_a_budget_is_what_decimal_38_18_holds(tmp_path, budget, words):
+    policy = tmp_path / "policy.yml"
+    policy.write_text(f"policy: p\nowner: finops@example.com\nteams:\n  vision:\n    lead: lead@example.com\n"
+                      f"    budget_per_quarter: {budget}\n", encoding="utf-8")
+    result = CliRunner().invoke(cli, ["policy", "validate", str(policy)])
+    if words is None:
+        assert result.exit_code == 0, result.output
+        return
+    (line,) = _lines_exit_2(result)
+    assert line.startswith(f"gpu-auditor: error: {policy}:6: teams.vision.budget_per_quarter: ") and words in line
+
+
+@pytest.mark.parametrize(("lead", "words"), [
+    ("lead@example.com", None), ('"a@example.com, b@example.com"', "more than one address"),
+    ('"a@example.com b@example.com"', "more than one address"), ('"Vision Lead <a@example.com>"', "or a name"),
+    ('"a@example.com\\r\\nBcc: x@example.com"', "line break"), ("a@@example.com", "more than one address"),
+    ('"@example.com"', "not an email address"), ("a@localhost", "not an email address"), ("alice", "not an email"),
+])
+def test_lead_and_owner_are_one_address_each(tmp_path, lead, words):
+    for owner, team_lead, line, key in (("finops@example.com", lead, 5, "teams.vision.lead"),
+                                        (lead, "lead@example.com", 2, "owner")):
+        policy = tmp_path / "policy.yml"
+        policy.write_text(f"policy: p\nowner: {owner}\nteams:\n  vision:\n    lead: {team_lead}\n", encoding="utf-8")
+        result = CliRunner().invoke(cli, ["policy", "validate", str(policy)])
+        if words is None:
+            assert result.exit_code == 0, result.output
+            continue
+        (error,) = _lines_exit_2(result)
+        assert error.startswith(f"gpu-auditor: error: {policy}:{line}: {key}: ") and words in error, error
+
+
+# ---- wrong-typed columns: refused from the file's schema, never summed --------------------------------------
+
+FOCUS_ROW = {"BilledCost": "1.5", "BillingCurrency": "'USD'", "ChargePeriodStart": "TIMESTAMP '2026-07-01 00:00:00'",
+             "ChargePeriodEnd": "TIMESTAMP '2026-07-01 01:00:00'", "ChargeCategory": "'Usage'",
+             "ProviderName": "'AWS'", "ResourceId": "'i-1'", "Tags": "'{}'"}
+
+
+def _focus_file(path: Path, **override: str) -> Path:
+    select = ", ".join(f"{v} AS {k}" for k, v in {**FOCUS_ROW, **override}.items())
+    fmt = "PARQUET" if path.suffix == ".parquet" else "JSON"
+    duckdb.connect().execute(f"COPY (SELECT {select} FROM range(3)) TO '{path}' (FORMAT {fmt})")
+    return path
+
+
+@pytest.mark.parametrize(("column", "value", "found", "reads_as"), [
+    ("BilledCost", "true", "BOOLEAN", "a number (or text holding one)"),
+    ("BilledCost", "DATE '2026-01-01'", "DATE", "a number (or text holding one)"),
+    ("BilledCost", "[1.5]", "DECIMAL(2,1)[]", "a number (or text holding one)"),
+    ("ChargePeriodStart", "true", "BOOLEAN", "a timestamp (or text holding an ISO-8601 time)"),
+    ("ChargePeriodStart", "42", "INTEGER", "a timestamp (or text holding an ISO-8601 time)"),
+    ("ResourceId", "['i-1', 'i-2']", "VARCHAR[]", "text (an id, a name or a value)"),
+    ("ResourceId", "{'id': 'i-1'}", "STRUCT(id VARCHAR)", "text (an id, a name or a value)"),
+])
+def test_a_column_of_the_wrong_type_is_refused_naming_file_column_and_type(tmp_path, column, value, found, reads_as):
+    """A BOOLEAN cost column was read as $1 a line: `inspect` said "billed $9,999.00", `audit` exited 0."""
+    path = _focus_file(tmp_path / "focus.parquet", **{column: value})
+    for args in (["inspect", str(path)], ["audit", "-q", "--policy", str(DEMO / "policy.yml"), "--out",
+                                          str(tmp_path / "out"), str(path)]):
+        assert _lines_exit_2(CliRunner().invoke(cli, args)) == [
+            f"gpu-auditor: error: {path}: column {column!r}: the column is of type {found}; gpu-auditor reads it as "
+            f"{reads_as}"], args[0]
+    assert not (tmp_path / "out").exists()
+
+
+def test_wrong_types_are_named_all_at_once_in_json_too(tmp_path):
+    path = _focus_file(tmp_path / "focus.json", BilledCost="true", ChargePeriodEnd="false")
+    lines = _lines_exit_2(CliRunner().invoke(cli, ["inspect", str(path)]))
+    assert [line.split(": ", 3)[2] for line in lines] == [str(path)] * 2, lines
+    assert [line.split(": ", 4)[3] for line in lines] == ["column 'BilledCost'", "column 'ChargePeriodEnd'"], lines
+    assert all("of type BOOLEAN" in line for line in lines)
+
+
+@pytest.mark.parametrize(("column", "value"), [("BilledCost", "CAST(1.5 AS DOUBLE)"), ("BilledCost", "'1.5'"),
+                                               ("BilledCost", "CAST(2 AS BIGINT)"), ("ChargePeriodStart",
+                                                                                     "'2026-07-01T00:00:00Z'"),
+                                               ("ChargePeriodStart", "DATE '2026-07-01'"),
+                                               ("ResourceId", "CAST(12345 AS BIGINT)")])
+def test_the_types_a_reader_accepts_are_read(tmp_path, column, value):
+    path = _focus_file(tmp_path / "focus.parquet", **{column: value})
+    result = CliRunner().invoke(cli, ["inspect", "--json", str(path)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["files"][0]["rows"] == 3

@@ -497,9 +497,9 @@ def test_no_header_injection_from_team_names_or_tags(audit_dir, smtp_server, tmp
             lines = part.get_content().splitlines()
             assert not any(line.startswith(("Bcc:", "X-Injected:")) for line in lines)
     vision = handler.by_rcpt()["lead-vision@example.com"][0].message
-    assert vision["Subject"].startswith("GPU audit 2026-Q3 · vision Bcc: evil@attacker.example: $")
+    assert vision["Subject"].startswith("GPU audit 2026-Q3 · vision\\r\\nBcc: evil@attacker.example: $")
     owner = handler.by_rcpt()["finops@example.com"][0].message.get_body(("plain",)).get_content()
-    assert "research Bcc: evil2@attacker.example X-Injected: yes" in owner  # shown, on one line, to the owner
+    assert "research\\nBcc: evil2@attacker.example\\r\\nX-Injected: yes" in owner  # shown, on one line, to the owner
 
 
 def test_lead_address_with_a_newline_is_an_input_error(audit_dir, tmp_path):
@@ -509,8 +509,8 @@ def test_lead_address_with_a_newline_is_an_input_error(audit_dir, tmp_path):
     policy.write_text(text)
     result = run("email", "--policy", policy, "--dry-run", audit_dir)
     assert result.exit_code == 2
-    assert result.stderr.startswith("gpu-auditor: error: the lead of team 'vision'") and "\n" not in \
-        result.stderr.strip()
+    assert result.stderr.startswith(f"gpu-auditor: error: {policy}:") and "\n" not in result.stderr.strip()
+    assert "teams.vision.lead: " in result.stderr and "has a line break" in result.stderr
     assert not (audit_dir / "outbox").exists()  # nothing written
 
 
@@ -576,7 +576,8 @@ def test_two_runs_cannot_share_an_outbox(tmp_path):
      "cannot load the CA file"),
     (["--resend", "MISSING", "--smtp-host", "h"], "no outbox here"),
     (["--resend", "AUDIT", "AUDIT"], "takes no AUDIT"),
-    (["--policy", "POLICY", "--from", "not an address", "--dry-run", "AUDIT"], "is not an email address"),
+    (["--policy", "POLICY", "--from", "not an address", "--dry-run", "AUDIT"], "more than one address, or a name"),
+    (["--policy", "POLICY", "--from", "@example.com", "--dry-run", "AUDIT"], "is not an email address"),
 ])
 def test_input_errors_exit_2_with_one_line(audit_dir, tmp_path, args, message):
     subst = {"MISSING": tmp_path / "missing", "POLICY": DEMO / "policy.yml", "AUDIT": audit_dir}

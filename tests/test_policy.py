@@ -116,8 +116,9 @@ def test_version_must_be_a_scalar(text):
 
 
 def test_dates_elsewhere_stay_text():
-    p = parse_policy(BASE + "teams:\n  vision: {lead: 2026-01-01}\nclauses:\n  idle:\n    text: 2026-07-01\n")
-    assert p.teams["vision"].lead == "2026-01-01"
+    p = parse_policy(BASE + "teams:\n  vision: {lead: lead@example.com, projects: [2026-01-01]}\n"
+                            "clauses:\n  idle:\n    text: 2026-07-01\n")
+    assert p.teams["vision"].projects == ["2026-01-01"]
     assert p.clause("idle").text == "2026-07-01"
 
 

@@ -29,6 +29,7 @@ from pathlib import Path
 import duckdb
 import pytest
 from click.testing import CliRunner
+from unprivileged import open_folder, run_as_nobody
 
 from auditor.cli import cli
 
@@ -142,8 +143,9 @@ def files_under(folder: Path) -> dict[str, bytes]:
 
 def test_every_bad_fixture_is_tried():
     from test_bad_input import CASES as LINE_CASES
+    from test_bad_input import OTHER_CASES
 
-    tried = {c[0] for c in ERRORS} | {c[0] for c in LEGAL} | {c[0] for c in LINE_CASES}
+    tried = {c[0] for c in ERRORS} | {c[0] for c in LEGAL} | {c[0] for c in LINE_CASES} | set(OTHER_CASES)
     assert {p.name for p in BAD.iterdir()} == tried
 
 
@@ -236,7 +238,7 @@ def _cur_with_long_line(path: Path, field_bytes: int, position: str, pad_lines: 
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("name", "position"), [("middle.csv", "middle"), ("last.csv", "last"),
-                                                 ("last.csv.gz", "last")])
+                                                 ("last.csv.gz", "last"), ("middle.csv.gz", "middle")])
 def test_a_50_mb_line_is_an_error_naming_it(tmp_path, policy, name, position):
     """DuckDB 2.0's parallel CSV reader drops a last line over its 32 MB buffer without a word (a silent
     miscount): such files go to the single-threaded reader, which stops at the line (detect.has_long_line)."""
@@ -252,6 +254,58 @@ def test_a_50_mb_line_is_an_error_naming_it(tmp_path, policy, name, position):
         "the longest line gpu-auditor reads"]
     assert not out.exists()
     assert time.monotonic() - started < 90
+
+
+@pytest.mark.slow
+def test_a_100_mb_line_in_a_gzip_csv_is_named(tmp_path, policy):
+    """It was reported as a line with the wrong number of fields: DuckDB holds a line whole before refusing it,
+    and a gzip file cannot be checked before it is inflated; on DuckDB's error the file is inflated once more,
+    only up to the long line (detect.gzip_line_over)."""
+    path = tmp_path / "long.csv.gz"
+    line = _cur_with_long_line(path, 100 << 20, "middle", pad_lines=6)
+    proc = cli_subprocess("audit", "-q", "--policy", str(policy), "--out", str(tmp_path / "out"), str(path),
+                          timeout=240)
+    assert proc.stderr.strip().splitlines() == [
+        f"gpu-auditor: error: {path}:{line}: cannot read the file: the line is longer than 2,000,000 bytes, "
+        "the longest line gpu-auditor reads"], proc.stderr
+    assert proc.returncode == 2 and not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow
+def test_a_gzip_bomb_is_named_with_its_file_and_line(tmp_path, policy):
+    """4 GiB of one line in 4 MB of gzip: DuckDB's allocation error named no file; the file and the line now."""
+    import zlib
+
+    path = tmp_path / "bomb.csv.gz"
+    deflate = zlib.compressobj(9, zlib.DEFLATED, 31)
+    with open(path, "wb") as f:
+        f.write(deflate.compress((CUR_HEADER + "\nli-1,Usage,2026-07-01T00:00:00Z,2026-07-01T01:00:00Z,"
+                                  "BoxUsage:g5.xlarge,1,USD,1.006\nli-2,Usage,2026-07-01T00:00:00Z,").encode()))
+        block = b"x" * (1 << 24)
+        for _ in range(256):
+            f.write(deflate.compress(block))
+        f.write(deflate.flush())
+    proc = cli_subprocess("audit", "-q", "--policy", str(policy), "--out", str(tmp_path / "out"), str(path),
+                          timeout=240)
+    assert proc.stderr.strip().splitlines() == [
+        f"gpu-auditor: error: {path}:3: cannot read the file: the line is longer than 2,000,000 bytes, "
+        "the longest line gpu-auditor reads"], proc.stderr
+    assert proc.returncode == 2 and not (tmp_path / "out").exists()
+
+
+def test_gzip_line_over_counts_lines_across_slices_and_members(tmp_path):
+    from auditor.providers.billing.detect import gzip_line_over
+
+    path = tmp_path / "x.csv.gz"
+    for data, limit, expected in [(b"a,b\n1,2\n" + b"x" * 50 + b"\n3,4\n", 20, 3), (b"a\n" * 10, 20, None),
+                                  (b"a\n1\n" + b"y" * 30, 20, 3), (b"ab" * 5 + b"\n", 5, 1)]:
+        path.write_bytes(gzip.compress(data))
+        for block in (3, 7, 1 << 20):
+            assert gzip_line_over(path, limit, block) == expected, (data[:12], block)
+    path.write_bytes(gzip.compress(b"a\nb\n") + gzip.compress(b"c\n" + b"z" * 100 + b"\n"))
+    assert gzip_line_over(path, 20, 3) == gzip_line_over(path, 20) == 4
+    path.write_bytes(gzip.compress(b"a\n" * 10)[:-6])  # cut short: not this check's to name
+    assert gzip_line_over(path, 20) is None
 
 
 @pytest.mark.slow
@@ -381,6 +435,154 @@ def test_strange_inventories(tmp_path, policy, change, words):
     assert not (tmp_path / "out").exists()
 
 
+# ---- unreadable inputs: named, never skipped (run as an unprivileged user: root reads anything) ----------
+
+@pytest.fixture
+def reachable() -> Iterator[Path]:
+    """A folder the unprivileged user can reach, with a policy and a billing folder of one good export."""
+    folder = open_folder()
+    (folder / "billing").mkdir()
+    shutil.copy(GPU_FIXTURE, folder / "billing" / "2026-07.csv")
+    (folder / "policy.yml").write_text("policy: Permissions\nowner: finops@example.com\n", encoding="utf-8")
+    for p in [folder, *folder.rglob("*")]:
+        p.chmod(0o777 if p.is_dir() else 0o644)
+    yield folder
+    for p in folder.rglob("*"):  # give everything back, so that it can be removed
+        if not p.is_symlink():
+            p.chmod(0o755)
+    shutil.rmtree(folder)
+
+
+def audit_as_nobody(folder: Path, *billing: Path | str, extra: tuple[str, ...] = ()):
+    return run_as_nobody("audit", "-q", "--policy", folder / "policy.yml", "--out", folder / "out", *extra, *billing)
+
+
+def error_lines(result) -> list[str]:
+    """The lines a refused run prints: each one error, no traceback, exit code 2."""
+    assert result.exit_code == 2, (result.exit_code, result.stderr)
+    assert "Traceback" not in result.stderr and "internal error" not in result.stderr, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert lines and all(line.startswith("gpu-auditor: error: ") for line in lines), result.stderr
+    return lines
+
+
+def test_the_unprivileged_run_reads_what_it_may(reachable):
+    """The control: the same files, readable, give a report, so the refusals below are the auditor's."""
+    result = audit_as_nobody(reachable, reachable / "billing")
+    assert result.exit_code == 0, result.stderr
+    assert (reachable / "out" / "audit.json").is_file()
+
+
+def test_a_subfolder_without_read_permission_refuses_the_audit(reachable):
+    """It was skipped: exit 0 and a report missing a month."""
+    sub = reachable / "billing" / "2026-08"
+    sub.mkdir()
+    shutil.copy(GPU_FIXTURE, sub / "2026-08.csv")
+    sub.chmod(0o300)  # may enter, may not list
+    assert error_lines(audit_as_nobody(reachable, reachable / "billing")) == [
+        f"gpu-auditor: error: {sub}: cannot read the folder: Permission denied"]
+    assert not (reachable / "out").exists()
+    sub.chmod(0o000)
+    assert error_lines(audit_as_nobody(reachable, reachable / "billing")) == [
+        f"gpu-auditor: error: {sub}: cannot read the folder: Permission denied"]
+
+
+@pytest.mark.parametrize("named", [False, True], ids=["in-a-folder", "named"])
+def test_an_unreadable_file_refuses_the_audit(reachable, named):
+    """It was `internal error: PermissionError` in a folder, and Click's four-line usage message when named."""
+    bad = reachable / "billing" / "2026-09.csv"
+    shutil.copy(GPU_FIXTURE, bad)
+    bad.chmod(0o200)
+    result = audit_as_nobody(reachable, bad if named else reachable / "billing")
+    assert error_lines(result) == [f"gpu-auditor: error: {bad}: cannot read the billing file: Permission denied"]
+    assert not (reachable / "out").exists()
+
+
+def test_a_file_in_a_folder_without_search_permission_is_named(reachable):
+    locked = reachable / "locked"
+    locked.mkdir()
+    shutil.copy(GPU_FIXTURE, locked / "x.csv")
+    locked.chmod(0o600)  # may not enter: the file cannot even be looked at
+    assert error_lines(audit_as_nobody(reachable, locked / "x.csv")) == [
+        f"gpu-auditor: error: {locked / 'x.csv'}: cannot read the billing file: Permission denied"]
+
+
+@pytest.mark.parametrize("named", [False, True], ids=["in-a-folder", "named"])
+def test_dangling_and_looping_links_refuse_the_audit(reachable, named):
+    """Both were skipped without a word."""
+    dangling, looping = reachable / "billing" / "2026-08.csv", reachable / "billing" / "2026-09.csv"
+    dangling.symlink_to(reachable / "gone.csv")
+    looping.symlink_to(looping)
+    if named:
+        for link, words in ((dangling, f"a symbolic link to {reachable / 'gone.csv'}, which does not exist"),
+                            (looping, "a symbolic link that loops")):
+            (line,) = error_lines(audit_as_nobody(reachable, link))
+            assert line.startswith(f"gpu-auditor: error: {link}: cannot read the billing file: {words}"), line
+        return
+    lines = error_lines(audit_as_nobody(reachable, reachable / "billing"))
+    assert len(lines) == 2, lines  # every path that cannot be read, one line each
+    assert lines[0] == (f"gpu-auditor: error: {dangling}: cannot read the billing file: a symbolic link to "
+                        f"{reachable / 'gone.csv'}, which does not exist")
+    assert lines[1].startswith(f"gpu-auditor: error: {looping}: ") and "loops" in lines[1]
+    assert not (reachable / "out").exists()
+
+
+def test_a_link_back_to_a_folder_above_is_a_loop_not_a_second_read(reachable):
+    (reachable / "billing" / "again").symlink_to(reachable)
+    assert error_lines(audit_as_nobody(reachable, reachable / "billing")) == [
+        f"gpu-auditor: error: {reachable / 'billing' / 'again'}: cannot read the folder: a symbolic link back to a "
+        "folder above it (a loop)"]
+
+
+def test_an_unreadable_snapshot_billing_folder_is_named(reachable):
+    snap = reachable / "snap"
+    (snap / "billing").mkdir(parents=True)
+    shutil.copy(GPU_FIXTURE, snap / "billing" / "cur.csv")
+    (snap / "inventory.json").write_text('{"version": 1, "assets": [], "gpu_usage": [], "jobs": []}\n')
+    (snap / "inventory.json").chmod(0o644)
+    (snap / "billing").chmod(0o000)
+    (snap).chmod(0o755)
+    assert error_lines(audit_as_nobody(reachable, snap)) == [
+        f"gpu-auditor: error: {snap / 'billing'}: cannot read the folder: Permission denied"]
+
+
+@pytest.mark.parametrize("what", ["policy", "inventory", "previous", "baseline"])
+def test_unreadable_policy_inventory_and_saved_audits_are_one_line(reachable, what):
+    target = reachable / f"unreadable-{what}"
+    target.write_text("{}\n")
+    target.chmod(0o200)
+    option = {"policy": "--policy", "inventory": "--inventory", "previous": "--previous",
+              "baseline": "--baseline"}[what]
+    args = ["audit", "-q", "--out", reachable / "out", "--policy", reachable / "policy.yml", option, target,
+            reachable / "billing"]
+    if what == "policy":
+        args = ["audit", "-q", "--out", reachable / "out", "--policy", target, reachable / "billing"]
+    (line,) = error_lines(run_as_nobody(*args))
+    assert line.startswith(f"gpu-auditor: error: {target}: cannot read") and line.endswith("Permission denied")
+
+
+def test_gate_names_unreadable_manifests(reachable):
+    manifests = reachable / "k8s"
+    (manifests / "team").mkdir(parents=True)
+    good = REPO / "fixtures" / "manifests" / "kubernetes"
+    shutil.copy(next(good.glob("*.yaml")), manifests / "job.yaml")
+    (manifests / "job.yaml").chmod(0o644)
+    (manifests / "team").chmod(0o000)
+    (manifests / "gone.yaml").symlink_to(reachable / "gone.yaml")
+    policy = REPO / "fixtures" / "manifests" / "policy.yml"
+    shutil.copy(policy, reachable / "gate-policy.yml")
+    (reachable / "gate-policy.yml").chmod(0o644)
+    result = run_as_nobody("gate", "--policy", reachable / "gate-policy.yml", manifests)
+    assert result.exit_code == 2, result.stdout + result.stderr
+    assert [line for line in result.stdout.splitlines() if ": error: " in line] == [
+        f"{manifests / 'gone.yaml'}: error: cannot read the manifest: a symbolic link to {reachable / 'gone.yaml'}, "
+        "which does not exist",
+        f"{manifests / 'team'}: error: cannot read the folder: Permission denied"], result.stdout
+    (manifests / "team").chmod(0o755)
+    (manifests / "gone.yaml").unlink()
+    assert run_as_nobody("gate", "--policy", reachable / "gate-policy.yml", manifests).exit_code in (0, 1)
+
+
 # ---- faults while writing: the previous report stays ------------------------------------------------------
 
 @pytest.fixture()
@@ -502,6 +704,77 @@ def test_ctrl_c_while_reading_leaves_nothing_behind(tmp_path, policy, files):
     assert stopped < 5, f"took {stopped:.1f} s to stop"  # the reads are interrupted, not waited for
     assert files_under(out) == before
     assert list(scratch.iterdir()) == []
+
+
+def _million_lines(path: Path) -> Path:
+    con = duckdb.connect()
+    con.execute(f"""COPY (SELECT 'li-' || i AS "identity/LineItemId", 'Usage' AS "lineItem/LineItemType",
+        '2026-07-01T00:00:00Z' AS "lineItem/UsageStartDate", '2026-07-01T01:00:00Z' AS "lineItem/UsageEndDate",
+        'BoxUsage:g5.xlarge' AS "lineItem/UsageType", '1' AS "lineItem/UsageAmount",
+        'USD' AS "lineItem/CurrencyCode", (i % 1000) / 100.0 AS "lineItem/UnblendedCost",
+        'i-' || (i % 5000) AS "lineItem/ResourceId" FROM range(1000000) t(i)) TO '{path}' (HEADER)""")
+    con.close()
+    return path
+
+
+def _start_audit(policy: Path, out: Path, scratch: Path, *billing: Path) -> subprocess.Popen:
+    """The installed command on `billing`, its temp folder `scratch`; returned once it reads."""
+    proc = subprocess.Popen([sys.executable, "-m", "auditor", "audit", "--policy", str(policy), "--out", str(out),
+                             *map(str, billing)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            cwd=REPO, env={**os.environ, "TMPDIR": str(scratch)})
+    first = proc.stderr.readline()  # "[1/n] reading ...": the read has begun
+    assert "reading" in first, first
+    time.sleep(0.5)
+    return proc
+
+
+def test_sigterm_is_handled_as_ctrl_c(tmp_path, policy):
+    """SIGTERM (a cancelled CI job, `timeout`) killed the run at once and left hundreds of MB of DuckDB spill
+    files in the temp folder: now exit 143, one line, the previous report untouched, no temporary file left."""
+    big = _million_lines(tmp_path / "big.csv")
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in OUTPUTS:
+        (out / name).write_text(f"previous {name}\n", encoding="utf-8")
+    before = files_under(out)
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    proc = _start_audit(policy, out, scratch, big)
+    try:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 143, err
+    assert [line for line in err.strip().splitlines() if "reading" not in line] == [
+        "gpu-auditor: terminated (SIGTERM); nothing was written"]
+    assert files_under(out) == before
+    assert list(scratch.iterdir()) == []
+
+
+def test_the_scratch_folder_of_a_killed_run_is_removed_by_the_next(tmp_path, policy):
+    """SIGKILL leaves the scratch folder (nothing runs on SIGKILL); the next run removes it, and never the
+    folder of a run still alive (its lock is held)."""
+    big = _million_lines(tmp_path / "big.csv")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    killed = _start_audit(policy, tmp_path / "out1", scratch, big)
+    killed.kill()
+    killed.communicate(timeout=60)
+    (left,) = list(scratch.iterdir())
+    assert left.name.startswith("gpu-auditor-") and (left / ".lock").is_file()
+    alive = _start_audit(policy, tmp_path / "out2", scratch, big)
+    try:
+        for folder in scratch.iterdir():  # as if both had started long ago (younger ones are left alone)
+            os.utime(folder / ".lock", (time.time() - 3600, time.time() - 3600))
+        (mine,) = [f for f in scratch.iterdir() if f != left]
+        result = cli_subprocess("inspect", str(GPU_FIXTURE), timeout=60, env={"TMPDIR": str(scratch)})
+        assert result.returncode == 0, result.stderr
+        assert sorted(scratch.iterdir()) == [mine]  # the dead run's folder removed, the live run's kept
+    finally:
+        alive.kill()
+        alive.communicate(timeout=60)
 
 
 def test_an_interrupted_read_stops_as_an_interrupt_not_as_a_bad_file(tmp_path):

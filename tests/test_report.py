@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from auditor import atomic
 from auditor.audit import Audit
 from auditor.core import run_audit
 from auditor.errors import InputError
@@ -225,8 +226,9 @@ def test_csv_neutralises_formulas(hostile_audit):
 
 
 @pytest.mark.parametrize(("value", "expected"), [
-    ("=1+1", "'=1+1"), ("+1", "+1"), ("-1.5", "-1.5"), ("-x", "'-x"), ("@A1", "'@A1"), ("\t=1", "'\t=1"),
-    ("\r=1", "'\r=1"), ("plain", "plain"), ("", ""), (None, ""), (Decimal("-3.10"), "-3.10"), (5, "5"),
+    ("=1+1", "'=1+1"), ("+1", "+1"), ("-1.5", "-1.5"), ("-x", "'-x"), ("@A1", "'@A1"), ("\t=1", "\\t=1"),
+    ("\r=1", "\\r=1"), ("a\nb\x1b", "a\\nb\\x1b"), ("plain", "plain"), ("", ""), (None, ""),
+    (Decimal("-3.10"), "-3.10"), (5, "5"),
 ])
 def test_safe_cell(value, expected):
     assert safe_cell(value) == expected
@@ -274,7 +276,7 @@ def test_write_outputs_is_atomic_when_rendering_fails(demo_audit, tmp_path, monk
 def test_write_outputs_is_atomic_when_writing_fails(demo_audit, tmp_path, monkeypatch):
     (tmp_path / "report.html").write_text("the previous report\n")
     (tmp_path / "audit.json").write_text("{}\n")
-    real = report.tempfile.mkstemp
+    real = atomic.tempfile.mkstemp
     calls = []
 
     def mkstemp(*args, **kwargs):
@@ -283,7 +285,7 @@ def test_write_outputs_is_atomic_when_writing_fails(demo_audit, tmp_path, monkey
             raise OSError(28, "No space left on device")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(report.tempfile, "mkstemp", mkstemp)
+    monkeypatch.setattr(atomic.tempfile, "mkstemp", mkstemp)
     with pytest.raises(InputError, match="No space left on device") as exc:
         write_outputs(demo_audit, tmp_path)
     assert exc.value.path == str(tmp_path)
@@ -303,7 +305,7 @@ def fail_rename(monkeypatch, nth: int) -> None:
             raise OSError(5, "Input/output error")
         return real(src, dst)
 
-    monkeypatch.setattr(report.os, "replace", flaky_replace)
+    monkeypatch.setattr(atomic.os, "replace", flaky_replace)
 
 
 def test_write_outputs_rename_failure_leaves_previous_report(demo_audit, tmp_path, monkeypatch):
@@ -353,7 +355,7 @@ def test_written_files_are_readable_by_others_in_process(demo_audit, tmp_path):
     write_outputs(demo_audit, tmp_path)
     for p in tmp_path.iterdir():
         m = p.stat().st_mode & 0o777
-        assert m == 0o666 & ~report._UMASK
+        assert m == 0o666 & ~atomic._UMASK
         if old == 0o022:
             assert m == 0o644
 

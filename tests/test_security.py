@@ -228,6 +228,8 @@ UNSAFE_YAML = {"load", "load_all", "unsafe_load", "unsafe_load_all", "full_load"
 
 def _safe_loader(expr: ast.AST, safe: set[str], assigned: dict[str, list[str]]) -> bool:
     """A `Loader=` that names only safe loaders, directly or through a variable assigned in the module."""
+    if isinstance(expr, ast.Name) and expr.id in safe:
+        return True
     sources = assigned.get(_name(expr), []) if isinstance(expr, ast.Name) else [ast.unparse(expr)]
     return bool(sources) and all("Loader" in s and set(re.findall(r"\b\w*Loader\b", s)) <= safe for s in sources)
 
@@ -241,9 +243,11 @@ def test_yaml_only_through_safe_loaders():
         if "yaml" not in text:
             continue
         tree = ast.parse(text, str(path))
-        safe = {"SafeLoader", "CSafeLoader"} | {node.name for node in ast.walk(tree) if isinstance(node, ast.ClassDef)
-                                                and {_name(b) for b in node.bases} & {"yaml.SafeLoader",
-                                                                                       "yaml.CSafeLoader"}}
+        # SafeLoader, safeyaml.NoAliasLoader (a SafeLoader), and the classes derived from either in the module.
+        safe = {"SafeLoader", "CSafeLoader", "yaml.SafeLoader", "yaml.CSafeLoader", "NoAliasLoader"}
+        classes = [node for node in ast.walk(tree) if isinstance(node, ast.ClassDef)]
+        for _ in classes:
+            safe |= {c.name for c in classes if {_name(b) for b in c.bases} & safe}
         assigned: dict[str, list[str]] = {}
         for node in ast.walk(tree):
             if isinstance(node, ast.Assign):
@@ -448,3 +452,333 @@ def test_every_dependency_has_a_lower_bound():
     unbounded = [r for r in requirements if not re.search(r"(>=|~=|==)\s*\d", r)]
     assert requirements and unbounded == []
     assert any(r.startswith("pip-audit") for r in project["optional-dependencies"]["test"])
+
+
+# ---- control characters from input never act in an output (auditor/text.py) -------------------------------
+
+FORGED = "\n::error file=src/app.py,line=1::forged annotation"
+ESCAPES = "\x1b]0;pwned\x07\x1b[2J\x1b[31m\u202e\x9b2J\x0b\x0c\r"  # NUL makes a CSV binary: in manifests
+CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+
+
+def _hostile_manifest(folder: Path, name: str = "job.yaml") -> Path:
+    text = (REPO / "fixtures" / "manifests" / "kubernetes" / "job-bad.yaml").read_text(encoding="utf-8")
+    text = text.replace("name: resnet-train", f"name: {json.dumps('resnet-train' + FORGED + ESCAPES + chr(0))}", 1)
+    text = text.replace("labels: {team: vision, owner: bo}", f"labels: {{team: vision, owner: {json.dumps(ESCAPES)}}}")
+    path = folder / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def gate_outputs(tmp_path_factory) -> dict[str, str]:
+    tmp = tmp_path_factory.mktemp("gate-control")
+    manifest = _hostile_manifest(tmp)
+    out = {}
+    for fmt in ("text", "json", "sarif", "junit", "github"):
+        result = invoke("gate", "--policy", REPO / "fixtures" / "manifests" / "policy.yml", "--format", fmt, manifest)
+        assert result.exit_code == 1, result.output  # the SPOT001 finding blocks: the job was read, name and all
+        out[fmt] = result.stdout
+    return out
+
+
+def test_a_job_name_cannot_forge_a_workflow_command_in_gate_text(gate_outputs):
+    """A job name with a line break printed a line starting `::error` in the default output, which GitHub
+    Actions runs as a workflow command: a pull request could forge CI annotations."""
+    text = gate_outputs["text"]
+    assert not [line for line in text.splitlines() if line.lstrip().startswith("::")], text
+    assert "resnet-train\\n::error file=src/app.py" in text  # shown, escaped, on its own line
+    assert not CONTROL.search(text)
+
+
+def test_github_annotations_are_only_the_gates_own(gate_outputs):
+    lines = gate_outputs["github"].splitlines()
+    commands = [line for line in lines if line.startswith("::")]
+    assert len(commands) == 1 and commands[0].startswith("::error file="), lines
+    assert "::error file=src/app.py" not in commands[0].split("::", 2)[1]  # not in the command's properties
+    assert not CONTROL.search(gate_outputs["github"])
+
+
+def test_junit_with_escapes_in_job_names_always_parses(gate_outputs):
+    """ESC from a job name made `--format junit` invalid XML: XML 1.0 allows no C0 character but TAB, LF, CR."""
+    from xml.dom import minidom
+    from xml.etree import ElementTree
+
+    root = ElementTree.fromstring(gate_outputs["junit"].encode())
+    minidom.parseString(gate_outputs["junit"].encode())
+    names = [case.get("name") for case in root.iter("testcase")]
+    assert any("resnet-train\\n::error" in n and "\\x1b]0;pwned\\x07" in n for n in names), names
+    assert not CONTROL.search(gate_outputs["junit"])
+
+
+def test_sarif_and_json_carry_no_raw_control_character(gate_outputs):
+    sarif = json.loads(gate_outputs["sarif"])
+    strings = []
+
+    def walk(v):
+        if isinstance(v, str):
+            strings.append(v)
+        elif isinstance(v, dict):
+            [walk(x) for x in (*v.keys(), *v.values())]
+        elif isinstance(v, list):
+            [walk(x) for x in v]
+    walk(sarif["runs"][0]["results"])
+    assert strings and not any(CONTROL.search(s) or "\n" in s for s in strings)
+    assert not CONTROL.search(gate_outputs["json"])  # JSON escapes every control character it keeps as data
+    assert json.loads(gate_outputs["json"])["jobs"][0]["name"].startswith("resnet-train" + FORGED)
+
+
+@pytest.fixture(scope="module")
+def control_report(tmp_path_factory) -> Path:
+    """An audit of an export whose tags, resource ids and team carry ANSI escapes, BEL, NUL, C1 and bidi
+    characters, and its e-mails (dry run)."""
+    tmp = tmp_path_factory.mktemp("control")
+    billing = write_cur(tmp / "cur.csv", [{"resource": "i-0esc" + ESCAPES, "owner": "bo" + ESCAPES},
+                                          {"resource": "i-0tag", "team": "vision", "project": ESCAPES}])
+    policy = tmp / "policy.yml"
+    policy.write_text(f"policy: {json.dumps('Control' + ESCAPES)}\nowner: finops@example.com\n"
+                      "teams:\n  vision: {lead: lead@example.com}\n", encoding="utf-8")
+    out = tmp / "out"
+    result = invoke("audit", "--policy", policy, "--out", out, billing)
+    assert result.exit_code == 0, result.output
+    assert not CONTROL.search(result.output), result.output  # the terminal summary too
+    assert invoke("email", "--dry-run", "--policy", policy, out).exit_code == 0
+    return out
+
+
+def test_ansi_escapes_from_tags_reach_no_report(control_report):
+    """`cat report.md` retitled and cleared the terminal."""
+    for name in ("report.md", "report.html", "findings.csv", "audit.json"):
+        text = (control_report / name).read_text(encoding="utf-8")
+        assert not CONTROL.search(text), (name, CONTROL.search(text))
+    assert "i-0esc\\\\x1b\\]0;pwned" in (control_report / "report.md").read_text(encoding="utf-8")
+    doc = json.loads((control_report / "audit.json").read_text(encoding="utf-8"))
+    assert "i-0esc" + ESCAPES in {f["resource"] for f in doc["findings"]}  # the data, kept as data
+    emails = sorted((control_report / "outbox").glob("*.eml"))
+    assert emails
+    for eml in emails:
+        assert not CONTROL.search(eml.read_bytes().decode("utf-8", "replace").replace("\r\n", "\n")), eml.name
+
+
+def test_a_file_name_with_line_breaks_forges_no_error_line(tmp_path):
+    bad = tmp_path / "export\r\ngpu-auditor: error: forged.csv"
+    bad.write_bytes(b"\x00\x01binary")
+    result = invoke("inspect", bad)
+    assert result.exit_code == 2
+    assert result.stderr.count("\n") == 1 and "\r" not in result.stderr, repr(result.stderr)
+    assert result.stderr.startswith("gpu-auditor: error: ") and "export\\r\\ngpu-auditor: error: forged.csv" \
+        in result.stderr
+
+
+# ---- secrets in tags, labels, names and descriptions are masked in every output -----------------------------
+
+TOKENS = {
+    "aws-access-key-id": "AKIAZ7EXAMPLEKEY0123",
+    "aws-session-key-id": "ASIAZ7EXAMPLEKEY0123",
+    "github-token": "ghp_" + "a1B2c3D4e5" * 3 + "a1B2c3",
+    "github-pat": "github_pat_11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyz0123456789ABCDEF",
+    "slack-token": "xoxb-123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx",
+    "google-api-key": "AIza" + "SyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q",
+    "jwt": "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U",
+    "private-key": "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaC1rZXktdjEAAAAA\n-----END OPENSSH PRIVATE KEY-----",
+}
+ASSIGNED = {  # (text, the secret part)
+    "aws-secret": ("aws_secret_access_key=wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "wJalrXUtnFEMI/K7MDENG"),
+    "password": ("db password: hunter2hunter2", "hunter2hunter2"),
+    "token": ('{"api_token": "tok-0123456789abcdef"}', "tok-0123456789abcdef"),
+    "azure": ("DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MA==;"
+              "EndpointSuffix=core.windows.net", "Zm9vYmFyYmF6cXV4MTIzNDU2Nzg5MA"),
+    "sas": ("sv=2022-11-02&ss=b&sig=c2lnbmF0dXJlMDEyMzQ1Njc4OQ%3D%3D", "c2lnbmF0dXJlMDEyMzQ1Njc4OQ"),
+    "url-password": ("https://trainer:s3cretpassw0rd@registry.example.com/v2", "s3cretpassw0rd"),
+}
+
+
+@pytest.mark.parametrize("kind", list(TOKENS))
+def test_token_shapes_are_masked(kind):
+    from auditor.secret_patterns import mask
+
+    masked = mask(f"ckpt={TOKENS[kind]} (rotated)") if kind != "private-key" else mask(f"key: {TOKENS[kind]} x")
+    assert TOKENS[kind] not in masked and "[masked:" in masked, masked
+
+
+@pytest.mark.parametrize("kind", list(ASSIGNED))
+def test_credential_assignments_are_masked(kind):
+    from auditor.secret_patterns import mask
+
+    text, secret = ASSIGNED[kind]
+    assert secret not in mask(text) and "[masked:" in mask(text), mask(text)
+
+
+@pytest.mark.parametrize("text", [
+    "i-0abc123def4567890", "arn:aws:ec2:us-east-1:123456789012:instance/i-0abc", "p4d.24xlarge", "max_tokens: 4096",
+    "sha256 " + "ab" * 32, "fingerprint: " + "0123456789abcdef" * 2 + "01234567", "resnet-train-2026-07-01",
+    "s3://bucket/ckpt/model.pt", "token_count=12", "gs://team-vision/checkpoints/step-1000",
+    "projects/ml-prod/locations/us-central1/customJobs/1234567890123456789",
+])
+def test_ordinary_values_are_not_masked(text):
+    from auditor.secret_patterns import mask
+
+    assert mask(text) == text
+
+
+def test_a_secret_under_a_credential_named_key_is_masked_whole():
+    from auditor.secret_patterns import mask_deep
+
+    doc = {"tags": {"aws_secret": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "db_password": "x1", "team": "vision",
+                    "s3-key": "checkpoints/model.pt"}}
+    assert mask_deep(doc) == {"tags": {"aws_secret": "[masked:secret]", "db_password": "[masked:secret]",
+                                       "team": "vision", "s3-key": "checkpoints/model.pt"}}
+
+
+@pytest.fixture(scope="module")
+def secret_tags(tmp_path_factory) -> dict:
+    """An audit (and its e-mail, and a gate) over tags, resource ids and job labels that hold credentials,
+    with masking on (the default) and off (`outputs: {mask_secrets: false}`)."""
+    tmp = tmp_path_factory.mktemp("secret-tags")
+    billing = write_cur(tmp / "cur.csv", [
+        {"resource": "i-0key " + TOKENS["aws-access-key-id"], "owner": TOKENS["github-token"]},  # TAG001: no team
+        {"resource": "i-0jwt", "team": "vision", "owner": TOKENS["slack-token"], "project": TOKENS["jwt"]},
+    ])
+    runs = {}
+    for mode, extra in (("masked", ""), ("unmasked", "outputs: {mask_secrets: false}\n")):
+        policy = tmp / f"{mode}.yml"
+        policy.write_text("policy: Secret tags\nowner: finops@example.com\nteams:\n  vision: {lead: lead@example.com}\n"
+                          + extra, encoding="utf-8")
+        out = tmp / mode
+        audit = invoke("audit", "--policy", policy, "--out", out, billing)
+        assert audit.exit_code == 0, audit.output
+        mail = invoke("email", "--dry-run", "--policy", policy, out)
+        report = invoke("report", out / "audit.json", "--format", "md")
+        manifest = _hostile_manifest(tmp, f"{mode}.yaml")
+        manifest.write_text(manifest.read_text().replace("owner: ", f"token: {TOKENS['github-pat']}, owner: "))
+        gates = {fmt: invoke("gate", "--policy", policy, "--format", fmt, manifest).stdout
+                 for fmt in ("text", "json", "sarif", "junit", "github")}
+        runs[mode] = {"out": out, "printed": audit.output + mail.output + report.output, "gates": gates,
+                      "doc": json.loads((out / "audit.json").read_text(encoding="utf-8"))}
+    return runs
+
+
+def _everything(run: dict) -> str:
+    files = "".join(p.read_bytes().decode("utf-8", "replace") for p in sorted(run["out"].rglob("*")) if p.is_file())
+    return files + run["printed"] + "".join(run["gates"].values())
+
+
+def test_secrets_in_tags_are_masked_in_every_output(secret_tags):
+    everything = _everything(secret_tags["masked"])
+    for kind in ("aws-access-key-id", "github-token", "slack-token", "jwt", "github-pat"):
+        assert TOKENS[kind] not in everything, kind
+    assert "[masked:github-token]" in everything and "[masked:aws-access-key-id]" in everything
+
+
+def test_mask_secrets_false_shows_them_and_report_keeps_to_it(secret_tags):
+    run = secret_tags["unmasked"]
+    assert TOKENS["aws-access-key-id"] in (run["out"] / "report.md").read_text(encoding="utf-8")
+    assert TOKENS["github-token"] in {f["owner"] for f in run["doc"]["findings"]}
+    assert TOKENS["aws-access-key-id"] in run["printed"]  # `gpu-auditor report` re-rendered it unmasked too
+    assert TOKENS["github-pat"] in run["gates"]["json"]
+    assert run["doc"]["policy"]["mask_secrets"] is False
+
+
+def test_rules_and_fingerprints_are_the_same_masked_or_not(secret_tags):
+    """Masking is at the output boundary: the rules read the real values, the fingerprints come from them."""
+    masked, unmasked = secret_tags["masked"]["doc"], secret_tags["unmasked"]["doc"]
+    assert [(f["rule"], f["fingerprint"]) for f in masked["findings"]] == \
+        [(f["rule"], f["fingerprint"]) for f in unmasked["findings"]]
+    assert {f["rule"] for f in masked["findings"]} >= {"TAG001"}
+
+
+# ---- output paths: never through a symbolic link nobody asked to follow ----------------------------------
+
+def _demo_audit(out: Path, *extra: str):
+    demo = REPO / "fixtures" / "demo"
+    return invoke("audit", "-q", "--policy", demo / "policy.yml", "--inventory", demo / "inventory.json",
+                  "--quarter", "2026-Q3", "--out", out, *extra, demo / "billing")
+
+
+def test_audit_out_through_a_symlink_is_refused(tmp_path):
+    """A checked-out repository could plant `audit-report -> /etc`; run as root in CI, that was anywhere."""
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (tmp_path / "audit-report").symlink_to(elsewhere)
+    result = _demo_audit(tmp_path / "audit-report")
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [
+        f"gpu-auditor: error: {tmp_path / 'audit-report'}: is a symbolic link (to {elsewhere}); refusing to write "
+        "through it (give the real path, or add --follow-symlinks to write where it points)"]
+    assert list(elsewhere.iterdir()) == []
+    (tmp_path / "dir-link").symlink_to(elsewhere)
+    result = _demo_audit(tmp_path / "dir-link" / "report")
+    assert result.exit_code == 2 and "goes through a symbolic link: " in result.stderr
+    assert list(elsewhere.iterdir()) == []
+    assert _demo_audit(tmp_path / "audit-report", "--follow-symlinks").exit_code == 0
+    assert (elsewhere / "audit.json").is_file() and (tmp_path / "audit-report").is_symlink()
+
+
+def test_report_out_and_gate_output_through_a_symlink_are_refused(tmp_path):
+    assert _demo_audit(tmp_path / "audit").exit_code == 0
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (tmp_path / "gate.sarif").symlink_to(victim)
+    manifests = REPO / "fixtures" / "manifests"
+    gate = ["gate", "--policy", manifests / "policy.yml", "--format", "sarif", "--output", tmp_path / "gate.sarif",
+            manifests / "kubernetes" / "job-good.yaml"]
+    result = invoke(*gate)
+    assert result.exit_code == 2 and "is a symbolic link" in result.stderr and "--follow-symlinks" in result.stderr
+    assert victim.read_text() == "precious\n"
+    assert invoke(*gate, "--follow-symlinks").exit_code == 0
+    assert json.loads(victim.read_text())["version"] == "2.1.0" and (tmp_path / "gate.sarif").is_symlink()
+    (tmp_path / "report-link").symlink_to(tmp_path / "audit")
+    result = invoke("report", tmp_path / "audit" / "audit.json", "--out", tmp_path / "report-link")
+    assert result.exit_code == 2 and "is a symbolic link" in result.stderr
+    result = invoke("email", "--dry-run", "--policy", REPO / "fixtures" / "demo" / "policy.yml", "--outbox",
+                    tmp_path / "report-link", tmp_path / "audit")
+    assert result.exit_code == 2 and "is a symbolic link" in result.stderr
+
+
+def test_one_atomic_writer():
+    """report.py, ci_formats.py, mail.py and pull.py write through auditor/atomic.py: no other rename."""
+    for path in _shipped_modules():
+        if path.name == "atomic.py":
+            continue
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        calls = {_name(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
+        assert not calls & {"os.replace", "os.rename"}, path
+
+
+def test_policy_init_through_a_symlink_is_refused(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    (tmp_path / "gpu-policy.yml").symlink_to(victim)
+    result = invoke("policy", "init", "--force", tmp_path / "gpu-policy.yml")
+    assert result.exit_code == 2 and "is a symbolic link" in result.stderr
+    assert victim.read_text() == "precious\n"
+
+
+BAD = REPO / "fixtures" / "bad"
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "sarif", "junit", "github"])
+def test_the_forged_annotation_manifest_of_the_corpus(fmt):
+    result = invoke("gate", "--policy", REPO / "fixtures" / "manifests" / "policy.yml", "--format", fmt,
+                    BAD / "manifest-forged-annotation.yaml")
+    assert result.exit_code == 1, result.output
+    out = result.stdout
+    assert not CONTROL.search(out) and "ghp_" not in out
+    assert [line for line in out.splitlines() if line.startswith("::")] == \
+        ([line for line in out.splitlines() if line.startswith("::error file=")] if fmt == "github" else [])
+    if fmt == "junit":
+        from xml.etree import ElementTree
+        ElementTree.fromstring(out.encode())
+
+
+def test_the_secret_and_escape_tags_export_of_the_corpus(tmp_path):
+    policy = tmp_path / "policy.yml"
+    policy.write_text("policy: p\nowner: finops@example.com\n", encoding="utf-8")
+    result = invoke("audit", "--policy", policy, "--out", tmp_path / "out", BAD / "cur-secret-and-escape-tags.csv")
+    assert result.exit_code == 0, result.output
+    for path in [*(tmp_path / "out").iterdir()]:
+        text = path.read_text(encoding="utf-8")
+        assert not CONTROL.search(text), path.name
+        for secret in ("AKIAZ7EXAMPLEKEY0123", "xoxb-1234", "ghp_a1B2", "eyJhbGciOiJIUzI1NiJ9."):
+            assert secret not in text, (path.name, secret)
+    assert not CONTROL.search(result.output)

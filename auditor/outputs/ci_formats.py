@@ -4,37 +4,48 @@ workflow annotations. Each is a view of one GateResult."""
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from auditor import __version__
+from auditor.atomic import target, write_file
+from auditor.errors import InputError
 from auditor.gate import GATE_SCHEMA, GateResult
 from auditor.model import Finding, Severity
 from auditor.rule import Rule
+from auditor.secret_patterns import mask, mask_deep
+from auditor.text import one_line, printable
 
 FORMATS = ("text", "json", "sarif", "junit", "github")
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 
 
 def render(result: GateResult, fmt: str) -> str:
+    """One format of the verdict. Values from the manifests (job names, tags, file names) never act as
+    control characters in it (text.py), and secrets in them are masked unless the policy says
+    `mask_secrets: false` (secret_patterns.py)."""
     return {"text": text, "json": as_json, "sarif": sarif, "junit": junit, "github": github}[fmt](result)
 
 
-def write_atomic(path: Path, content: str) -> None:
-    """Write a temp file beside the target, then rename: a failed run never leaves half a report."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+def write_output(path: Path, content: str, follow_symlinks: bool = False) -> None:
+    """`gate --output`: written atomically; a symbolic link on the way is refused unless `follow_symlinks`."""
+    path = target(path, follow_symlinks)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(content)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_file(path, content)
+    except OSError as e:
+        raise InputError(f"cannot write the gate's output: {e.strerror}", path=str(path)) from None
+
+
+def _masking(r: GateResult) -> bool:
+    return getattr(r.policy, "mask_secrets", True)
+
+
+def _show(r: GateResult, value: object) -> str:
+    """An input value on one line, masked as the policy says."""
+    return one_line(mask(str(value)) if _masking(r) and value is not None else value)
 
 
 def _where(f: Finding) -> str:
@@ -70,7 +81,7 @@ def text(r: GateResult) -> str:
                          f"(until {f.waiver['expires']})")
     lines += [f"warning: {w}" for w in r.warnings]
     lines.append(summary_line(r))
-    return "\n".join(lines) + "\n"
+    return "\n".join(_show(r, line) for line in lines) + "\n"
 
 
 def as_json(r: GateResult) -> str:
@@ -97,7 +108,8 @@ def as_json(r: GateResult) -> str:
         "waivers": r.waivers,
         "warnings": r.warnings,
     }
-    return json.dumps(doc, indent=2, default=str) + "\n"
+    doc = json.loads(json.dumps(doc, default=str))
+    return json.dumps(mask_deep(doc) if _masking(r) else doc, indent=2) + "\n"
 
 
 # ---- SARIF 2.1.0 --------------------------------------------------------------------------------------------
@@ -188,9 +200,29 @@ def sarif(r: GateResult) -> str:
         "invocations": [{"executionSuccessful": not r.failures,
                          "toolExecutionNotifications": [_failure_notification(e) for e in r.failed_files()] +
                          [{"level": "warning", "message": {"text": w}} for w in r.warnings]}],
-        "results": results,
+        "results": _clean(r, results),
     }
+    run["invocations"][0]["toolExecutionNotifications"] = _clean(r, run["invocations"][0][
+        "toolExecutionNotifications"])
     return json.dumps({"$schema": SARIF_SCHEMA, "version": "2.1.0", "runs": [run]}, indent=2, default=str) + "\n"
+
+
+def _clean(r: GateResult, value: object) -> object:
+    """Every string of a JSON-like value on one line and masked as the policy says (SARIF results)."""
+    value = json.loads(json.dumps(value, default=str))
+    if _masking(r):
+        value = mask_deep(value)
+    return _one_line_deep(value)
+
+
+def _one_line_deep(value: object) -> object:
+    if isinstance(value, str):
+        return one_line(value)
+    if isinstance(value, dict):
+        return {one_line(k): _one_line_deep(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_one_line_deep(v) for v in value]
+    return value
 
 
 # ---- JUnit XML ----------------------------------------------------------------------------------------------
@@ -229,19 +261,26 @@ def junit(r: GateResult) -> str:
                     counts["failures"] += 1
                     fail = ET.SubElement(case, "failure", type=blocking[0].severity.label,
                                          message=blocking[0].message)
-                    fail.text = "\n".join(f"{f.severity.label}: {f.message}\nfix: {f.remediation}" for f in blocking)
+                    fail.text = "\n".join(f"{f.severity.label}: {one_line(f.message)}\nfix: {one_line(f.remediation)}"
+                                           for f in blocking)  # input on its line: no line of it starts `::`
                 elif found and not open_:
                     counts["skipped"] += 1
                     ET.SubElement(case, "skipped", message="waived: " + "; ".join(
                         f"{f.waiver['reason']} (until {f.waiver['expires']})" for f in found))
                 if open_ and not blocking:
                     ET.SubElement(case, "system-out").text = "\n".join(
-                        f"{f.severity.label} (below --fail-on): {f.message}" for f in open_)
+                        f"{f.severity.label} (below --fail-on): {one_line(f.message)}" for f in open_)
         for k, v in counts.items():
             suite.set(k, str(v))
             totals[k] += v
     for k, v in totals.items():
         root.set(k, str(v))
+    masking = _masking(r)
+    for el in root.iter():  # XML 1.0 allows no C0 control character but tab, LF and CR, even escaped
+        for k, v in el.attrib.items():
+            el.set(k, one_line(mask(v) if masking else v))
+        if el.text:
+            el.text = printable(mask(el.text) if masking else el.text)
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
@@ -262,17 +301,18 @@ def github(r: GateResult) -> str:
     for what a waiver covers; GitHub shows them on the lines of the pull request."""
     out = []
     for e in r.failed_files():
-        props = [f"file={_prop(str(e['file']))}"] + ([f"line={e['line']}"] if e["line"] else [])
-        out.append(f"::error {','.join(props + ['title=gpu-auditor: manifest not read'])}::{_data(e['message'])}")
+        props = [f"file={_prop(_show(r, e['file']))}"] + ([f"line={e['line']}"] if e["line"] else [])
+        out.append(f"::error {','.join(props + ['title=gpu-auditor: manifest not read'])}::"
+                   f"{_data(_show(r, e['message']))}")
     for f in r.findings:
         kind = "notice" if f.waived else "error" if r.blocks(f) else "warning"
-        props = [f"file={_prop(f.file)}"] if f.file else []
+        props = [f"file={_prop(_show(r, f.file))}"] if f.file else []
         if f.file and f.line:
             props.append(f"line={f.line}")
-        props.append(f"title={_prop(f'{f.rule} {f.name} ({f.severity.label})')}")
-        msg = f.message + (f" (waived until {f.waiver['expires']}: {f.waiver['reason']})" if f.waived else
-                           f"\nFix: {f.remediation}")
+        props.append(f"title={_prop(_show(r, f'{f.rule} {f.name} ({f.severity.label})'))}")
+        msg = _show(r, f.message) + (_show(r, f" (waived until {f.waiver['expires']}: {f.waiver['reason']})")
+                                     if f.waived else "\nFix: " + _show(r, f.remediation))
         out.append(f"::{kind} {','.join(props)}::{_data(msg)}")
-    out += [f"::warning::{_data(w)}" for w in r.warnings]
-    out.append(summary_line(r))
+    out += [f"::warning::{_data(_show(r, w))}" for w in r.warnings]
+    out.append(_show(r, summary_line(r)))
     return "\n".join(out) + "\n"

@@ -16,7 +16,6 @@ import os
 import re
 import smtplib
 import ssl
-import tempfile
 import time
 import unicodedata
 from collections.abc import Callable, Mapping
@@ -32,10 +31,13 @@ from typing import Any
 
 import jinja2
 
+from auditor.atomic import target, write_file
 from auditor.auditfile import read_audit
 from auditor.errors import InputError
 from auditor.model import fmt_money
-from auditor.policy import Policy
+from auditor.policy import Policy, address_problem
+from auditor.secret_patterns import mask_deep
+from auditor.text import one_line
 
 UNATTRIBUTED = "(unattributed)"  # the key audit.json's summary.by_team uses for spend with no team
 TAX = "(tax)"  # and for tax, no team's: the owner's summary counts it in the total
@@ -49,14 +51,6 @@ FINDING_KEYS = ("rule", "name", "severity", "resource", "message", "remediation"
 # ---- text that goes into headers and file names ----------------------------------------------------------
 
 
-def one_line(value: Any) -> str:
-    """Tag values and team names, made single-line: no CR, LF or other control character survives, so a
-    value cannot start a new header or fake a line of the plain-text part."""
-    text = "" if value is None else str(value)
-    text = "".join(" " if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp") else ch for ch in text)
-    return " ".join(text.split())
-
-
 def slug(value: str, limit: int = 40) -> str:
     """A file-name part that cannot leave its folder: letters, digits, `_` and `-` only (no dots, no
     slashes), never empty."""
@@ -66,14 +60,11 @@ def slug(value: str, limit: int = 40) -> str:
 
 
 def mail_address(value: Any, what: str) -> str:
-    """An address from the policy, checked: one addr-spec, nothing else."""
+    """An address from the policy or --from, checked: one addr-spec, nothing else (policy.address_problem)."""
     text = "" if value is None else str(value).strip()
-    try:
-        addr = Address(addr_spec=text)
-    except (ValueError, IndexError) as e:
-        raise InputError(f"{what} {one_line(text)!r} is not an email address ({e})") from None
-    if not addr.username or not addr.domain or addr.addr_spec != text:
-        raise InputError(f"{what} {one_line(text)!r} is not an email address")
+    problem = address_problem(text)
+    if problem:
+        raise InputError(f"{what} '{one_line(text)}' {problem}")
     return text
 
 
@@ -337,26 +328,15 @@ class Entry:
         return self.state.get("status") == SENT
 
     def save(self) -> None:
-        _write_atomic(self.state_file, (json.dumps(self.state, indent=2, ensure_ascii=False) + "\n").encode())
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+        write_file(self.state_file, json.dumps(self.state, indent=2, ensure_ascii=False) + "\n", mode=None)
 
 
 class Outbox:
     """A folder of messages and their states. Held with an exclusive lock while in use, so two runs cannot
     send the same message at once."""
 
-    def __init__(self, folder: Path, create: bool = True):
+    def __init__(self, folder: Path, create: bool = True, follow_symlinks: bool = False):
+        folder = target(folder, follow_symlinks)
         self.folder = folder
         if not create and not folder.is_dir():
             raise InputError("no outbox here", path=str(folder))
@@ -407,7 +387,7 @@ class Outbox:
             return entry
         entry.state = {**state, "attempts": entry.state.get("attempts", 0), "errors": entry.state.get("errors", []),
                        "eml": entry.eml.name}
-        _write_atomic(entry.eml, msg.as_bytes(policy=email_policy.SMTP))
+        write_file(entry.eml, msg.as_bytes(policy=email_policy.SMTP), mode=None)
         entry.save()
         return entry
 
@@ -688,24 +668,26 @@ class Run:
 def send_audit(audit_path: Path, policy: Policy, outbox: Path, settings: SmtpSettings | None,
                sender: str | None = None, retry: Retry | None = None,
                progress: Callable[[Outcome], None] | None = None,
-               env: Mapping[str, str] | None = None) -> Run:
+               env: Mapping[str, str] | None = None, follow_symlinks: bool = False) -> Run:
     """Queue the audit's messages in the outbox and, unless `settings` is None (a dry run), send them."""
     env = os.environ if env is None else env
     audit, _ = load_audit(audit_path)
+    if policy.mask_secrets and (audit.get("policy") or {}).get("mask_secrets", True):
+        audit = mask_deep(audit)
     warnings = []
     if audit.get("policy", {}).get("name") != policy.name:
         warnings.append(f"the audit was run under policy {one_line(audit.get('policy', {}).get('name'))!r}, "
                         f"not {one_line(policy.name)!r}; teams and leads come from {policy.path or 'the policy'}")
     drafts = compose_all(audit, policy, sender or env.get(ENV + "FROM"), DRAFT if settings is None else PENDING)
-    with Outbox(outbox) as box:
+    with Outbox(outbox, follow_symlinks=follow_symlinks) as box:
         entries = [box.put(d.msg, d.state, d.label) for d in drafts]  # an already sent one stays as it was
         outcomes = [] if settings is None else deliver(box, entries, settings, retry, progress)
     return Run(outbox, entries, outcomes, warnings)
 
 
 def resend(outbox: Path, settings: SmtpSettings, retry: Retry | None = None,
-           progress: Callable[[Outcome], None] | None = None) -> Run:
+           progress: Callable[[Outcome], None] | None = None, follow_symlinks: bool = False) -> Run:
     """Send whatever the outbox holds that was not sent yet (failed, pending, or drafts of a dry run)."""
-    with Outbox(outbox, create=False) as box:
+    with Outbox(outbox, create=False, follow_symlinks=follow_symlinks) as box:
         entries = left(box)
         return Run(outbox, entries, deliver(box, entries, settings, retry, progress))

@@ -10,9 +10,7 @@ import csv
 import fnmatch
 import io
 import json
-import os
 import re
-import tempfile
 from datetime import date
 from decimal import Decimal
 from functools import cache
@@ -21,15 +19,20 @@ from typing import TYPE_CHECKING, Any
 
 import jinja2
 import markupsafe
+from markupsafe import Markup
 
-from auditor.errors import InputError
+from auditor.atomic import target, write_files
 from auditor.model import HOURS_PER_MONTH, fmt_money
+from auditor.secret_patterns import mask_deep
+from auditor.text import json_text, md_escape, one_line, printable
 
 if TYPE_CHECKING:
     from auditor.audit import Audit
 
-_UMASK = os.umask(0)
-os.umask(_UMASK)
+
+
+class _Shown(dict):
+    """An audit document made ready to show (masked as the policy says): the formats of one run mask it once."""
 
 FORMATS = ("json", "html", "md", "csv")
 FILE_NAMES = {"json": "audit.json", "html": "report.html", "md": "report.md", "csv": "findings.csv"}
@@ -37,14 +40,6 @@ CSV_FIELDS = ("severity", "rule", "name", "resource", "team", "owner", "provider
               "currency", "cost", "monthly_savings", "waived", "message", "remediation", "fingerprint",
               "clause", "evidence", "waiver_reason", "waiver_owner", "waiver_expires", "counted_under")
 EXPIRING_DAYS = 30  # a waiver that ends within this many days of the as-of date is listed as expiring
-
-
-def md_escape(value: Any) -> str:
-    """Text from exports and tags, made inert in Markdown: no tables broken, no links or HTML injected."""
-    text = "" if value is None else " ".join(str(value).split())
-    for ch in "\\`*_{}[]<>()#+!|":
-        text = text.replace(ch, "\\" + ch)
-    return text
 
 
 def fmt_num(value: Any, digits: int = 0) -> str:
@@ -66,7 +61,8 @@ def _env() -> jinja2.Environment:
     """One environment per process, so each template is compiled once."""
     env = jinja2.Environment(loader=jinja2.PackageLoader("auditor.reports", "."),
                              autoescape=jinja2.select_autoescape(["html", "html.j2"]),
-                             trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+                             trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined,
+                             finalize=_finalize)
     env.filters["money"] = fmt_money
     env.filters["num"] = fmt_num
     env.filters["md"] = md_escape
@@ -74,13 +70,33 @@ def _env() -> jinja2.Environment:
     return env
 
 
+def _finalize(value: Any) -> Any:
+    """Every `{{ value }}` of every template: control characters escaped (a line break stays in Markdown text
+    that is meant to have one; the |md filter puts table cells on one line)."""
+    if isinstance(value, str) and not isinstance(value, Markup):
+        return printable(value)
+    return value
+
+
 def audit_doc(audit: Audit | dict[str, Any]) -> dict[str, Any]:
-    """The JSON-able audit: an Audit's to_dict(), or a dict read back from audit.json as it is."""
-    return audit if isinstance(audit, dict) else audit.to_dict()
+    """The JSON-able audit, as every output shows it: an Audit's to_dict(), or a dict read back from
+    audit.json, with secrets masked (secret_patterns.py) unless the policy said `mask_secrets: false` (then
+    recorded in audit.json's policy section, so `gpu-auditor report` keeps to it)."""
+    if isinstance(audit, _Shown):
+        return audit
+    if isinstance(audit, dict):
+        doc = audit
+    else:
+        doc = audit.to_dict()
+        if not getattr(audit.policy, "mask_secrets", True):
+            doc["policy"]["mask_secrets"] = False
+    if (doc.get("policy") or {}).get("mask_secrets", True) is False:
+        return _Shown(doc)
+    return _Shown(mask_deep(doc))
 
 
 def render_json(audit: Audit | dict[str, Any]) -> str:
-    return json.dumps(audit_doc(audit), indent=2, ensure_ascii=False) + "\n"
+    return json_text(json.dumps(audit_doc(audit), indent=2, ensure_ascii=False)) + "\n"
 
 
 def render_html(audit: Audit | dict[str, Any], team: str | None = None) -> str:
@@ -93,8 +109,9 @@ def render_md(audit: Audit | dict[str, Any], team: str | None = None) -> str:
 
 
 def safe_cell(value: Any) -> str:
-    """Neutralise spreadsheet formulas: a cell that starts with = + - @ (or a tab or CR) gets a quote."""
-    text = "" if value is None else str(value)
+    """One line (control characters escaped), and spreadsheet formulas neutralised: a cell that starts with
+    = + - @ (or a tab or CR) gets a quote."""
+    text = one_line(value)
     if text and text[0] in "=+-@\t\r" and not _is_number(text):
         return "'" + text
     return text
@@ -152,49 +169,12 @@ def teams_of(audit: Audit | dict[str, Any]) -> list[str]:
 
 
 def write_outputs(audit: Audit | dict[str, Any], out_dir: Path, formats: tuple[str, ...] = FORMATS,
-                  team: str | None = None) -> list[Path]:
+                  team: str | None = None, follow_symlinks: bool = False) -> list[Path]:
+    """Render the formats asked for, then write them into `out_dir` as one (atomic.write_files); a symbolic
+    link on the way to `out_dir` is refused unless `follow_symlinks`."""
     doc = audit_doc(audit)
     rendered = {FILE_NAMES[f]: render(doc, f, team) for f in formats}
-    try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-    except OSError as e:
-        raise InputError(f"cannot create the output folder: {e.strerror}", path=str(out_dir)) from None
-    temps: list[tuple[str, Path]] = []
-    backups: list[tuple[str, Path]] = []  # the previous report, kept until every new file is in place
-    replaced: list[Path] = []
-    try:
-        for name, text in rendered.items():
-            fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=out_dir)
-            temps.append((tmp, out_dir / name))
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
-            os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; a report is as readable as any file
-        for _, final in temps:
-            if final.exists():
-                backup = f"{tempfile.mkdtemp(prefix=f'.{final.name}.old.', dir=out_dir)}/{final.name}"
-                os.link(final, backup)
-                backups.append((backup, final))
-        for tmp, final in temps:
-            os.replace(tmp, final)
-            replaced.append(final)
-    except BaseException as e:  # an OSError, or Ctrl-C between two renames: no mix of old and new files
-        for backup, final in backups:  # put the previous report back as it was
-            if final in replaced:
-                os.replace(backup, final)
-        for final in replaced:
-            if not any(f == final for _, f in backups) and final.exists():
-                final.unlink()
-        if isinstance(e, OSError):
-            raise InputError(f"cannot write the report: {e.strerror}; the previous report is left as it was",
-                             path=str(out_dir)) from None
-        raise
-    finally:
-        for tmp, _ in temps + backups:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-        for backup, _ in backups:
-            os.rmdir(os.path.dirname(backup))
-    return [out_dir / n for n in rendered]
+    return write_files(target(out_dir, follow_symlinks), rendered, "report")
 
 
 # ---- the view-model: what the templates see, built from the audit.json dict alone -------------------------

@@ -5,19 +5,17 @@ A resource id or a tag can hold a presigned S3 or GCS URL, an Azure SAS URL or a
 report travels by e-mail. So every string read from an export or an inventory keeps its URL's scheme, host
 and path (enough to know the object) and loses its query string and user info, and signature or token
 parameters outside a URL lose their values. The same rules exist as a Python function (inventories, error
-messages) and as SQL (billing lines, never looped over in Python).
+messages) and as SQL (billing lines, never looped over in Python). Token-shaped secrets (access keys, GitHub
+tokens, JWTs, ...) are masked later, in every output: auditor/secret_patterns.py.
 """
 
 from __future__ import annotations
 
 import re
 
-MARK = "REDACTED"
+from auditor.secret_patterns import SECRET_PARAMS  # the one list of credential names
 
-# Parameter names whose value is a credential: SAS `sig`, SigV4 and V2 presigned, GCS signed URLs, tokens.
-SECRET_PARAMS = ("sig|signature|x-amz-signature|x-amz-credential|x-amz-security-token|x-goog-signature|"
-                 "x-goog-credential|awsaccesskeyid|token|access_token|id_token|password|passwd|secret|"
-                 "client_secret|api_key|apikey|accountkey|sharedaccesskey")
+MARK = "REDACTED"
 
 # (pattern, replacement), applied in order; RE2 (DuckDB) and Python `re` read these alike. A URL ends at a
 # space or a quote, so a URL inside JSON text (a FOCUS Tags cell) is redacted without breaking the JSON.

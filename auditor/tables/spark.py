@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from auditor.errors import InputError
-from auditor.providers.billing.columns import Columns
+from auditor.providers.billing.columns import Columns, check_types
 from auditor.sql import q
 from auditor.tables.normalize import select_sql
 from auditor.tables.spark_files import billing_files, check_gzip_name
@@ -140,6 +140,7 @@ def load_billing(store: Store, paths: list[Path | str], master: str | None = Non
         check_gzip_name(sniffed, path)
         cols = Columns(sniffed.columns, sniffed.fields, sniffed.types)
         exprs, checks = store.reader_sql(sniffed.format, cols)
+        check_types(cols, checks, str(path))
         view = f"billing_{i}"
         _read(spark, sniffed, view, store._spill.name, location)
         select = select_sql(exprs, cols, q(view), 1, str(path), sniffed.format, list(COSTS),

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import tempfile
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -25,10 +24,11 @@ import duckdb
 from auditor.errors import InputError
 from auditor.files import sha256_of
 from auditor.providers.billing import aws, azure, focus, gcp
-from auditor.providers.billing.columns import MONEY, Columns
-from auditor.providers.billing.detect import Sniffed, expand, sniff
+from auditor.providers.billing.columns import MONEY, Columns, check_types
+from auditor.providers.billing.detect import MAX_LINE, Sniffed, expand, gzip_line_over, sniff
 from auditor.providers.catalog import Catalog, load_catalog
 from auditor.providers.redact import redact, redact_sql
+from auditor.scratch import Scratch
 from auditor.sql import lit
 from auditor.tables import stats
 from auditor.tables.normalize import CLASH, rollup_sql, select_sql
@@ -74,8 +74,9 @@ def _csv_reason(error: str) -> str:
 
 class Store:
     def __init__(self, catalog: Catalog | None = None, database: str = ":memory:"):
-        # Large exports spill to a private temporary folder instead of growing without bound.
-        self._spill = tempfile.TemporaryDirectory(prefix="gpu-auditor-")
+        # Large exports spill to the run's scratch folder instead of growing without bound; a folder left by a
+        # run that was killed is removed here (scratch.py).
+        self._spill = Scratch()
         if database == ":memory:":
             # A database file there rather than memory: DuckDB stores its tables compressed and keeps only what
             # fits the memory limit in memory, so ten million lines stay well under a gigabyte.
@@ -197,6 +198,7 @@ class Store:
         source = SourceFile(str(path), sniffed.format, digest)
         cols = Columns(sniffed.columns, sniffed.fields, sniffed.types)
         exprs, checks = self.reader_sql(sniffed.format, cols)
+        check_types(cols, checks, str(path))  # a BOOLEAN cost column: refused, not summed as 1 a line
         source.cost_column = next((c for c, kind in checks if kind == "money"), None)
         relation = self._relation(sniffed)
         first_row = 2 if sniffed.container == "csv" else 1  # CSV rows are counted as lines, after the header
@@ -317,6 +319,11 @@ class Store:
     def _diagnose(self, con: duckdb.DuckDBPyConnection, s: Sniffed, cols: Columns, relation: str,
                   checks: list[tuple[str, str]], first_row: int, error: duckdb.Error) -> InputError:
         """Turn a DuckDB error into one line that names the file, the line and the column."""
+        if s.container == "csv" and s.compression == "gzip" and (line := gzip_line_over(s.path)):
+            # DuckDB holds a line whole before refusing it: a long line (or a gzip bomb's endless one) was
+            # miscounted as a ragged line, or ended in DuckDB's allocation error naming no file
+            return InputError(f"cannot read the file: the line is longer than {MAX_LINE:,} bytes, the longest line "
+                              "gpu-auditor reads", path=str(s.path), line=line)
         tests = {"money": f"TRY_CAST(v AS {MONEY}) IS NULL", "time": "TRY_CAST(v AS TIMESTAMPTZ) IS NULL",
                  "date": f"({azure.parse_date('trim(CAST(v AS VARCHAR))', try_=True)}) IS NULL",
                  "tags": "NOT json_valid(CASE WHEN starts_with(trim(v), '{') THEN trim(v) ELSE '{' || v || '}' END)",

@@ -2,10 +2,29 @@
 
 from __future__ import annotations
 
+from auditor.errors import InputError, InputErrors
 from auditor.providers.billing.detect import norm
 from auditor.sql import lit, q
 
 MONEY = "DECIMAL(38,18)"
+
+# The column types (DuckDB's names, from the file's schema) a reader accepts for each kind of value: text is
+# always accepted (its values are checked line by line as they are read), NULL is a column with no value at all.
+_TEXT = {"VARCHAR", "JSON", "NULL"}
+_NUMBERS = {"TINYINT", "SMALLINT", "INTEGER", "BIGINT", "HUGEINT", "UTINYINT", "USMALLINT", "UINTEGER", "UBIGINT",
+            "UHUGEINT", "FLOAT", "REAL", "DOUBLE", "DECIMAL", "VARINT", "BIGNUM"}
+_TIMES = {"TIMESTAMP", "TIMESTAMP WITH TIME ZONE", "TIMESTAMPTZ", "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS",
+          "DATE"}
+ACCEPTED = {"money": (_NUMBERS | _TEXT, "a number (or text holding one)"),
+            "time": (_TIMES | _TEXT, "a timestamp (or text holding an ISO-8601 time)"),
+            "date": (_TIMES | _TEXT, "a date (or text holding one)")}
+_NOT_TEXT = ("STRUCT", "MAP", "LIST", "UNION", "BLOB", "BIT")  # what an id, a name or a tag value cannot be
+
+
+def base_type(duckdb_type: str) -> str:
+    """`DECIMAL(18,2)` -> DECIMAL, `VARCHAR[]` -> LIST, `STRUCT(a INT)` -> STRUCT."""
+    t = duckdb_type.strip().strip('"').upper()
+    return "LIST" if t.endswith("]") else t.split("(", 1)[0].strip()
 
 
 def money(expr: str) -> str:
@@ -26,6 +45,7 @@ class Columns:
         self.names = tuple(names)
         self.fields = dict(fields)  # nested fields: dotted name -> SQL path
         self.types = dict(types)  # Parquet and JSON column types; CSV columns are all text
+        self.used: dict[str, str] = {}  # column -> what a reader reads it as: money, time or text (check_types)
         self.by_key: dict[str, str] = {}
         for n in self.names:
             self.by_key.setdefault(norm(n), n)
@@ -47,6 +67,8 @@ class Columns:
     def text(self, *candidates: str) -> str:
         """The column as trimmed text, with empty strings as NULL."""
         found = self.name(*candidates)
+        if found:
+            self.used.setdefault(found, "text")
         return f"NULLIF(trim(CAST({self._sql(found)} AS VARCHAR)), '')" if found else "CAST(NULL AS VARCHAR)"
 
     def first_text(self, *candidates: str) -> str:
@@ -58,10 +80,14 @@ class Columns:
 
     def money(self, *candidates: str) -> str:
         found = self.name(*candidates)
+        if found:
+            self.used[found] = "money"
         return money(self._sql(found)) if found else f"CAST(NULL AS {MONEY})"
 
     def timestamp(self, *candidates: str) -> str:
         found = self.name(*candidates)
+        if found:
+            self.used[found] = "time"
         return timestamp(self._sql(found)) if found else "CAST(NULL AS TIMESTAMP)"
 
 
@@ -71,3 +97,21 @@ def case_map(expr: str, mapping: dict[str, str], default: str = "NULL") -> str:
         return default
     whens = " ".join(f"WHEN {lit(k)} THEN {lit(v)}" for k, v in mapping.items())
     return f"(CASE {expr} {whens} ELSE {default} END)"
+
+
+def check_types(cols: Columns, checks: list[tuple[str, str]], path: str) -> None:
+    """Refuse a file whose schema gives a column the reader uses a type it cannot read as what it reads it for:
+    a cost column of BOOLEAN was summed as 1 a line, without a word. Every such column is named, with the type
+    found (one line each). CSV columns are text, and pass; their values are checked as they are read."""
+    errors = []
+    for column, kind in {**cols.used, **dict(checks)}.items():
+        found = cols.types.get(column)
+        if not found:
+            continue
+        if kind in ACCEPTED and base_type(found) not in ACCEPTED[kind][0]:
+            errors.append(InputError(f"the column is of type {found}; gpu-auditor reads it as {ACCEPTED[kind][1]}",
+                                     path=path, column=column))
+        elif kind == "text" and base_type(found) in _NOT_TEXT:
+            errors.append(InputError(f"the column is of type {found}; gpu-auditor reads it as text (an id, a name "
+                                     "or a value)", path=path, column=column))
+    InputErrors.raise_if_any(errors)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import os
 import re
 import zlib
 from collections.abc import Callable
@@ -13,6 +14,7 @@ from pathlib import Path
 
 from auditor.errors import InputError
 from auditor.providers.billing import avro
+from auditor.readable import files_under, kind_of
 
 DATA_SUFFIXES = (".csv", ".csv.gz", ".gz", ".parquet", ".txt", ".json", ".jsonl", ".ndjson", ".avro")
 # A Hadoop file system URI (s3a://bucket/prefix, gs://, abfss://, hdfs://, file:///, dbfs:/), or the `s3:/bucket`
@@ -51,9 +53,8 @@ def expand(paths: list[Path], notes: list[str] | None = None) -> list[Path]:
     new assembly beside the old one, and reading both would count the month twice."""
     out: list[Path] = []
     for p in paths:
-        if p.is_dir():
-            found = sorted(f for f in p.rglob("*") if f.is_file() and f.name.lower().endswith(DATA_SUFFIXES)
-                           and not f.name.startswith(".") and not _is_sidecar(f))
+        if not (URI.match(str(p)) and not os.path.lexists(p)) and kind_of(p, "billing file") == "folder":
+            found = files_under(p, is_data, "billing file")  # an unreadable path among them: refused
             listed = _manifest_keys(p)
             if listed:
                 kept = [f for f in found if _tail(f) in listed] or [f for f in found if f.name in listed]
@@ -65,13 +66,15 @@ def expand(paths: list[Path], notes: list[str] | None = None) -> list[Path]:
                 raise InputError("folder holds no billing files (.csv, .csv.gz, .parquet, .json, .avro)",
                                  path=str(p))
             out.extend(found)
-        elif p.is_file():
-            out.append(p)
-        elif URI.match(str(p)):
+        elif URI.match(str(p)) and not os.path.lexists(p):
             raise InputError(URI_NEEDS_SPARK, path=str(p))
         else:
-            raise InputError("no such file or folder", path=str(p))
+            out.append(p)
     return out
+
+
+def is_data(f: Path) -> bool:
+    return f.name.lower().endswith(DATA_SUFFIXES) and not f.name.startswith(".") and not _is_sidecar(f)
 
 
 def _tail(path: Path) -> str:
@@ -279,6 +282,51 @@ def first_line_over(path: Path, limit: int, block: int = 1 << 20) -> int | None:
                 return 1 + sum(mm[i:min(i + (8 << 20), start)].count(b"\n") for i in range(0, start, 8 << 20))
             skip = end if end >= 0 else len(mm)
     return None
+
+
+def gzip_line_over(path: Path, limit: int = MAX_LINE, block: int = 1 << 20) -> int | None:
+    """The number of the first line of a gzip CSV longer than `limit` bytes once inflated, or None (also for a
+    damaged stream: that has its own message). DuckDB holds a whole line in memory before refusing it, so a
+    100 MB line was miscounted as a line of too few fields, and a gzip bomb (gigabytes of one endless line)
+    ended in DuckDB's allocation error, naming no file. This inflates in slices of `block` bytes and stops at
+    the long line: a bomb costs `limit` bytes, not its size. Run when DuckDB fails on a gzip file."""
+    inflate = zlib.decompressobj(31)
+    line, run = 1, 0  # run: bytes of the current line inflated so far
+    try:
+        with open(path, "rb") as f:
+            pending = b""
+            while True:
+                if not pending:
+                    pending = f.read(block)
+                    if not pending:
+                        return None
+                out = inflate.decompress(pending, block)
+                pending = inflate.unconsumed_tail
+                if inflate.eof:  # the next member of a multi-member file
+                    pending = inflate.unused_data + pending
+                    inflate = zlib.decompressobj(31)
+                last = out.rfind(b"\n")
+                if last < 0:
+                    run += len(out)
+                    if run > limit:
+                        return line
+                    continue
+                first = out.find(b"\n")
+                if run + first > limit:  # the line that went on from the slices before
+                    return line
+                line, pos = line + 1, first + 1
+                if block > limit:  # a whole line inside one slice can be over the limit only then
+                    while (nxt := out.find(b"\n", pos)) >= 0:
+                        if nxt - pos > limit:
+                            return line
+                        line, pos = line + 1, nxt + 1
+                else:
+                    line += out.count(b"\n", pos)
+                run = len(out) - last - 1
+                if run > limit:
+                    return line
+    except (OSError, EOFError, zlib.error):
+        return None
 
 
 # Columns FOCUS 1.2 added (Microsoft's 1.0 export already has BillingAccountType, so that is no marker).

@@ -34,8 +34,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from auditor import __version__
+from auditor.atomic import replace_folder, target
 from auditor.errors import InputError
 from auditor.files import sha256_of as sha256  # the snapshot's hashes are the audit's
+from auditor.secret_patterns import mask
 from auditor.window import Window
 
 MANIFEST_SCHEMA = "gpu-auditor/snapshot-manifest@1"
@@ -45,14 +47,6 @@ EXTRAS = {"aws": "aws", "gcp": "gcp", "azure": "azure", "k8s": "k8s"}
 # Environment variables whose values are credentials: never written, even inside an error message.
 SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AZURE_CLIENT_SECRET",
               "AZURE_PASSWORD", "AZURE_CLIENT_CERTIFICATE_PASSWORD", "GOOGLE_OAUTH_ACCESS_TOKEN")
-SECRET_PATTERNS = [
-    re.compile(r"(?i)(authorization[\"']?\s*[:=]\s*[\"']?)(bearer|basic)?\s*[^\s\"',}]+"),
-    re.compile(r"(?i)\b(bearer\s+)[A-Za-z0-9._~+/=-]{8,}"),
-    re.compile(r"(?i)((?:access_token|refresh_token|client_secret|id_token|password|x-amz-security-token|"
-               r"x-amz-signature|signature|sig|token)[\"']?\s*[:=]\s*[\"']?)[^\s\"'&,}]+"),
-    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----.*?-----END [A-Z ]*PRIVATE KEY-----", re.S),
-]
-
 
 # ---- time ---------------------------------------------------------------------------------------------
 
@@ -156,9 +150,7 @@ class Pull:
     def redact(self, text: str) -> str:
         for s in sorted(self._secrets, key=len, reverse=True):
             text = text.replace(s, "***")
-        for pattern in SECRET_PATTERNS:
-            text = pattern.sub(lambda m: (m.group(1) if m.re.groups else "") + "***", text)
-        return text
+        return mask(text)
 
     def progress(self, message: str) -> None:
         if self._progress:
@@ -272,9 +264,10 @@ def _run_adapter(pull: Pull) -> None:
 
 def pull_snapshot(options: PullOptions, out: Path, force: bool = False, retry: Retry | None = None,
                   progress: Callable[[str], None] | None = None,
-                  adapter: Callable[[Pull], None] | None = None) -> dict[str, Any]:
-    """Pull from the provider into the snapshot folder `out`, atomically. Returns the manifest."""
-    out = Path(out)
+                  adapter: Callable[[Pull], None] | None = None, follow_symlinks: bool = False) -> dict[str, Any]:
+    """Pull from the provider into the snapshot folder `out`, atomically (a symbolic link on the way refused
+    unless `follow_symlinks`). Returns the manifest."""
+    out = target(Path(out), follow_symlinks)
     if out.exists() and not force and not (out.is_dir() and not any(out.iterdir())):
         raise InputError("already exists; use --force to replace it", path=str(out))
     if out.exists() and not out.is_dir():
@@ -289,7 +282,7 @@ def pull_snapshot(options: PullOptions, out: Path, force: bool = False, retry: R
         pull = Pull(options, staging, retry, progress)
         (adapter or _run_adapter)(pull)
         manifest = _finish(pull, staging)
-        _replace(staging, out)
+        replace_folder(staging, out)
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -342,16 +335,6 @@ def _write(path: Path, text: str, pull: Pull) -> None:
         if s in text:  # redaction is applied to messages; this catches a secret an adapter put in a field
             raise RuntimeError(f"refusing to write {path.name}: it would contain a credential")
     path.write_text(text + "\n", encoding="utf-8")
-
-
-def _replace(staging: Path, out: Path) -> None:
-    if out.exists():
-        old = out.with_name(f".{out.name}.old-{os.getpid()}")
-        os.rename(out, old)
-        os.rename(staging, out)
-        shutil.rmtree(old, ignore_errors=True)
-    else:
-        os.rename(staging, out)
 
 
 def _json_default(v: Any) -> Any:
@@ -431,7 +414,7 @@ def _manifest(path: Path) -> dict[str, Any] | None:
     """The snapshot manifest of a folder, or None when the folder is not a snapshot (a bare inventory.json
     beside billing files makes one too)."""
     m = path / "manifest.json"
-    if m.is_file():
+    if os.path.isfile(m):
         try:
             doc = json.loads(m.read_text(encoding="utf-8"))
         except (OSError, ValueError) as e:
@@ -439,23 +422,25 @@ def _manifest(path: Path) -> dict[str, Any] | None:
         if isinstance(doc, dict) and doc.get("schema") == MANIFEST_SCHEMA:
             return doc
         return None
-    return {} if (path / "inventory.json").is_file() else None
+    return {} if os.path.isfile(path / "inventory.json") else None
 
 
 def audit_inputs(paths: list[Path], inventory: Path | None = None) -> AuditInputs:
     """Split snapshot folders out of the billing paths: their billing files are read as billing, their
     inventories merged, their windows joined, and the sources their manifests list as failed reported."""
+    from auditor.providers.billing.detect import is_data
     from auditor.providers.live.snapshot import load_snapshot
+    from auditor.readable import files_under
 
     out = AuditInputs(billing=[])
     docs, labels, starts, ends = [], [], [], []
     for p in map(Path, paths):
-        manifest = _manifest(p) if p.is_dir() else None
+        manifest = _manifest(p) if os.path.isdir(p) else None  # not Path.is_dir: raises on EACCES
         if manifest is None:
             out.billing.append(p)
             continue
         billing = p / "billing"
-        if billing.is_dir() and any(f.is_file() for f in billing.rglob("*")):
+        if billing.is_dir() and files_under(billing, is_data, "billing file"):  # an unreadable one: named
             out.billing.append(billing)
         if (p / "inventory.json").is_file():
             docs.append(load_snapshot(p / "inventory.json"))

@@ -145,7 +145,7 @@ def load_snapshot(path: str | Path) -> dict[str, Any]:
     except json.JSONDecodeError as e:
         raise InputError(f"not valid JSON: {e.msg}", path=path, line=e.lineno) from None
     except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"cannot read the inventory: {e}", path=path) from None
+        raise InputError(f"cannot read the inventory: {getattr(e, 'strerror', None) or e}", path=path) from None
     except RecursionError:  # [[[[... thousands deep: Python's parser gives up; say so, not crash
         raise InputError("not valid JSON: nested too deeply", path=path) from None
     doc = Validator(path).check(data, SNAPSHOT)

@@ -87,8 +87,8 @@ def load_jobs(paths: Iterable[str | Path], catalog: Catalog, skip_unknown: bool 
     for given in paths:
         try:
             found = expand([given])
-        except InputError as e:
-            out.failures.append(e)
+        except InputError as e:  # InputErrors: every unreadable folder and link under it, each a failure
+            out.failures.extend(getattr(e, "errors", [e]))
             continue
         for path in found:
             out.files.append(str(path))

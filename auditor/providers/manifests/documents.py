@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from auditor.errors import InputError
+from auditor.readable import files_under, kind_of
 from auditor.safeyaml import NoAliasLoader
 
 SUFFIXES = (".yaml", ".yml", ".json")
@@ -40,12 +41,11 @@ def expand(paths: Iterable[str | Path]) -> list[Path]:
     """Files as given, and folders as the *.yaml, *.yml and *.json files under them, sorted."""
     out: list[Path] = []
     for p in map(Path, paths):
-        if p.is_dir():
-            out += sorted(f for f in p.rglob("*") if f.is_file() and f.suffix.lower() in SUFFIXES)
-        elif p.is_file():
-            out.append(p)
+        # a folder it cannot list, a dangling or looping link: named (an unreadable file: by its reader)
+        if kind_of(p, "manifest", open_file=False) == "folder":
+            out += files_under(p, lambda f: f.suffix.lower() in SUFFIXES, "manifest", open_files=False)
         else:
-            raise InputError("no such file or folder", path=str(p))
+            out.append(p)
     return out
 
 
