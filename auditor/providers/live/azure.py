@@ -28,6 +28,7 @@ Not done yet: GPU metrics of AKS nodes (they come through `--provider k8s` and D
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from auditor.providers.live import azure_cost, azure_ml, azure_monitor, azure_prices
@@ -73,26 +74,12 @@ def _compute(p: Pull, credential, sub: str, kw: dict, call: dict) -> dict[str, i
 
     client = ComputeManagementClient(credential, sub, **kw)
     vms = p.retry.call(lambda: list(client.virtual_machines.list_all(**call)), throttled=throttled)
-    found, seen = 0, set()
-    for vm in vms:
-        size = vm.hardware_profile.vm_size if vm.hardware_profile else None
-        if not size or not GPU_SIZE.match(size):
-            continue
-        if not vm.id or vm.id.lower() in seen:
-            p.unread("GPU VMs listed twice" if vm.id else "GPU VMs without an id")
-            continue
-        seen.add(vm.id.lower())
+    found = 0
+    for vm, size in _gpu_machines(p, vms, "VMs", lambda vm: vm.hardware_profile and vm.hardware_profile.vm_size):
         found += 1
         spot = (vm.priority or "").lower() in ("spot", "low")
-        p.assets.append({
-            "id": vm.id.lower(), "provider": "azure", "account": sub, "region": vm.location,
-            "zone": (vm.zones or [None])[0],
-            "name": vm.name, "kind": "vm", "instance_type": size,
-            "lifecycle": "spot" if spot else "on_demand", "eviction_policy": eviction(vm.eviction_policy, spot),
-            "state": (vm.provisioning_state or "").lower() or None,
-            "launch_time": iso(utc(vm.time_created)) if getattr(vm, "time_created", None) else None,
-            "tags": dict(vm.tags or {}),
-        })
+        p.assets.append(_asset(vm, sub, size, spot, zone=(vm.zones or [None])[0],
+                               eviction_policy=eviction(vm.eviction_policy, spot)))
     return {"vms": len(vms), "gpu_vms": found}
 
 
@@ -104,34 +91,50 @@ def _scale_sets(p: Pull, credential, sub: str, kw: dict, call: dict) -> dict[str
     catalog = load_catalog()
     client = ComputeManagementClient(credential, sub, **kw)
     sets = p.retry.call(lambda: list(client.virtual_machine_scale_sets.list_all(**call)), throttled=throttled)
-    found, seen = 0, set()
-    for s in sets:
-        size = s.sku.name if s.sku else None
-        if not size or not GPU_SIZE.match(size) or (s.orchestration_mode or "").lower() == "flexible":
-            continue
-        if not s.id or s.id.lower() in seen:
-            p.unread("GPU scale sets listed twice" if s.id else "GPU scale sets without an id")
-            continue
-        seen.add(s.id.lower())
+    uniform = [s for s in sets if (s.orchestration_mode or "").lower() != "flexible"]
+    found = 0
+    for s, size in _gpu_machines(p, uniform, "scale sets", lambda s: s.sku.name if s.sku else None):
         found += 1
         profile = s.virtual_machine_profile
         spot = bool(profile) and (profile.priority or "").lower() in ("spot", "low")
         per_vm = catalog.instance("azure", size)
         capacity = s.sku.capacity
-        p.assets.append({
-            "id": s.id.lower(), "provider": "azure", "account": sub, "region": s.location,
-            # kind vm, not cluster: a cluster must show jobs (GPU005), and only Azure ML jobs are seen here
-            "zone": s.zones[0] if s.zones and len(s.zones) == 1 else None,  # none for one spread over zones
-            "name": s.name, "kind": "vm", "instance_type": size,
+        # kind vm, not cluster: a cluster must show jobs (GPU005), and only Azure ML jobs are seen here
+        p.assets.append(_asset(
+            s, sub, size, spot,
+            zone=s.zones[0] if s.zones and len(s.zones) == 1 else None,  # none for one spread over zones
             # all its GPUs: a scale set at capacity 0 has none, and the GPU rules pass it by
-            "gpu_count": per_vm.gpu_count * capacity if per_vm and capacity is not None else None,
-            "lifecycle": "spot" if spot else "on_demand",
-            "eviction_policy": eviction(profile.eviction_policy, spot) if profile else None,
-            "state": (s.provisioning_state or "").lower() or None,
-            "launch_time": iso(utc(s.time_created)) if getattr(s, "time_created", None) else None,
-            "tags": dict(s.tags or {}),
-        })
+            gpu_count=per_vm.gpu_count * capacity if per_vm and capacity is not None else None,
+            eviction_policy=eviction(profile.eviction_policy, spot) if profile else None))
     return {"scale_sets": len(sets), "gpu_scale_sets": found}
+
+
+def _gpu_machines(p: Pull, listed: list, what: str, size_of: Callable[[Any], str | None]) -> Iterator[tuple[Any, str]]:
+    """(machine, size) of the listed VMs or scale sets with a GPU size, each id once; one without an id or
+    listed twice is counted in the source's line."""
+    seen: set[str] = set()
+    for m in listed:
+        size = size_of(m)
+        if not size or not GPU_SIZE.match(size):
+            continue
+        if not m.id or m.id.lower() in seen:
+            p.unread(f"GPU {what} listed twice" if m.id else f"GPU {what} without an id")
+            continue
+        seen.add(m.id.lower())
+        yield m, size
+
+
+def _asset(m: Any, sub: str, size: str, spot: bool, zone: str | None, eviction_policy: str | None,
+           **gpus: Any) -> dict[str, Any]:
+    """A VM or scale set as a snapshot asset (`gpus`: a scale set's `gpu_count`)."""
+    return {
+        "id": m.id.lower(), "provider": "azure", "account": sub, "region": m.location, "zone": zone,
+        "name": m.name, "kind": "vm", "instance_type": size, **gpus,
+        "lifecycle": "spot" if spot else "on_demand", "eviction_policy": eviction_policy,
+        "state": (m.provisioning_state or "").lower() or None,
+        "launch_time": iso(utc(m.time_created)) if getattr(m, "time_created", None) else None,
+        "tags": dict(m.tags or {}),
+    }
 
 
 def eviction(policy: str | None, spot: bool) -> str | None:
