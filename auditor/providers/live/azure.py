@@ -15,9 +15,9 @@ Sources, each recorded in the snapshot manifest on its own (one failing does not
 - `azure:<sub>:cost`: daily actual cost from the Cost Management Query API (`azure_cost.py`).
 - `azure:prices` (with `--prices`): pay-as-you-go prices from the Retail Prices API (`azure_prices.py`).
 
-The Monitor and ML calls go through azure.core's ARM pipeline (bearer token from the same credential;
-`azure_arm.py`), so no further SDK is needed; throttling (429, 503) is retried with the pull's backoff on every
-call.
+The Monitor, ML and Retail Prices calls go through azure.core's pipeline (`azure_rest.py`; for ARM, a bearer
+token from the same credential), so no further SDK is needed; throttling (429, 503) is retried with the pull's
+backoff on every call.
 
 `GPU_AUDITOR_AZURE_ENDPOINT` (a base URL) sends the management calls elsewhere: the tests' loopback server
 (over plain http, where the SDK is told that bearer tokens may go without TLS).
@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from auditor.providers.live import azure_cost, azure_ml, azure_monitor, azure_prices
-from auditor.providers.live.azure_arm import ARM, GPU_SIZE, Arm, throttled
+from auditor.providers.live.azure_rest import ARM, GPU_SIZE, Rest, throttled
 from auditor.providers.live.pull import Pull, iso, utc
 from auditor.providers.live.snapshot import EVICTION_POLICIES
 
@@ -54,7 +54,7 @@ def pull(p: Pull, credential: Any = None) -> None:
     endpoint = os.environ.get(ENDPOINT_ENV)
     kw = {"base_url": endpoint} if endpoint else {}
     call = {"enforce_https": False} if endpoint and endpoint.startswith("http://") else {}
-    arm = Arm(p, credential, endpoint or ARM, call)
+    arm = Rest.arm(p, credential, endpoint or ARM, call)
     for sub in subscriptions:
         vms = p.run(f"azure:{sub}:compute", "inventory", lambda s=sub: _compute(p, credential, s, kw, call))
         sets = p.run(f"azure:{sub}:scalesets", "inventory", lambda s=sub: _scale_sets(p, credential, s, kw, call))

@@ -19,7 +19,7 @@ from typing import Any
 
 from azure.core.rest import HttpRequest
 
-from auditor.providers.live.azure_arm import ARM, answer, throttled
+from auditor.providers.live.azure_rest import ARM, answer, throttled
 from auditor.providers.live.pull import Pull, UnreadableAnswer, http_link
 from auditor.sql import lit
 

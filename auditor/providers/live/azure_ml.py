@@ -22,7 +22,7 @@ from typing import Any
 
 from azure.core.exceptions import HttpResponseError
 
-from auditor.providers.live.azure_arm import Arm
+from auditor.providers.live.azure_rest import Rest
 from auditor.providers.live.pull import Pull, iso, utc
 from auditor.providers.manifests import INTERVAL_KEY, checkpoint_of  # the gate's reading: a job and its manifest agree
 
@@ -32,7 +32,7 @@ ARM_ID = re.compile(r"(?i)^/subscriptions/[^/]+/resourceGroups/[^/]+/providers/"
 JOB_TYPES = {"Command": "command_jobs", "Sweep": "sweep_jobs"}
 
 
-def jobs(p: Pull, arm: Arm, sub: str) -> dict[str, int]:
+def jobs(p: Pull, arm: Rest, sub: str) -> dict[str, int]:
     w = p.options.window
     workspaces = [ws for page in arm.pages(f"/subscriptions/{sub}/providers/Microsoft.MachineLearningServices/"
                                            "workspaces", **{"api-version": ML_API})
@@ -83,7 +83,7 @@ def job_id(job: dict[str, Any], workspace: dict[str, Any]) -> str | None:
     return f"{workspace['id']}/jobs/{job['name']}" if job.get("name") else None
 
 
-def _aml_compute(arm: Arm, compute_id: str) -> dict | None:
+def _aml_compute(arm: Rest, compute_id: str) -> dict | None:
     try:
         return arm.get(compute_id, **{"api-version": ML_API})
     except HttpResponseError as e:

@@ -16,7 +16,7 @@ from typing import Any
 
 from azure.core.exceptions import HttpResponseError
 
-from auditor.providers.live.azure_arm import Arm
+from auditor.providers.live.azure_rest import Rest
 from auditor.providers.live.pull import Pull, iso, usage_summary, utc
 
 METRICS_API = "2023-10-01"
@@ -29,7 +29,7 @@ SPLITS = {**dict.fromkeys(("index", "gpu", "gpu_index", "uuid", "gpu_uuid", "pci
           **dict.fromkeys(("host", "hostname", "instance", "instanceid", "vmname", "computer"), "machine")}
 
 
-def metrics(p: Pull, arm: Arm, sub: str) -> dict[str, int]:
+def metrics(p: Pull, arm: Rest, sub: str) -> dict[str, int]:
     ids = sorted({a["id"] for a in p.assets if a["provider"] == "azure" and a["account"] == sub})
     w = p.options.window
     added = missing = 0

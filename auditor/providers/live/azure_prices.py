@@ -5,14 +5,11 @@ decimals."""
 
 from __future__ import annotations
 
-import json
 from decimal import Decimal
 from typing import Any
 
-from azure.core.rest import HttpRequest
-
-from auditor.providers.live.azure_arm import GPU_SIZE, follow, throttled
-from auditor.providers.live.pull import Pull, http_link
+from auditor.providers.live.azure_rest import GPU_SIZE, Rest
+from auditor.providers.live.pull import Pull
 
 PRICES = "https://prices.azure.com"
 PRICES_API = "2023-01-01-preview"
@@ -20,9 +17,6 @@ PRICES_API = "2023-01-01-preview"
 
 def prices(p: Pull, base: str) -> dict[str, int]:
     """Pay-as-you-go Linux prices of the GPU sizes this pull saw, in each region seen."""
-    from azure.core import PipelineClient
-    from azure.core.pipeline import policies
-
     from auditor.providers.catalog import load_catalog
 
     catalog = load_catalog()
@@ -33,25 +27,13 @@ def prices(p: Pull, base: str) -> dict[str, int]:
         t = catalog.instance("azure", size)
         if t or GPU_SIZE.match(size):
             wanted.setdefault((size.lower(), region.lower()), (t.name if t else size, region.lower()))
-    client = PipelineClient(base.rstrip("/"), policies=[policies.HeadersPolicy(), policies.UserAgentPolicy(
-        sdk_moniker="gpu-auditor"), policies.ProxyPolicy(), policies.RedirectPolicy()])
-
-    def get(url: str, params: dict | None = None) -> dict:
-        url = http_link(url, "NextPageLink", base)
-
-        def send() -> dict:
-            response = client.send_request(HttpRequest("GET", url, params=params))
-            response.raise_for_status()
-            return json.loads(response.text(), parse_float=Decimal)  # money stays exact
-
-        return p.retry.call(send, throttled=throttled)
-
+    rest = Rest(p, base, link="NextPageLink", parse_float=Decimal)  # money stays exact
     found = 0
     for size, region in sorted(wanted.values()):
         odata = (f"serviceName eq 'Virtual Machines' and armRegionName eq '{region}' and armSkuName eq '{size}' "
                  "and priceType eq 'Consumption'")
-        first = get(f"{base.rstrip('/')}/api/retail/prices", {"api-version": PRICES_API, "$filter": odata})
-        items = [item for page in follow(first, "NextPageLink", get) for item in page.get("Items") or []]
+        pages = rest.pages("/api/retail/prices", **{"api-version": PRICES_API, "$filter": odata})
+        items = [item for page in pages for item in page.get("Items") or []]
         best = retail_price(items)
         if best:
             p.prices.append({"provider": "azure", "instance_type": size, "region": region,

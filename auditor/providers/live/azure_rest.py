@@ -1,12 +1,14 @@
 """What the Azure adapter's modules share: the ARM endpoint, the GPU VM sizes, which failures are throttling, and
-GETs on Azure Resource Manager through azure.core's pipeline with every `nextLink` followed (each link checked to
-be an http(s) URL on the endpoint's host, a link seen twice stopping the paging)."""
+GETs on an Azure REST API (Resource Manager, Retail Prices) through azure.core's pipeline, each answer a JSON
+object, every page of a list followed (each link checked to be an http(s) URL on the endpoint's host, a link seen
+twice stopping the paging)."""
 
 from __future__ import annotations
 
 import json
 import re
 from collections.abc import Callable, Iterator
+from typing import Any
 from urllib.parse import urlsplit
 
 from azure.core.exceptions import HttpResponseError
@@ -22,44 +24,50 @@ def throttled(e: BaseException) -> bool:
     return isinstance(e, HttpResponseError) and e.status_code in (429, 503)
 
 
-class Arm:
-    """GETs on Azure Resource Manager through azure.core's pipeline, with the ARM bearer-token policy, for the
-    APIs whose SDKs this adapter does without (Monitor metrics, Azure ML). No SDK retry policy: the pull's own
-    backoff retries throttling, once, in one place."""
+class Rest:
+    """GETs on one Azure REST endpoint through azure.core's pipeline, for the APIs whose SDKs this adapter does
+    without (Monitor metrics, Azure ML, Retail Prices); a list's pages are linked by `link` (ARM's `nextLink`).
+    No SDK retry policy: the pull's own backoff retries throttling, once, in one place."""
 
-    def __init__(self, p: Pull, credential, base: str, call: dict):
+    def __init__(self, p: Pull, base: str, call: dict | None = None, auth: Any = None, link: str = "nextLink",
+                 parse_float: Callable[[str], Any] = float):
+        from azure.core import PipelineClient
         from azure.core.pipeline import policies
-        from azure.mgmt.core import ARMPipelineClient
+
+        self.p, self.base, self.call, self.link, self.parse_float = p, base.rstrip("/"), call or {}, link, parse_float
+        self.client = PipelineClient(self.base, policies=[
+            policies.RequestIdPolicy(), policies.HeadersPolicy(), policies.UserAgentPolicy(sdk_moniker="gpu-auditor"),
+            policies.ProxyPolicy(), policies.RedirectPolicy(), *([auth] if auth else [])])
+
+    @classmethod
+    def arm(cls, p: Pull, credential, base: str, call: dict) -> Rest:
+        """Azure Resource Manager at `base`, with the ARM bearer-token policy on the credential."""
         from azure.mgmt.core.policies import ARMChallengeAuthenticationPolicy
 
-        self.p, self.base, self.call = p, base.rstrip("/"), call
-        self.client = ARMPipelineClient(self.base, policies=[
-            policies.RequestIdPolicy(), policies.HeadersPolicy(), policies.UserAgentPolicy(sdk_moniker="gpu-auditor"),
-            policies.ProxyPolicy(), policies.RedirectPolicy(),
-            ARMChallengeAuthenticationPolicy(credential, f"{ARM}/.default")])
+        return cls(p, base, call, auth=ARMChallengeAuthenticationPolicy(credential, f"{ARM}/.default"))
 
     def get(self, url: str, **params: str) -> dict:
-        """One GET (a path under the endpoint, or a nextLink on the endpoint's host), retried when throttled."""
+        """One GET (a path under the endpoint, or a link on the endpoint's host), retried when throttled."""
         if not url.startswith("/"):
-            url = http_link(url, "nextLink", self.base)
+            url = http_link(url, self.link, self.base)
         request = HttpRequest("GET", self.base + url if url.startswith("/") else url, params=params)
 
         def send() -> dict:
             response = self.client.send_request(request, **self.call)
             response.raise_for_status()
-            return answer(response)
+            return answer(response, self.parse_float)
 
         return self.p.retry.call(send, throttled=throttled)
 
     def pages(self, path: str, **params: str) -> Iterator[dict]:
-        """Every page of an ARM list, following `nextLink` to the end."""
-        return follow(self.get(path, **params), "nextLink", self.get)
+        """Every page of a list, following its links to the end."""
+        return follow(self.get(path, **params), self.link, self.get)
 
 
-def answer(response) -> dict:
+def answer(response, parse_float: Callable[[str], Any] = float) -> dict:
     """A response's JSON object; a body that is empty or not a JSON object is refused in one line."""
     try:
-        doc = json.loads(response.text() or "null")
+        doc = json.loads(response.text() or "null", parse_float=parse_float)
     except ValueError:
         doc = None
     if not isinstance(doc, dict):
