@@ -21,6 +21,7 @@ from servers.moto_server import ACCESS_KEY, SECRET_KEY, SESSION_TOKEN, MotoServe
 
 from auditor.cli import cli
 from auditor.providers.live import aws as aws_live
+from auditor.providers.live import aws_pricing, aws_sagemaker
 from auditor.providers.live.pull import Pull, PullOptions, Retry, pull_snapshot, sha256, source_line
 from auditor.providers.live.snapshot import load_snapshot
 from auditor.tables.store import Window
@@ -341,6 +342,7 @@ def pull_with(tmp_path, monkeypatch=None, retry: Retry | None = None, factory=bo
 
 def test_pages_are_followed_to_the_end(aws, tmp_path, monkeypatch):
     monkeypatch.setattr(aws_live, "PAGE", 2)
+    monkeypatch.setattr(aws_sagemaker, "PAGE", 2)
     ec2 = boto3.client("ec2", region_name="us-east-1")
     ids = {launch(ec2, "g4dn.xlarge", f"n{i}")["InstanceId"] for i in range(5)}
     sm = boto3.client("sagemaker", region_name="us-east-1")
@@ -501,5 +503,5 @@ def test_instances_and_metric_series_that_cannot_be_read_are_counted(aws, tmp_pa
     assert source["counts"] == {"instances": 0, "gpu_instances": 0}
     assert source_line(source) == "instances 0, gpu_instances 0; not read: 1 instances without an InstanceId or " \
                                   "InstanceType"
-    assert aws_live.on_demand_price({"terms": {"OnDemand": {"t": {"priceDimensions": {"d": {
+    assert aws_pricing.on_demand_price({"terms": {"OnDemand": {"t": {"priceDimensions": {"d": {
         "unit": "Hrs", "pricePerUnit": {"USD": "n/a"}}}}}}}) is None  # not a number: no price, not a crash

@@ -19,6 +19,7 @@ from servers.http_api import ApiServer, Request, recorded
 
 from auditor.cli import cli
 from auditor.providers.live import azure as azure_live
+from auditor.providers.live import azure_ml, azure_prices
 from auditor.providers.live.pull import PullOptions, pull_snapshot, source_line
 from auditor.providers.live.snapshot import load_snapshot
 from auditor.tables.store import Window
@@ -295,12 +296,12 @@ def test_no_subscription(tmp_path, monkeypatch):
 
 
 def test_iso_durations_and_retail_price_choice():
-    assert [azure_live.duration_s(t) for t in ("PT5M", "PT3600S", "P1DT12H", "PT1.5S", None, "soon", "P")] == [
+    assert [azure_ml.duration_s(t) for t in ("PT5M", "PT3600S", "P1DT12H", "PT1.5S", None, "soon", "P")] == [
         300, 3600, 129600, 1, None, None, None]
     items = recorded("azure/retail-prices-Standard_NC24ads_A100_v4-1.json")["Items"]
-    assert azure_live.retail_price(items) is None  # Windows, spot and low priority only
+    assert azure_prices.retail_price(items) is None  # Windows, spot and low priority only
     page2 = recorded("azure/retail-prices-Standard_NC24ads_A100_v4-2.json")["Items"]
-    assert azure_live.retail_price(items + page2)["retailPrice"] == 3.673  # the latest of the two Linux prices
+    assert azure_prices.retail_price(items + page2)["retailPrice"] == 3.673  # the latest of the two Linux prices
 
 
 

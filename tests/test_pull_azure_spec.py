@@ -29,6 +29,7 @@ from servers.http_api import ApiServer, Request
 
 from auditor.cli import cli
 from auditor.providers.live import azure as azure_live
+from auditor.providers.live import azure_cost
 from auditor.providers.live.pull import PullOptions, Retry, pull_snapshot, source_line
 from auditor.providers.live.snapshot import load_snapshot
 from auditor.tables.store import Window
@@ -391,9 +392,9 @@ def test_the_compute_examples_have_no_gpu_and_a_duplicate_id_is_counted(tmp_path
 def test_retry_after_as_seconds_or_an_http_date_is_bounded():
     from email.utils import format_datetime
 
-    retry_after = azure_live.retry_after
+    retry_after = azure_cost.retry_after
 
-    soon = format_datetime(azure_live.utc_now() + timedelta(seconds=30), usegmt=True)
+    soon = format_datetime(azure_cost.utc_now() + timedelta(seconds=30), usegmt=True)
     assert retry_after({"Retry-After": soon}) == pytest.approx(30, abs=2)
     assert [retry_after(h) for h in ({"Retry-After": "5"}, {"Retry-After": "3600"}, {"Retry-After": "soon"}, {})] == [
         5.0, 60.0, None, None]

@@ -21,6 +21,7 @@ from servers.http_api import ApiServer, Request, recorded
 
 from auditor.cli import cli
 from auditor.providers.live import gcp as gcp_live
+from auditor.providers.live import gcp_monitoring
 from auditor.providers.live.pull import PullOptions, Retry, pull_snapshot, source_line
 from auditor.providers.live.snapshot import load_snapshot
 from auditor.tables.store import Window
@@ -166,7 +167,7 @@ def google(tmp_path, monkeypatch):
             "token_uri": f"{server.url}/token"}))
         monkeypatch.setenv("GOOGLE_APPLICATION_CREDENTIALS", str(adc))
         monkeypatch.setenv(gcp_live.ENDPOINT_ENV, server.url)
-        monkeypatch.setenv(gcp_live.MONITORING_ENDPOINT_ENV, monitoring.address)
+        monkeypatch.setenv(gcp_monitoring.MONITORING_ENDPOINT_ENV, monitoring.address)
         yield {"server": server, "api": server.handler, "monitoring": monitoring.handler,
                "monitoring_requests": monitoring.requests}
 

@@ -6,15 +6,16 @@ reviewed later as evidence:
 
     SNAPSHOT/
       billing/...       billing export files as the provider delivered them (CUR parts, BigQuery rows, ...)
-      inventory.json    GPU assets, their utilisation and training jobs (schema: auditor/providers/snapshot.py)
+      inventory.json    GPU assets, their utilisation and training jobs (schema: auditor/providers/live/snapshot.py)
       manifest.json     the window, the sources asked, what each returned, the SHA-256 of every file, and
                         every source that failed with its reason
 
-Each provider adapter (`auditor/providers/<provider>_live.py`, the only modules that import a cloud SDK)
-registers its sources with `Pull.run`: a source that fails (no credentials, access denied, endpoint down) is
-recorded and the others still run. The folder is written under a temporary name and renamed into place, so
-a failed pull never leaves half a snapshot. No credential or token is written: adapters register the
-secrets they hold with `Pull.secret`, every recorded message is redacted, and the written JSON is checked.
+Each provider adapter (`auditor/providers/live/<provider>.py` and its `<provider>_*.py` modules, the only ones
+that import a cloud SDK) registers its sources with `Pull.run`: a source that fails (no credentials, access
+denied, endpoint down) is recorded and the others still run. The folder is written under a temporary name and
+renamed into place, so a failed pull never leaves half a snapshot. No credential or token is written: adapters
+register the secrets they hold with `Pull.secret`, every recorded message is redacted, and the written JSON is
+checked.
 """
 
 from __future__ import annotations
