@@ -88,3 +88,10 @@ def iter_clauses() -> Iterator[tuple[str, list[RuleClass]]]:
     for cls in all_rules():
         by_clause.setdefault(cls.clause, []).append(cls)
     yield from sorted(by_clause.items())
+
+
+def policy_keys(r) -> list[str]:
+    """The policy keys that tune a rule: its clause's options, severity and switch, and what else it reads."""
+    clause = f"clauses.{r.clause}"
+    return ([f"{clause}.{k}" for k in r.options] + [f"{clause}.severity", f"{clause}.enabled", f"{clause}.text"]
+            + list(getattr(r, "policy_keys", ())))

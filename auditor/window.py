@@ -7,7 +7,9 @@ the same fingerprints and email identity.
 
 from __future__ import annotations
 
+import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
@@ -119,3 +121,23 @@ def next_window(w: Window) -> Window:
     if is_quarter(w.start, w.end):
         return quarter_of(w.end.date())
     return Window.of(w.end, w.end + (w.end - w.start))
+
+
+def stamp_of(value: str | None, env: Mapping[str, str] | None = None) -> datetime | None:
+    """--generated-at, else $SOURCE_DATE_EPOCH (the reproducible-builds convention), else None: the audit then
+    stamps itself with its as-of date (Audit.stamp), never with the clock."""
+    env = os.environ if env is None else env
+    if value:
+        try:
+            stamp = datetime.fromisoformat(value)
+        except ValueError:
+            raise InputError(f"--generated-at {value!r}: use a time like 2026-10-20T14:30:00+02:00") from None
+        return stamp.astimezone(UTC).replace(tzinfo=None) if stamp.tzinfo else stamp
+    epoch = env.get("SOURCE_DATE_EPOCH", "").strip()
+    if not epoch:
+        return None
+    try:
+        return datetime.fromtimestamp(int(epoch), UTC).replace(tzinfo=None)
+    except (ValueError, OverflowError, OSError):
+        raise InputError(f"SOURCE_DATE_EPOCH {epoch!r}: use whole seconds since 1970-01-01 UTC") from None
+

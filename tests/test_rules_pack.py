@@ -16,13 +16,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from auditor.cli import cli, policy_keys
+from auditor.cli import cli
 from auditor.core import run_audit, waiver_statuses
 from auditor.model import StorageGrowth, money
 from auditor.policy import load_policy, parse_policy, render_markdown
 from auditor.providers.catalog import load_catalog
 from auditor.providers.live.snapshot import load_snapshot
-from auditor.registry import all_rules, get_rule
+from auditor.registry import all_rules, get_rule, policy_keys
 from auditor.tables import entities, stats
 from auditor.tables.store import Store
 from auditor.testing import context, load_cases, run_case

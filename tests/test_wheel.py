@@ -50,7 +50,7 @@ def test_wheel_contents(venv):
     import zipfile
 
     names = set(zipfile.ZipFile(venv["wheel"]).namelist())
-    for name in ("auditor/cli.py", "auditor/reports/report.html.j2", "auditor/reports/report.md.j2",
+    for name in ("auditor/cli/__init__.py", "auditor/reports/report.html.j2", "auditor/reports/report.md.j2",
                  "auditor/data/catalog.yaml", "auditor/rules/__init__.py", "auditor/rules/GPU001_idle_gpu.py",
                  "auditor/rules/SPOT001_spot_without_checkpoint.py"):
         assert name in names, name

@@ -1,0 +1,91 @@
+"""What every command shares: the group that turns errors into one line and an exit code, the common options,
+the waiver day, and the progress line."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+from datetime import date
+from pathlib import Path
+
+import click
+
+from auditor.errors import EXIT_INPUT, InputError
+from auditor.model import Severity
+from auditor.outputs.terminal import progress_line, safe
+from auditor.secret_patterns import mask
+from auditor.window import parse_day
+
+SEVERITY_CHOICES = [s.label for s in reversed(Severity)] + ["none"]
+# Paths are checked by the commands (auditor/readable.py), not by Click, whose `readable` check trusts os.access
+# (true for root), prints four lines and names no folder on the way.
+PATH = click.Path(path_type=Path, readable=False)
+FOLLOW_SYMLINKS = click.option("--follow-symlinks", is_flag=True,
+                               help="Write through a symbolic link in the output path (refused by default).")
+
+
+class AuditorGroup(click.Group):
+    """Turns the errors a user can cause into one line and exit code 2; a traceback only with --debug."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except InputError as e:
+            if sys.stderr.isatty():  # start clean of a progress line left on the terminal
+                click.echo("\r\033[K", err=True, nl=False)
+            for line in str(e).splitlines():  # one line per error (InputErrors: all of a policy's)
+                click.echo(f"gpu-auditor: error: {mask(line)}", err=True)
+            sys.exit(EXIT_INPUT)
+        except (click.exceptions.Exit, click.ClickException, click.Abort, SystemExit):
+            raise
+        except BrokenPipeError:  # `gpu-auditor ... | head`: the reader left; stop quietly
+            sys.stderr = open(os.devnull, "w")  # noqa: SIM115 - Python flushes stderr at exit
+            sys.exit(0)
+        except KeyboardInterrupt:
+            interrupted()
+        except Exception as e:  # noqa: BLE001 - the last line of defence against a traceback
+            if "Query interrupted" in str(e):  # Ctrl-C arriving inside a DuckDB query
+                interrupted()
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            click.echo(f"gpu-auditor: internal error: {type(e).__name__}: {safe(e)} (rerun with --debug for the "
+                       "traceback, and please report it)", err=True)
+            sys.exit(EXIT_INPUT)
+
+
+def interrupted() -> None:
+    """Ctrl-C, or SIGTERM (a cancelled CI job, `timeout`): one line, exit 130 or 143; the outputs were rolled
+    back and the scratch folder is removed as the process exits (scratch.py)."""
+    from auditor import scratch
+
+    what = "terminated (SIGTERM)" if scratch.received == signal.SIGTERM else "interrupted"
+    click.echo(f"gpu-auditor: {what}; nothing was written", err=True)
+    sys.exit(scratch.interrupted_exit_code())
+
+
+def day(as_of: str | None) -> date:
+    """The day waivers are judged on: --as-of, else today."""
+    return parse_day(as_of, "--as-of").date() if as_of else date.today()
+
+
+def threshold(fail_on: str) -> Severity | None:
+    """--fail-on as a severity; None for `none`."""
+    return None if fail_on == "none" else Severity.parse(fail_on)
+
+
+def progress(quiet: bool):
+    """Progress on stderr: on a terminal one line redrawn in place (terminal.progress_line); elsewhere (CI
+    logs, pipes) one plain line per step."""
+    if quiet:
+        return None
+    if not sys.stderr.isatty():
+        return lambda msg: click.echo(safe(msg), err=True)
+    width = shutil.get_terminal_size((80, 20)).columns - 1
+
+    def show(msg: str) -> None:
+        line, ends = progress_line(msg, width)
+        click.echo(line, err=True, nl=ends)
+
+    return show

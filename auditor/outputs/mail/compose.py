@@ -1,0 +1,178 @@
+"""Building the messages: the audit read back and fingerprinted, each letter's subject, text and HTML, and
+the drafts of one audit (a message per recipient, keyed by the audit's fingerprint and the recipient).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from email import policy as email_policy
+from email.headerregistry import Address
+from email.message import EmailMessage
+from email.utils import format_datetime
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from auditor.auditfile import read_audit
+from auditor.errors import InputError
+from auditor.model import fmt_money
+from auditor.outputs.mail.outbox import PENDING, now, slug
+from auditor.outputs.mail.route import Letter, Section, added, amounts, clean, mail_address, route
+from auditor.policy import Policy
+from auditor.text import one_line
+
+FINDING_KEYS = ("rule", "name", "severity", "resource", "message", "remediation", "currency", "waived")
+
+
+def load_audit(path: Path) -> tuple[dict[str, Any], Path]:
+    """An audit folder or its audit.json, as written by `gpu-auditor audit`."""
+    saved = read_audit(path)
+    audit, file = saved.doc, saved.path
+    # what routing and the message read
+    needed = {"window": ("label", "start", "end"), "summary": ("by_team", "billed_cost")}
+    missing = [f"{part}.{key}" for part, keys in needed.items() for key in keys
+               if not isinstance(audit.get(part), dict) or key not in audit[part]]
+    findings = audit.get("findings")
+    if not isinstance(findings, list) or not all(isinstance(f, dict) for f in findings):
+        missing.append("findings")
+    else:
+        missing += sorted({f"findings[].{k}" for f in findings for k in FINDING_KEYS if k not in f})
+    if missing:
+        raise InputError(f"audit.json lacks {', '.join(missing)}; rerun `gpu-auditor audit`", path=str(file))
+    return audit, file
+
+
+def audit_fingerprint(audit: dict[str, Any]) -> str:
+    """What identifies one audit: its window, policy, inputs (by content) and results; not when it was run or
+    where its files lay, so rerunning the same audit gives the same fingerprint and sends nothing twice."""
+    core = {k: v for k, v in audit.items() if k not in ("generated_at", "as_of", "tool", "inputs", "warnings")}
+    core["policy"] = {k: v for k, v in audit.get("policy", {}).items() if k != "path"}
+    core["inputs"] = sorted(b.get("sha256", "") for b in audit.get("inputs", {}).get("billing", []))
+    core["findings"] = [{k: v for k, v in f.items() if k != "file"} for f in audit.get("findings", [])]
+    canonical = json.dumps(core, sort_keys=True, ensure_ascii=True, separators=(",", ":"))
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def message_key(fingerprint: str, recipient: str) -> str:
+    return hashlib.sha256(f"{fingerprint}\n{recipient.lower()}".encode()).hexdigest()
+
+
+def subject(audit: dict[str, Any], letter: Letter) -> str:
+    if letter.is_owner:
+        who, spend = "all teams", amounts(audit["summary"]["billed_cost"])
+        savings = amounts(audit["summary"].get("monthly_savings"))
+    else:
+        who = ", ".join(s.name for s in letter.sections)
+        spend, savings = {}, {}
+        for s in letter.sections:
+            spend = added(spend, s.spend)
+            savings = added(savings, s.savings)  # teams never share a finding, so their savings add up
+    found = f"{fmt_money(savings)}/month savings found" if any(savings.values()) else "no savings found"
+    nothing = {next(iter(audit["summary"]["billed_cost"]), "USD"): 0}
+    return one_line(f"GPU audit {audit['window']['label']} · {who}: {fmt_money(spend or nothing)} spent, {found}")
+
+
+def _by_rule(section: Section, clauses: dict[str, str]) -> list[dict[str, Any]]:
+    groups: dict[str, dict[str, Any]] = {}
+    for f in section.findings:
+        g = groups.setdefault(f["rule"], {"rule": f["rule"], "name": f["name"], "severity": f["severity"],
+                                          "clause": clauses.get(f["rule"], ""), "findings": []})
+        g["findings"].append(f)
+    for g in groups.values():  # one remedy for the whole rule is said once, not once per resource
+        fixes = {f["remediation"] for f in g["findings"]}
+        g["fix"] = fixes.pop() if len(fixes) == 1 and len(g["findings"]) > 1 else None
+    return list(groups.values())
+
+
+@functools.cache
+def _env(autoescape: bool) -> jinja2.Environment:
+    env = jinja2.Environment(loader=jinja2.PackageLoader("auditor.reports", "."), autoescape=autoescape,
+                             trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined,
+                             keep_trailing_newline=True)
+    env.filters["money"] = fmt_money
+    env.filters["line"] = one_line
+    return env
+
+
+def view(audit: dict[str, Any], letter: Letter, owner: str) -> dict[str, Any]:
+    """The names the email templates see."""
+    start = datetime.fromisoformat(audit["window"]["start"].rstrip("Z"))
+    end = datetime.fromisoformat(audit["window"]["end"].rstrip("Z"))
+    last = (end - timedelta(microseconds=1)).date()
+    clauses = {c["rule"]: c.get("text", "") for c in audit.get("clauses", [])}
+    p = audit.get("policy", {})
+    return {
+        "label": one_line(audit["window"]["label"]), "period": f"{start.date()} to {last}",
+        "policy": clean({"name": p.get("name", ""), "version": p.get("version", ""), "owner": owner}),
+        "partial": bool(audit.get("partial")), "summary": audit["summary"], "letter": letter,
+        "currency": next(iter(audit["summary"]["billed_cost"]), "USD"),
+        "section_groups": lambda s: _by_rule(s, clauses),
+        "total_savings": amounts(audit["summary"].get("monthly_savings")),
+    }
+
+
+def html_part(audit: dict[str, Any], letter: Letter, names: dict[str, Any]) -> str:
+    """The lead of one team gets that team's own report, from the report renderer (the HTML of report.html cut
+    to the team). The owner's summary, and a lead of several teams, get email.html.j2: the whole report of
+    every team would be too long for a mailbox (mail clients clip messages past about 100 kB)."""
+    if not letter.is_owner and len(letter.sections) == 1:
+        from auditor.outputs.report import render_html
+
+        return render_html(clean(audit), team=letter.sections[0].name)  # a tag's CR or LF: not even in the body
+    return _env(autoescape=True).get_template("email.html.j2").render(**names)
+
+
+def compose(audit: dict[str, Any], letter: Letter, sender: str, owner: str, key: str) -> EmailMessage:
+    """The message: multipart/alternative, plain text first (it reads well alone), then the HTML. Headers are
+    set through the standard library's email API from single-line values, so no header can be injected.
+    Replies go to the policy owner."""
+    names = view(audit, letter, owner)
+    text = _env(autoescape=False).get_template("email.txt.j2").render(**names)
+    html = html_part(audit, letter, names)
+    msg = EmailMessage(policy=email_policy.SMTP)
+    msg["Subject"] = subject(audit, letter)
+    msg["From"] = Address(display_name="GPU auditor", addr_spec=sender)
+    msg["To"] = Address(addr_spec=letter.recipient)
+    if owner.lower() != sender.lower():
+        msg["Reply-To"] = Address(addr_spec=owner)
+    msg["Date"] = format_datetime(datetime.now(UTC))
+    msg["Message-ID"] = f"<gpu-audit.{key[:32]}@{Address(addr_spec=sender).domain}>"
+    msg["Auto-Submitted"] = "auto-generated"  # RFC 3834: out-of-office robots do not answer it
+    msg["X-GPU-Auditor-Key"] = key
+    msg.set_content(text, subtype="plain", charset="utf-8")
+    msg.add_alternative(html, subtype="html", charset="utf-8")
+    return msg
+
+
+@dataclass
+class Draft:
+    """A composed message, not yet in the outbox."""
+
+    msg: EmailMessage
+    state: dict[str, Any]
+    label: str  # the readable part of its file name
+
+
+def compose_all(audit: dict[str, Any], policy: Policy, sender: str | None = None,
+                status: str = PENDING) -> list[Draft]:
+    """Route the audit and compose one message per recipient. Every input error is raised here, before the
+    outbox is touched."""
+    owner = mail_address(policy.owner, "the policy owner")
+    sender = mail_address(sender, "--from") if sender else owner
+    fingerprint = audit_fingerprint(audit)
+    drafts = []
+    for letter in route(audit, policy):
+        key = message_key(fingerprint, letter.recipient)
+        msg = compose(audit, letter, sender, owner, key)
+        label = "summary" if letter.is_owner else "team-" + "-".join(slug(s.name, 20) for s in letter.sections)
+        state = {"version": 1, "key": key, "audit": fingerprint, "window": audit["window"]["label"],
+                 "recipient": letter.recipient, "sender": sender, "subject": str(msg["Subject"]),
+                 "teams": [s.name for s in letter.sections], "message_id": str(msg["Message-ID"]),
+                 "status": status, "queued_at": now(), "last_error": None}
+        drafts.append(Draft(msg, state, label))
+    return drafts

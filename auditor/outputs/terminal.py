@@ -1,0 +1,125 @@
+"""Text for the terminal: the audit's summary, what `inspect` found in each billing file, what `pull` wrote,
+and the progress line. Every line is made safe to print here (one line, control characters escaped, secrets
+masked), so the CLI only prints what it gets."""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+from auditor.model import fmt_money
+from auditor.secret_patterns import mask
+from auditor.text import one_line
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from auditor.audit import Audit
+    from auditor.tables.store import SourceFile
+    from auditor.window import Window
+
+
+def safe(text: object, masking: bool = True) -> str:
+    """Text for the terminal: on one line, control characters escaped, secrets masked (text.py,
+    secret_patterns.py)."""
+    return one_line(mask(str(text)) if masking else text)
+
+
+def progress_line(msg: str, width: int) -> tuple[str, bool]:
+    """A progress message redrawn in place on a terminal, with a bar over the billing files read so far;
+    and whether it ends its line (the rules' step stays on screen)."""
+    msg = safe(msg)
+    m = re.match(r"\[(\d+)/(\d+)\] (.*)$", msg)
+    if m:
+        done, total = int(m.group(1)) - 1, int(m.group(2))
+        bar = "#" * (20 * done // total) + "-" * (20 - 20 * done // total)
+        msg = f"[{bar}] {done}/{total} files · {m.group(3)}"
+    return "\r\033[K" + msg[:width], msg.startswith("running the rules")
+
+
+def inspect_lines(sources: list[SourceFile]) -> list[str]:
+    """What was detected in each billing file: format, lines, period and totals."""
+    from auditor.outputs.report import fmt_num  # report loads jinja2: not for every command
+
+    out = []
+    for s in sources:
+        st = s.stats
+        out += [safe(s.path),
+                f"  format      {s.format}",
+                f"  lines       {s.rows:,}",
+                f"  period      {st['period_start']:%Y-%m-%d %H:%M} to {st['period_end']:%Y-%m-%d %H:%M} UTC",
+                f"  billed      {fmt_money(st['billed_cost'])}  (sum of {s.cost_column}, per currency)",
+                f"  effective   {fmt_money(st['effective_cost'])}",
+                f"  GPU         {fmt_money(st['gpu_cost'])} ({fmt_num(st['gpu_hours'])} GPU-hours)",
+                f"  spot        {fmt_money(st['spot_cost'])}"]
+        for cat, amounts in st["by_category"].items():
+            n = st["lines_by_category"].get(cat or "other", 0)
+            note = "  (not classified as compute, storage or transfer)" if cat == "other" else ""
+            out.append(f"    {cat or 'other':<14}{fmt_money(amounts):>18}  {n:>9,} lines{note}")
+        for kind, gb in st["transfer_gb_out"].items():
+            out.append(f"    transfer out {kind}: {fmt_num(gb, 3)} GB")
+    return out
+
+
+def inspect_json(sources: list[SourceFile], warnings: list[str]) -> dict[str, Any]:
+    """`inspect --json`: each file's format, digest, cost column and statistics, and the warnings."""
+    from auditor.audit import _jsonable
+
+    return {"files": [{"path": s.path, "format": s.format, "sha256": s.sha256, "cost_column": s.cost_column,
+                       **_jsonable(s.stats)} for s in sources], "warnings": warnings}
+
+
+def summary_lines(result: Audit) -> list[str]:
+    """The audit's summary: totals, rates, money left out of the thresholds, the baseline, and one row per rule
+    with its open findings and their monthly savings."""
+    s = result.summary
+    policy = result.policy
+    masking = getattr(policy, "mask_secrets", True)
+    out = [safe(f"GPU spend audit {result.window.label} · {policy.name}", masking),
+           f"  total spend       {fmt_money(s['billed_cost'])}",
+           f"  GPU compute       {fmt_money(s['gpu_cost'])}",
+           f"  savings / month   {fmt_money(s['monthly_savings'])}",
+           f"  open findings     {s['findings']['total']} ({s['findings']['waived']} waived)"]
+    if policy.rates:
+        out.append(f"  rates             {policy.rates.describe(policy.currency)}")
+    for src in result.sources:  # thresholds and budgets are in the policy's currency
+        other = {c: v for c, v in (src.stats.get("billed_cost") or {}).items() if policy.convert(v, c) is None}
+        if other:
+            out.append(f"  left out          {src.path}: {fmt_money(other)} left out of the thresholds and budgets "
+                       f"(in {policy.currency}; the policy gives no rate)")
+    if result.baseline is not None:
+        out.append(safe(f"  baseline          {len(result.known)} known finding(s) in {result.baseline['path']}, "
+                        "not reported"))
+    if result.findings:
+        out += [""] + _rule_rows(result)
+    return out
+
+
+def _rule_rows(result: Audit) -> list[str]:
+    rows: dict[str, dict[str, Any]] = {}
+    for f in result.active():
+        r = rows.setdefault(f.rule, {"name": f.name, "n": 0, "sev": f.severity, "save": {}, "elsewhere": {}})
+        r["n"] += 1
+        if f.monthly_savings is not None:  # a saving another rule counts on the same resource is shown apart
+            into = r["elsewhere"] if f.counted_under else r["save"]
+            into[f.currency] = into.get(f.currency, 0) + f.monthly_savings
+    out = [f"  {'rule':<8}{'name':<26}{'severity':<10}{'findings':>9}  {'saving / month':>16}"]
+    for rid, r in sorted(rows.items()):
+        save = fmt_money(r["save"]) if r["save"] or not r["elsewhere"] else ""
+        if r["elsewhere"]:
+            save = (save + " (+" if save else "") + fmt_money(r["elsewhere"]) + ("*)" if save else "*")
+        out.append(f"  {rid:<8}{r['name']:<26}{r['sev'].label:<10}{r['n']:>9}  {save:>16}")
+    if any(r["elsewhere"] for r in rows.values()):
+        out.append("  * already counted under another rule's finding on the same resource; the total counts it once")
+    return out
+
+
+def pull_lines(manifest: dict[str, Any], out_dir: Path, window: Window) -> list[str]:
+    """What a pull wrote: the counts, then each source's status."""
+    from auditor.providers.live.pull import source_line
+
+    c = manifest["counts"]
+    out = [f"wrote snapshot {safe(out_dir)} ({window.label}): {c['assets']} GPU assets, "
+           f"{c['gpu_usage']} utilisation series, {c['jobs']} jobs, {c['billing_files']} billing files"]
+    out += [safe(f"  {s['status']:<7}{s['name']}: {source_line(s)}") for s in manifest["sources"]]
+    return out
