@@ -736,7 +736,7 @@ def test_report_out_and_gate_output_through_a_symlink_are_refused(tmp_path):
 
 
 def test_one_atomic_writer():
-    """report.py, ci_formats.py, mail.py and pull.py write through auditor/atomic.py: no other rename."""
+    """report.py, ci_formats.py, mail/ and pull.py write through auditor/atomic.py: no other rename."""
     for path in _shipped_modules():
         if path.name == "atomic.py":
             continue
