@@ -155,9 +155,10 @@ def gate_cold_start(repeat: int = 5) -> dict | None:
 
 
 def _get(results: dict, n: int, fmt: str, tool: str) -> dict | None:
-    """The run of a tool on a format at size n (a finished one: a run stopped at the timeout is no figure)."""
+    """The run of a tool on a format at size n that finished (a run stopped at the timeout or failed is no
+    figure; the checks list it as not completed)."""
     return next((r for r in results["runs"] if (r.get("size", r["lines"]), r["format"], r["tool"]) == (n, fmt, tool)
-                 and r["rc"] != "timeout"), None)
+                 and r["rc"] in (0, 1)), None)
 
 
 def checks(results: dict) -> list[dict]:
@@ -209,9 +210,11 @@ def checks(results: dict) -> list[dict]:
     for fmt in (f for f in results["formats"] if f in SHAPES):
         n = small if fmt == "tiny-files" else big
         audit, inspect, floor = (_get(results, n, fmt, t) for t in ("audit", "inspect", "floor"))
-        stopped = [r for r in results["runs"] if r.get("size") == n and r["format"] == fmt and r["rc"] == "timeout"]
-        for r in stopped:
-            add(f"{n:,} {fmt}: {r['tool']} completes within {r['wall_s']:.0f} s", "stopped", "completes", False)
+        for r in results["runs"]:
+            if r.get("size") in (small, big) and r["format"] == fmt and r["rc"] not in (0, 1):
+                what = "stopped" if r["rc"] == "timeout" else f"failed (exit {r['rc']})"
+                add(f"{r['size']:,} {fmt}: {r['tool']} completes (ran {r['wall_s']:.0f} s, {r['cpu_s']} s CPU)", what,
+                    "completes", False)
         if audit and floor:
             ratio = audit["wall_s"] / floor["wall_s"]
             add(f"{n:,} {fmt}: audit time / floor time (CPU: {audit['cpu_s'] / max(floor['cpu_s'], 0.01):.1f})",
@@ -235,6 +238,17 @@ def checks(results: dict) -> list[dict]:
         add(f"gpu-auditor gate cold start, one manifest (s, median of 5; CPU {gate['cpu_s']} s)", gate["wall_s"],
             0.5, gate["wall_s"] < 0.5)
     return out
+
+
+def merge(results: dict, other: dict) -> None:
+    """Another command's runs into `results`: its rows replace those of the same size, format and tool."""
+    key = lambda r: (r.get("size", r["lines"]), r["format"], r["tool"])  # noqa: E731
+    new = {key(r) for r in other["runs"]}
+    results["runs"] = [r for r in results["runs"] if key(r) not in new] + other["runs"]
+    results["sizes"] = sorted(set(results["sizes"]) | set(other["sizes"]))
+    results["formats"] += [f for f in other["formats"] if f not in results["formats"]]
+    results.setdefault("also", []).append({k: other.get(k) for k in ("command", "date", "formats")}
+                                          | {"load_before": other.get("machine", {}).get("load_before")})
 
 
 def machine() -> dict:
@@ -276,6 +290,9 @@ def render(results: dict, command: str) -> str:
         f"Python {m['python']}, DuckDB {m['duckdb']}, pandas {m.get('pandas')}, pyarrow {m.get('pyarrow')}, "
         f"gpu-auditor {m.get('gpu_auditor')}.",
         "",
+        *[line for a in results.get("also", []) for line in (
+            f"Also measured by `{a['command']}` on {a['date']} ({', '.join(a['formats'])}; 1-minute load average "
+            f"{a['load_before']:.1f} as it started), on the same machine.", "")],
         "What is measured, each as its own process on the same files (three monthly files per format):",
         "",
         "- **audit**: `gpu-auditor audit --policy P --inventory I --out DIR FILES...`, end to end: detection, "
@@ -354,9 +371,17 @@ def main() -> None:
                     help="the report; '-' to skip")
     ap.add_argument("--render", action="store_true",
                     help="only write the report again from --out's results (after editing NOTES.md)")
+    ap.add_argument("--merge", type=Path, nargs="+", metavar="RESULTS",
+                    help="add these runs' results (other formats or tools, measured by separate commands) to "
+                         "--out's, replacing the same size, format and tool, and write the report again")
     args = ap.parse_args()
-    if args.render:
+    if args.render or args.merge:
         results = json.loads(args.out.read_text())
+        for other in (json.loads(p.read_text()) for p in args.merge or []):
+            merge(results, other)
+        if args.merge:
+            results["checks"] = checks(results)
+            args.out.write_text(json.dumps(results, indent=2))
         args.markdown.write_text(render(results, results.get("command", "python benchmarks/run.py")))
         return
     before = machine()
