@@ -72,7 +72,7 @@ def test_harness_measures_audit_floor_and_pandas_on_the_same_files(data, tmp_pat
         assert r["rc"] == 0, r.get("stderr")
         assert r["wall_s"] > 0 and r["peak_rss"] > 10 * 2**20 and r["lines_per_s"] > 0
     same_total = [c for c in results["checks"] if "same billed total" in c["target"]]
-    assert len(same_total) == 2 and all(c["met"] for c in same_total), same_total
+    assert len(same_total) == 4 and all(c["met"] for c in same_total), same_total  # and inspect's, per format
     results["machine"], results["date"] = run.machine(), "today"
     text = run.render(results, "python benchmarks/run.py --lines 2000")
     assert "| cur-parquet | audit |" in text and "| cur-csv-gz | pandas |" in text and "## Targets" in text
