@@ -69,12 +69,42 @@ def test_generator_is_deterministic(data, tmp_path):
 
 def test_harness_measures_audit_floor_and_pandas_on_the_same_files(data, tmp_path):
     results = run.run([LINES], data, ("cur-parquet", "cur-csv-gz"), run.TOOLS, log=lambda _: None)
-    assert len(results["runs"]) == 6
+    assert len(results["runs"]) == 8  # audit, inspect, floor and pandas on each
     for r in results["runs"]:
         assert r["rc"] == 0, r.get("stderr")
         assert r["wall_s"] > 0 and r["peak_rss"] > 10 * 2**20 and r["lines_per_s"] > 0
     same_total = [c for c in results["checks"] if "same billed total" in c["target"]]
-    assert len(same_total) == 2 and all(c["met"] for c in same_total), same_total
+    assert len(same_total) == 4 and all(c["met"] for c in same_total), same_total  # and inspect's, per format
     results["machine"], results["date"] = run.machine(), "today"
     text = run.render(results, "python benchmarks/run.py --lines 2000")
     assert "| cur-parquet | audit |" in text and "| cur-csv-gz | pandas |" in text and "## Targets" in text
+
+
+def test_issue_15_shapes_high_churn_and_many_parts(tmp_path):
+    """The high-churn shape: short-lived resources of about 48 lines, most untagged, every line its own
+    description (so nothing a rollup groups by collapses); the many-parts shape: today's CUR lines in 2,001
+    gzip parts, and a folder of 5,000 tiny files; the floor reads them to the same totals as the lines."""
+    n = 20000
+    info = generate.generate(n, tmp_path, ("churn-parquet", "parts-csv-gz", "cur-csv-gz", "tiny-files"))
+    con = Store().con
+    churn = "[" + ", ".join(f"'{f}'" for f in info["formats"]["churn-parquet"]) + "]"
+    lines, resources, untagged, keys, described = con.execute(f"""
+        SELECT count(*), count(DISTINCT line_item_resource_id),
+               count(DISTINCT line_item_resource_id) FILTER (WHERE resource_tags_user_team IS NULL),
+               count(DISTINCT (line_item_resource_id, line_item_usage_type, line_item_line_item_description,
+                               date_trunc('day', line_item_usage_start_date))),
+               count(DISTINCT (line_item_resource_id, line_item_line_item_description))
+        FROM read_parquet({churn})""").fetchone()
+    assert lines == n and keys == n and described == n
+    assert 30 < n / resources < 70 and 0.5 < untagged / resources < 0.7
+    parts = sorted(Path(info["formats"]["parts-csv-gz"][0]).rglob("*.csv.gz"))
+    tiny = sorted(Path(info["formats"]["tiny-files"][0]).rglob("*.csv"))
+    assert len(parts) == 3 * generate.PARTS and len(tiny) >= generate.TINY_FILES
+    sums = {}
+    for fmt in ("parts-csv-gz", "cur-csv-gz", "tiny-files"):
+        out = run.measure([sys.executable, str(REPO / "benchmarks" / "floor.py"), fmt, *info["formats"][fmt]])
+        assert out["rc"] == 0, out["stderr"]
+        sums[fmt] = json.loads(out["stdout"])
+    same = lambda s: {**s, "total": {k: round(v, 2) for k, v in s["total"].items()}}  # noqa: E731 - float sums
+    assert same(sums["parts-csv-gz"]) == same(sums["cur-csv-gz"]) and sums["cur-csv-gz"]["lines"] == n
+    assert sums["tiny-files"]["lines"] == generate.lines_of(info, "tiny-files") == generate.TINY_FILES * 20
