@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import duckdb
 
@@ -27,11 +28,30 @@ COLUMNS = {
                       "amount": "ConsumedQuantity", "usage_type": "x_UsageType", "start": "ChargePeriodStart",
                       "team": "Tags", "category": "ServiceCategory"},
 }
+COLUMNS["cur-csv"] = COLUMNS["cur-csv-gz"]
+BASE = {"churn-parquet": "cur-parquet", "parts-csv-gz": "cur-csv-gz", "tiny-files": "cur-csv"}  # generate.BASE
+
+
+def columns(fmt: str) -> dict[str, str]:
+    """The raw columns of a format or of one of generate.py's shapes (which take a format's columns)."""
+    return COLUMNS[BASE.get(fmt, fmt)]
+
+
+def sources(args: list[str]) -> list[str]:
+    """Files, and a folder as the glob of its data files: a folder of many parts is read as one scan."""
+    out = []
+    for a in args:
+        if Path(a).is_dir():
+            suffix = next(s for s in (".parquet", ".csv.gz", ".csv") if any(Path(a).rglob("*" + s)))
+            out.append(f"{a}/**/*{suffix}")
+        else:
+            out.append(a)
+    return out
 
 
 def floor_sql(fmt: str, files: list[str]) -> str:
-    c = {k: f'"{v}"' for k, v in COLUMNS[fmt].items()}
-    listed = "[" + ", ".join(f"'{f}'" for f in files) + "]"
+    c = {k: f'"{v}"' for k, v in columns(fmt).items()}
+    listed = "[" + ", ".join(f"'{f}'" for f in sources(files)) + "]"
     source = f"read_parquet({listed})" if fmt.endswith("parquet") else f"read_csv({listed})"
     team = f"json_extract_string({c['team']}, '$.team')" if fmt.startswith("focus") else c["team"]
     return f"""

@@ -8,6 +8,16 @@ resources and missing on some. Written as AWS CUR (legacy) Parquet in the Athena
 Parquet; plus a matching inventory snapshot (the GPU machines, their utilisation per month, spot training jobs)
 and a policy.
 
+Beside those, the shapes that a large ML organisation's bill takes (issue 15):
+
+- `churn-parquet`, high churn: the same CUR Parquet columns, but tens of thousands of short-lived nodes
+  (autoscaled and spot, each with its own id, living 4 to 20 hours), four lines an hour each (the
+  instance-hour and its transfer), a description that differs on every line (the spot price of the hour, the
+  hour itself), and three in five nodes untagged. About 48 lines per resource: 21,000 resources at 1M lines.
+- `parts-csv-gz`, many parts: today's CUR as gzip CSV, each month cut into 667 parts (2,001 files), as AWS
+  delivers a large CUR; the same lines, so the same totals, as `cur-csv-gz`.
+- `tiny-files`, a folder of 5,000 tiny CUR CSV files of 20 lines each (100,000 lines whatever --lines says).
+
 Every line is made by DuckDB SQL from `range()` with hash-based pseudo-random columns: no Python loop over
 lines, so 10M lines take seconds, and the same size always gives the same bytes of data.
 
@@ -25,7 +35,13 @@ import duckdb
 
 MONTHS = ("2026-07-01", "2026-08-01", "2026-09-01")
 FORMATS = ("cur-parquet", "cur-csv-gz", "focus-parquet")
-VERSION = 2  # of the generated data: a cached data set of another version is made again
+SHAPES = ("churn-parquet", "parts-csv-gz", "tiny-files")  # issue 15's shapes, beside today's
+BASE = {"churn-parquet": "cur-parquet", "parts-csv-gz": "cur-csv-gz", "tiny-files": "cur-csv"}  # their columns
+PARTS = 667  # per month: 2,001 gzip parts
+TINY_FILES, TINY_LINES = 5000, 20
+QUARTER_HOURS = 92 * 24
+CHURN_LINES = 48  # lines per short-lived resource, on average: 4 to 20 hours of 4 lines
+VERSION = 3  # of the generated data: a cached data set of another version is made again
 GPU_TYPES = {"p4d.24xlarge": 21.96, "p5.48xlarge": 55.04, "g5.xlarge": 1.006, "g5.12xlarge": 5.672,
              "g6.xlarge": 0.8048, "p3.2xlarge": 3.06}
 OTHER_TYPES = {"m5.xlarge": 0.192, "c5.2xlarge": 0.34, "r6i.large": 0.126, "t3.medium": 0.0416}
@@ -146,6 +162,91 @@ def lines_sql(n_lines: int, month: int) -> str:
              THEN 'Data Transfer' ELSE 'Metric' END AS family,
         CASE WHEN tax THEN NULL WHEN kind IN ('gpu', 'compute') THEN 'Hrs' WHEN kind IN ('ebs', 's3') THEN 'GB-Mo'
              WHEN kind = 'transfer' THEN 'GB' ELSE 'Metrics' END AS unit
+    FROM w"""
+
+
+def churn_resources_sql(n_resources: int) -> str:
+    """Short-lived nodes, one row each: born at some hour of the quarter, living 4 to 20 hours; 45% GPU, 70%
+    spot; three in five untagged. `off` is the number of lines of the nodes before it."""
+    rates = " ".join(f"WHEN '{t}' THEN {p}" for t, p in {**GPU_TYPES, **OTHER_TYPES}.items())
+    return f"""
+    SELECT *, CASE itype {rates} END AS od_rate,
+        COALESCE(sum(4 * life) OVER (ORDER BY r ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS off
+    FROM (
+        SELECT r, CASE WHEN k < 45 THEN 'gpu' ELSE 'compute' END AS rkind,
+            CASE WHEN k < 45 THEN {_pick(GPU_TYPES, 'hash(r, 12)')} ELSE {_pick(OTHER_TYPES, 'hash(r, 12)')} END
+                AS itype,
+            {_pick(REGIONS, 'hash(r, 11)')} AS region,
+            {_pick(ACCOUNTS, 'hash(r, 15)')} AS account,
+            hash(r, 13) % 100 < 70 AS spot,
+            CASE WHEN tagged THEN {_pick(TEAMS, 'hash(r, 19)')} END AS team,
+            CASE WHEN tagged AND hash(r, 16) % 10 < 8 THEN 'user' || (hash(r, 17) % 40) || '@example.com' END
+                AS owner,
+            CASE WHEN tagged AND hash(r, 18) % 10 < 8 THEN {_pick([PROJECTS[t] for t in TEAMS], 'hash(r, 19)')} END
+                AS project,
+            'i-0' || lpad(to_hex(r), 14, '0') AS rid,
+            4 + CAST(hash(r, 20) % 17 AS BIGINT) AS life,
+            CAST(hash(r, 21) % {QUARTER_HOURS - 20} AS BIGINT) AS birth
+        FROM (SELECT range AS r, hash(range, 10) % 100 AS k, hash(range, 14) % 10 < 4 AS tagged
+              FROM range({n_resources}))
+    )"""
+
+
+def churn_lines_sql(n_lines: int, month: int) -> str:
+    """The lines of one month of the high-churn shape, in lines_sql's neutral names (so cur_columns applies):
+    every node has, each hour of its life, its instance-hour (spot price of that hour and zone) and three
+    transfer lines (regional, to the internet, to another region), each line's description its own."""
+    n_resources = n_lines * 6 // (5 * CHURN_LINES) + 60  # enough: each has 48 lines on average
+    start, end = MONTHS[month], (MONTHS[month + 1] if month + 1 < len(MONTHS) else "2026-10-01")
+    prefix = " ".join(f"WHEN '{r}' THEN '{p}'" for r, (p, _) in REGIONS.items())
+    name = " ".join(f"WHEN '{r}' THEN '{n}'" for r, (_, n) in REGIONS.items())
+    dest = " ".join(f"WHEN '{r}' THEN '{d}'" for r, d in zip(REGIONS, list(REGIONS)[1:] + list(REGIONS)[:1],
+                                                              strict=True))
+    return f"""
+    WITH res AS ({churn_resources_sql(n_resources)}),
+    l AS (SELECT *, unnest(range(4 * life)) AS j FROM res WHERE off < {n_lines}),
+    m AS (
+        SELECT *, off + j AS i, j // 4 AS hr, j % 4 AS lt,
+            TIMESTAMP '2026-07-01' + to_hours(birth + j // 4) AS t0
+        FROM l WHERE off + j < {n_lines}
+    ),
+    v AS (
+        SELECT *, false AS tax, 'Usage' AS line_type,
+            -- h % 4 = 0 marks transfer to the internet in cur_columns (product/toLocation)
+            (hash(i, 4) >> 2 << 2) + CASE WHEN lt = 2 THEN 0 ELSE 1 END AS h,
+            CASE WHEN lt = 0 THEN rkind ELSE 'transfer' END AS kind,
+            CASE region {prefix} END AS pfx, CASE region {name} END AS region_name,
+            CASE WHEN lt = 1 THEN region ELSE CASE region {dest} END END AS dst,
+            CASE WHEN lt = 0 THEN CASE WHEN hr = life - 1 THEN (hash(i, 5) % 4 + 1) / 4.0 ELSE 1 END
+                 WHEN lt = 1 THEN (hash(i, 5) % 500) / 100.0
+                 WHEN lt = 2 THEN (hash(i, 5) % 2000) / 100.0
+                 ELSE (hash(i, 5) % 1000) / 100.0 END AS amount,
+            CASE WHEN lt > 0 THEN [0.01, 0.09, 0.02][lt]
+                 WHEN spot THEN round(od_rate * (0.25 + (hash(itype, region, birth + hr) % 40) / 100.0), 4)
+                 ELSE od_rate END AS rate
+        FROM m WHERE t0 >= TIMESTAMP '{start}' AND t0 < TIMESTAMP '{end}'
+    ),
+    w AS (
+        SELECT *, CASE dst {name} END AS dst_name, CASE dst {prefix} END AS dst_pfx,
+            CASE lt WHEN 0 THEN (CASE WHEN pfx = 'USE1' THEN '' ELSE pfx || '-' END)
+                                || CASE WHEN spot THEN 'SpotUsage:' ELSE 'BoxUsage:' END || itype
+                    WHEN 1 THEN pfx || '-DataTransfer-Regional-Bytes'
+                    WHEN 2 THEN pfx || '-DataTransfer-Out-Bytes'
+                    ELSE pfx || '-' || (CASE dst {prefix} END) || '-AWS-Out-Bytes' END AS usage_type,
+            CAST(round(amount * rate, 8) AS DECIMAL(18, 8)) AS cost,
+            CAST(CASE WHEN lt = 0 THEN round(amount * od_rate, 8) END AS DECIMAL(18, 8)) AS list_cost,
+            'AmazonEC2' AS product_code,
+            CASE lt WHEN 0 THEN 'Compute Instance' ELSE 'Data Transfer' END AS family,
+            CASE lt WHEN 0 THEN 'Hrs' ELSE 'GB' END AS unit
+        FROM v
+    )
+    SELECT *,
+        '$' || rate || CASE lt WHEN 0 THEN CASE WHEN spot THEN ' per Linux ' || itype || ' Spot Instance-hour'
+                                               ELSE ' per On Demand Linux ' || itype || ' Instance Hour' END
+                               WHEN 1 THEN ' per GB - regional data transfer - in/out/between EC2 AZs'
+                               WHEN 2 THEN ' per GB - first 10 TB / month data transfer out'
+                               ELSE ' per GB - ' || region_name || ' data transfer to ' || dst_name END
+            || ' (' || strftime(t0, '%Y-%m-%d %H:00') || ')' AS description
     FROM w"""
 
 
@@ -278,25 +379,57 @@ def focus_columns() -> list[tuple[str, str]]:
 
 
 def write_billing(con: duckdb.DuckDBPyConnection, n_lines: int, out: Path, fmt: str) -> list[Path]:
+    """The files of one format or shape; a folder for the many-files shapes (the way they are read)."""
     folder = out / fmt
     folder.mkdir(parents=True, exist_ok=True)
+    if fmt in ("parts-csv-gz", "tiny-files"):
+        return [write_parts(con, n_lines, folder, fmt)]
     paths = []
     for month in range(len(MONTHS)):
         tag = MONTHS[month][:7]
         if fmt == "focus-parquet":
             cols, path, options = focus_columns(), folder / f"focus-{tag}.parquet", "FORMAT parquet"
-        elif fmt == "cur-parquet":
+        elif fmt in ("cur-parquet", "churn-parquet"):
             cols = [(athena(c), e) for c, e in cur_columns(csv=False)]
             path, options = folder / f"cur-{tag}.parquet", "FORMAT parquet"
         else:
             cols, path = cur_columns(csv=True), folder / f"cur-{tag}.csv.gz"
             options = "FORMAT csv, HEADER true, COMPRESSION gzip"
+        lines = churn_lines_sql(n_lines, month) if fmt == "churn-parquet" else lines_sql(n_lines, month)
         select = ", ".join(f'{e} AS "{c}"' for c, e in cols)
         tmp = path.with_name(path.name + ".tmp")
-        con.execute(f"COPY (SELECT {select} FROM ({lines_sql(n_lines, month)})) TO '{tmp}' ({options})")
+        con.execute(f"COPY (SELECT {select} FROM ({lines})) TO '{tmp}' ({options})")
         tmp.replace(path)
         paths.append(path)
     return paths
+
+
+def write_parts(con: duckdb.DuckDBPyConnection, n_lines: int, folder: Path, fmt: str) -> Path:
+    """Today's CUR lines as CSV cut into parts, a folder per month (`2026-07/cur-2026-07-00001.csv.gz`):
+    PARTS gzip parts a month, or TINY_FILES tiny plain files in all. Returns the folder."""
+    if fmt == "tiny-files":
+        n_lines, per_month, suffix, options = TINY_FILES * TINY_LINES, TINY_FILES // 3 + 1, "csv", ""
+    else:
+        per_month, suffix, options = PARTS, "csv.gz", ", COMPRESSION gzip"
+    select = ", ".join(f'{e} AS "{c}"' for c, e in cur_columns(csv=True))
+    for month in range(len(MONTHS)):
+        tag = MONTHS[month][:7]
+        month_lines = (n_lines - month + 2) // 3  # lines month, month + 3, ... of range(n_lines)
+        tmp = folder / f".{tag}.tmp"
+        con.execute(f"""COPY (SELECT {select}, CAST((i // 3) * {per_month} // {month_lines} AS INTEGER) AS part
+                            FROM ({lines_sql(n_lines, month)}))
+                        TO '{tmp}' (FORMAT csv, HEADER true{options}, PARTITION_BY (part), OVERWRITE true)""")
+        done = folder / tag
+        done.mkdir(exist_ok=True)
+        for f in done.iterdir():
+            f.unlink()
+        for k, f in enumerate(sorted(tmp.rglob(f"*.{suffix}"), key=lambda f: (int(f.parent.name.split("=")[1]),
+                                                                                f.name)), 1):
+            f.rename(done / f"cur-{tag}-{k:05d}.{suffix}")
+        for d in sorted(tmp.rglob("*"), reverse=True):
+            d.rmdir()
+        tmp.rmdir()
+    return folder
 
 
 def inventory(con: duckdb.DuckDBPyConnection, n_lines: int) -> dict:
@@ -335,6 +468,32 @@ def inventory(con: duckdb.DuckDBPyConnection, n_lines: int) -> dict:
             "assets": assets, "gpu_usage": usage, "jobs": jobs}
 
 
+def churn_inventory(con: duckdb.DuckDBPyConnection, n_lines: int, limit: int = 2000) -> dict:
+    """What an inventory snapshot knows of the short-lived nodes: the first `limit` GPU nodes (most are gone
+    by the time anyone looks), each with the utilisation of its life."""
+    n_resources = n_lines * 6 // (5 * CHURN_LINES) + 60
+    rows = con.execute(f"""
+        SELECT rid, account, region, itype, spot, team, owner, project, hash(r, 30) % 100 AS busy, r,
+            TIMESTAMP '2026-07-01' + to_hours(birth) AS born, TIMESTAMP '2026-07-01' + to_hours(birth + life) AS died
+        FROM ({churn_resources_sql(n_resources)}) WHERE rkind = 'gpu' AND off < {n_lines} ORDER BY r
+        LIMIT {limit}""").fetchall()
+    assets, usage = [], []
+    for rid, account, region, itype, spot, team, owner, project, busy, r, born, died in rows:
+        tags = {k: v for k, v in (("team", team), ("owner", owner), ("project", project)) if v}
+        assets.append({"id": rid, "provider": "aws", "account": account, "region": region, "zone": region + "a",
+                       "name": f"node-{r}", "kind": "vm", "instance_type": itype, "gpu_model": None,
+                       "gpu_count": None, "gpu_memory_gb": None, "lifecycle": "spot" if spot else "on_demand",
+                       "state": "terminated", "launch_time": f"{born:%Y-%m-%dT%H:%M:%SZ}", "tags": tags})
+        mean = 2.0 + busy % 95
+        usage.append({"asset_id": rid, "window_start": f"{born:%Y-%m-%dT%H:%M:%SZ}",
+                      "window_end": f"{died:%Y-%m-%dT%H:%M:%SZ}", "samples": int((died - born).total_seconds() // 60),
+                      "mean_util_pct": mean, "p95_util_pct": min(100.0, mean * 1.3), "peak_mem_gb": 4.0 + busy % 70,
+                      "source": "cloudwatch_agent"})
+    return {"version": 1, "generated_at": "2026-10-01T00:00:00Z",
+            "source": f"gpu-auditor benchmark generator ({n_lines} lines, high churn, synthetic)",
+            "assets": assets, "gpu_usage": usage, "jobs": []}
+
+
 POLICY = """\
 policy: Benchmark GPU policy
 version: "2026.3"
@@ -363,34 +522,51 @@ clauses:
 
 
 def generate(n_lines: int, out: Path, formats: tuple[str, ...] = FORMATS, threads: int | None = None) -> dict:
-    """Write the exports, inventory and policy for n_lines lines per format into out; skip what is already
-    there (same size, same bytes: the generator is deterministic). Returns the paths."""
+    """Write the exports, inventories and policy for n_lines lines per format or shape into out; keep what is
+    already there (same size, same bytes: the generator is deterministic). Returns the paths: `formats` maps
+    each to its files (a folder for the many-files shapes), `inventories` each to its inventory."""
     out.mkdir(parents=True, exist_ok=True)
     done = out / "DONE.json"
+    info = {"version": VERSION, "lines": n_lines, "formats": {}, "inventories": {}, "seconds": {}}
     if done.exists():
-        info = json.loads(done.read_text())
-        if (info.get("version"), info["lines"]) == (VERSION, n_lines) and set(formats) <= set(info["formats"]):
-            return info
+        cached = json.loads(done.read_text())
+        if (cached.get("version"), cached["lines"]) == (VERSION, n_lines):
+            info = cached
+    if set(formats) <= set(info["formats"]):
+        return info
     con = duckdb.connect()
     if threads:
         con.execute(f"SET threads = {threads}")
-    info = {"version": VERSION, "lines": n_lines, "formats": {}, "seconds": {}}
     for fmt in formats:
+        if fmt in info["formats"]:
+            continue
         t = time.perf_counter()
         info["formats"][fmt] = [str(p) for p in write_billing(con, n_lines, out, fmt)]
         info["seconds"][fmt] = round(time.perf_counter() - t, 2)
-    (out / "inventory.json").write_text(json.dumps(inventory(con, n_lines)))
+        path = out / "inventory.json"
+        if fmt == "churn-parquet":
+            path = out / "inventory-churn.json"
+            path.write_text(json.dumps(churn_inventory(con, n_lines)))
+        info["inventories"][fmt] = str(path)
+        done.write_text(json.dumps(info, indent=2))  # after each: a run stopped midway keeps what it wrote
+    if not (out / "inventory.json").exists():
+        (out / "inventory.json").write_text(json.dumps(inventory(con, n_lines)))
     (out / "policy.yml").write_text(POLICY)
     info["inventory"], info["policy"] = str(out / "inventory.json"), str(out / "policy.yml")
     done.write_text(json.dumps(info, indent=2))
     return info
 
 
+def lines_of(info: dict, fmt: str) -> int:
+    """The billing lines a format's files hold (the tiny-files folder is the same size whatever --lines says)."""
+    return TINY_FILES * TINY_LINES if fmt == "tiny-files" else info["lines"]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--lines", type=int, required=True, help="billing lines per format (over three months)")
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--formats", nargs="+", choices=FORMATS, default=list(FORMATS))
+    ap.add_argument("--formats", nargs="+", choices=FORMATS + SHAPES, default=list(FORMATS))
     args = ap.parse_args()
     info = generate(args.lines, args.out, tuple(args.formats))
     print(json.dumps(info, indent=2))

@@ -8,19 +8,22 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pandas as pd
-from floor import COLUMNS  # noqa: I001 - run as a script from benchmarks/
+from floor import columns  # noqa: I001 - run as a script from benchmarks/
 
 
 def main() -> None:
     fmt, files = sys.argv[1], sys.argv[2:]
-    c = COLUMNS[fmt]
+    c = columns(fmt)
     wanted = list(dict.fromkeys(c.values()))
+    # A folder's files, as a script would find them.
+    files = [str(f) for a in files for f in (sorted(Path(a).rglob("*.*")) if Path(a).is_dir() else [Path(a)])]
     if fmt.endswith("parquet"):
         df = pd.concat([pd.read_parquet(f, columns=wanted) for f in files], ignore_index=True)
     else:
-        df = pd.concat([pd.read_csv(f, usecols=wanted, compression="gzip") for f in files], ignore_index=True)
+        df = pd.concat([pd.read_csv(f, usecols=wanted) for f in files], ignore_index=True)
     df = df.rename(columns={v: k for k, v in c.items()})
     if fmt.startswith("focus"):
         df["team"] = df["team"].str.extract(r'"team":\s*"([^"]*)"', expand=False)  # Tags is JSON text

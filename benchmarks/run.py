@@ -1,10 +1,11 @@
 """The benchmark: generate billing exports of each size, then measure, side by side on the same files,
-the end-to-end `gpu-auditor audit`, the floor (benchmarks/floor.py: a bare DuckDB scan computing the same
-aggregates) and the pandas way (benchmarks/pandas_way.py). Each runs as its own process; wall time is the
-process's, peak memory is its maximum resident set size (from wait4's rusage). Writes results.json and
-BENCHMARKS.md.
+the end-to-end `gpu-auditor audit`, `gpu-auditor inspect`, the floor (benchmarks/floor.py: a bare DuckDB scan
+computing the same aggregates) and the pandas way (benchmarks/pandas_way.py). Each runs as its own process;
+wall time is the process's, CPU time its user + system time, peak memory its maximum resident set size.
+Writes results.json and BENCHMARKS.md.
 
     python benchmarks/run.py --lines 1000000 10000000
+    python benchmarks/run.py --lines 1000000 10000000 --formats churn-parquet parts-csv-gz tiny-files
 """
 
 from __future__ import annotations
@@ -18,19 +19,26 @@ import sys
 import tempfile
 import time
 from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from generate import FORMATS, generate  # noqa: E402
+from generate import FORMATS, SHAPES, generate, lines_of  # noqa: E402
 
-TOOLS = ("audit", "floor", "pandas")
+TOOLS = ("audit", "inspect", "floor", "pandas")
 TARGET_FLOOR_RATIO = 1.5  # audit time / floor time, 10M CUR Parquet
 TARGET_PANDAS_SPEEDUP = 4.0  # pandas time / audit time
 TARGET_PANDAS_MEMORY = 0.25  # audit peak RSS / pandas peak RSS
 TARGET_RSS = 1 << 30  # audit peak RSS at 10M lines, Parquet and gzip CSV
 TARGET_GROWTH = 11.0  # time(10M) / time(1M)
+# Issue 15's targets, on every shape at the largest size.
+TARGET_SHAPE_FLOOR = 3.0  # audit wall / floor wall (aim: 1.5)
+TARGET_SHAPE_GROWTH = 10.0  # audit time at 10x the lines
+TARGET_INSPECT_FLOOR = 2.0  # inspect wall / floor wall
+TARGET_PARTS_GLOB = 3.0  # inspect of a folder of parts / DuckDB reading the same glob (the floor)
+TIMEOUT = 600.0  # seconds a run may take before it is stopped and recorded as such
 
 
 def _hwm(pid: int) -> int:
@@ -45,22 +53,26 @@ def _hwm(pid: int) -> int:
     return 0
 
 
-def measure(cmd: list[str], env: dict[str, str] | None = None) -> dict:
+def measure(cmd: list[str], env: dict[str, str] | None = None, timeout: float | None = None) -> dict:
     """Run cmd as a child: its wall time, CPU time, peak RSS (bytes) and output. Peak RSS is polled from
     /proc (VmHWM never decreases, so the last reading before exit is the peak up to then): wait4's ru_maxrss
-    would not do, as Linux carries the parent's peak over into a child across fork and exec."""
+    would not do, as Linux carries the parent's peak over into a child across fork and exec. A run past
+    `timeout` seconds is killed: rc is then 'timeout', and the figures are those up to then."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
-        peak = 0
+        peak, killed = 0, False
         while True:
             peak = max(peak, _hwm(proc.pid))
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
+            if timeout and time.perf_counter() - t > timeout:
+                proc.kill()
+                killed = True
             time.sleep(0.01)
         wall = time.perf_counter() - t
-        proc.returncode = os.waitstatus_to_exitcode(status)
+        proc.returncode = "timeout" if killed else os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
@@ -70,11 +82,14 @@ def measure(cmd: list[str], env: dict[str, str] | None = None) -> dict:
 
 def commands(tool: str, fmt: str, files: list[str], data: dict, out: Path) -> list[str]:
     py = sys.executable
+    exe = Path(py).with_name("gpu-auditor")
+    head = [str(exe)] if exe.exists() else [py, "-m", "auditor"]
     if tool == "audit":
-        exe = Path(py).with_name("gpu-auditor")
-        head = [str(exe)] if exe.exists() else [py, "-m", "auditor"]
-        return head + ["audit", "--policy", data["policy"], "--inventory", data["inventory"], "--out",
+        inventory = data.get("inventories", {}).get(fmt, data["inventory"])
+        return head + ["audit", "--policy", data["policy"], "--inventory", inventory, "--out",
                        str(out / f"report-{fmt}"), "--quiet", *files]
+    if tool == "inspect":
+        return head + ["inspect", "--json", *files]
     script = "floor.py" if tool == "floor" else "pandas_way.py"
     return [py, str(HERE / script), fmt, *files]
 
@@ -85,33 +100,40 @@ def total_of(tool: str, result: dict, out: Path, fmt: str) -> float | None:
         if tool == "audit":
             doc = json.loads((out / f"report-{fmt}" / "audit.json").read_text())
             return float(doc["summary"]["billed_cost"]["USD"])
+        if tool == "inspect":
+            return float(sum(Decimal(str(f["billed_cost"]["USD"])) for f in json.loads(result["stdout"])["files"]))
         return float(json.loads(result["stdout"].strip().splitlines()[-1])["total"]["USD"])
     except (OSError, ValueError, KeyError, IndexError):
         return None
 
 
 def run(sizes: list[int], data_root: Path, formats: tuple[str, ...], tools: tuple[str, ...],
-        log=print) -> dict:
+        log=print, timeout: float | None = TIMEOUT) -> dict:
     results: dict = {"sizes": sizes, "formats": list(formats), "runs": [], "generate": {}}
     for n in sizes:
+        # The tiny-files folder is one size whatever --lines says: measured once, at the first size.
+        wanted = tuple(f for f in formats if f != "tiny-files" or n == sizes[0])
         log(f"generating {n:,} lines per format in {data_root / str(n)}")
-        data = generate(n, data_root / str(n), formats)
+        data = generate(n, data_root / str(n), wanted)
         results["generate"][str(n)] = data.get("seconds", {})
         with tempfile.TemporaryDirectory(prefix="gpu-auditor-bench-") as tmp:
-            for fmt in formats:
-                files = data["formats"][fmt]
+            for fmt in wanted:
+                files, lines = data["formats"][fmt], lines_of(data, fmt)
                 for tool in tools:
                     load = os.getloadavg()[0]  # other work on the machine, for reading the numbers
-                    r = measure(commands(tool, fmt, files, data, Path(tmp)))
-                    total = total_of(tool, r, Path(tmp), fmt)
-                    row = {"lines": n, "format": fmt, "tool": tool, "wall_s": r["wall_s"], "cpu_s": r["cpu_s"],
-                           "peak_rss": r["peak_rss"], "rc": r["rc"], "total_usd": total,
-                           "lines_per_s": round(n / r["wall_s"]) if r["wall_s"] else None, "load": round(load, 1)}
+                    r = measure(commands(tool, fmt, files, data, Path(tmp)), timeout=timeout)
+                    total = total_of(tool, r, Path(tmp), fmt) if r["rc"] in (0, 1) else None
+                    row = {"size": n, "lines": lines, "format": fmt, "tool": tool, "wall_s": r["wall_s"],
+                           "cpu_s": r["cpu_s"], "peak_rss": r["peak_rss"], "rc": r["rc"], "total_usd": total,
+                           "lines_per_s": round(lines / r["wall_s"]) if r["wall_s"] else None,
+                           "load": round(load, 1)}
+                    if tool == "inspect" and total is not None:  # it rounds each file's total to the cent
+                        row["files"] = len(json.loads(r["stdout"])["files"])
                     if r["rc"] != 0:
                         row["stderr"] = r["stderr"]
                     results["runs"].append(row)
-                    log(f"  {n:>11,} {fmt:<14} {tool:<7} {r['wall_s']:>8.2f}s {r['peak_rss'] / 2**20:>8.0f} MiB "
-                        f"rc={r['rc']} total={total}")
+                    log(f"  {lines:>11,} {fmt:<14} {tool:<7} {r['wall_s']:>8.2f}s {r['cpu_s']:>8.1f}s CPU "
+                        f"{r['peak_rss'] / 2**20:>8.0f} MiB rc={r['rc']} total={total} load={load:.1f}")
     results["gate"] = gate_cold_start()
     results["checks"] = checks(results)
     return results
@@ -133,7 +155,9 @@ def gate_cold_start(repeat: int = 5) -> dict | None:
 
 
 def _get(results: dict, n: int, fmt: str, tool: str) -> dict | None:
-    return next((r for r in results["runs"] if (r["lines"], r["format"], r["tool"]) == (n, fmt, tool)), None)
+    """The run of a tool on a format at size n (a finished one: a run stopped at the timeout is no figure)."""
+    return next((r for r in results["runs"] if (r.get("size", r["lines"]), r["format"], r["tool"]) == (n, fmt, tool)
+                 and r["rc"] != "timeout"), None)
 
 
 def checks(results: dict) -> list[dict]:
@@ -147,11 +171,18 @@ def checks(results: dict) -> list[dict]:
 
     for n in sizes:
         for fmt in results["formats"]:
-            totals = [r["total_usd"] for r in results["runs"] if r["lines"] == n and r["format"] == fmt]
+            runs = [r for r in results["runs"] if r.get("size", r["lines"]) == n and r["format"] == fmt
+                    and r["rc"] != "timeout"]
+            totals = [r["total_usd"] for r in runs if r["tool"] != "inspect"]
             if len(totals) > 1 and None not in totals:
                 add(f"{n:,} {fmt}: every tool finds the same billed total (to the cent)",
                     round(max(totals) - min(totals), 4), 0.01, max(totals) - min(totals) < 0.01)
-    audit, floor, pandas = (_get(results, big, "cur-parquet", t) for t in TOOLS)
+            inspect = next((r for r in runs if r["tool"] == "inspect"), None)
+            if totals and inspect and inspect["total_usd"] is not None:  # each file's total is rounded
+                off, limit = abs(inspect["total_usd"] - totals[0]), 0.005 * inspect["files"] + 0.01
+                add(f"{n:,} {fmt}: inspect's file totals (each to the cent) add up to the same billed total",
+                    round(off, 4), round(limit, 3), off <= limit)
+    audit, floor = (_get(results, big, "cur-parquet", t) for t in ("audit", "floor"))
     if audit and floor:
         ratio = audit["wall_s"] / floor["wall_s"]
         add(f"{big:,} CUR Parquet: audit time / floor time", round(ratio, 2), TARGET_FLOOR_RATIO,
@@ -175,6 +206,30 @@ def checks(results: dict) -> list[dict]:
                 limit = TARGET_GROWTH * big / small / 10
                 add(f"{fmt}: audit time {big:,} / {small:,} lines", round(growth, 2), round(limit, 2),
                     growth <= limit)
+    for fmt in (f for f in results["formats"] if f in SHAPES):
+        n = small if fmt == "tiny-files" else big
+        audit, inspect, floor = (_get(results, n, fmt, t) for t in ("audit", "inspect", "floor"))
+        stopped = [r for r in results["runs"] if r.get("size") == n and r["format"] == fmt and r["rc"] == "timeout"]
+        for r in stopped:
+            add(f"{n:,} {fmt}: {r['tool']} completes within {r['wall_s']:.0f} s", "stopped", "completes", False)
+        if audit and floor:
+            ratio = audit["wall_s"] / floor["wall_s"]
+            add(f"{n:,} {fmt}: audit time / floor time (CPU: {audit['cpu_s'] / max(floor['cpu_s'], 0.01):.1f})",
+                round(ratio, 2), TARGET_SHAPE_FLOOR, ratio <= TARGET_SHAPE_FLOOR)
+        if audit:
+            add(f"{n:,} {fmt}: audit peak RSS (MiB)", round(audit["peak_rss"] / 2**20), TARGET_RSS // 2**20,
+                audit["peak_rss"] < TARGET_RSS)
+        if inspect and floor:
+            ratio = inspect["wall_s"] / floor["wall_s"]
+            limit = TARGET_PARTS_GLOB if fmt != "churn-parquet" else TARGET_INSPECT_FLOOR
+            add(f"{n:,} {fmt}: inspect time / floor time (CPU: "
+                f"{inspect['cpu_s'] / max(floor['cpu_s'], 0.01):.1f})", round(ratio, 2), limit, ratio <= limit)
+        if fmt != "tiny-files" and big != small:
+            a_small, a_big = _get(results, small, fmt, "audit"), _get(results, big, fmt, "audit")
+            if a_small and a_big:
+                growth = a_big["wall_s"] / a_small["wall_s"]
+                limit = TARGET_SHAPE_GROWTH * big / small / 10
+                add(f"{fmt}: audit time {big:,} / {small:,} lines", round(growth, 2), limit, growth <= limit)
     gate = results.get("gate")
     if gate and gate["rc"] in (0, 1):
         add(f"gpu-auditor gate cold start, one manifest (s, median of 5; CPU {gate['cpu_s']} s)", gate["wall_s"],
@@ -241,26 +296,35 @@ def render(results: dict, command: str) -> str:
                   "| format | tool | wall s | lines/s | peak RSS MiB | CPU s | billed total USD | load before |",
                   "|---|---|---:|---:|---:|---:|---:|---:|"]
         for r in results["runs"]:
-            if r["lines"] != n:
+            if r.get("size", r["lines"]) != n:
                 continue
-            total = f"{r['total_usd']:,.2f}" if r["total_usd"] is not None else f"failed (rc {r['rc']})"
-            lines.append(f"| {r['format']} | {r['tool']} | {r['wall_s']:.2f} | {r['lines_per_s'] or 0:,} | "
+            name = r["format"] if r["lines"] == n else f"{r['format']} ({r['lines']:,} lines)"
+            if r["rc"] == "timeout":
+                total = f"stopped after {r['wall_s']:.0f} s"
+            else:
+                total = f"{r['total_usd']:,.2f}" if r["total_usd"] is not None else f"failed (rc {r['rc']})"
+            lines.append(f"| {name} | {r['tool']} | {r['wall_s']:.2f} | {r['lines_per_s'] or 0:,} | "
                          f"{r['peak_rss'] / 2**20:,.0f} | {r['cpu_s']:.1f} | {total} | {r.get('load', '')} |")
         lines.append("")
-    lines += ["## Ratios", "", "| format | audit / floor time | pandas / audit time | audit / pandas memory |",
-              "|---|---:|---:|---:|"]
+    lines += ["## Ratios", "", "Time is wall time; CPU is the same ratio of CPU time (steadier on a shared machine).",
+              "", "| format | audit / floor time | audit / floor CPU | inspect / floor time | pandas / audit time "
+              "| audit / pandas memory |", "|---|---:|---:|---:|---:|---:|"]
     for n in results["sizes"]:
         for fmt in results["formats"]:
-            a, f, p = (_get(results, n, fmt, t) for t in TOOLS)
+            a, i, f, p = (_get(results, n, fmt, t) for t in TOOLS)
+            if not (a or i or f or p):
+                continue
             cell = lambda x: f"{x:.2f}" if x is not None else "–"  # noqa: E731
             lines.append(f"| {n:,} {fmt} | {cell(a['wall_s'] / f['wall_s'] if a and f else None)} | "
+                         f"{cell(a['cpu_s'] / f['cpu_s'] if a and f and f['cpu_s'] else None)} | "
+                         f"{cell(i['wall_s'] / f['wall_s'] if i and f else None)} | "
                          f"{cell(p['wall_s'] / a['wall_s'] if a and p else None)} | "
                          f"{cell(a['peak_rss'] / p['peak_rss'] if a and p else None)} |")
     if len(results["sizes"]) > 1:
         small, big = min(results["sizes"]), max(results["sizes"])
         lines += ["", f"Growth from {small:,} to {big:,} lines (time ratio; {big // small}x the lines):", "",
-                  "| format | audit | floor | pandas |", "|---|---:|---:|---:|"]
-        for fmt in results["formats"]:
+                  "| format | audit | inspect | floor | pandas |", "|---|---:|---:|---:|---:|"]
+        for fmt in (f for f in results["formats"] if f != "tiny-files"):
             cells = []
             for tool in TOOLS:
                 a, b = _get(results, small, fmt, tool), _get(results, big, fmt, tool)
@@ -279,7 +343,9 @@ def render(results: dict, command: str) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description="Benchmark gpu-auditor against the DuckDB floor and pandas.")
     ap.add_argument("--lines", type=int, nargs="+", default=[1_000_000, 10_000_000])
-    ap.add_argument("--formats", nargs="+", choices=FORMATS, default=list(FORMATS))
+    ap.add_argument("--formats", nargs="+", choices=FORMATS + SHAPES, default=list(FORMATS),
+                    help="today's formats, and issue 15's shapes (churn-parquet, parts-csv-gz, tiny-files)")
+    ap.add_argument("--timeout", type=float, default=TIMEOUT, help="seconds a run may take before it is stopped")
     ap.add_argument("--tools", nargs="+", choices=TOOLS, default=list(TOOLS))
     ap.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "gpu-auditor-bench",
                     help="where the generated exports are kept between runs")
@@ -294,7 +360,7 @@ def main() -> None:
         args.markdown.write_text(render(results, results.get("command", "python benchmarks/run.py")))
         return
     before = machine()
-    results = run(sorted(args.lines), args.data, tuple(args.formats), tuple(args.tools))
+    results = run(sorted(args.lines), args.data, tuple(args.formats), tuple(args.tools), timeout=args.timeout)
     results["machine"] = before
     results["date"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     command = "python benchmarks/run.py " + " ".join(sys.argv[1:])
