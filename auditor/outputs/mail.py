@@ -234,6 +234,8 @@ def subject(audit: dict[str, Any], letter: Letter) -> str:
 
 
 def _by_rule(section: Section, clauses: dict[str, str]) -> list[dict[str, Any]]:
+    from auditor.outputs.report import shown_findings
+
     groups: dict[str, dict[str, Any]] = {}
     for f in section.findings:
         g = groups.setdefault(f["rule"], {"rule": f["rule"], "name": f["name"], "severity": f["severity"],
@@ -242,6 +244,8 @@ def _by_rule(section: Section, clauses: dict[str, str]) -> list[dict[str, Any]]:
     for g in groups.values():  # one remedy for the whole rule is said once, not once per resource
         fixes = {f["remediation"] for f in g["findings"]}
         g["fix"] = fixes.pop() if len(fixes) == 1 and len(g["findings"]) > 1 else None
+        g["count"] = len(g["findings"])
+        g["findings"], g["rest"] = shown_findings(g["findings"])  # thousands: the costliest, the rest summed
     return list(groups.values())
 
 
