@@ -309,8 +309,12 @@ def _changes(change: dict[str, Any] | None) -> list[dict[str, Any]]:
 
 
 def _finding(f: dict[str, Any]) -> dict[str, Any]:
-    return {**f, "team_label": _team_of(f),
-            "evidence_items": [(k.replace("_", " "), _text(v)) for k, v in (f.get("evidence") or {}).items()]}
+    return {**f, "team_label": _team_of(f)}
+
+
+def _listed(f: dict[str, Any]) -> dict[str, Any]:
+    """A finding listed in full: with its evidence as text (only for those shown: thousands cost seconds)."""
+    return {**f, "evidence_items": [(k.replace("_", " "), _text(v)) for k, v in (f.get("evidence") or {}).items()]}
 
 
 def _rows(items: dict[str, dict[str, Any]], cur: str, total: Any = None) -> list[dict[str, Any]]:
@@ -423,7 +427,8 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
         mine = [f for f in g["findings"] if not f["waived"]]
         g.update(open=len(mine), waived=len(g["findings"]) - len(mine), savings=_savings(mine),
                  cost=_money_sum(mine, "cost"))
-        g["findings"], g["rest"] = shown_findings(g["findings"])
+        shown, g["rest"] = shown_findings(g["findings"])
+        g["findings"] = [_listed(f) for f in shown]
     by_team: dict[str, dict[str, Any]] = {}
     for f in every:
         t = by_team.setdefault(f["team_label"], {"team": f["team_label"], "findings": []})
