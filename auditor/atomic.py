@@ -14,7 +14,9 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
+from typing import TextIO
 
 from auditor.errors import InputError
 
@@ -72,8 +74,10 @@ def write_file(path: Path, data: str | bytes, mode: int | None = 0o666) -> None:
         raise
 
 
-def write_files(folder: Path, files: dict[str, str | bytes], what: str = "report") -> list[Path]:
-    """Write several files into `folder` as one: each to a temporary name, then all renamed into place; on a
+def write_files(folder: Path, files: dict[str, str | bytes | Callable[[TextIO], None]],
+                what: str = "report") -> list[Path]:
+    """Write several files into `folder` as one (text, bytes, or a function that streams the text into a file):
+    each to a temporary name, then all renamed into place; on a
     failure (or Ctrl-C between two renames) the previous files are put back as they were. An OSError becomes
     one line naming the folder."""
     try:
@@ -87,8 +91,12 @@ def write_files(folder: Path, files: dict[str, str | bytes], what: str = "report
         for name, data in files.items():
             fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=folder)
             temps.append((tmp, folder / name))
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data.encode("utf-8") if isinstance(data, str) else data)
+            if callable(data):  # a writer that streams the file (audit.json, findings.csv: every finding)
+                with os.fdopen(fd, "w", encoding="utf-8", newline="") as text:
+                    data(text)
+            else:
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data.encode("utf-8") if isinstance(data, str) else data)
             os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; a report is as readable as any file
         for _, final in temps:
             if final.exists() and not final.is_symlink():

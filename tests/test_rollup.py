@@ -76,6 +76,36 @@ def test_a_quarter_of_hourly_lines_collapses(tmp_path):
         assert sums(store, "costs") == sums(store, "lines")
 
 
+def test_high_churn_lines_collapse_though_every_description_differs(tmp_path):
+    """The high-churn shape (short-lived nodes, a description unique to every line): the description is no
+    grouping key, so a node's day of lines of one kind is one row; the instance type read from the description
+    is each line's own, every sum exact, and a row's description is that of its first line."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import generate
+
+    info = generate.generate(20000, tmp_path / "bench", ("churn-parquet",))
+    store = Store()
+    store.load_billing([Path(f) for f in info["formats"]["churn-parquet"]])
+    rows, lines = store.con.execute("SELECT count(*), sum(x_Lines) FROM costs").fetchone()
+    assert lines == store.lines().execute("SELECT count(*) FROM lines").fetchone()[0] == 20000
+    assert store.con.execute("SELECT count(DISTINCT ChargeDescription) FROM lines").fetchone()[0] > lines // 2
+    assert rows * 5 < lines, (rows, lines)
+    assert sums(store, "costs") == sums(store, "lines")
+    assert store.con.execute("SELECT count(*) FROM costs c JOIN lines l USING (x_SourceFile, x_SourceRow) "
+                             "WHERE c.ChargeDescription IS DISTINCT FROM l.ChargeDescription").fetchone()[0] == 0
+    # Grouped by the columns themselves (as for CSV): the same rows.
+    columns = Store()
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr(normalize, "KEY_HASH", "(hash({}) % 2)")
+    try:
+        columns.load_billing([Path(f) for f in info["formats"]["churn-parquet"]])
+    finally:
+        monkey.undo()
+    assert sums(columns, "costs") == sums(store, "costs")
+    assert columns.lines().execute("SELECT count(*) FROM costs c JOIN lines l USING (x_SourceFile, x_SourceRow) "
+                               "WHERE c.ChargeDescription IS DISTINCT FROM l.ChargeDescription").fetchone()[0] == 0
+
+
 @pytest.mark.parametrize("path", [FILES[0], FILES[6]], ids=lambda p: Path(p).name)
 def test_parquet_groups_by_hash_and_equals_the_lines(path, tmp_path, locate):
     store = Store()

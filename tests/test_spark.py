@@ -37,7 +37,7 @@ def generated(tmp_path_factory) -> Path:
     from generate import generate
 
     out = tmp_path_factory.mktemp("bench")
-    generate(600, out, ("cur-parquet", "focus-parquet"))
+    generate(600, out, ("cur-parquet", "focus-parquet", "churn-parquet"))
     return out
 
 
@@ -117,8 +117,8 @@ def test_spark_summaries_equal_duckdb(name, spark, locate):
 
 
 def test_spark_parquet_cur_and_focus_equal_duckdb(generated, spark):
-    for fmt in ("cur-parquet", "focus-parquet"):
-        files = sorted((generated / fmt).iterdir())[:1]
+    for fmt in ("cur-parquet", "focus-parquet", "churn-parquet"):
+        files = sorted((generated / fmt).iterdir())[:3 if fmt == "churn-parquet" else 1]  # few nodes a month
         duck, on_spark = both(files, spark)
         assert on_spark == duck, fmt
         assert duck["flows"] and duck["stats"]["gpu_cost"], "transfer and GPU lines are there to compare"

@@ -134,13 +134,25 @@ def _csv_row(f: dict[str, Any]) -> dict[str, Any]:
 
 def render_csv(audit: Audit | dict[str, Any], team: str | None = None) -> str:
     buf = io.StringIO()
-    w = csv.writer(buf, lineterminator="\n")
+    write_csv(audit, buf, team)
+    return buf.getvalue()
+
+
+def write_csv(audit: Audit | dict[str, Any], fh: Any, team: str | None = None) -> None:
+    """findings.csv, a row at a time into `fh`."""
+    w = csv.writer(fh, lineterminator="\n")
     w.writerow(CSV_FIELDS)
     for f in audit_doc(audit)["findings"]:
         if team is None or _team_of(f) == team:
             d = _csv_row(f)
             w.writerow([safe_cell(d.get(k)) for k in CSV_FIELDS])
-    return buf.getvalue()
+
+
+def write_json(audit: Audit | dict[str, Any], fh: Any) -> None:
+    """audit.json into `fh` in chunks, the same text as render_json, never as one string."""
+    for chunk in json.JSONEncoder(indent=2, ensure_ascii=False).iterencode(audit_doc(audit)):
+        fh.write(json_text(chunk))  # character by character: the same escapes as render_json's
+    fh.write("\n")
 
 
 def load_audit(path: Path) -> dict[str, Any]:
@@ -173,7 +185,10 @@ def write_outputs(audit: Audit | dict[str, Any], out_dir: Path, formats: tuple[s
     """Render the formats asked for, then write them into `out_dir` as one (atomic.write_files); a symbolic
     link on the way to `out_dir` is refused unless `follow_symlinks`."""
     doc = audit_doc(audit)
-    rendered = {FILE_NAMES[f]: render(doc, f, team) for f in formats}
+    # audit.json and findings.csv, which hold every finding, are written straight to their files; the reports
+    # are rendered first. All of them land together (atomic.write_files).
+    streamed: dict[str, Any] = {"json": lambda fh: write_json(doc, fh), "csv": lambda fh: write_csv(doc, fh, team)}
+    rendered = {FILE_NAMES[f]: streamed.get(f) or render(doc, f, team) for f in formats}
     return write_files(target(out_dir, follow_symlinks), rendered, "report")
 
 
@@ -250,6 +265,28 @@ def _money_sum(findings: list[dict[str, Any]], key: str) -> dict[str, Decimal]:
         if f.get(key) is not None:
             out[f["currency"]] = out.get(f["currency"], Decimal(0)) + _d(f[key])
     return out
+
+
+SHOWN_PER_RULE = 50  # findings of one rule listed in the HTML, Markdown and e-mail; the rest summed up
+
+
+def shown_findings(findings: list[dict[str, Any]], limit: int = SHOWN_PER_RULE) -> tuple[list[dict[str, Any]],
+                                                                                          dict[str, Any] | None]:
+    """A rule's findings for display: all of them if there are at most `limit`, else the `limit` worth the most
+    (saving, then cost) and the rest summed: how many (and how many waived), their cost and saving, and per
+    team, most first. findings.csv and audit.json keep every finding."""
+    if len(findings) <= limit:
+        return findings, None
+    ranked = sorted(findings, key=lambda f: (f.get("waived", False), -_d(f.get("monthly_savings")),
+                                             -_d(f.get("cost")), f["resource"]))
+    rest = ranked[limit:]
+    teams: dict[str, list[dict[str, Any]]] = {}
+    for f in rest:
+        teams.setdefault(_team_of(f), []).append(f)
+    per_team = [{"team": t, "count": len(fs), "cost": _money_sum(fs, "cost")} for t, fs in teams.items()]
+    per_team.sort(key=lambda t: (-t["count"], t["team"]))
+    return ranked[:limit], {"count": len(rest), "waived": sum(1 for f in rest if f.get("waived")),
+                            "cost": _money_sum(rest, "cost"), "savings": _savings(rest), "teams": per_team}
 
 
 def _text(value: Any) -> str:
@@ -419,6 +456,7 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
         mine = [f for f in g["findings"] if not f["waived"]]
         g.update(open=len(mine), waived=len(g["findings"]) - len(mine), cost=_money_sum(mine, "cost"),
                  **_rule_savings(mine))
+        g["findings"], g["rest"] = shown_findings(g["findings"])  # thousands: the costliest, the rest summed
     by_team: dict[str, dict[str, Any]] = {}
     for f in every:
         t = by_team.setdefault(f["team_label"], {"team": f["team_label"], "findings": []})

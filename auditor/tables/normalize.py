@@ -28,6 +28,11 @@ COSTLY = re.compile(r"(?i)regexp|\blike\b|\bilike\b|similar|lambda|json|map|list
                     r"timezone|timestamptz")
 ENRICHED = ("x_GpuModel", "x_GpuCount", "x_CostCategory", "x_SourceFile", "x_SourceRow", "x_SourceFormat")
 LINES = "x_Lines"  # how many billing lines a row stands for
+# A line's free text (an AWS line item description names the hour and its price: unique per line). A source
+# column read only by these outputs is never a grouping key: the instance type some exports name only there is
+# computed line by line and grouped by its value, and the description of a group is that of its first line.
+FREE_TEXT = "ChargeDescription"
+FREE_TEXT_READERS = (FREE_TEXT, "x_InstanceType")
 EXTRA = ("_kind", "_gpu", "_gpu_count")
 DEFAULTS = {"_gpu": "CAST(NULL AS VARCHAR)", "_gpu_count": "CAST(NULL AS INTEGER)"}
 
@@ -113,6 +118,9 @@ def rollup_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: i
                rescan: bool = False) -> str:
     """The SELECT of one file's `costs` rows: its lines summed per UTC day and per distinct value of every
     source column the reader classifies from (resource, usage type, tags, ...), before anything is classified.
+    Free text (FREE_TEXT: a description that can differ on every line) is no key: what is classified from it
+    alone (an instance type named only there) is computed line by line and grouped by its value, and the
+    group keeps the description of its first line.
 
     Grouping the export's own columns first is what makes a large export cheap: a quarter of hourly lines
     collapses about twentyfold, and the classification then runs on the groups (with `select_sql`, as for
@@ -131,14 +139,19 @@ def rollup_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: i
     refs = {c: referenced(e, top) for c, e in exprs.items()}
     amounts = [c for c in PER_LINE if c in exprs]
     times = [c for c in TIMES if c in exprs]
-    keys = sorted(set().union(*(refs[c] for c in exprs if c not in PER_LINE and c not in TIMES)))
+    classified = [c for c in exprs if c not in PER_LINE and c not in TIMES]
+    free = set(refs.get(FREE_TEXT, set())).difference(*(refs[c] for c in classified if c not in FREE_TEXT_READERS))
+    per_line = [c for c in classified if c != FREE_TEXT and refs[c] & free]  # grouped by their value
+    free_cols = sorted(free)
+    keys = sorted(set().union(*(refs[c] for c in classified if c not in per_line)) - free)
     time_cols = sorted(set().union(*(refs[c] for c in times)))
-    def u(c: str) -> str:  # the name a line's amount or time goes by until the rows are classified
+
+    def u(c: str) -> str:  # the name a line's amount, time or per-line value goes by until rows are classified
         return q("__" + c)
 
     key_sql = ", ".join(q(c) for c in keys)
     by_hash = by_hash and bool(keys)
-    line_sql = ", ".join(f"{exprs[c]} AS {u(c)}" for c in amounts)
+    line_sql = ", ".join(f"{exprs[c]} AS {u(c)}" for c in amounts + per_line)
     if by_hash:
         line_sql += (f", {KEY_HASH.format(key_sql)} AS __h, "
                      f"{KEY_HASH.format(', '.join(q(c) for c in reversed(keys)))} AS __h2")
@@ -162,21 +175,24 @@ def rollup_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: i
     aggregates = (f"{', '.join(sums + spans)}, count(*) AS __lines, "
                   f"COALESCE(min(__row) FILTER ({bad}), min(__row)) AS __first")
     day = f"date_trunc('day', {start})"
-    if by_hash:
-        grouped = (f"SELECT {aggregates}, min(__row) AS __rep, min(__h2) <> max(__h2) AS __clash "
-                   f"FROM ({lines}) GROUP BY __h, {day}")
+    values = "".join(f"{u(c)}, " for c in per_line)
+    if by_hash:  # the key columns and the free text are read back from the group's first line
+        grouped = (f"SELECT {values}{aggregates}, min(__row) AS __rep, min(__h2) <> max(__h2) AS __clash "
+                   f"FROM ({lines}) GROUP BY {values}__h, {day}")
+        back = ", ".join(q(c) for c in keys + free_cols)
         grouped = (f"SELECT r.* EXCLUDE (__rep), g.* EXCLUDE (__rep, __clash) FROM ({grouped}) g "
-                   f"JOIN (SELECT __row AS __rep, {key_sql} FROM {numbered}) r USING (__rep) "
+                   f"JOIN (SELECT __row AS __rep, {back} FROM {numbered}) r USING (__rep) "
                    f"WHERE CASE WHEN g.__clash THEN error({lit(CLASH)}) ELSE true END")
     else:
-        grouped = (f"SELECT {key_sql + ', ' if keys else ''}{aggregates} "
-                   f"FROM ({lines}) GROUP BY {key_sql + ', ' if keys else ''}{day}")
+        firsts = "".join(f"arg_min({q(c)}, __row) AS {q(c)}, " for c in free_cols)
+        grouped = (f"SELECT {key_sql + ', ' if keys else ''}{values}{firsts}{aggregates} "
+                   f"FROM ({lines}) GROUP BY {key_sql + ', ' if keys else ''}{values}{day}")
     # The classification reads the grouped rows: the key columns keep their names, so the reader's expressions
     # apply unchanged; amounts and times are the group's.
-    over = {c: u(c) for c in amounts + times}
+    over = {c: u(c) for c in amounts + times + per_line}
     over[LINES] = "__lines"
-    rows = Columns(keys + [f"__{c}" for c in amounts + times] + ["__lines", "__first"],
-                   tuple((k, v) for k, v in cols.fields.items() if k.split(".")[0] in keys))
+    rows = Columns(keys + free_cols + [f"__{c}" for c in amounts + times + per_line] + ["__lines", "__first"],
+                   tuple((k, v) for k, v in cols.fields.items() if k.split(".")[0] in keys + free_cols))
     # Materialized: the classification reads the groups twice (rows and distinct keys), and the grouping is the
     # costly part.
     return f"WITH __g AS MATERIALIZED ({grouped}) " + select_sql({**exprs, **over}, rows, "__g", 1, path, fmt,

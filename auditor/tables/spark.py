@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 from auditor.errors import InputError
 from auditor.providers.billing.columns import Columns, check_types
 from auditor.sql import q
-from auditor.tables.normalize import select_sql
+from auditor.tables.normalize import FREE_TEXT, select_sql
 from auditor.tables.spark_files import billing_files, check_gzip_name
 from auditor.tables.spark_sql import to_spark
 
@@ -111,14 +111,17 @@ def _read(spark, s, view: str, scratch: str, path: str) -> None:
 
 def reduced_sql(select: str, costs: list[str]) -> str:
     """The normalized lines reduced to one row per UTC day and distinct everything else, amounts summed
-    (DuckDB's dialect, like `select`). Spark cannot group by a MAP, so Tags travel as their sorted entries."""
+    (DuckDB's dialect, like `select`). Spark cannot group by a MAP, so Tags travel as their sorted entries. The
+    description, which can differ on every line, is no key (as in normalize.rollup_sql): Spark keeps no line
+    order, so a row's description is the least of its lines'."""
     keys = [c for c in costs if c not in AMOUNTS + ("ChargePeriodStart", "ChargePeriodEnd", "x_SourceRow", "Tags",
-                                                    "x_Lines")]
+                                                    "x_Lines", FREE_TEXT)]
     cols = ", ".join(q(c) for c in keys)
     sums = ", ".join(f"sum({q(c)}) AS {q(c)}" for c in AMOUNTS)
     return f"""
         SELECT {cols}, {sums}, min(ChargePeriodStart) AS ChargePeriodStart, max(ChargePeriodEnd) AS ChargePeriodEnd,
-               map_from_entries(tag_entries) AS Tags, CAST(NULL AS BIGINT) AS x_SourceRow,
+               min({FREE_TEXT}) AS {FREE_TEXT}, map_from_entries(tag_entries) AS Tags,
+               CAST(NULL AS BIGINT) AS x_SourceRow,
                count(*) AS x_Lines, count(*) - count(BilledCost) AS no_cost,
                count(*) - count(ChargePeriodStart) AS no_start
         FROM (SELECT *, array_sort(map_entries(Tags)) AS tag_entries, date_trunc('DAY', ChargePeriodStart) AS day

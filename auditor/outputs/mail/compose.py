@@ -23,6 +23,7 @@ from auditor.errors import InputError
 from auditor.model import fmt_money
 from auditor.outputs.mail.outbox import PENDING, now, slug
 from auditor.outputs.mail.route import Letter, Section, added, amounts, clean, mail_address, route
+from auditor.outputs.report import shown_findings
 from auditor.policy import Policy
 from auditor.text import one_line
 
@@ -86,6 +87,8 @@ def _by_rule(section: Section, clauses: dict[str, str]) -> list[dict[str, Any]]:
     for g in groups.values():  # one remedy for the whole rule is said once, not once per resource
         fixes = {f["remediation"] for f in g["findings"]}
         g["fix"] = fixes.pop() if len(fixes) == 1 and len(g["findings"]) > 1 else None
+        g["count"] = len(g["findings"])
+        g["findings"], g["rest"] = shown_findings(g["findings"])  # thousands: the costliest, the rest summed
     return list(groups.values())
 
 

@@ -1,0 +1,76 @@
+"""Findings at scale: a rule with thousands of findings lists its costliest SHOWN_PER_RULE in the HTML, Markdown
+and e-mail, then one line for the rest (how many, their cost and saving, per team); findings.csv and
+audit.json keep every finding."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import replace
+from datetime import date
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from auditor.core import run_audit
+from auditor.model import Finding, Severity, fmt_money
+from auditor.outputs import mail
+from auditor.outputs.report import SHOWN_PER_RULE, write_outputs
+from auditor.policy import load_policy
+from auditor.window import parse_quarter
+
+REPO = Path(__file__).resolve().parents[1]
+DEMO = REPO / "fixtures" / "demo"
+MANY = 3000
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory) -> tuple[dict, Path]:
+    policy = load_policy(DEMO / "policy.yml")
+    audit = run_audit(policy, [DEMO / "billing"], DEMO / "inventory.json", parse_quarter("2026-Q3"),
+                      date(2026, 10, 15))
+    extra = [Finding(rule="TAG001", name="missing-required-tags", severity=Severity.MEDIUM,
+                     resource=f"i-scale{i:05d}", message="missing tags: team", entity_type="ResourceSpend",
+                     provider="aws", team=("ml-research" if i % 3 else None), cost=Decimal(i) / 100,
+                     remediation="Tag it.", key=f"scale{i}") for i in range(MANY)]
+    out = tmp_path_factory.mktemp("report")
+    write_outputs(replace(audit, findings=list(audit.findings) + extra), out)
+    return json.loads((out / "audit.json").read_text()), out
+
+
+def test_csv_and_json_keep_every_finding(big):
+    doc, out = big
+    rows = list(csv.DictReader(io.StringIO((out / "findings.csv").read_text())))
+    assert len(rows) == len(doc["findings"]) > MANY
+    assert sum(1 for f in doc["findings"] if f["resource"].startswith("i-scale")) == MANY
+
+
+def test_reports_show_the_costliest_and_sum_the_rest(big):
+    doc, out = big
+    tag = sorted((f for f in doc["findings"] if f["rule"] == "TAG001"),
+                 key=lambda f: (f["waived"], -Decimal(f.get("monthly_savings") or 0), -Decimal(f["cost"] or 0),
+                                f["resource"]))
+    rest = tag[SHOWN_PER_RULE:]
+    rest_cost = {"USD": sum(Decimal(f["cost"]) for f in rest if f.get("cost") is not None)}
+    html, md = (out / "report.html").read_text(), (out / "report.md").read_text()
+    for text in (html, md):
+        shown = {f["resource"] for f in tag[:SHOWN_PER_RULE]}
+        assert all(r in text for r in shown)
+        assert not any(f["resource"] in text for f in rest if f["resource"].startswith("i-scale"))
+        assert f"nd {len(rest)} more" in text
+        assert fmt_money(rest_cost) in text
+    assert "ml-research" in md.split(f"and {len(rest)} more")[1].splitlines()[0]
+    assert len(html) < 2_000_000 and len(md) < 1_000_000
+
+
+def test_email_shows_the_costliest_and_counts_the_rest(big):
+    doc, _ = big
+    owner = mail.route(doc, load_policy(DEMO / "policy.yml"))[-1]
+    msg = mail.compose(doc, owner, "auditor@example.com", "owner@example.com", "k")
+    text = msg.get_body(("plain",)).get_content()
+    html = msg.get_body(("html",)).get_content()
+    assert text.count("i-scale") <= 2 * SHOWN_PER_RULE
+    assert "more (by team: (unattributed) " in text and "every one in findings.csv" in text
+    assert "every one in findings.csv" in html
