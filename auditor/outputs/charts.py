@@ -12,7 +12,12 @@ from typing import Any
 PALETTE = ("#0969da", "#bc4c00", "#1a7f37", "#8250df", "#bf3989", "#0a7b83", "#9a6700")
 OTHER = "#8c959f"
 BAND_COLOURS = {"under_10": "#cf222e", "10_to_50": "#bf8700", "over_50": "#1a7f37"}
+BAND_LABELS = {"under_10": "Under 10%", "10_to_50": "10% to 50%", "over_50": "Over 50%"}
 SPARK_PX = 18  # a sparkline's height
+
+
+def band_keys() -> list[dict[str, str]]:
+    return [{"name": label, "colour": BAND_COLOURS[b]} for b, label in BAND_LABELS.items()]
 
 
 def _d(value: Any) -> Decimal:

@@ -186,7 +186,7 @@ CATEGORIES = {"gpu_compute": "GPU compute", "other_compute": "Other compute", "s
 DIMENSIONS = {"provider": "provider", "account": "account", "region": "region", "team": "team",
               "project": "project"}
 PRICING = {"on_demand": "On-demand", "spot": "Spot", "committed": "Committed (reserved, savings plans)"}
-BANDS = {"under_10": "Under 10%", "10_to_50": "10% to 50%", "over_50": "Over 50%"}
+BANDS = charts.BAND_LABELS
 UNATTRIBUTED = "(unattributed)"
 SAVINGS_DEFINITION = ("Savings found: what the open findings would save a month (730 hours), each resource counted "
                       "once, with its largest saving; a quarter is three such months.")
@@ -505,7 +505,7 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
         "compliance": compliance, "clauses": clauses, "change": change,
         "top": [{**f, "spark": charts.sparkline(s, f["resource"])} for f in top],
         "weekly": charts.weekly(s, cur, team),
-        "band_keys": [{"name": label, "colour": charts.BAND_COLOURS[b]} for b, label in BANDS.items()],
+        "band_keys": charts.band_keys(),
         "categories": category_rows, "breakdowns": breakdowns, "budgets": budgets, "budget_hours": budget_hours,
         "budget_quarter": next((b["quarter"] for b in (s.get("teams") or {}).values() if b.get("quarter")), None),
         "budget_left_out": [b for b in budgets if b["left_out"]],
