@@ -269,7 +269,10 @@ def test_weekly_charts_are_drawn(browser, demo_doc, tmp_path, team):
     if team is not None:
         assert rgb(charts.PALETTE[1]) not in spend  # no other team's bars
     bands = png_pixels(element_shot(browser, "#chart-weekly-bands"))
-    assert {rgb(c) for c in charts.BAND_COLOURS.values()} <= bands
+    view = charts.weekly(demo_doc["summary"], "USD", team)
+    measured = {b for b in charts.BAND_COLOURS if any(w["hours"][b] > 0 for w in view["weeks"])}
+    assert measured and {rgb(charts.BAND_COLOURS[b]) for b in measured} <= bands
+    assert not {rgb(c) for b, c in charts.BAND_COLOURS.items() if b not in measured} & bands  # nlp: none under 10%
     assert browser.evaluate("document.querySelectorAll('table.sparkline').length") >= 1
     text = browser.evaluate("document.body.innerText")
     assert "Week by week" in text and demo_doc["summary"]["weekly"]["weeks"][0]["week"] in text
