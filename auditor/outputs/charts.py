@@ -60,7 +60,7 @@ def weekly(summary: dict[str, Any], cur: str, team: str | None = None) -> dict[s
         wk["rest"] = max(0, 100 - sum(c["width"] for c in wk["cells"]))
         wk["bands"] = [{"colour": BAND_COLOURS[b], "width": _width(h, wk["hours_total"])}
                        for b, h in wk["hours"].items()]
-    return {"teams": teams, "weeks": weeks, "has_bands": any(wk["hours_total"] > 0 for wk in weeks),
+    return {"currency": cur, "teams": teams, "weeks": weeks, "has_bands": any(wk["hours_total"] > 0 for wk in weeks),
             "has_spend": top > 0}
 
 
@@ -76,4 +76,15 @@ def sparkline(summary: dict[str, Any], resource: str) -> dict[str, Any] | None:
     at = days.index(peak)
     return {"currency": series["currency"], "peak": peak, "peak_day": (first + timedelta(days=at)).isoformat(),
             "total": sum(days), "start": series["start"], "days": len(days),
-            "heights": [0 if v <= 0 or peak <= 0 else max(1, int(v * SPARK_PX / peak)) for v in days]}
+            "bars": _runs([0 if v <= 0 or peak <= 0 else max(1, int(v * SPARK_PX / peak)) for v in days])}
+
+
+def _runs(heights: list[int]) -> list[dict[str, int]]:
+    """Days of the same height drawn as one cell (2 px a day): a steady spend is one cell, not 90, in an email."""
+    out: list[dict[str, int]] = []
+    for h in heights:
+        if out and out[-1]["height"] == h:
+            out[-1]["width"] += 2
+        else:
+            out.append({"height": h, "width": 2})
+    return out
