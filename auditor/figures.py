@@ -16,6 +16,7 @@ from typing import TypeVar
 from auditor.model import CENT, Finding, money
 
 K = TypeVar("K", bound=Hashable)
+TOP_ACTIONS = 5  # the findings a report lists first, largest saving first (and their sparklines)
 Claim = tuple[str, str, str, Decimal | None]  # (resource, currency, rule, monthly saving) of one open finding
 
 

@@ -199,3 +199,80 @@ def test_hostile_values_show_as_text_in_the_browser(browser, demo_doc, tmp_path)
     for shown in ("<script>window.__pwned = 1</script>", '" onload="window.__pwned = 2" x="',
                   "<img src=x onerror='window.__pwned = 3'>", "<svg onload='window.__pwned = 4'>"):
         assert shown in text, shown
+
+
+def png_pixels(data: bytes) -> set[tuple[int, int, int]]:
+    """The colours of an 8-bit RGB or RGBA, non-interlaced PNG (what Chromium captures), decoded here."""
+    import struct
+    import zlib
+
+    width, height = png_size(data)
+    depth, kind = data[24], data[25]
+    assert depth == 8 and kind in (2, 6), (depth, kind)
+    bpp = 3 if kind == 2 else 4
+    raw, pos = b"", 8
+    while pos < len(data):
+        length, tag = struct.unpack(">I4s", data[pos:pos + 8])
+        if tag == b"IDAT":
+            raw += data[pos + 8:pos + 8 + length]
+        pos += 12 + length
+    raw = zlib.decompress(raw)
+    stride, prev, colours = width * bpp, bytearray(width * bpp), set()
+    for y in range(height):
+        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for x in range(stride):
+            a = line[x - bpp] if x >= bpp else 0
+            b, c = prev[x], prev[x - bpp] if x >= bpp else 0
+            if f == 1:
+                line[x] = (line[x] + a) & 0xFF
+            elif f == 2:
+                line[x] = (line[x] + b) & 0xFF
+            elif f == 3:
+                line[x] = (line[x] + (a + b) // 2) & 0xFF
+            elif f == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[x] = (line[x] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 0xFF
+        colours.update(tuple(line[i:i + 3]) for i in range(0, stride, bpp))
+        prev = line
+    return colours
+
+
+def element_shot(browser: Browser, selector: str) -> bytes:
+    box = browser.evaluate(f"(() => {{ const r = document.querySelector({json.dumps(selector)})"
+                           ".getBoundingClientRect(); return [r.x + scrollX, r.y + scrollY, r.width, r.height]; })()")
+    assert box and box[2] > 100 and box[3] > 50, box
+    shot = browser.call("Page.captureScreenshot", format="png", captureBeyondViewport=True,
+                        clip={"x": box[0], "y": box[1], "width": box[2], "height": box[3], "scale": 1})
+    return base64.b64decode(shot["data"])
+
+
+def rgb(colour: str) -> tuple[int, int, int]:
+    return tuple(int(colour[i:i + 2], 16) for i in (1, 3, 5))
+
+
+@pytest.mark.parametrize("team", [None, "nlp"])
+def test_weekly_charts_are_drawn(browser, demo_doc, tmp_path, team):
+    """The stacked weekly chart shows each team's colour (for a team's report, its own), the utilisation chart
+    its bands' colours, and the top findings carry a sparkline."""
+    from auditor.outputs import charts
+
+    page = tmp_path / "weekly.html"
+    page.write_text(render_html(demo_doc, team=team), encoding="utf-8")
+    browser.open(page)
+    assert browser.errors() == []
+    teams = demo_doc["summary"]["weekly"]["teams"]
+    shown = teams if team is None else [team]
+    spend = png_pixels(element_shot(browser, "#chart-weekly-spend"))
+    for i, _ in enumerate(shown):
+        assert rgb(charts.PALETTE[i]) in spend, shown[i]
+    if team is not None:
+        assert rgb(charts.PALETTE[1]) not in spend  # no other team's bars
+    bands = png_pixels(element_shot(browser, "#chart-weekly-bands"))
+    view = charts.weekly(demo_doc["summary"], "USD", team)
+    measured = {b for b in charts.BAND_COLOURS if any(w["hours"][b] > 0 for w in view["weeks"])}
+    assert measured and {rgb(charts.BAND_COLOURS[b]) for b in measured} <= bands
+    assert not {rgb(c) for b, c in charts.BAND_COLOURS.items() if b not in measured} & bands  # nlp: none under 10%
+    assert browser.evaluate("document.querySelectorAll('table.sparkline').length") >= 1
+    text = browser.evaluate("document.body.innerText")
+    assert "Week by week" in text and demo_doc["summary"]["weekly"]["weeks"][0]["week"] in text

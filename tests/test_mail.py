@@ -252,6 +252,15 @@ def test_plain_smtp_one_message_per_recipient_then_never_again(audit_dir, smtp_s
     assert unowned and all(f["resource"] in owner_text and f["resource"] in owner_html for f in unowned)
     for name in audit["summary"]["teams"]:
         assert name in owner_text
+    # the weekly charts, as table cells with their numbers beside them: the owner's for all teams, a lead's for
+    # the team (in its report)
+    week = audit["summary"]["weekly"]["weeks"][1]
+    assert 'id="chart-weekly-spend"' in owner_html and 'id="chart-weekly-bands"' in owner_html
+    assert usd(sum(Decimal(v) for v in week["gpu_cost"]["USD"].values())) in owner_html
+    for name, team in audit["summary"]["teams"].items():
+        lead_html = got[team["lead"]][0].message.get_body(("html",)).get_content()
+        mine = week["gpu_cost"]["USD"].get(name)
+        assert mine is None or ('id="chart-weekly-spend"' in lead_html and usd(mine) in lead_html), name
 
     sent = states(audit_dir / "outbox")
     assert {s["status"] for s in sent.values()} == {"sent"} and all(s["attempts"] == 1 for s in sent.values())

@@ -22,7 +22,9 @@ import markupsafe
 from markupsafe import Markup
 
 from auditor.atomic import target, write_files
+from auditor.figures import TOP_ACTIONS
 from auditor.model import HOURS_PER_MONTH, fmt_money
+from auditor.outputs import charts
 from auditor.secret_patterns import mask_deep
 from auditor.text import json_text, md_escape, one_line, printable
 
@@ -199,9 +201,8 @@ CATEGORIES = {"gpu_compute": "GPU compute", "other_compute": "Other compute", "s
 DIMENSIONS = {"provider": "provider", "account": "account", "region": "region", "team": "team",
               "project": "project"}
 PRICING = {"on_demand": "On-demand", "spot": "Spot", "committed": "Committed (reserved, savings plans)"}
-BANDS = {"under_10": "Under 10%", "10_to_50": "10% to 50%", "over_50": "Over 50%"}
+BANDS = charts.BAND_LABELS
 UNATTRIBUTED = "(unattributed)"
-TOP_ACTIONS = 5
 SAVINGS_DEFINITION = ("Savings found: what the open findings would save a month (730 hours), each resource counted "
                       "once, with its largest saving; a quarter is three such months.")
 MACHINES_SHOWN = 25
@@ -539,7 +540,10 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
         "findings_count": {"open": len(open_), "waived": len(every) - len(open_),
                            "by_severity": {sev: sum(1 for f in open_ if f["severity"] == sev)
                                            for sev in ("critical", "high", "medium", "low", "info")}},
-        "compliance": compliance, "clauses": clauses, "change": change, "top": top,
+        "compliance": compliance, "clauses": clauses, "change": change,
+        "top": [{**f, "spark": charts.sparkline(s, f["resource"])} for f in top],
+        "weekly": charts.weekly(s, cur, team),
+        "band_keys": charts.band_keys(),
         "categories": category_rows, "breakdowns": breakdowns, "budgets": budgets, "budget_hours": budget_hours,
         "budget_quarter": next((b["quarter"] for b in (s.get("teams") or {}).values() if b.get("quarter")), None),
         "budget_left_out": [b for b in budgets if b["left_out"]],

@@ -38,7 +38,7 @@ def _add(into: dict[str, Decimal], cur: str, amount: Decimal | None) -> None:
         into[cur] = into.get(cur, Decimal(0)) + amount
 
 
-def _attributed(window: Window, team_key: str, project_key: str) -> str:
+def attributed(window: Window, team_key: str, project_key: str) -> str:
     """The window's `costs` rows with `team` and `project` columns: the lookups run once per distinct tag set
     and category (tax is no team's: tables/sql.py spend_team_sql) and are joined back, rather than once per row."""
     return f"""(SELECT c.*, t.team, t.project FROM (SELECT * FROM costs WHERE {window.where()}) c JOIN (
@@ -53,14 +53,14 @@ def spend_breakdown(store: Store, window: Window, currency: str, team_key: str,
     """{dimension: [{key, billed_cost, gpu_cost}]}, largest first in the policy's currency; at most TOP rows
     each, the rest summed per currency into one last row."""
     keys = {**DIMENSIONS, "team": "team", "project": "project"}
-    attributed = _attributed(window, team_key, project_key)
+    rows_sql = attributed(window, team_key, project_key)
     out = {}
     for dim, key in keys.items():
         rows = store.con.execute(f"""
             WITH b AS (
                 SELECT {key} AS k, BillingCurrency AS cur, sum(BilledCost) AS billed,
                        sum(BilledCost) FILTER (WHERE x_CostCategory = 'gpu_compute') AS gpu
-                FROM {attributed if dim in ("team", "project") else f"costs WHERE {window.where()}"} GROUP BY ALL),
+                FROM {rows_sql if dim in ("team", "project") else f"costs WHERE {window.where()}"} GROUP BY ALL),
             r AS (SELECT k, sum(billed) FILTER (WHERE cur = ?) AS main FROM b GROUP BY k)
             SELECT b.k, b.cur, b.billed, b.gpu FROM b JOIN r USING (k)
             ORDER BY r.main DESC NULLS LAST, b.k, b.cur""", [currency]).fetchall()
@@ -84,7 +84,7 @@ def spend_breakdown(store: Store, window: Window, currency: str, team_key: str,
 def team_spend(store: Store, window: Window, team_key: str, project_key: str) -> dict[str, dict[str, Any]]:
     """Per team (UNATTRIBUTED for the rest): spend by category, provider and project, GPU compute by provider
     and project, and GPU-hours by pricing and by GPU model, so that a team's own report shows its own money."""
-    rows = _attributed(window, team_key, project_key)
+    rows = attributed(window, team_key, project_key)
     out: dict[str, dict[str, Any]] = {}
 
     def entry(t: str) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from auditor.context import Context
 from auditor.figures import apportion_amounts, savings_by, savings_total, sum_money
 from auditor.model import Finding, GpuAsset, GpuSlice, NodeGpuAllocation, Severity, TeamSpend, money
 from auditor.policy import Policy
-from auditor.tables import breakdown, fleet, shared_gpus, split, stats
+from auditor.tables import breakdown, fleet, shared_gpus, split, stats, weekly
 from auditor.tables.entities import build
 from auditor.tables.sql import spend_team_sql, tag_sql, team_sql
 from auditor.tables.store import Store
@@ -77,6 +77,9 @@ def summarize(store: Store, policy: Policy, window: Window, findings: list[Findi
                                                build(store, window, policy, GpuSlice),
                                                lambda tags: ctx.attribute(tags)[0]),
         "allocation": allocation,
+        "weekly": weekly.weekly(store, window, team_key, project_key, figures["gpu_cost"],
+                                {a.id: a.gpu_count for a in assets}, {m["id"]: m["team"] for m in machines}),
+        "sparklines": weekly.sparklines(store, window, findings),
     }
     _round_breakdowns(out)
     return out

@@ -21,6 +21,7 @@ import jinja2
 from auditor.auditfile import read_audit
 from auditor.errors import InputError
 from auditor.model import fmt_money
+from auditor.outputs import charts
 from auditor.outputs.mail.outbox import PENDING, now, slug
 from auditor.outputs.mail.route import Letter, Section, added, amounts, clean, mail_address, route
 from auditor.outputs.report import shown_findings
@@ -109,13 +110,16 @@ def view(audit: dict[str, Any], letter: Letter, owner: str) -> dict[str, Any]:
     last = (end - timedelta(microseconds=1)).date()
     clauses = {c["rule"]: c.get("text", "") for c in audit.get("clauses", [])}
     p = audit.get("policy", {})
+    currency = next(iter(audit["summary"]["billed_cost"]), "USD")
     return {
         "label": one_line(audit["window"]["label"]), "period": f"{start.date()} to {last}",
         "policy": clean({"name": p.get("name", ""), "version": p.get("version", ""), "owner": owner}),
         "partial": bool(audit.get("partial")), "summary": audit["summary"], "letter": letter,
-        "currency": next(iter(audit["summary"]["billed_cost"]), "USD"),
+        "currency": currency,
         "section_groups": lambda s: _by_rule(s, clauses),
         "total_savings": amounts(audit["summary"].get("monthly_savings")),
+        "weekly": lambda team=None: charts.weekly(audit["summary"], p.get("currency") or currency, team),
+        "band_keys": charts.band_keys(),
     }
 
 
