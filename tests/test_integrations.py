@@ -241,7 +241,8 @@ def test_action_stops_on_a_broken_manifest_naming_it(tmp_path: Path, action_temp
     run = run_action(ws, action_temp, {"policy": "gpu-policy.yml", "paths": "k8s"})
     (_, gate) = run["steps"][-1]
     assert run["steps"][-1][0] == "Run the gate" and gate.returncode == 2
-    assert gate.stderr.strip().splitlines()[-1].startswith("gpu-auditor: error: k8s/train.yaml:")
+    # The broken file is named with its line, as an annotation on the pull request; the run fails (exit 2).
+    assert "::error file=k8s/train.yaml,line=2,title=gpu-auditor: manifest not read::" in gate.stdout + gate.stderr
 
 
 # --- the GitLab CI example ---------------------------------------------------------------------------------------
