@@ -1,5 +1,5 @@
 """The charts' view of audit.json (summary.weekly, summary.sparklines): widths, heights and colours for charts
-drawn as table cells (reports/charts.j2), so they show in mail clients that strip images, SVG and CSS; every
+drawn as table cells (reports/charts.html.j2), so they show in mail clients that strip images, SVG and CSS; every
 chart has its numbers in a table beside it."""
 
 from __future__ import annotations
