@@ -150,6 +150,7 @@ def run_audit(policy: Policy, billing: list[Path | str], inventory: Path | None 
     Spark's, tables/spark.py); `previous` is last quarter's audit (trend.load_previous)."""
     # The tables load DuckDB: imported here, so that the gate, which runs only the rules, starts fast.
     from auditor.tables.entities import BUILDERS, build
+    from auditor.tables.jobcost import job_costs
     from auditor.tables.store import Store
     from auditor.tables.summary import summarize
 
@@ -201,7 +202,8 @@ def run_audit(policy: Policy, billing: list[Path | str], inventory: Path | None 
                  for w in waivers if w["status"] == "expired"]
     result = Audit(window, policy, findings, store.sources, summary, clause_status(policy, rules, findings),
                    waivers, warnings, inputs.inventory_label, partial=bool(inputs.missing), as_of=today,
-                   previous=previous, generated_at=generated_at, baseline=base_info, known=known)
+                   previous=previous, generated_at=generated_at, baseline=base_info, known=known,
+                   jobs=job_costs(store, window, policy, findings + known))
     if previous is not None:
         result.trend = compare(result.to_dict(), previous["doc"])
     return result

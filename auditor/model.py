@@ -120,6 +120,10 @@ class Job:
     sweep_early_stopping: str | None = None
     sweep_algorithm: str | None = None
     sweep_grid_size: int | None = None
+    sweep_trial_timeout_s: int | None = None  # each trial's time limit
+    sweep_objective: str | None = None  # e.g. `minimize loss`
+    sweep_id: str | None = None  # a trial: the id of the sweep that ran it
+    mean_util_pct: float | None = None  # measured GPU utilisation over the job's run, where a source reports it
     # a server on Kubernetes: the grace period its pods declare (None: not declared), and the name of the
     # PodDisruptionBudget in the same manifests that covers its pods (None: none found)
     grace_period_s: int | None = None

@@ -141,6 +141,7 @@ def jobs(store: Store, window: Window, policy: Policy) -> list[Job]:
     for r in cur.fetchall():
         d = dict(zip(names, r, strict=True))
         d["tags"] = dict(d["tags"] or {})
+        d["kind"] = d["kind"] or "job"
         job = Job(**d)
         _complete_gpu(store, job)
         job.cost = costs.of(job.id)
