@@ -24,6 +24,7 @@ import markupsafe
 
 from auditor.errors import InputError
 from auditor.model import HOURS_PER_MONTH, fmt_money
+from auditor.outputs.jobs import JOBS_CSV, jobs_view, write_jobs_csv
 
 if TYPE_CHECKING:
     from auditor.audit import Audit
@@ -155,6 +156,9 @@ def write_outputs(audit: Audit | dict[str, Any], out_dir: Path, formats: tuple[s
                   team: str | None = None) -> list[Path]:
     doc = audit_doc(audit)
     rendered = {FILE_NAMES[f]: render(doc, f, team) for f in formats}
+    writers = {name: (lambda fh, text=text: fh.write(text)) for name, text in rendered.items()}
+    if "csv" in formats:  # the jobs beside the findings, written row by row
+        writers[JOBS_CSV] = lambda fh: write_jobs_csv(doc, fh, team)
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
     except OSError as e:
@@ -163,11 +167,11 @@ def write_outputs(audit: Audit | dict[str, Any], out_dir: Path, formats: tuple[s
     backups: list[tuple[str, Path]] = []  # the previous report, kept until every new file is in place
     replaced: list[Path] = []
     try:
-        for name, text in rendered.items():
+        for name, write in writers.items():
             fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=out_dir)
             temps.append((tmp, out_dir / name))
-            with os.fdopen(fd, "w", encoding="utf-8") as fh:
-                fh.write(text)
+            with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+                write(fh)
             os.chmod(tmp, 0o666 & ~_UMASK)  # mkstemp makes 0600; a report is as readable as any file
         for _, final in temps:
             if final.exists():
@@ -194,7 +198,7 @@ def write_outputs(audit: Audit | dict[str, Any], out_dir: Path, formats: tuple[s
                 os.unlink(tmp)
         for backup, _ in backups:
             os.rmdir(os.path.dirname(backup))
-    return [out_dir / n for n in rendered]
+    return [out_dir / n for n in writers]
 
 
 # ---- the view-model: what the templates see, built from the audit.json dict alone -------------------------
@@ -543,4 +547,5 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
                             "cost": {r["currency"]: r["total"]}}
                            for r in (s.get("kubernetes_gpus") or {}).get("namespaces", [])
                            if team is None or r.get("team") == team],
+        "jobs": jobs_view(doc, team),
     }

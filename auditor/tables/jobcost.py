@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from auditor.policy import Policy
 
 MANAGED = ("sagemaker", "vertex-ai", "azureml")  # billed per job, never through the machines' share
-HOURS = Decimal("0.01")
+HOURS = Decimal("0.1")  # GPU-hours to one decimal, as everywhere in audit.json
 
 
 def job_costs(store: Store, window: Window, policy: Policy, findings: list[Finding] = ()) -> list[dict[str, Any]]:
