@@ -46,13 +46,16 @@ def jobs_view(doc: dict[str, Any], team: str | None = None) -> dict[str, Any]:
     priced = [j for j in rows if j.get("cost") is not None]
     totals: dict[str, Decimal] = {}
     waste: dict[str, Decimal] = {}
-    for j in priced:
+    if team is None:  # the audit's exact totals (summary.jobs); a team's, summed from its rows' cents
+        totals, waste = ((doc["summary"].get("jobs") or {}).get(k) or {} for k in ("cost", "waste"))
+    for j in priced if team is not None else ():
         totals[j["currency"]] = totals.get(j["currency"], Decimal(0)) + _d(j["cost"])
         waste[j["currency"]] = waste.get(j["currency"], Decimal(0)) + _d(j.get("waste"))
     by_cost = sorted(priced, key=lambda j: (-_d(j["cost"]), j["id"]))[:TOP_JOBS]
     by_team: dict[str, list[dict[str, Any]]] = {}
     for j in sorted((j for j in priced if _d(j.get("waste")) > 0), key=lambda j: (-_d(j["waste"]), j["id"])):
         by_team.setdefault(j.get("team") or UNATTRIBUTED, []).append(j)
-    return {"count": len(rows), "unpriced": len(rows) - len(priced), "total": totals, "waste": waste,
+    return {"count": len({j["id"] for j in rows}), "unpriced": len(rows) - len(priced), "total": totals,
+            "waste": waste,
             "by_cost": by_cost, "sweeps": [j for j in priced if j.get("kind") == "sweep"],
             "waste_by_team": [{"team": t, "jobs": js[:TOP_WASTE]} for t, js in sorted(by_team.items())]}

@@ -5,7 +5,7 @@ A job's cost is found the first of these ways that finds billing lines:
 - `label`: lines whose job label (policy `attribution.job_tags`) names the job's id or name (the labels a team puts
   on a Vertex AI or Azure ML job, which the provider copies onto its billing lines);
 - `node_share`: a job on machines billed as machines (Kubernetes and the like): its GPU-hours in the window times
-  the billed cost per GPU-hour of the same instance type, provider and region.
+  the billed cost per GPU-hour of the same instance type, provider and region (lines no job label claims).
 A sweep costs what its trials (jobs whose `sweep_id` is the sweep) cost, plus any line found for the sweep itself.
 
 GPU-hours are the billing's (usage hours x GPUs) where the lines say, else the job's training time (or its run in
@@ -66,7 +66,8 @@ def job_costs(store: Store, window: Window, policy: Policy, findings: list[Findi
                      ON l.label = j.lid OR l.label = j.lname GROUP BY ALL),
         rate AS (SELECT x_Provider AS provider, RegionId AS region, lower(x_InstanceType) AS itype,
                         BillingCurrency AS cur, sum(BilledCost) AS cost, sum(ConsumedQuantity * x_GpuCount) AS gh
-                 FROM costs WHERE {window.where()} AND {GPU_USAGE} GROUP BY ALL HAVING gh > 0),
+                 FROM costs WHERE {window.where()} AND {GPU_USAGE} AND {tag_sql(policy.job_tags)} IS NULL
+                 GROUP BY ALL HAVING gh > 0),  -- the machines' lines, not those a job label claims
         by_share AS (
             SELECT j.id, rate.cur,
                    CAST(rate.cost AS DECIMAL(38, 10))
@@ -122,6 +123,20 @@ def job_costs(store: Store, window: Window, policy: Policy, findings: list[Findi
     return [_row(r, on_job) for r in rows]
 
 
+def job_totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The jobs' cost and known waste per currency, exact (summed before any rounding), over the jobs and sweeps
+    (a trial is in its sweep), with how many there are and how many had no billing found."""
+    cost: dict[str, Decimal] = {}
+    waste: dict[str, Decimal] = {}
+    top = [r for r in rows if not r["sweep_id"]]
+    for r in top:
+        if r["cost"] is not None:
+            cost[r["currency"]] = cost.get(r["currency"], Decimal(0)) + r["cost"]
+            waste[r["currency"]] = waste.get(r["currency"], Decimal(0)) + (r["waste"] or Decimal(0))
+    return {"count": len({r["id"] for r in top}), "unpriced": sum(1 for r in top if r["cost"] is None),
+            "cost": cost, "waste": waste}
+
+
 def _hours(value: float | None) -> str | None:
     return None if value is None else str(Decimal(repr(value)).quantize(HOURS))
 
@@ -132,8 +147,8 @@ def _row(r: tuple, on_job: dict[str, list[dict[str, str]]]) -> dict[str, Any]:
      stopped) = r
     waste = None
     if cost is not None and gh:
-        # the share of GPU-hours known to be lost, applied to the cost; to the cent
-        waste = (cost * Decimal(repr(max(gh - useful, 0.0) / gh))).quantize(Decimal("0.01"))
+        # the share of GPU-hours known to be lost, applied to the cost (rounded once, where it is written)
+        waste = cost * Decimal(repr(max(gh - useful, 0.0) / gh))
     sweep = kind == "sweep"
     return {
         "id": jid, "name": name, "platform": platform, "provider": provider, "account": account, "region": region,
