@@ -299,6 +299,8 @@ def _tuning_jobs(p: Pull, sm, account: Account, region: str) -> int:
                     p.unread("tuning job trials without a TrainingJobName")
                     continue
                 trial["sweep_id"] = sweep["id"]
+                if t.get("TrainingJobStatus"):  # as the tuning job reports it: Stopped when early stopping ended it
+                    trial["state"] = t["TrainingJobStatus"].lower()
                 trial["tags"] = {**tags, **trial["tags"]}  # a trial carries its sweep's tags
     return read
 
