@@ -237,6 +237,26 @@ class Commitment:
 
 
 @dataclass
+class SteadyGpuSpend:
+    """On-demand GPU compute of one instance family in one region and currency, day by day over the window: the
+    floor a commitment would cover (the least spent on any day, as an hourly amount) against the total."""
+
+    id: str  # provider:region:family:currency
+    provider: str
+    region: str | None = None
+    family: str | None = None  # the instance family (p4d, a2-highgpu, Standard_NC24ads_A100_v4)
+    instance_types: list[str] = field(default_factory=list)
+    gpu_model: str | None = None
+    currency: str = "USD"
+    days: int = 0  # days of billing in the window
+    days_billed: int = 0  # of those, days this family ran on demand
+    floor_per_hour: Decimal = Decimal(0)  # the least day's on-demand spend / 24 (0 when a day had none)
+    on_demand: Decimal = Decimal(0)  # its on-demand spend in the window
+    committed: Decimal = Decimal(0)  # its spend already covered by a commitment
+    tags: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
 class StorageGrowth:
     """A bucket, volume or storage account, month by month: average GB stored and cost, and what the billing
     says of its storage classes."""
@@ -364,7 +384,7 @@ class NodeGpuAllocation:
 
 
 Entity = (GpuAsset | Job | ResourceSpend | TransferFlow | GpuCapacity | TeamSpend | UnattributedSpend | Commitment
-          | StorageGrowth | RemoteDataFlow | WaiverStatus | GpuSlice | NodeGpuAllocation)
+          | SteadyGpuSpend | StorageGrowth | RemoteDataFlow | WaiverStatus | GpuSlice | NodeGpuAllocation)
 
 
 @dataclass
