@@ -234,6 +234,7 @@ class Commitment:
     first_seen: datetime | None = None
     last_seen: datetime | None = None
     tags: dict[str, str] = field(default_factory=dict)
+    ends: datetime | None = None  # when the commitment's term ends, where the billing says (the AWS CUR)
 
 
 @dataclass

@@ -337,12 +337,12 @@ def commitments(store: Store, window: Window, policy: Policy) -> list[Commitment
                min(CommitmentDiscountType), max(x_InstanceType), max(x_GpuModel), BillingCurrency,
                COALESCE(sum(EffectiveCost) FILTER (WHERE CommitmentDiscountStatus = 'Used'), 0),
                COALESCE(sum(EffectiveCost) FILTER (WHERE CommitmentDiscountStatus = 'Unused'), 0),
-               min(ChargePeriodStart), max(ChargePeriodEnd), arg_max(Tags, EffectiveCost)
+               min(ChargePeriodStart), max(ChargePeriodEnd), arg_max(Tags, EffectiveCost), max(x_CommitmentEnd)
         FROM costs WHERE {window.where()} AND CommitmentDiscountStatus IN ('Used', 'Unused')
         GROUP BY id, BillingCurrency ORDER BY 1, BillingCurrency""").fetchall()
     return [Commitment(rid, provider, account, region, None, kind, itype, gpu, cur, used, unused, first, last,
-                       dict(tags or {}))
-            for rid, provider, account, region, kind, itype, gpu, cur, used, unused, first, last, tags in rows]
+                       dict(tags or {}), ends)
+            for rid, provider, account, region, kind, itype, gpu, cur, used, unused, first, last, tags, ends in rows]
 
 @builds(SteadyGpuSpend)
 def steady_gpu_spend(store: Store, window: Window, policy: Policy) -> list[SteadyGpuSpend]:

@@ -18,7 +18,7 @@ COSTS = {
     "x_InstanceType": "VARCHAR", "x_GpuModel": "VARCHAR", "x_GpuCount": "INTEGER", "x_CostCategory": "VARCHAR",
     "x_TransferKind": "VARCHAR", "x_TransferDirection": "VARCHAR", "x_TransferFrom": "VARCHAR",
     "x_TransferTo": "VARCHAR", "x_SourceFile": "VARCHAR", "x_SourceRow": "BIGINT", "x_SourceFormat": "VARCHAR",
-    "x_Lines": "BIGINT",
+    "x_Lines": "BIGINT", "x_CommitmentEnd": "TIMESTAMP",
 }
 
 TABLES = f"""
