@@ -152,6 +152,10 @@ def test_labels_node_share_and_sweeps(tmp_path):
         (Decimal("80.00"), 3, 2, 1)
     assert sweep["cost_per_completed_trial"] == Decimal("40")
     assert jobs["trial-2"]["sweep_id"] == sweep["id"] and jobs["trial-2"]["cost"] == Decimal("10.00")
+    # the snapshot's sweep reaches HPO001 in the audit (no early stopping), and its finding is linked to the sweep
+    hpo = [f for f in audit.findings if f.rule == "HPO001" and f.resource == sweep["id"]]
+    assert [f.key for f in hpo] == ["early-stopping"]
+    assert hpo[0].fingerprint in [f["fingerprint"] for f in sweep["findings"]]
     # 6 of the node type's 24 billed GPU-hours: a quarter of its 88.152
     evaluation = jobs["eval"]
     assert (evaluation["cost_basis"], money(evaluation["cost"]), evaluation["gpu_hours"]) == \
