@@ -9,7 +9,7 @@ from auditor.schema import Field
 
 
 @register
-class UncommittedSteadyGpuSpend(Rule):
+class UncommittedGpuBaseline(Rule):
     """Steady on-demand GPU spend that a savings plan, reservation or committed-use discount would cover.
 
     ## What it does
@@ -43,7 +43,7 @@ class UncommittedSteadyGpuSpend(Rule):
     """
 
     id = "COM002"
-    name = "uncommitted-steady-gpu-spend"
+    name = "uncommitted-gpu-baseline"
     severity = Severity.MEDIUM
     entity = SteadyGpuSpend
     clause = "commitment_coverage"
