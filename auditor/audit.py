@@ -41,6 +41,7 @@ class Audit:
     baseline: dict[str, Any] | None = None
     known: list[Finding] = field(default_factory=list)
     trend: dict[str, Any] | None = None  # the change since `previous` (outputs/trend.py), computed by the core
+    jobs: list[dict[str, Any]] = field(default_factory=list)  # every job and sweep with its cost (tables/jobcost.py)
 
     def stamp(self) -> datetime:
         """The audit's generated_at. Never the wall clock, so that the same inputs give the same bytes: the time
@@ -88,6 +89,7 @@ class Audit:
             "waivers": self.waivers,
             "warnings": self.warnings,
             "trend": self.trend,
+            "jobs": _jsonable(self.jobs),
         }
         if self.previous is not None:
             doc["inputs"]["previous"] = {k: self.previous[k] for k in ("path", "sha256")}

@@ -150,6 +150,7 @@ def run_audit(policy: Policy, billing: list[Path | str], inventory: Path | None 
     Spark's, tables/spark.py); `previous` is last quarter's audit (trend.load_previous)."""
     # The tables load DuckDB: imported here, so that the gate, which runs only the rules, starts fast.
     from auditor.tables.entities import BUILDERS, build
+    from auditor.tables.jobcost import job_costs, job_totals
     from auditor.tables.store import Store
     from auditor.tables.summary import summarize
 
@@ -194,6 +195,8 @@ def run_audit(policy: Policy, billing: list[Path | str], inventory: Path | None 
         findings = [f for f in findings if not f.in_baseline]
     mark_overlaps([f for f in findings if not f.waived])
     summary = summarize(store, policy, window, findings)
+    jobs = job_costs(store, window, policy, findings + known)
+    summary["jobs"] = job_totals(jobs)
     warnings = list(store.warnings) + inputs.warnings
     if summary["rows"] == 0:
         warnings.append(f"no billing lines fall in the audit window {window.label}")
@@ -201,7 +204,8 @@ def run_audit(policy: Policy, billing: list[Path | str], inventory: Path | None 
                  for w in waivers if w["status"] == "expired"]
     result = Audit(window, policy, findings, store.sources, summary, clause_status(policy, rules, findings),
                    waivers, warnings, inputs.inventory_label, partial=bool(inputs.missing), as_of=today,
-                   previous=previous, generated_at=generated_at, baseline=base_info, known=known)
+                   previous=previous, generated_at=generated_at, baseline=base_info, known=known,
+                   jobs=jobs)
     if previous is not None:
         result.trend = compare(result.to_dict(), previous["doc"])
     return result

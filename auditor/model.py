@@ -120,6 +120,10 @@ class Job:
     sweep_early_stopping: str | None = None
     sweep_algorithm: str | None = None
     sweep_grid_size: int | None = None
+    sweep_trial_timeout_s: int | None = None  # each trial's time limit
+    sweep_objective: str | None = None  # e.g. `minimize loss`
+    sweep_id: str | None = None  # a trial: the id of the sweep that ran it
+    mean_util_pct: float | None = None  # measured GPU utilisation over the job's run, where a source reports it
     # a server on Kubernetes: the grace period its pods declare (None: not declared), and the name of the
     # PodDisruptionBudget in the same manifests that covers its pods (None: none found)
     grace_period_s: int | None = None
@@ -290,6 +294,27 @@ class Commitment:
     first_seen: datetime | None = None
     last_seen: datetime | None = None
     tags: dict[str, str] = field(default_factory=dict)
+    ends: datetime | None = None  # when the commitment's term ends, where the billing says (the AWS CUR)
+
+
+@dataclass
+class SteadyGpuSpend:
+    """On-demand GPU compute of one instance family in one region and currency, day by day over the window: the
+    floor a commitment would cover (the least spent on any day, as an hourly amount) against the total."""
+
+    id: str  # provider:region:family:currency
+    provider: str
+    region: str | None = None
+    family: str | None = None  # the instance family (p4d, a2-highgpu, Standard_NC24ads_A100_v4)
+    instance_types: list[str] = field(default_factory=list)
+    gpu_model: str | None = None
+    currency: str = "USD"
+    days: int = 0  # days of billing in the window
+    days_billed: int = 0  # of those, days this family ran on demand
+    floor_per_hour: Decimal = Decimal(0)  # the least day's on-demand spend / 24 (0 when a day had none)
+    on_demand: Decimal = Decimal(0)  # its on-demand spend in the window
+    committed: Decimal = Decimal(0)  # its spend already covered by a commitment
+    tags: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -420,8 +445,8 @@ class NodeGpuAllocation:
 
 
 Entity = (GpuAsset | Job | ResourceSpend | TransferFlow | GpuCapacity | TeamSpend | UnattributedSpend | Commitment
-          | StorageGrowth | RemoteDataFlow | WaiverStatus | GpuSlice | NodeGpuAllocation | BilledGpuMachine
-          | CapacityReservation)
+          | SteadyGpuSpend | StorageGrowth | RemoteDataFlow | WaiverStatus | GpuSlice | NodeGpuAllocation
+          | BilledGpuMachine | CapacityReservation)
 
 
 @dataclass

@@ -55,6 +55,11 @@ class Waiver:
         return self.expires < today
 
 
+# Billing labels that name the job a line paid for: a label the team puts on its Vertex AI or Azure ML job, which the
+# provider copies onto the job's billing lines.
+JOB_TAGS = ("job", "job-name", "job_name", "job-id", "job_id")
+
+
 @dataclass
 class Rates:
     """Exchange rates the user gives (never fetched): how much of the policy's currency one unit of another is
@@ -85,6 +90,7 @@ class Policy:
     path: str | None = None
     rates: Rates | None = None
     mask_secrets: bool = True  # outputs.mask_secrets: mask credential-shaped text in every output
+    job_tags: list[str] = field(default_factory=lambda: list(JOB_TAGS))
 
     def convert(self, amount: Decimal, currency: str) -> Decimal | None:
         """An amount in the policy's currency: as it is, or converted at the rate the user gave; None where no
@@ -138,6 +144,8 @@ def policy_schema() -> Field:
             team_tags=Field("list", item=Field("str"), default=["team"]),
             owner_tags=Field("list", item=Field("str"), default=["owner"]),
             project_tags=Field("list", item=Field("str"), default=["project"]),
+            job_tags=Field("list", item=Field("str"), default=list(JOB_TAGS),
+                           doc="billing labels that name the training job a line paid for (Vertex AI, Azure ML)"),
         ),
         teams=Field("map", default={}, item=record(
             lead=Field("str", required=True),
@@ -345,7 +353,8 @@ def _build(doc: dict, lines: _Lines, path: str) -> Policy:
         team_tags=attribution.get("team_tags") or ["team"],
         owner_tags=attribution.get("owner_tags") or ["owner"],
         project_tags=attribution.get("project_tags") or ["project"], path=path,
-        mask_secrets=(doc.get("outputs") or {}).get("mask_secrets", True) is not False)
+        mask_secrets=(doc.get("outputs") or {}).get("mask_secrets", True) is not False,
+        job_tags=attribution.get("job_tags") or list(JOB_TAGS))
 
 
 

@@ -52,6 +52,9 @@ TEXTS = {
     "attribution_target": "At most 5% of GPU spend belongs to no team.",
     "data_locality": "GPUs train in the region that holds their data.",
     "commitments": "GPU reservations are used: at most 10% of what one costs goes unused.",
+    "commitment_coverage": "GPU capacity that runs every hour on demand is covered by a savings plan, reservation "
+                           "or committed-use discount.",
+    "commitment_renewal": "A GPU commitment that ends next quarter is renewed or replaced before it ends.",
     "checkpoint_storage": "Checkpoint buckets have a lifecycle rule; nothing grows in the hot tier forever.",
     "shared_gpu_idle": "A pod that holds a GPU slice (MIG, time-sliced or whole) uses it: under 5% engine "
                        "activity over a day and the slice is given back.",

@@ -16,6 +16,7 @@ through one of the functions here:
 from __future__ import annotations
 
 import re
+from decimal import Decimal
 from typing import Any
 
 # C0 and C1 controls, DEL, the Unicode line and paragraph separators, bidirectional and other invisible
@@ -67,3 +68,20 @@ def md_escape(value: Any) -> str:
     for ch in _MARKDOWN:
         text = text.replace(ch, "\\" + ch)
     return text
+
+
+def safe_cell(value: Any) -> str:
+    """One line (control characters escaped), and spreadsheet formulas neutralised: a cell that starts with
+    = + - @ (or a tab or CR) gets a quote."""
+    text = one_line(value)
+    if text and text[0] in "=+-@\t\r" and not _is_number(text):
+        return "'" + text
+    return text
+
+
+def _is_number(text: str) -> bool:
+    try:
+        Decimal(text)
+        return True
+    except ArithmeticError:
+        return False

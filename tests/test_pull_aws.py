@@ -205,7 +205,7 @@ def test_pull_writes_a_snapshot_and_the_audit_finds_what_was_planted(planted, tm
                             "aws:123456789012:sagemaker:us-east-1", "aws:cur"}
     assert by_name["aws:123456789012:ec2:us-east-1"]["counts"] == {"instances": 4, "gpu_instances": 3}
     assert by_name["aws:123456789012:cloudwatch:us-east-1"]["counts"]["gpu_usage"] == 3
-    assert by_name["aws:123456789012:sagemaker:us-east-1"]["counts"] == {"training_jobs": 3}
+    assert by_name["aws:123456789012:sagemaker:us-east-1"]["counts"] == {"training_jobs": 3, "tuning_jobs": 0}
     assert by_name["aws:cur"]["counts"]["files"] == len(planted["cur_keys"])
     # Every file is listed with its hash; the superseded assembly was not pulled.
     files = {f["path"]: f for f in manifest["files"]}

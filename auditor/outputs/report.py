@@ -25,8 +25,9 @@ from auditor.atomic import target, write_files
 from auditor.figures import TOP_ACTIONS
 from auditor.model import HOURS_PER_MONTH, fmt_money
 from auditor.outputs import charts
+from auditor.outputs.jobs import JOBS_CSV, jobs_view, write_jobs_csv
 from auditor.secret_patterns import mask_deep
-from auditor.text import json_text, md_escape, one_line, printable
+from auditor.text import json_text, md_escape, printable, safe_cell
 
 if TYPE_CHECKING:
     from auditor.audit import Audit
@@ -110,23 +111,6 @@ def render_md(audit: Audit | dict[str, Any], team: str | None = None) -> str:
     return _env().get_template("report.md.j2").render(**build_view(audit, team))
 
 
-def safe_cell(value: Any) -> str:
-    """One line (control characters escaped), and spreadsheet formulas neutralised: a cell that starts with
-    = + - @ (or a tab or CR) gets a quote."""
-    text = one_line(value)
-    if text and text[0] in "=+-@\t\r" and not _is_number(text):
-        return "'" + text
-    return text
-
-
-def _is_number(text: str) -> bool:
-    try:
-        Decimal(text)
-        return True
-    except ArithmeticError:
-        return False
-
-
 def _csv_row(f: dict[str, Any]) -> dict[str, Any]:
     waiver = f.get("waiver") or {}
     return {**f, "evidence": json.dumps(f.get("evidence") or {}, sort_keys=True, ensure_ascii=False),
@@ -191,6 +175,8 @@ def write_outputs(audit: Audit | dict[str, Any], out_dir: Path, formats: tuple[s
     # are rendered first. All of them land together (atomic.write_files).
     streamed: dict[str, Any] = {"json": lambda fh: write_json(doc, fh), "csv": lambda fh: write_csv(doc, fh, team)}
     rendered = {FILE_NAMES[f]: streamed.get(f) or render(doc, f, team) for f in formats}
+    if "csv" in formats:  # the jobs beside the findings, written row by row
+        rendered[JOBS_CSV] = lambda fh: write_jobs_csv(doc, fh, team)
     return write_files(target(out_dir, follow_symlinks), rendered, "report")
 
 
@@ -565,4 +551,5 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
                             "cost": {r["currency"]: r["total"]}}
                            for r in (s.get("kubernetes_gpus") or {}).get("namespaces", [])
                            if team is None or r.get("team") == team],
+        "jobs": jobs_view(doc, team),
     }

@@ -21,11 +21,13 @@ from auditor.model import (
     NodeGpuAllocation,
     RemoteDataFlow,
     ResourceSpend,
+    SteadyGpuSpend,
     StorageGrowth,
     TeamSpend,
     TransferFlow,
     UnattributedSpend,
 )
+from auditor.providers.catalog import family_sql
 from auditor.sql import lit
 from auditor.tables import shared_gpus, stats
 from auditor.tables.sql import GB, GB_MONTHS, GPU_HOURS, HOURS, TIERED, spend_team_sql, team_sql
@@ -143,6 +145,7 @@ def jobs(store: Store, window: Window, policy: Policy) -> list[Job]:
     for r in cur.fetchall():
         d = dict(zip(names, r, strict=True))
         d["tags"] = dict(d["tags"] or {})
+        d["kind"] = d["kind"] or "job"
         job = Job(**d)
         _complete_gpu(store, job)
         job.cost = costs.of(job.id)
@@ -336,12 +339,37 @@ def commitments(store: Store, window: Window, policy: Policy) -> list[Commitment
                min(CommitmentDiscountType), max(x_InstanceType), max(x_GpuModel), BillingCurrency,
                COALESCE(sum(EffectiveCost) FILTER (WHERE CommitmentDiscountStatus = 'Used'), 0),
                COALESCE(sum(EffectiveCost) FILTER (WHERE CommitmentDiscountStatus = 'Unused'), 0),
-               min(ChargePeriodStart), max(ChargePeriodEnd), arg_max(Tags, EffectiveCost)
+               min(ChargePeriodStart), max(ChargePeriodEnd), arg_max(Tags, EffectiveCost), max(x_CommitmentEnd)
         FROM costs WHERE {window.where()} AND CommitmentDiscountStatus IN ('Used', 'Unused')
         GROUP BY id, BillingCurrency ORDER BY 1, BillingCurrency""").fetchall()
     return [Commitment(rid, provider, account, region, None, kind, itype, gpu, cur, used, unused, first, last,
-                       dict(tags or {}))
-            for rid, provider, account, region, kind, itype, gpu, cur, used, unused, first, last, tags in rows]
+                       dict(tags or {}), ends)
+            for rid, provider, account, region, kind, itype, gpu, cur, used, unused, first, last, tags, ends in rows]
+
+@builds(SteadyGpuSpend)
+def steady_gpu_spend(store: Store, window: Window, policy: Policy) -> list[SteadyGpuSpend]:
+    """On-demand GPU compute per provider, region, instance family and currency, summed per UTC day (the grain of
+    the `costs` table): the least day is the floor a commitment would cover; a day it did not run makes it 0."""
+    on_demand = ("COALESCE(PricingCategory, '') NOT IN ('Dynamic', 'Committed') AND CommitmentDiscountId IS NULL "
+                 "AND CommitmentDiscountStatus IS NULL")
+    rows = store.con.execute(f"""
+        WITH days AS (SELECT count(DISTINCT date_trunc('day', ChargePeriodStart)) AS n FROM costs
+                      WHERE {window.where()}),
+             g AS (SELECT x_Provider AS provider, RegionId AS region,
+                          {family_sql('x_Provider', 'x_InstanceType')} AS family, BillingCurrency AS cur,
+                          date_trunc('day', ChargePeriodStart) AS day,
+                          sum(BilledCost) FILTER (WHERE {on_demand}) AS od,
+                          sum(BilledCost) FILTER (WHERE NOT ({on_demand}) AND PricingCategory <> 'Dynamic') AS cm,
+                          list(DISTINCT x_InstanceType) AS types, max(x_GpuModel) AS model
+                   FROM costs WHERE {window.where()} AND x_CostCategory = 'gpu_compute' AND ChargeCategory = 'Usage'
+                     AND x_InstanceType IS NOT NULL GROUP BY ALL)
+        SELECT provider, region, family, cur, (SELECT n FROM days), count(*) FILTER (WHERE od > 0),
+               CASE WHEN count(*) FILTER (WHERE od > 0) = (SELECT n FROM days) THEN min(od) ELSE 0 END,
+               COALESCE(sum(od), 0), COALESCE(sum(cm), 0), list_sort(flatten(list(types))), max(model)
+        FROM g GROUP BY ALL HAVING sum(od) > 0 ORDER BY 1, 2, 3, 4""").fetchall()
+    return [SteadyGpuSpend(f"{provider}:{region or 'global'}:{family}:{cur}", provider, region, family,
+                           list(dict.fromkeys(types or [])), model, cur, days, billed, Decimal(floor) / 24, od, cm)
+            for provider, region, family, cur, days, billed, floor, od, cm, types, model in rows]
 
 @builds(StorageGrowth)
 def storage_growth(store: Store, window: Window, policy: Policy) -> list[StorageGrowth]:

@@ -22,7 +22,7 @@ COSTS = {
     "x_TransferTo": "VARCHAR", "x_SplitResourceId": "VARCHAR", "x_SplitParentId": "VARCHAR",
     "x_SplitMethod": "VARCHAR", "x_SplitCost": MONEY, "x_SplitUnusedCost": MONEY,
     "x_SourceFile": "VARCHAR", "x_SourceRow": "BIGINT", "x_SourceFormat": "VARCHAR",
-    "x_Lines": "BIGINT",
+    "x_Lines": "BIGINT", "x_CommitmentEnd": "TIMESTAMP",
 }
 
 TABLES = f"""
@@ -37,7 +37,9 @@ CREATE TABLE jobs (id VARCHAR PRIMARY KEY, platform VARCHAR, provider VARCHAR, a
     gpu_count INTEGER, spot BOOLEAN, checkpoint_uri VARCHAR, checkpoint_interval_min DOUBLE,
     max_runtime_s BIGINT, max_wait_s BIGINT, training_s BIGINT, billable_s BIGINT, interruptions INTEGER,
     start_time TIMESTAMP, end_time TIMESTAMP, tags MAP(VARCHAR, VARCHAR), source_file VARCHAR,
-    source_line INTEGER);
+    source_line INTEGER, kind VARCHAR DEFAULT 'job', sweep_id VARCHAR, sweep_max_trials INTEGER,
+    sweep_parallel_trials INTEGER, sweep_trial_timeout_s BIGINT, sweep_algorithm VARCHAR,
+    sweep_early_stopping VARCHAR, sweep_objective VARCHAR, mean_util_pct DOUBLE);
 CREATE TABLE gpu_units (asset_id VARCHAR, resource VARCHAR, sharing VARCHAR, profile VARCHAR, count INTEGER,
     slices INTEGER, slices_per_gpu INTEGER, memory_gb DOUBLE);
 CREATE TABLE gpu_allocations (id VARCHAR, asset_id VARCHAR, resource VARCHAR, units INTEGER, namespace VARCHAR,

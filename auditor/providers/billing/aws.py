@@ -182,6 +182,11 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
         "CommitmentDiscountType": f"""CASE WHEN {lit_type} IN ('DiscountedUsage', 'RIFee') THEN 'Reservation'
                                            WHEN {lit_type} IN ('SavingsPlanCoveredUsage', 'SavingsPlanRecurringFee')
                                            THEN 'Savings Plan' END""",
+        # when the reservation or savings plan ends (COM003 looks ahead to it)
+        "x_CommitmentEnd": f"""CASE WHEN {lit_type} IN ('DiscountedUsage', 'RIFee')
+                                    THEN {cols.timestamp('reservation/EndTime')}
+                                    WHEN {lit_type} IN ('SavingsPlanCoveredUsage', 'SavingsPlanRecurringFee')
+                                    THEN {cols.timestamp('savingsPlan/EndTime')} END""",
         "ConsumedQuantity": cols.money("lineItem/UsageAmount"),
         "ConsumedUnit": cols.text("pricing/unit"),
         "CapacityReservationId": reservation_id,
@@ -204,5 +209,6 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
     }
     checks = [(c, "money") for c in ("lineItem/UnblendedCost", "lineItem/UsageAmount", "pricing/publicOnDemandCost",
                                      "splitLineItem/SplitCost", "splitLineItem/UnusedCost") if cols.name(c)]
-    checks += [(c, "time") for c in ("lineItem/UsageStartDate", "lineItem/UsageEndDate") if cols.name(c)]
+    checks += [(c, "time") for c in ("lineItem/UsageStartDate", "lineItem/UsageEndDate", "reservation/EndTime",
+                                    "savingsPlan/EndTime") if cols.name(c)]
     return exprs, [(cols.name(c), k) for c, k in checks]

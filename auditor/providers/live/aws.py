@@ -7,7 +7,7 @@ Sources, each recorded in the snapshot manifest on its own:
   GpuInfo), spot, on-demand or capacity block.
 - `aws:<account>:cloudwatch:<region>`: GPU utilisation and memory from the CloudWatch agent
   (`aws_cloudwatch.py`).
-- `aws:<account>:sagemaker:<region>`: SageMaker training jobs (`aws_sagemaker.py`).
+- `aws:<account>:sagemaker:<region>`: SageMaker training jobs and tuning jobs as sweeps (`aws_sagemaker.py`).
 - `aws:pricing` (with `--prices`): on-demand prices from the Pricing API (`aws_pricing.py`).
 
 The standard `AWS_ENDPOINT_URL` (and `AWS_ENDPOINT_URL_<SERVICE>`) variables point every client elsewhere,

@@ -14,7 +14,7 @@ Schema (version 1), every time UTC ISO-8601:
                     "checkpoint_interval_min", "max_runtime_s", "max_wait_s", "training_s", "billable_s",
                     "interruptions", "start_time", "end_time", "tags", "kind", "sweep_max_trials",
                     "sweep_parallel_trials", "sweep_trial_timeout_s", "sweep_algorithm", "sweep_early_stopping",
-                    "sweep_objective"}],
+                    "sweep_objective", "sweep_id", "mean_util_pct"}],
      "prices":    [{"provider", "instance_type", "region", "price_per_hour", "currency", "source"}]}
 
 `prices` is optional (written by `gpu-auditor pull` from the providers' price APIs, as evidence).
@@ -41,7 +41,10 @@ A job's `kind` is `job` (the default), `sweep` (a hyperparameter search: `instan
 one trial's, `max_runtime_s` the whole search's) or `server`. A sweep's `sweep_*` fields: the cap on trials in
 all and at once, each trial's timeout, the sampling algorithm (`grid`, `random`, `bayesian`, ...), the early
 stopping policy (null when none, e.g. `medianstopping`, `bandit`) and the objective (`minimize loss`); all
-lower-case as read, null where the provider does not say.
+lower-case as read, null where the provider does not say. A trial of a sweep is a job of its own whose `sweep_id`
+is the sweep's `id`; its `state` says how it ended (`completed`, `stopped` when early stopping ended it, `failed`).
+A job's `mean_util_pct` is its measured GPU utilisation over its run, where a source reports one (null: not
+measured).
 `eviction_policy` says what the cloud does to a spot machine it takes back: `deallocate` (stopped, its disks
 kept and billed: Azure's Deallocate, GCP's instanceTerminationAction STOP) or `delete` (gone, disks too); null
 where not known or not spot.
@@ -91,7 +94,8 @@ JOB = record(
     kind=Field("str", default="job", choices=("job", "sweep", "server")),
     sweep_max_trials=Field("int", minimum=1, maximum=INT), sweep_parallel_trials=Field("int", minimum=1, maximum=INT),
     sweep_trial_timeout_s=Field("int", minimum=0, maximum=BIGINT), sweep_algorithm=Field("str"),
-    sweep_early_stopping=Field("str"), sweep_objective=Field("str"),
+    sweep_early_stopping=Field("str"), sweep_objective=Field("str"), sweep_id=Field("str"),
+    mean_util_pct=Field("number", minimum=0, maximum=100),
 )
 # Optional: on-demand list prices read from a provider's pricing API by `gpu-auditor pull` (kept as
 # evidence beside the bundled catalog; money as text, exact).
