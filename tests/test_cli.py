@@ -72,6 +72,17 @@ def test_help(path, flag):
     assert result.stderr == ""
 
 
+def test_audit_help_lists_the_required_options_first_and_the_live_pull_apart():
+    out = run("audit", "--help").stdout
+    sections = [line for line in out.splitlines() if line and not line.startswith(" ") and line.endswith(":")]
+    assert sections[-3:] == ["Required:", "Options:", "Live pull (audit --live):"], sections
+    required = out[out.index("Required:"):out.index("Options:")]
+    assert "--policy" in required and "--quarter" not in required
+    live = out[out.index("Live pull (audit --live):"):]
+    assert "--provider" in live and "--kubeconfig" in live and "--policy" not in live
+    assert "--provider" not in out[out.index("Options:"):out.index("Live pull")]
+
+
 def test_top_level_help_lists_commands_and_exit_codes():
     out = run("--help").stdout
     for name in ("inspect", "audit", "rules", "policy"):

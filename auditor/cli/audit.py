@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from auditor.cli.base import FOLLOW_SYMLINKS, PATH, SEVERITY_CHOICES, day, progress, threshold
+from auditor.cli.base import FOLLOW_SYMLINKS, PATH, SEVERITY_CHOICES, SectionedCommand, day, progress, threshold
 from auditor.cli.mail import mail_progress, mail_report
 from auditor.cli.pull import live_snapshots, pull_options
 from auditor.errors import EXIT_FINDINGS, EXIT_PARTIAL, InputError
@@ -51,7 +51,7 @@ class BillingPath(click.Path):
         return value if is_uri(value) else super().convert(value, param, ctx)
 
 
-@click.command()
+@click.command(cls=SectionedCommand)
 @click.argument("billing", nargs=-1, required=False, type=BillingPath(path_type=Path, readable=False))
 @click.option("--live", is_flag=True, help="Pull from --provider into a temporary snapshot first, and audit it "
               "(with any BILLING given).")

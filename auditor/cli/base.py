@@ -26,6 +26,30 @@ FOLLOW_SYMLINKS = click.option("--follow-symlinks", is_flag=True,
                                help="Write through a symbolic link in the output path (refused by default).")
 
 
+# The sections of `--help`, after the required options: each option's section by its parameter name.
+PULL_PARAMS = ("live", "providers", "regions", "profile", "assume_role", "accounts", "billing_uri", "kubeconfig",
+               "context", "prometheus", "prices")
+SECTIONS = {"Live pull (audit --live)": PULL_PARAMS}
+
+
+class SectionedCommand(click.Command):
+    """`--help` lists the required options first, then the ordinary ones, then each section of SECTIONS."""
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        groups: dict[str, list[tuple[str, str]]] = {}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx) if isinstance(param, click.Option) else None
+            if record is None:
+                continue
+            title = "Required" if getattr(param, "required", False) else \
+                next((s for s, names in SECTIONS.items() if param.name in names), "Options")
+            groups.setdefault(title, []).append(record)
+        for title in ["Required", "Options", *SECTIONS]:
+            if groups.get(title):
+                with formatter.section(title):
+                    formatter.write_dl(groups[title])
+
+
 class AuditorGroup(click.Group):
     """Turns the errors a user can cause into one line and exit code 2; a traceback only with --debug."""
 
