@@ -18,7 +18,7 @@ from auditor.model import Finding, WaiverStatus
 from auditor.policy import Policy
 from auditor.providers.billing.detect import URI_NEEDS_SPARK, is_uri
 from auditor.providers.catalog import load_catalog
-from auditor.providers.live.pull import audit_inputs
+from auditor.providers.live.inputs import audit_inputs
 from auditor.registry import all_rules, get_rule
 from auditor.rule import Rule
 from auditor.trend import compare

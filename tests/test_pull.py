@@ -15,16 +15,9 @@ from click.testing import CliRunner
 from auditor.cli import cli
 from auditor.errors import InputError
 from auditor.providers.live import pull as pull_module
-from auditor.providers.live.pull import (
-    PullOptions,
-    Retry,
-    audit_inputs,
-    merge_inventories,
-    pages,
-    pull_snapshot,
-    usage_summary,
-)
-from auditor.tables.store import Window
+from auditor.providers.live.inputs import audit_inputs, merge_inventories
+from auditor.providers.live.pull import PullOptions, Retry, pages, pull_snapshot, usage_summary
+from auditor.window import Window
 
 REPO = Path(__file__).resolve().parents[1]
 WINDOW = Window(datetime(2026, 7, 1), datetime(2026, 10, 1), "2026-Q3")

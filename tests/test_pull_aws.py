@@ -24,7 +24,7 @@ from auditor.providers.live import aws as aws_live
 from auditor.providers.live import aws_pricing, aws_sagemaker
 from auditor.providers.live.pull import Pull, PullOptions, Retry, pull_snapshot, sha256, source_line
 from auditor.providers.live.snapshot import load_snapshot
-from auditor.tables.store import Window
+from auditor.window import Window
 
 REPO = Path(__file__).resolve().parents[1]
 CUR_HEADER = (REPO / "fixtures" / "billing" / "cur-gpu-spot.csv").read_text().splitlines()[0].split(",")

@@ -22,7 +22,7 @@ from auditor.providers.live import azure as azure_live
 from auditor.providers.live import azure_ml, azure_prices
 from auditor.providers.live.pull import PullOptions, pull_snapshot, source_line
 from auditor.providers.live.snapshot import load_snapshot
-from auditor.tables.store import Window
+from auditor.window import Window
 
 SUB = "00000000-0000-0000-0000-0000000000a1"
 TOKEN = "planted-azure-arm-token-do-not-write-91c2"

@@ -32,7 +32,7 @@ from auditor.providers.live import azure as azure_live
 from auditor.providers.live import azure_cost
 from auditor.providers.live.pull import PullOptions, Retry, pull_snapshot, source_line
 from auditor.providers.live.snapshot import load_snapshot
-from auditor.tables.store import Window
+from auditor.window import Window
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLES = REPO.parent / "shared" / "samples" / "azure-api"

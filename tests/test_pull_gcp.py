@@ -24,7 +24,7 @@ from auditor.providers.live import gcp as gcp_live
 from auditor.providers.live import gcp_monitoring
 from auditor.providers.live.pull import PullOptions, Retry, pull_snapshot, source_line
 from auditor.providers.live.snapshot import load_snapshot
-from auditor.tables.store import Window
+from auditor.window import Window
 
 TOKEN = "ya29.planted-gcp-access-token-do-not-write"
 SINCE, UNTIL = datetime(2026, 10, 1), datetime(2026, 10, 4)

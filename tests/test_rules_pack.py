@@ -191,7 +191,7 @@ def test_team_spend_matches_the_csvs(demo_store, demo_policy):
 
 
 def test_team_spend_of_a_partial_quarter_forecasts_linearly(demo_store, demo_policy):
-    from auditor.tables.store import Window
+    from auditor.window import Window
 
     july = Window(datetime(2026, 7, 1), datetime(2026, 8, 1), "July")
     teams = {t.team: t for t in entities.team_spend(demo_store, july, demo_policy)}
