@@ -1,7 +1,8 @@
 """The normalized entities rules read, and the findings they yield.
 
-Rules never see an SDK client or a raw export column: only these dataclasses, built by the engine
-from the DuckDB tables (see store.py).
+Rules never see an SDK client or a raw export column: only these dataclasses, built from the DuckDB tables
+by tables/entities.py. One module on purpose: it is the vocabulary every rule, builder and view shares, and
+each class is a plain record with its field comments; split, a rule would import from half a dozen places.
 """
 
 from __future__ import annotations

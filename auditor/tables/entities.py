@@ -1,5 +1,7 @@
 """The entities the rules read, each built from the tables by one registered builder (Cloud Custodian style:
-one entity type -> builder map). Each is built once per store and window, however many rules and views read it."""
+one entity type -> builder map). Each is built once per store and window, however many rules and views read it.
+One module on purpose: the registry and its builders are read together, one SQL query per entity; the larger cost
+models behind some of them live beside it (shared_gpus.py, jobcost.py, split.py)."""
 
 from __future__ import annotations
 
