@@ -17,7 +17,8 @@ import pytest
 from auditor.core import run_audit
 from auditor.model import Finding, Severity, fmt_money
 from auditor.outputs import mail
-from auditor.outputs.report import SHOWN_PER_RULE, write_outputs
+from auditor.outputs.report import write_outputs
+from auditor.outputs.view import SHOWN_PER_RULE
 from auditor.policy import load_policy
 from auditor.window import parse_quarter
 

@@ -7,12 +7,8 @@ atomically (temp file, then rename), so a failed run never leaves half a report.
 from __future__ import annotations
 
 import csv
-import fnmatch
 import io
 import json
-import re
-from datetime import date
-from decimal import Decimal
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,11 +18,9 @@ import markupsafe
 from markupsafe import Markup
 
 from auditor.atomic import target, write_files
-from auditor.figures import TOP_ACTIONS
-from auditor.model import HOURS_PER_MONTH, fmt_money
-from auditor.outputs import charts
-from auditor.outputs.jobs import JOBS_CSV, jobs_view, write_jobs_csv
-from auditor.secret_patterns import mask_deep
+from auditor.model import fmt_money
+from auditor.outputs.jobs import JOBS_CSV, write_jobs_csv
+from auditor.outputs.view import audit_doc, build_view, fmt_num, team_of
 from auditor.text import json_text, md_escape, printable, safe_cell
 
 if TYPE_CHECKING:
@@ -34,21 +28,11 @@ if TYPE_CHECKING:
 
 
 
-class _Shown(dict):
-    """An audit document made ready to show (masked as the policy says): the formats of one run mask it once."""
-
 FORMATS = ("json", "html", "md", "csv")
 FILE_NAMES = {"json": "audit.json", "html": "report.html", "md": "report.md", "csv": "findings.csv"}
 CSV_FIELDS = ("severity", "rule", "name", "resource", "team", "owner", "provider", "account", "region",
               "currency", "cost", "monthly_savings", "waived", "message", "remediation", "fingerprint",
               "clause", "evidence", "waiver_reason", "waiver_owner", "waiver_expires", "counted_under")
-EXPIRING_DAYS = 30  # a waiver that ends within this many days of the as-of date is listed as expiring
-
-
-def fmt_num(value: Any, digits: int = 0) -> str:
-    if value is None:
-        return "–"
-    return f"{float(value):,.{digits}f}"
 
 
 def inline_code(value: Any) -> markupsafe.Markup:
@@ -79,23 +63,6 @@ def _finalize(value: Any) -> Any:
     if isinstance(value, str) and not isinstance(value, Markup):
         return printable(value)
     return value
-
-
-def audit_doc(audit: Audit | dict[str, Any]) -> dict[str, Any]:
-    """The JSON-able audit, as every output shows it: an Audit's to_dict(), or a dict read back from
-    audit.json, with secrets masked (secret_patterns.py) unless the policy said `mask_secrets: false` (then
-    recorded in audit.json's policy section, so `gpu-auditor report` keeps to it)."""
-    if isinstance(audit, _Shown):
-        return audit
-    if isinstance(audit, dict):
-        doc = audit
-    else:
-        doc = audit.to_dict()
-        if not getattr(audit.policy, "mask_secrets", True):
-            doc["policy"]["mask_secrets"] = False
-    if (doc.get("policy") or {}).get("mask_secrets", True) is False:
-        return _Shown(doc)
-    return _Shown(mask_deep(doc))
 
 
 def render_json(audit: Audit | dict[str, Any]) -> str:
@@ -129,7 +96,7 @@ def write_csv(audit: Audit | dict[str, Any], fh: Any, team: str | None = None) -
     w = csv.writer(fh, lineterminator="\n")
     w.writerow(CSV_FIELDS)
     for f in audit_doc(audit)["findings"]:
-        if team is None or _team_of(f) == team:
+        if team is None or team_of(f) == team:
             d = _csv_row(f)
             w.writerow([safe_cell(d.get(k)) for k in CSV_FIELDS])
 
@@ -162,7 +129,7 @@ def teams_of(audit: Audit | dict[str, Any]) -> list[str]:
     """Every team the audit knows: the policy's, those spend is attributed to, and those findings name."""
     doc = audit_doc(audit)
     s = doc["summary"]
-    names = set(s.get("teams") or {}) | set(s.get("by_team") or {}) | {_team_of(f) for f in doc["findings"]}
+    names = set(s.get("teams") or {}) | set(s.get("by_team") or {}) | {team_of(f) for f in doc["findings"]}
     return sorted(names)
 
 
@@ -181,375 +148,3 @@ def write_outputs(audit: Audit | dict[str, Any], out_dir: Path, formats: tuple[s
 
 
 # ---- the view-model: what the templates see, built from the audit.json dict alone -------------------------
-
-CATEGORIES = {"gpu_compute": "GPU compute", "other_compute": "Other compute", "storage": "Storage",
-              "transfer": "Data transfer", "tax": "Tax", "other": "Other"}
-DIMENSIONS = {"provider": "provider", "account": "account", "region": "region", "team": "team",
-              "project": "project"}
-PRICING = {"on_demand": "On-demand", "spot": "Spot", "committed": "Committed (reserved, savings plans)"}
-BANDS = charts.BAND_LABELS
-UNATTRIBUTED = "(unattributed)"
-SAVINGS_DEFINITION = ("Savings found: what the open findings would save a month (730 hours), each resource counted "
-                      "once, with its largest saving; a quarter is three such months.")
-MACHINES_SHOWN = 25
-
-
-def _d(value: Any) -> Decimal:
-    return Decimal(str(value)) if value not in (None, "") else Decimal(0)
-
-
-def _team_of(f: dict[str, Any]) -> str:
-    return f.get("team") or UNATTRIBUTED
-
-
-def _bar(part: Any, total: Any) -> int:
-    """A bar's width in percent of the largest (or the total): whole numbers, at least 1 for anything above 0."""
-    part, total = _d(part), _d(total)
-    if total <= 0 or part <= 0:
-        return 0
-    return max(1, min(100, int(part * 100 / total)))
-
-
-def _share(part: Any, total: Any) -> float | None:
-    part, total = _d(part), _d(total)
-    return round(float(part * 100 / total), 1) if total > 0 else None
-
-
-def _add(into: dict[str, Decimal], amounts: dict[str, Any] | None) -> dict[str, Decimal]:
-    for cur, amount in (amounts or {}).items():
-        into[cur] = into.get(cur, Decimal(0)) + _d(amount)
-    return into
-
-
-def _savings(findings: list[dict[str, Any]]) -> dict[str, Decimal]:
-    """Monthly savings per currency of some open findings, as the audit counted them: the savings not marked
-    `counted_under` another finding (figures.mark_overlaps)."""
-    return _money_sum([f for f in findings if not f.get("counted_under")], "monthly_savings")
-
-
-def _team_savings(s: dict[str, Any], team: str, findings: list[dict[str, Any]]) -> dict[str, Any]:
-    """A team's savings as the audit counted them (summary.savings_by_team); summed from its findings for an
-    audit.json written before the summary had them."""
-    return s["savings_by_team"].get(team, {}) if "savings_by_team" in s else _savings(findings)
-
-
-def _rule_savings(findings: list[dict[str, Any]]) -> dict[str, Any]:
-    """A rule's open findings' savings: those it counts, and those another rule counts on the same resource
-    ({rule: {currency: amount}}), so that the rules' savings add up to the total without counting one twice."""
-    counted: dict[str, Decimal] = {}
-    overlaps: dict[str, dict[str, Decimal]] = {}
-    for f in findings:
-        if f.get("monthly_savings") is None:
-            continue
-        into = overlaps.setdefault(f["counted_under"], {}) if f.get("counted_under") else counted
-        into[f["currency"]] = into.get(f["currency"], Decimal(0)) + _d(f["monthly_savings"])
-    return {"savings": counted, "overlaps": overlaps}
-
-
-def _money_sum(findings: list[dict[str, Any]], key: str) -> dict[str, Decimal]:
-    out: dict[str, Decimal] = {}
-    for f in findings:
-        if f.get(key) is not None:
-            out[f["currency"]] = out.get(f["currency"], Decimal(0)) + _d(f[key])
-    return out
-
-
-SHOWN_PER_RULE = 50  # findings of one rule listed in the HTML, Markdown and e-mail; the rest summed up
-
-
-def shown_findings(findings: list[dict[str, Any]], limit: int = SHOWN_PER_RULE) -> tuple[list[dict[str, Any]],
-                                                                                          dict[str, Any] | None]:
-    """A rule's findings for display: all of them if there are at most `limit`, else the `limit` worth the most
-    (saving, then cost) and the rest summed: how many (and how many waived), their cost and saving, and per
-    team, most first. findings.csv and audit.json keep every finding."""
-    if len(findings) <= limit:
-        return findings, None
-    ranked = sorted(findings, key=lambda f: (f.get("waived", False), -_d(f.get("monthly_savings")),
-                                             -_d(f.get("cost")), f["resource"]))
-    rest = ranked[limit:]
-    teams: dict[str, list[dict[str, Any]]] = {}
-    for f in rest:
-        teams.setdefault(_team_of(f), []).append(f)
-    per_team = [{"team": t, "count": len(fs), "cost": _money_sum(fs, "cost")} for t, fs in teams.items()]
-    per_team.sort(key=lambda t: (-t["count"], t["team"]))
-    return ranked[:limit], {"count": len(rest), "waived": sum(1 for f in rest if f.get("waived")),
-                            "cost": _money_sum(rest, "cost"), "savings": _savings(rest), "teams": per_team}
-
-
-def _text(value: Any) -> str:
-    """An evidence or option value as a person reads it."""
-    if isinstance(value, list | tuple):
-        return ", ".join(_text(v) for v in value) or "none"
-    if isinstance(value, dict):
-        return ", ".join(f"{k} {_text(v)}" for k, v in value.items())
-    if value is None:
-        return "none"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, str) and _DECIMAL.fullmatch(value) and value.endswith("0"):
-        return value.rstrip("0").rstrip(".")  # DuckDB's DECIMAL(38, 18) as written by an older audit.json
-    return str(value)
-
-
-_DECIMAL = re.compile(r"-?\d+\.\d+")
-
-
-def _changes(change: dict[str, Any] | None) -> list[dict[str, Any]]:
-    """trend.py's per-currency change as rows: previous, current, the difference and percent."""
-    if not change:
-        return []
-    return [{"currency": cur, "previous": change["previous"].get(cur), "current": change["current"].get(cur),
-             "delta": _d(delta), "pct": change["change_pct"].get(cur)} for cur, delta in change["change"].items()]
-
-
-def _finding(f: dict[str, Any]) -> dict[str, Any]:
-    return {**f, "team_label": _team_of(f), "counted_under": None if f["waived"] else f.get("counted_under"),
-            "evidence_items": [(k.replace("_", " "), _text(v)) for k, v in (f.get("evidence") or {}).items()]}
-
-
-def _rows(items: dict[str, dict[str, Any]], cur: str, total: Any = None) -> list[dict[str, Any]]:
-    """{key: {currency: amount}} as rows, largest first in `cur`, with a bar against the total (or the largest)."""
-    rows = [{"key": k, "amounts": v} for k, v in items.items()]
-    rows.sort(key=lambda r: (-_d(r["amounts"].get(cur)), str(r["key"])))
-    top = total if total is not None else max((_d(r["amounts"].get(cur)) for r in rows), default=0)
-    for r in rows:
-        r["bar"] = _bar(r["amounts"].get(cur), top)
-        r["pct"] = _share(r["amounts"].get(cur), total) if total is not None else None
-    return rows
-
-
-def _hours_rows(hours: dict[str, Any], labels: dict[str, str]) -> list[dict[str, Any]]:
-    total = sum((_d(h) for h in hours.values()), Decimal(0))
-    return [{"key": k, "label": labels.get(k, k), "hours": hours.get(k, "0.0"), "bar": _bar(hours.get(k), total),
-             "pct": _share(hours.get(k), total)} for k in labels if k in hours]
-
-
-def _window_text(start: str | None, end: str | None) -> str:
-    if not start or not end:
-        return ""
-    return f"{start[:10]} to {end[:10]}"
-
-
-def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[str, Any]:
-    """The names the templates see, from the audit.json dict alone. With `team`, the view is that team's: its
-    findings, spend, machines, forecast and trend; the policy and the inputs stay the organisation's."""
-    doc = audit_doc(audit)
-    s = doc["summary"]
-    policy = doc["policy"]
-    cur = policy.get("currency") or "USD"
-    team_spend = (s.get("team_spend") or {}).get(team, {}) if team else {}
-    every = [_finding(f) for f in doc["findings"] if team is None or _team_of(f) == team]
-    open_ = [f for f in every if not f["waived"]]
-
-    if team is None:
-        spend, by_category, savings = s["billed_cost"], s.get("by_category", {}), s["monthly_savings"]
-        gpu = s["gpu_cost"]
-        per_team = {t: {"billed_cost": v} for t, v in (s.get("by_team") or {}).items()}
-    else:
-        spend = (s.get("by_team") or {}).get(team, {})
-        by_category = team_spend.get("by_category", {})
-        gpu, savings = by_category.get("gpu_compute", {}), _team_savings(s, team, open_)
-        per_team = {team: {"billed_cost": spend}}
-    total = spend.get(cur)
-
-    # compliance, clause by clause: a clause is broken where any of its rules has open findings (for a team:
-    # the team's), disabled where all its rules are, else met
-    clauses: dict[str, dict[str, Any]] = {}
-    for c in doc.get("clauses", []):
-        g = clauses.setdefault(c["clause"], {"clause": c["clause"], "rules": [], "texts": [], "options_text": [],
-                                             "in_policy": c.get("in_policy", True), "states": []})
-        g["rules"].append({"rule": c["rule"], "name": c["name"]})
-        if c["text"] not in g["texts"]:
-            g["texts"].append(c["text"])
-        g["options_text"] += [(k, _text(v)) for k, v in (c.get("options") or {}).items()
-                              if k not in dict(g["options_text"])]
-        g["states"].append("disabled" if c["status"] == "disabled" else
-                           "broken" if any(f["rule"] == c["rule"] for f in open_) else "met")
-    for g in clauses.values():
-        mine = [f for f in open_ if f["rule"] in {r["rule"] for r in g["rules"]}]
-        state = "broken" if "broken" in g["states"] else "met" if "met" in g["states"] else "disabled"
-        g.update(status=state + (" (defaults)" if state != "disabled" and not g["in_policy"] else ""),
-                 text=" ".join(g["texts"]), findings=len(mine), savings=_savings(mine),
-                 rule=", ".join(r["rule"] for r in g["rules"]))
-    clauses = list(clauses.values())
-    compliance = {k: sum(1 for c in clauses if c["status"].startswith(k)) for k in ("met", "broken", "disabled")}
-
-    # where the money went
-    categories = {}
-    for key, amounts in by_category.items():
-        label = CATEGORIES.get(key if key not in ("None", "") else "other", key)
-        categories[label] = _add(categories.get(label, {}), amounts)
-    order = list(CATEGORIES.values())
-    category_rows = sorted(_rows(categories, cur, total),
-                           key=lambda r: order.index(r["key"]) if r["key"] in order else len(order))
-    if team is None:
-        breakdowns = {dim: [{**item, "amounts": item["billed_cost"],
-                             "bar": _bar(item["billed_cost"].get(cur), total),
-                             "pct": _share(item["billed_cost"].get(cur), total)}
-                            for item in (s.get("breakdown") or {}).get(dim, [])] for dim in DIMENSIONS}
-        pricing = s.get("gpu_hours_by_pricing") or {}
-    else:
-        breakdowns = {dim: [{"key": r["key"], "amounts": r["amounts"], "billed_cost": r["amounts"],
-                             "gpu_cost": (team_spend.get(f"gpu_by_{dim}") or {}).get(r["key"], {}),
-                             "bar": r["bar"], "pct": r["pct"]}
-                            for r in _rows(team_spend.get(f"by_{dim}", {}), cur, total)]
-                      for dim in ("provider", "project")}
-        pricing = team_spend.get("gpu_hours_by_pricing") or {}
-    if team is None:  # every team of the policy, with or without spend
-        per_team = {**{t: {"billed_cost": {}} for t in s.get("teams") or {}}, **per_team}
-    budgets = []
-    for t, v in per_team.items():
-        b = (s.get("teams") or {}).get(t) or {}
-        spent = v["billed_cost"].get(cur)
-        hours = b.get("gpu_hours")
-        if hours is None and t in (s.get("team_spend") or {}):  # an audit.json from before summary.teams had it
-            hours = sum((_d(h) for h in s["team_spend"][t].get("gpu_hours_by_pricing", {}).values()), Decimal(0))
-        # the shares of the budgets are those the budget rule judged (summary.teams), quarter to date
-        row = {"team": t, "lead": b.get("lead"), "spent": v["billed_cost"], "budget": b.get("budget"),
-               "used_pct": b.get("share_of_budget", _share(spent, b.get("budget")) if b.get("budget") else None),
-               "gpu_hours": hours, "gpu_hours_budget": b.get("gpu_hours_budget"),
-               "gpu_hours_pct": b.get("gpu_hours_share", _share(hours, b.get("gpu_hours_budget"))
-                                      if b.get("gpu_hours_budget") else None),
-               "left_out": b.get("left_out") or {}}
-        # the bar shows the unit furthest into its budget: the one a budget finding speaks of
-        worst = max((p for p in (row["used_pct"], row["gpu_hours_pct"]) if p is not None), default=None)
-        row.update(worst_pct=worst, bar=min(100, max(1, int(worst))) if worst else 0)
-        budgets.append(row)
-    budgets.sort(key=lambda r: (-_d(r["spent"].get(cur)), r["team"]))
-    budget_hours = any(r["gpu_hours_budget"] is not None for r in budgets)
-
-    # the GPU fleet
-    fleet = s.get("fleet") or {}
-    if team is None:
-        by_model = fleet.get("by_model") or []
-        bands = fleet.get("utilisation") or {}
-    else:
-        by_model = [{"model": m, **v} for m, v in (team_spend.get("by_model") or {}).items()]
-        by_model.sort(key=lambda m: (-_d(m["gpu_hours"]), m["model"]))
-        bands = team_spend.get("utilisation") or {}
-    top_hours = max((_d(m["gpu_hours"]) for m in by_model), default=0)
-    model_rows = [{**m, "bar": _bar(m["gpu_hours"], top_hours)} for m in by_model]
-    machines = [m for m in fleet.get("machines") or [] if team is None or m.get("team") == team]
-    idle_oversized = [f for f in every if f.get("clause") in ("idle", "rightsizing")]
-
-    # findings, by rule and by team
-    by_rule: dict[str, dict[str, Any]] = {}
-    for f in sorted(every, key=lambda f: (f["rule"], f["waived"], -_d(f.get("monthly_savings")),
-                                          -_d(f.get("cost")), f["resource"])):
-        g = by_rule.setdefault(f["rule"], {"rule": f["rule"], "name": f["name"], "clause": f.get("clause"),
-                                           "remediation": f.get("remediation") or "", "findings": []})
-        g["findings"].append(f)
-    for g in by_rule.values():
-        mine = [f for f in g["findings"] if not f["waived"]]
-        g.update(open=len(mine), waived=len(g["findings"]) - len(mine), cost=_money_sum(mine, "cost"),
-                 **_rule_savings(mine))
-        g["findings"], g["rest"] = shown_findings(g["findings"])  # thousands: the costliest, the rest summed
-    by_team: dict[str, dict[str, Any]] = {}
-    for f in every:
-        t = by_team.setdefault(f["team_label"], {"team": f["team_label"], "findings": []})
-        t["findings"].append(f)
-    for t in by_team.values():
-        mine = [f for f in t["findings"] if not f["waived"]]
-        b = (s.get("teams") or {}).get(t["team"]) or {}
-        t.update(lead=b.get("lead"), open=len(mine), waived=len(t["findings"]) - len(mine),
-                 savings=_team_savings(s, t["team"], mine), cost=_money_sum(mine, "cost"),
-                 rules=sorted({f["rule"] for f in mine}))
-    team_rows = sorted(by_team.values(), key=lambda t: (-_d(t["savings"].get(cur)), -t["open"], t["team"]))
-    top = sorted((f for f in open_ if f.get("monthly_savings") is not None),
-                 key=lambda f: (-_d(f["monthly_savings"]), f["rule"], f["resource"]))[:TOP_ACTIONS]
-
-    # waivers, and those that end within EXPIRING_DAYS of the as-of date
-    as_of = date.fromisoformat(doc.get("as_of") or doc["generated_at"][:10])
-    waivers = []
-    for w in doc.get("waivers", []):
-        if team is not None and not any(f["rule"] == w["rule"] and fnmatch.fnmatchcase(f["resource"], w["resource"])
-                                        for f in every):
-            continue
-        days = (date.fromisoformat(w["expires"]) - as_of).days
-        waivers.append({**w, "days_left": days})
-    expiring = [w for w in waivers if w["status"] != "expired" and 0 <= w["days_left"] <= EXPIRING_DAYS]
-
-    # the forecast
-    fc = s.get("forecast")
-    forecast = None
-    if fc:
-        hours = _d(fc["next"]["hours"])
-        run_rate = fc["billed_cost"] if team is None else (fc.get("by_team") or {}).get(team, {})
-        next_savings = ({c: _d(v) for c, v in fc["savings"].items()} if team is None
-                        else {c: _d(v) * hours / HOURS_PER_MONTH for c, v in savings.items()})
-        forecast = {"basis": fc["basis"], "next": fc["next"], "run_rate": run_rate, "definition": (
-                        f"Forecast savings over {fc['next']['label']}: the savings found a month, over its "
-                        f"{fmt_num(hours)} hours in 730-hour months, taken off the run rate."),
-                    "gpu": fc.get("gpu_cost") if team is None else None, "savings": next_savings,
-                    "with_savings": {c: max(_d(v) - next_savings.get(c, Decimal(0)), Decimal(0))
-                                     for c, v in run_rate.items()}}
-
-    # quarter over quarter: last quarter's audit (--previous), else the window before, when the billing has it
-    trend = doc.get("trend")
-    change = None
-    if trend:
-        spend_change = trend["billed_cost"] if team is None else (trend.get("by_team") or {}).get(team)
-        change = {"label": trend["previous"]["label"], "source": "audit", "billed": _changes(spend_change),
-                  "gpu": _changes(trend["gpu_cost"]) if team is None else []}
-        keep = (lambda f: True) if team is None else (lambda f: (f.get("team") or UNATTRIBUTED) == team)  # noqa: E731
-        trend = {**trend, "findings": {k: [f for f in trend["findings"][k] if keep(f)]
-                                       for k in ("new", "still_open", "resolved")},
-                 "clause_changes": [c for c in trend.get("clauses", []) if c["previous"] != c["current"]]}
-        trend["counts"] = {k: len(v) for k, v in trend["findings"].items()}
-    elif s.get("previous_window") and team is None:
-        pw = s["previous_window"]
-        from auditor.trend import change_of
-
-        change = {"label": pw["label"], "source": "billing",
-                  "billed": _changes(change_of(pw["billed_cost"], spend)),
-                  "gpu": _changes(change_of(pw["gpu_cost"], gpu))}
-
-    coverage = s.get("coverage") or {}
-    inputs = doc.get("inputs") or {}
-    rates = policy.get("rates") or {}
-    # billing in another currency than the policy's: held to the policy's thresholds only at a rate the user gave
-    other_currency = [{"path": b["path"], "amounts": {c: v for c, v in b["billed_cost"].items() if c != cur},
-                       "rated": all(c in (rates.get("rates") or {}) for c in b["billed_cost"] if c != cur)}
-                      for b in inputs.get("billing", []) if set(b.get("billed_cost") or {}) - {cur}]
-    providers = sorted({p for m in coverage.get("months", []) for p in m["lines"]})
-    return {
-        "doc": doc, "team": team, "cur": cur, "policy": policy, "window": doc["window"],
-        "window_text": _window_text(doc["window"]["start"], doc["window"]["end"]),
-        "generated_at": doc["generated_at"][:16].replace("T", " ") + " UTC", "as_of": as_of.isoformat(),
-        "tool": doc.get("tool") or {}, "partial": doc.get("partial", False),
-        "team_lead": ((s.get("teams") or {}).get(team) or {}).get("lead") if team else None,
-        "spend": spend, "gpu": gpu, "gpu_share": _share(gpu.get(cur), total),
-        "effective": s.get("effective_cost", {}) if team is None else None, "rows": s.get("rows"),
-        "savings_definition": SAVINGS_DEFINITION,
-        "savings": savings, "savings_quarter": (s.get("quarterly_savings") if team is None else None)
-        or {c: _d(v) * 3 for c, v in savings.items()},
-        "findings_count": {"open": len(open_), "waived": len(every) - len(open_),
-                           "by_severity": {sev: sum(1 for f in open_ if f["severity"] == sev)
-                                           for sev in ("critical", "high", "medium", "low", "info")}},
-        "compliance": compliance, "clauses": clauses, "change": change,
-        "top": [{**f, "spark": charts.sparkline(s, f["resource"])} for f in top],
-        "weekly": charts.weekly(s, cur, team),
-        "band_keys": charts.band_keys(),
-        "categories": category_rows, "breakdowns": breakdowns, "budgets": budgets, "budget_hours": budget_hours,
-        "budget_quarter": next((b["quarter"] for b in (s.get("teams") or {}).values() if b.get("quarter")), None),
-        "budget_left_out": [b for b in budgets if b["left_out"]],
-        "pricing": _hours_rows(pricing, PRICING), "gpu_hours": s.get("gpu_hours") if team is None else None,
-        "transfer_gb_out": s.get("transfer_gb_out", {}) if team is None else {},
-        "models": model_rows, "bands": _hours_rows(bands, BANDS),
-        "machines": machines[:MACHINES_SHOWN], "machines_total": len(machines) if team else fleet.get(
-            "machines_total", len(machines)), "idle_oversized": idle_oversized,
-        "findings": every, "by_rule": list(by_rule.values()), "by_team": team_rows,
-        "waivers": waivers, "expiring": expiring, "expiring_days": EXPIRING_DAYS,
-        "forecast": forecast, "trend": trend,
-        "sources": [{"duplicate_of": None, "period_start": None, "period_end": None, "billed_cost": {}, **b}
-                    for b in inputs.get("billing", [])],
-        "inventory": inputs.get("inventory"), "allocation": s.get("allocation") if team is None else None,
-        "previous_input": inputs.get("previous"), "coverage": coverage.get("months", []),
-        "coverage_providers": providers, "missing": coverage.get("missing", []),
-        "warnings": doc.get("warnings", []), "rates": rates, "other_currency": other_currency,
-        "k8s_namespaces": [{**r, "held": {r["currency"]: r["allocated"]}, "idle": {r["currency"]: r["idle_share"]},
-                            "cost": {r["currency"]: r["total"]}}
-                           for r in (s.get("kubernetes_gpus") or {}).get("namespaces", [])
-                           if team is None or r.get("team") == team],
-        "jobs": jobs_view(doc, team),
-    }

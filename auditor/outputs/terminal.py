@@ -39,7 +39,7 @@ def progress_line(msg: str, width: int) -> tuple[str, bool]:
 
 def inspect_lines(sources: list[SourceFile]) -> list[str]:
     """What was detected in each billing file: format, lines, period and totals."""
-    from auditor.outputs.report import fmt_num  # report loads jinja2: not for every command
+    from auditor.outputs.view import fmt_num  # the view loads jinja2: not for every command
 
     out = []
     for s in sources:

@@ -24,7 +24,7 @@ from auditor.model import fmt_money
 from auditor.outputs import charts
 from auditor.outputs.mail.outbox import PENDING, now, slug
 from auditor.outputs.mail.route import Letter, Section, added, amounts, clean, mail_address, route
-from auditor.outputs.report import shown_findings
+from auditor.outputs.view import shown_findings
 from auditor.policy import Policy
 from auditor.text import one_line
 
