@@ -6,6 +6,7 @@ nearest valid key for a typo.
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -138,11 +139,9 @@ class Validator:
                 except InvalidOperation:
                     raise self.fail(path, f"not an amount: {value!r}") from None
                 written = self.raw(path)
-                if written is not None:  # exact: `0.1` as written, not the float nearest to it
-                    try:
+                if written is not None:  # exact: `0.1` as written, not the float nearest to it (else as parsed)
+                    with contextlib.suppress(InvalidOperation):
                         amount = Decimal(written.replace("_", ""))
-                    except InvalidOperation:
-                        pass
                 if abs(amount) >= MAX_AMOUNT:
                     raise self.fail(path, f"{value} is out of range: an amount has at most 20 digits before the "
                                           "decimal point (amounts are DECIMAL(38,18))")

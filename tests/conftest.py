@@ -12,10 +12,10 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 # --- what some tests need from outside the checkout -----------------------------------------------------------
-# The public billing samples and the SARIF schema live beside the repository (../shared), never in it; Chromium and
-# Java (for Spark) are system packages. Where one is absent its tests are skipped, saying what is missing and where
-# it comes from; GPU_AUDITOR_REQUIRE (a comma-separated list of samples, chromium and java; .ci/run names all
-# three) makes that a failure instead.
+# The public billing samples and the SARIF schema live beside the repository (../shared), never in it; Chromium,
+# Java (for Spark) and Prometheus are system packages. Where one is absent its tests are skipped, saying what is
+# missing and where it comes from; GPU_AUDITOR_REQUIRE (a comma-separated list of samples, chromium, java and
+# prometheus; .ci/run names all four) makes that a failure instead.
 
 
 def _missing(message: str, what: str) -> None:
@@ -120,3 +120,32 @@ def spark():
     s.sparkContext.setLogLevel("ERROR")
     yield s
     s.stop()
+
+
+# --- AWS through a moto server on loopback (tests/servers/moto_server.py) ---------------------------------------
+
+@pytest.fixture(scope="session")
+def moto():
+    """One moto server for the session; each test that asks for `aws` starts from an empty one."""
+    from servers.moto_server import MotoServer
+
+    server = MotoServer()
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def aws(moto, monkeypatch):
+    """The moto server, emptied, with the AWS environment of this test pointing at it."""
+    moto.reset()
+    moto.env(monkeypatch)
+    return moto
+
+
+@pytest.fixture(scope="session")
+def prometheus_bin() -> tuple[str, str]:
+    """Debian's `prometheus` and `promtool` (tests/test_pull_k8s_shared.py serves recorded DCGM series with them)."""
+    prom, promtool = shutil.which("prometheus"), shutil.which("promtool")
+    if not prom or not promtool:
+        _missing("prometheus and promtool are not installed (Debian: apt-get install prometheus)", "prometheus")
+    return prom, promtool

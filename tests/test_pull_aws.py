@@ -17,7 +17,7 @@ import pytest
 from botocore.config import Config
 from botocore.stub import Stubber
 from click.testing import CliRunner
-from servers.moto_server import ACCESS_KEY, SECRET_KEY, SESSION_TOKEN, MotoServer
+from servers.moto_server import ACCESS_KEY, SECRET_KEY, SESSION_TOKEN
 
 from auditor.cli import cli
 from auditor.providers.live import aws as aws_live
@@ -42,20 +42,6 @@ clauses:
   idle: {text: idle GPUs are stopped, max_mean_util_pct: 10, min_hours: 24}
   spot_checkpoint: {text: spot jobs checkpoint, max_interval_min: 60}
 """
-
-
-@pytest.fixture(scope="module")
-def moto():
-    server = MotoServer()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def aws(moto, monkeypatch):
-    moto.reset()
-    moto.env(monkeypatch)
-    return moto
 
 
 def run(*args):

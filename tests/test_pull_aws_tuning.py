@@ -13,10 +13,8 @@ from decimal import Decimal
 from pathlib import Path
 
 import boto3
-import pytest
 from botocore.awsrequest import AWSResponse
 from click.testing import CliRunner
-from servers.moto_server import MotoServer
 from test_pull_aws import SINCE, UNTIL, cur_line, put_cur
 
 from auditor.cli import cli
@@ -28,20 +26,6 @@ from auditor.window import Window
 WINDOW = Window(SINCE, UNTIL, "test")
 ROLE = "arn:aws:iam::123456789012:role/sm"
 TRIALS = {"hpo-lr-001": "Completed", "hpo-lr-002": "Stopped", "hpo-lr-003": "Completed"}
-
-
-@pytest.fixture(scope="module")
-def moto():
-    server = MotoServer()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def aws(moto, monkeypatch):
-    moto.reset()
-    moto.env(monkeypatch)
-    return moto
 
 
 def create_sweep(sm) -> tuple[str, dict[str, str]]:

@@ -7,7 +7,6 @@ HTTP API. Then an audit of the snapshot: idle and oversized slices, unallocated 
 from __future__ import annotations
 
 import json
-import shutil
 import socket
 import subprocess
 import time
@@ -83,10 +82,8 @@ def free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def prometheus(tmp_path_factory):
-    prom, promtool = shutil.which("prometheus"), shutil.which("promtool")
-    if not prom or not promtool:
-        pytest.skip("prometheus and promtool are not installed (Debian: apt-get install prometheus)")
+def prometheus(tmp_path_factory, prometheus_bin):
+    prom, promtool = prometheus_bin
     root = tmp_path_factory.mktemp("prometheus")
     scrapes = [(RECORDED / "dcgm" / f"scrape-{x}.prom").read_text() for x in ("a", "b")]
     (root / "dcgm.om").write_text(openmetrics(scrapes, FIRST, UNTIL, STEP))

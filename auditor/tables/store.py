@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import duckdb
 
@@ -34,9 +34,6 @@ from auditor.tables import stats
 from auditor.tables.normalize import CLASH, rollup_sql, select_sql
 from auditor.tables.schema import COSTS, TABLES
 from auditor.window import Window
-
-if TYPE_CHECKING:
-    pass
 
 PARALLEL_FILES = 4
 
