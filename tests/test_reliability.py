@@ -676,13 +676,7 @@ def test_ctrl_c_while_reading_leaves_nothing_behind(tmp_path, policy, files):
             'USD' AS "lineItem/CurrencyCode", (i % 1000 + {k}) / 100.0 AS "lineItem/UnblendedCost",
             'i-' || (i % 5000) AS "lineItem/ResourceId" FROM range(1000000) t(i)) TO '{big}' (HEADER)""")
     con.close()
-    out = tmp_path / "out"
-    out.mkdir()
-    for name in OUTPUTS:
-        (out / name).write_text(f"previous {name}\n", encoding="utf-8")
-    before = files_under(out)
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
+    out, before, scratch = _previous_report(tmp_path)
     proc = subprocess.Popen([sys.executable, "-m", "auditor", "audit", "--policy", str(policy), "--out", str(out),
                              *map(str, bigs)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
                             env={**os.environ, "TMPDIR": str(scratch)})
@@ -717,6 +711,17 @@ def _million_lines(path: Path) -> Path:
     return path
 
 
+def _previous_report(tmp_path: Path) -> tuple[Path, dict[str, bytes], Path]:
+    """An output folder holding last run's report (to prove it is left untouched), its files, and a temp folder."""
+    out = tmp_path / "out"
+    out.mkdir()
+    for name in OUTPUTS:
+        (out / name).write_text(f"previous {name}\n", encoding="utf-8")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    return out, files_under(out), scratch
+
+
 def _start_audit(policy: Path, out: Path, scratch: Path, *billing: Path) -> subprocess.Popen:
     """The installed command on `billing`, its temp folder `scratch`; returned once it reads."""
     proc = subprocess.Popen([sys.executable, "-m", "auditor", "audit", "--policy", str(policy), "--out", str(out),
@@ -732,13 +737,7 @@ def test_sigterm_is_handled_as_ctrl_c(tmp_path, policy):
     """SIGTERM (a cancelled CI job, `timeout`) killed the run at once and left hundreds of MB of DuckDB spill
     files in the temp folder: now exit 143, one line, the previous report untouched, no temporary file left."""
     big = _million_lines(tmp_path / "big.csv")
-    out = tmp_path / "out"
-    out.mkdir()
-    for name in OUTPUTS:
-        (out / name).write_text(f"previous {name}\n", encoding="utf-8")
-    before = files_under(out)
-    scratch = tmp_path / "tmp"
-    scratch.mkdir()
+    out, before, scratch = _previous_report(tmp_path)
     proc = _start_audit(policy, out, scratch, big)
     try:
         proc.send_signal(signal.SIGTERM)

@@ -9,6 +9,7 @@ from typing import Any
 
 from auditor.providers.manifests.common import Context, as_int, as_list, as_map, tags_of
 from auditor.providers.manifests.documents import Document
+from auditor.providers.manifests.operators import replicated_jobs
 from auditor.providers.manifests.pods import Workload
 
 KUBEFLOW_REPLICAS = {"PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs", "MPIJob": "mpiReplicaSpecs",
@@ -100,13 +101,7 @@ def _runtime_templates(doc: Document, spec: dict) -> list[tuple[str, int, Any]]:
     ml_policy = as_map(spec.get("mlPolicy"), doc, "spec.mlPolicy")
     jobset = as_map(as_map(spec.get("template"), doc, "spec.template").get("spec"), doc, "spec.template.spec")
     out = []
-    for rj in as_list(jobset.get("replicatedJobs"), doc, "replicatedJobs"):
-        rj = as_map(rj, doc, "replicatedJobs[]")
-        job_spec = as_map(as_map(rj.get("template"), doc, "replicatedJobs[].template").get("spec"), doc,
-                          "replicatedJobs[].template.spec")
-        pods = (as_int(rj.get("replicas"), doc, "replicatedJobs[].replicas") or 1) * \
-            (as_int(job_spec.get("parallelism"), doc, "parallelism") or 1)
-        name = str(rj.get("name"))
+    for name, pods, job_spec in replicated_jobs(doc, jobset):
         if name == TRAINER_JOB:
             pods = as_int(ml_policy.get("numNodes"), doc, "spec.mlPolicy.numNodes") or pods
         out.append((name, pods, job_spec.get("template")))

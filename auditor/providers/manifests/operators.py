@@ -58,14 +58,23 @@ def ray_service(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
 # ---- JobSet and LeaderWorkerSet -----------------------------------------------------------------------------
 
 
-def jobset(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
-    templates, deadline = [], None
-    for rj in as_list(spec.get("replicatedJobs"), doc, "spec.replicatedJobs"):
+def replicated_jobs(doc: Document, spec: dict) -> list[tuple[str, int, dict]]:
+    """(name, pods, Job spec) of each of a JobSet spec's replicatedJobs: its replicas times the Job's parallelism.
+    A Trainer runtime's template is a JobSet spec too (kubeflow.py)."""
+    out = []
+    for rj in as_list(spec.get("replicatedJobs"), doc, "replicatedJobs"):
         rj = as_map(rj, doc, "replicatedJobs[]")
         job_spec = as_map(as_map(rj.get("template"), doc, "replicatedJobs[].template").get("spec"), doc,
                           "replicatedJobs[].template.spec")
         pods = (as_int(rj.get("replicas"), doc, "replicatedJobs[].replicas") or 1) * \
             (as_int(job_spec.get("parallelism"), doc, "replicatedJobs[].template.spec.parallelism") or 1)
+        out.append((str(rj.get("name")), pods, job_spec))
+    return out
+
+
+def jobset(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
+    templates, deadline = [], None
+    for _, pods, job_spec in replicated_jobs(doc, spec):
         templates.append((pods, job_spec.get("template")))
         deadline = deadline or as_int(job_spec.get("activeDeadlineSeconds"), doc, "activeDeadlineSeconds")
     return [Workload(templates, deadline=deadline)]
