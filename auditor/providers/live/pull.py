@@ -42,8 +42,8 @@ from auditor.secret_patterns import mask
 from auditor.window import Window
 
 MANIFEST_SCHEMA = "gpu-auditor/snapshot-manifest@1"
+# Each provider's adapter module in this package; its SDKs are the package extra of the same name.
 ADAPTERS = {"aws": "aws", "gcp": "gcp", "azure": "azure", "k8s": "k8s"}
-EXTRAS = {"aws": "aws", "gcp": "gcp", "azure": "azure", "k8s": "k8s"}
 
 # Environment variables whose values are credentials: never written, even inside an error message.
 SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN", "AZURE_CLIENT_SECRET",
@@ -259,7 +259,7 @@ def _run_adapter(pull: Pull) -> None:
         module = importlib.import_module(f"auditor.providers.live.{ADAPTERS[provider]}")
     except ImportError as e:
         raise InputError(f"pulling from {provider} needs its SDK ({e.name} is missing): "
-                         f"pip install 'gpu-auditor[{EXTRAS[provider]}]'") from None
+                         f"pip install 'gpu-auditor[{provider}]'") from None
     module.pull(pull)
 
 
