@@ -782,6 +782,7 @@ def test_an_interrupted_read_stops_as_an_interrupt_not_as_a_bad_file(tmp_path):
     import threading
 
     from auditor.files import sha256_of
+    from auditor.providers.billing.detect import sniff
     from auditor.tables.store import Store
 
     big = tmp_path / "big.csv"
@@ -795,11 +796,11 @@ def test_an_interrupted_read_stops_as_an_interrupt_not_as_a_bad_file(tmp_path):
     store = Store()
     cursor = store.con.cursor()
     raised: list[BaseException] = []
-    digest = sha256_of(big)
+    batch = [(sniff(big, store.con), sha256_of(big))]
 
     def read() -> None:
         try:
-            store._read(big, digest, cursor)
+            store._read(batch, cursor)
         except BaseException as e:  # noqa: BLE001 - the test inspects what was raised
             raised.append(e)
 

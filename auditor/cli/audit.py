@@ -33,9 +33,9 @@ def inspect(files: tuple[Path, ...], as_json: bool) -> None:
     store = Store()
     sources = store.load_billing(list(files))
     if as_json:
-        click.echo(json.dumps(inspect_json(sources, store.warnings), indent=2))
+        click.echo(json.dumps(inspect_json(sources, store.warnings, store.parts), indent=2))
         return
-    for line in inspect_lines(sources):
+    for line in inspect_lines(sources, store.parts):
         click.echo(line)
     for w in store.warnings:
         click.echo(f"warning: {safe(w)}", err=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from auditor.errors import EXIT_INPUT, InputError
+from auditor.errors import EXIT_INPUT, InputError, out_of_memory
 from auditor.model import Severity
 from auditor.outputs.terminal import progress_line, safe
 from auditor.secret_patterns import mask
@@ -72,6 +72,9 @@ class AuditorGroup(click.Group):
         except Exception as e:  # noqa: BLE001 - the last line of defence against a traceback
             if "Query interrupted" in str(e):  # Ctrl-C arriving inside a DuckDB query
                 interrupted()
+            if type(e).__name__ == "OutOfMemoryException":  # DuckDB's, named so that duckdb is not imported here
+                click.echo(f"gpu-auditor: error: {out_of_memory()}", err=True)
+                sys.exit(EXIT_INPUT)
             if ctx.obj and ctx.obj.get("debug"):
                 raise
             click.echo(f"gpu-auditor: internal error: {type(e).__name__}: {safe(e)} (rerun with --debug for the "

@@ -5,6 +5,7 @@ masked), so the CLI only prints what it gets."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from auditor.model import fmt_money
@@ -12,8 +13,6 @@ from auditor.secret_patterns import mask
 from auditor.text import one_line
 
 if TYPE_CHECKING:
-    from pathlib import Path
-
     from auditor.audit import Audit
     from auditor.tables.store import SourceFile
     from auditor.window import Window
@@ -37,36 +36,65 @@ def progress_line(msg: str, width: int) -> tuple[str, bool]:
     return "\r\033[K" + msg[:width], msg.startswith("running the rules")
 
 
-def inspect_lines(sources: list[SourceFile]) -> list[str]:
-    """What was detected in each billing file: format, lines, period and totals."""
-    from auditor.outputs.view import fmt_num  # the view loads jinja2: not for every command
+FILES_SHOWN = 20  # files of one scan listed by `inspect`; --json lists every one
 
-    out = []
+
+def inspect_lines(sources: list[SourceFile], parts: dict[str, dict[str, Any]] | None = None) -> list[str]:
+    """What was detected in each billing file: format, lines, period and totals. Files read as one scan (the
+    parts of an export) are shown together, with their totals, then a line each."""
+    out: list[str] = []
+    shown: set[str] = set()
     for s in sources:
-        st = s.stats
-        out += [safe(s.path),
-                f"  format      {s.format}",
-                f"  lines       {s.rows:,}",
-                f"  period      {st['period_start']:%Y-%m-%d %H:%M} to {st['period_end']:%Y-%m-%d %H:%M} UTC",
-                f"  billed      {fmt_money(st['billed_cost'])}  (sum of {s.cost_column}, per currency)",
-                f"  effective   {fmt_money(st['effective_cost'])}",
-                f"  GPU         {fmt_money(st['gpu_cost'])} ({fmt_num(st['gpu_hours'])} GPU-hours)",
-                f"  spot        {fmt_money(st['spot_cost'])}"]
-        for cat, amounts in st["by_category"].items():
-            n = st["lines_by_category"].get(cat or "other", 0)
-            note = "  (not classified as compute, storage or transfer)" if cat == "other" else ""
-            out.append(f"    {cat or 'other':<14}{fmt_money(amounts):>18}  {n:>9,} lines{note}")
-        for kind, gb in st["transfer_gb_out"].items():
-            out.append(f"    transfer out {kind}: {fmt_num(gb, 3)} GB")
+        if s.part_of is None:
+            out += _figure_lines(safe(s.path), s.format, s.rows, s.cost_column, s.stats)
+            continue
+        if s.part_of in shown:
+            continue
+        shown.add(s.part_of)
+        members = [m for m in sources if m.part_of == s.part_of]
+        together = (parts or {})[s.part_of]["stats"]
+        out += _figure_lines(f"{safe(s.part_of)} (read as one scan)", s.format, together["rows"], s.cost_column,
+                             together)
+        for m in members[:FILES_SHOWN]:
+            st = m.stats
+            out.append(f"    {safe(Path(m.path).name)}  {m.rows:,} lines  {st['period_start']:%Y-%m-%d} to "
+                       f"{st['period_end']:%Y-%m-%d}  {fmt_money(st['billed_cost'])}")
+        if len(members) > FILES_SHOWN:
+            out.append(f"    and {len(members) - FILES_SHOWN:,} more files (inspect --json lists each)")
     return out
 
 
-def inspect_json(sources: list[SourceFile], warnings: list[str]) -> dict[str, Any]:
-    """`inspect --json`: each file's format, digest, cost column and statistics, and the warnings."""
+def _figure_lines(title: str, fmt: str, rows: int, cost_column: str | None, st: dict[str, Any]) -> list[str]:
+    from auditor.outputs.view import fmt_num  # the view loads jinja2: not for every command
+
+    out = [title,
+           f"  format      {fmt}",
+           f"  lines       {rows:,}",
+           f"  period      {st['period_start']:%Y-%m-%d %H:%M} to {st['period_end']:%Y-%m-%d %H:%M} UTC",
+           f"  billed      {fmt_money(st['billed_cost'])}  (sum of {cost_column}, per currency)",
+           f"  effective   {fmt_money(st['effective_cost'])}",
+           f"  GPU         {fmt_money(st['gpu_cost'])} ({fmt_num(st['gpu_hours'])} GPU-hours)",
+           f"  spot        {fmt_money(st['spot_cost'])}"]
+    for cat, amounts in st["by_category"].items():
+        n = st["lines_by_category"].get(cat or "other", 0)
+        note = "  (not classified as compute, storage or transfer)" if cat == "other" else ""
+        out.append(f"    {cat or 'other':<14}{fmt_money(amounts):>18}  {n:>9,} lines{note}")
+    for kind, gb in st["transfer_gb_out"].items():
+        out.append(f"    transfer out {kind}: {fmt_num(gb, 3)} GB")
+    return out
+
+
+def inspect_json(sources: list[SourceFile], warnings: list[str],
+                 parts: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """`inspect --json`: each file's format, digest, cost column and statistics, the figures of each set of files
+    read as one scan (whose files then have their lines, period and billed and effective cost), and the
+    warnings."""
     from auditor.audit import _jsonable
 
-    return {"files": [{"path": s.path, "format": s.format, "sha256": s.sha256, "cost_column": s.cost_column,
-                       **_jsonable(s.stats)} for s in sources], "warnings": warnings}
+    files = [{"path": s.path, "format": s.format, "sha256": s.sha256, "cost_column": s.cost_column,
+              **({"part_of": s.part_of} if s.part_of else {}), **_jsonable(s.stats)} for s in sources]
+    scans = [{"label": label, "files": len(p["files"]), **_jsonable(p["stats"])} for label, p in (parts or {}).items()]
+    return {"files": files, **({"read_as_one": scans} if scans else {}), "warnings": warnings}
 
 
 def summary_lines(result: Audit) -> list[str]:

@@ -28,6 +28,8 @@ COSTLY = re.compile(r"(?i)regexp|\blike\b|\bilike\b|similar|lambda|json|map|list
                     r"timezone|timestamptz")
 ENRICHED = ("x_GpuModel", "x_GpuCount", "x_CostCategory", "x_SourceFile", "x_SourceRow", "x_SourceFormat")
 LINES = "x_Lines"  # how many billing lines a row stands for
+# The column a read of several files at once names each line's file by (DuckDB's `filename` option).
+FILE = "__gpu_auditor_file"
 # A line's free text (an AWS line item description names the hour and its price: unique per line). A source
 # column read only by these outputs is never a grouping key: the instance type some exports name only there is
 # computed line by line and grouped by its value, and the description of a group is that of its first line.
@@ -69,8 +71,9 @@ def split(exprs: dict[str, str], cols: Columns) -> list[tuple[list[str], list[st
 
 
 def select_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: int, path: str, fmt: str,
-               costs: list[str], row_number: str = "row_number() OVER ()") -> str:
-    """The SELECT of one file's `costs` rows (the columns in `costs` order). `exprs` are the reader's
+               costs: list[str], row_number: str = "row_number() OVER ()", files: bool = False) -> str:
+    """The SELECT of one file's `costs` rows (the columns in `costs` order), or of several files' where
+    `files`: the relation then names each row's file in its FILE column. `exprs` are the reader's
     expressions by output column; the catalog tables `catalog_instance_types` and `catalog_gpu_families` add
     the GPU model and count."""
     outputs_all = [c for c in costs if c not in ENRICHED] + list(EXTRA)
@@ -89,7 +92,7 @@ def select_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: i
         on = " AND ".join(f"s.{q(k)} IS NOT DISTINCT FROM d{i}.{names[k]}" for k in key)
         source += f" JOIN ({dims}) d{i} ON {on}"
     inner = ", ".join(f"{keyed[c]}.{q('__' + c)} AS {q(c)}" if c in keyed else f"{exprs[c]} AS {q(c)}"
-                      for c in outputs_all)
+                      for c in outputs_all) + (f", s.{FILE}" if files else "")
     return f"""
         SELECT {', '.join(f'n.{q(c)}' for c in outputs_all if c not in EXTRA)}, n.x_SourceRow,
             COALESCE(n._gpu, t.gpu_model, f.gpu_model) AS x_GpuModel,
@@ -98,7 +101,7 @@ def select_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: i
                  WHEN n._kind = 'compute' AND COALESCE(n._gpu, t.gpu_model, f.gpu_model) IS NOT NULL
                  THEN 'gpu_compute'
                  WHEN n._kind = 'compute' THEN 'other_compute' ELSE n._kind END AS x_CostCategory,
-            {lit(path)} AS x_SourceFile,
+            {f"n.{FILE}" if files else lit(path)} AS x_SourceFile,
             {lit(fmt)} AS x_SourceFormat
         FROM (SELECT {inner}, __row AS x_SourceRow FROM {source}) n
         LEFT JOIN catalog_instance_types t
@@ -115,7 +118,7 @@ CLASH = "gpu-auditor: grouping hash clash"
 
 def rollup_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: int, path: str, fmt: str,
                costs: list[str], row_number: str = "row_number() OVER ()", by_hash: bool = False,
-               rescan: bool = False) -> str:
+               rescan: bool = False, files: bool = False) -> str:
     """The SELECT of one file's `costs` rows: its lines summed per UTC day and per distinct value of every
     source column the reader classifies from (resource, usage type, tags, ...), before anything is classified.
     Free text (FREE_TEXT: a description that can differ on every line) is no key: what is classified from it
@@ -134,7 +137,14 @@ def rollup_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: i
     parsed. `by_hash` (Parquet too): the lines are grouped by a hash of the key columns, and each group's key
     columns are read back from its first line, several times faster than grouping by a few dozen text
     columns. Should two different keys share a hash, the query fails with CLASH and the caller groups by the
-    columns themselves."""
+    columns themselves.
+
+    `files`: the relation is several files read as one scan (the parts of one export), naming each line's file
+    in its FILE column, and `row_number` numbers all their lines in the order read, files one after another.
+    A group can then hold lines of several files (a part holds a few hours of many resources' lines: grouped
+    per file, nearly every line would be a group of its own). It is named by the file of its first line
+    (x_SourceFile), and its x_SourceRow is that line's position in the read: the caller turns it into the
+    line's number in its file."""
     top = [n for n in cols.names if n not in cols.fields]
     refs = {c: referenced(e, top) for c, e in exprs.items()}
     amounts = [c for c in PER_LINE if c in exprs]
@@ -151,6 +161,7 @@ def rollup_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: i
 
     key_sql = ", ".join(q(c) for c in keys)
     by_hash = by_hash and bool(keys)
+    assert not (files and by_hash), "a read of several files is grouped by its columns"
     line_sql = ", ".join(f"{exprs[c]} AS {u(c)}" for c in amounts + per_line)
     if by_hash:
         line_sql += (f", {KEY_HASH.format(key_sql)} AS __h, "
@@ -173,7 +184,9 @@ def rollup_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: i
     spans = [f"CASE WHEN count(*) FILTER ({bad}) = 0 THEN min({start}) END AS {start}"] + \
             [f"max({u(c)}) AS {u(c)}" for c in times if c != "ChargePeriodStart"]
     aggregates = (f"{', '.join(sums + spans)}, count(*) AS __lines, "
-                  f"COALESCE(min(__row) FILTER ({bad}), min(__row)) AS __first")
+                  f"COALESCE(min(__row) FILTER ({bad}), min(__row)) AS __first"
+                  + (f", COALESCE(arg_min({FILE}, __row) FILTER ({bad}), arg_min({FILE}, __row)) AS {FILE}"
+                     if files else ""))
     day = f"date_trunc('day', {start})"
     values = "".join(f"{u(c)}, " for c in per_line)
     if by_hash:  # the key columns and the free text are read back from the group's first line
@@ -196,4 +209,4 @@ def rollup_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: i
     # Materialized: the classification reads the groups twice (rows and distinct keys), and the grouping is the
     # costly part.
     return f"WITH __g AS MATERIALIZED ({grouped}) " + select_sql({**exprs, **over}, rows, "__g", 1, path, fmt,
-                                                                   costs, "__first")
+                                                                   costs, "__first", files)

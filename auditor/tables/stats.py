@@ -22,20 +22,27 @@ def per_currency(con: duckdb.DuckDBPyConnection, sql: str, params: list | None =
         out.setdefault(key, {})[currency] = amount
     return out
 
-def file_stats(con: duckdb.DuckDBPyConnection, path: str) -> dict[str, Any]:
-    where = f"x_SourceFile = {lit(path)}"
-    return _stats(con, where)
+
+def file_stats(con: duckdb.DuckDBPyConnection, paths: list[str], together: bool = False) -> dict[str, Any]:
+    """The figures of each of these files ({path: figures}), in one scan; or of all of them `together`."""
+    figures = _stats(con, f"x_SourceFile IN ({', '.join(lit(p) for p in paths)})", per_file=not together)
+    if together:
+        return figures.get(None) or _figures([])
+    return {p: figures.get(p) or _figures([]) for p in paths}
+
 
 def window_stats(con: duckdb.DuckDBPyConnection, window: Window) -> dict[str, Any]:
-    return _stats(con, window.where())
+    return _stats(con, window.where()).get(None) or _figures([])
 
-def _stats(con: duckdb.DuckDBPyConnection, where: str) -> dict[str, Any]:
-    # One scan of the lines into a few dozen groups; every figure is then summed from those (exact DECIMAL
-    # sums of sums), the breakdowns as grouping sets and the subsets as FILTERs.
+
+def _stats(con: duckdb.DuckDBPyConnection, where: str, per_file: bool = False) -> dict[str | None, dict[str, Any]]:
+    # One scan of the lines into a few dozen groups (per file, where asked); every figure is then summed from
+    # those (exact DECIMAL sums of sums), the breakdowns as grouping sets and the subsets as FILTERs.
     gpu, spot, out = "cat = 'gpu_compute'", "spot", "x_out"
     rows = con.execute(f"""
         WITH g AS (
-            SELECT BillingCurrency AS cur, x_CostCategory AS cat, x_Provider AS provider, x_TransferKind AS kind,
+            SELECT {'x_SourceFile' if per_file else 'NULL'} AS file, BillingCurrency AS cur, x_CostCategory AS cat,
+                   x_Provider AS provider, x_TransferKind AS kind,
                    COALESCE(PricingCategory = 'Dynamic', false) AS spot,
                    COALESCE(x_TransferKind IS NOT NULL AND x_TransferDirection = 'out', false) AS x_out,
                    sum(x_Lines) AS n, min(ChargePeriodStart) AS first, max(ChargePeriodEnd) AS last,
@@ -43,15 +50,23 @@ def _stats(con: duckdb.DuckDBPyConnection, where: str) -> dict[str, Any]:
                    sum({GB}) FILTER (x_TransferKind IS NOT NULL AND x_TransferDirection = 'out') AS gb,
                    {GPU_HOURS} AS hours
             FROM costs WHERE {where} GROUP BY ALL)
-        SELECT GROUPING(cur, cat, provider, kind), cur, cat, provider, kind, sum(n), min(first), max(last),
+        SELECT file, GROUPING(cur, cat, provider, kind), cur, cat, provider, kind, sum(n), min(first), max(last),
                sum(billed), sum(effective), sum(listed),
                sum(n) FILTER ({gpu}), sum(billed) FILTER ({gpu}),
                sum(n) FILTER ({spot}), sum(billed) FILTER ({spot}),
                sum(n) FILTER ({spot} AND {gpu}), sum(billed) FILTER ({spot} AND {gpu}),
                sum(n) FILTER ({out}), sum(gb) FILTER ({out}), sum(hours)
         FROM g
-        GROUP BY GROUPING SETS ((), (cur), (cat, cur), (provider, cur), (kind))
-        ORDER BY 1, 3 NULLS LAST, 4 NULLS LAST, 5 NULLS LAST, 2""").fetchall()
+        GROUP BY GROUPING SETS ((file), (file, cur), (file, cat, cur), (file, provider, cur), (file, kind))
+        ORDER BY 1, 2, 4 NULLS LAST, 5 NULLS LAST, 6 NULLS LAST, 3""").fetchall()
+    by_file: dict[str | None, list[tuple]] = {}
+    for file, *row in rows:
+        by_file.setdefault(file, []).append(tuple(row))
+    return {file: _figures(rows) for file, rows in by_file.items()}
+
+
+def _figures(rows: list[tuple]) -> dict[str, Any]:
+    """The figures of one file or window from its grouping-set rows (see _stats)."""
     totals: dict[str, dict[str, Decimal]] = {k: {} for k in ("billed", "effective", "list", "gpu", "spot",
                                                               "gpu_spot")}
     by_category: dict[str, dict[str, Decimal]] = {}
@@ -85,6 +100,7 @@ def _stats(con: duckdb.DuckDBPyConnection, where: str) -> dict[str, Any]:
         "transfer_gb_out": transfer, "lines_by_category": dict(sorted(lines.items())),
         "gpu_hours": str(gpu_hours.quantize(Decimal("0.1"))) if gpu_hours is not None else None,
     }
+
 
 def spend_by(con: duckdb.DuckDBPyConnection, window: Window, key_sql: str) -> dict[str, dict[str, Decimal]]:
     # The key (a tag lookup, say) is computed once per distinct value of the columns it reads, not per line.

@@ -10,6 +10,7 @@ import re
 import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 
 from auditor.errors import InputError
@@ -404,6 +405,11 @@ FAMILIES = {
 
 
 def detect_format(columns: list[str] | tuple[str, ...]) -> str | None:
+    return _detect(tuple(columns))
+
+
+@lru_cache(maxsize=64)  # the parts of one export share their header: detected once, not once per part
+def _detect(columns: tuple[str, ...]) -> str | None:
     keys = {norm(c) for c in columns}
     fam = next((f for f, family in FAMILIES.items() if all(n.keys & keys for n in family.needs)), None)
     if fam == "focus":
