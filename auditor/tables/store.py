@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -22,25 +21,22 @@ from typing import Any
 
 import duckdb
 
-from auditor.errors import InputError, out_of_memory
+from auditor.errors import InputError
 from auditor.files import sha256_of
 from auditor.providers.billing import aws, azure, focus, gcp
-from auditor.providers.billing.columns import MONEY, Columns, check_types
-from auditor.providers.billing.detect import MAX_LINE, Sniffed, expand, gzip_line_over, sniff
+from auditor.providers.billing.columns import Columns, check_types
+from auditor.providers.billing.detect import Sniffed, expand, sniff
 from auditor.providers.catalog import Catalog, load_catalog
-from auditor.providers.redact import redact, redact_sql
+from auditor.providers.redact import redact_sql
 from auditor.scratch import Scratch
 from auditor.sql import lit
-from auditor.tables import stats
+from auditor.tables import parts, stats
+from auditor.tables.diagnose import diagnose
 from auditor.tables.normalize import CLASH, FILE, rollup_sql, select_sql
 from auditor.tables.schema import COSTS, TABLES
 from auditor.window import Window
 
 PARALLEL_FILES = 4
-# Files up to this size are read as one scan with others of their format and columns, up to BATCH_BYTES a scan
-# (bytes on disk): the parts of an export, folders of daily files. A larger file is read on its own.
-BATCH_FILE_BYTES = 64 << 20
-BATCH_BYTES = 256 << 20
 
 
 READERS = {"aws-cur": aws.select, "aws-cur2": aws.select, "focus-1.0": focus.select, "focus-1.1": focus.select,
@@ -58,21 +54,6 @@ class SourceFile:
     duplicate_of: str | None = None
     stats: dict[str, Any] = field(default_factory=dict)
     part_of: str | None = None  # the scan it was read in with others of its export (Store.parts), if any
-
-
-def _csv_reason(error: str) -> str:
-    """What is wrong, in words, from a DuckDB read error. Never its `Original Line:` echo: a line can be megabytes
-    long, and can hold what should not be printed."""
-    if m := re.search(r"Maximum line size of (\d+) bytes exceeded", error):
-        return f"the line is longer than {int(m.group(1)):,} bytes, the longest line gpu-auditor reads"
-    if m := re.search(r"Expected Number of Columns: (\d+) Found: (\d+)", error):
-        return f"the line has {m.group(2)} fields where the header has {m.group(1)}"
-    if "unterminated quote" in error:
-        return "a quoted value is never closed (a stray '\"')"
-    if "Invalid unicode" in error:
-        return "the line is not UTF-8 text (Latin-1 or Windows-1252?); save the file as UTF-8"
-    first = error.strip().splitlines()[0] if error.strip() else "unknown error"
-    return redact(re.sub(r"^[A-Za-z ]*Error: ", "", first))[:200]
 
 
 class Store:
@@ -104,7 +85,7 @@ class Store:
     # ---- billing -------------------------------------------------------------------------------------
     def load_billing(self, paths: list[Path], progress: Callable[[str], None] | None = None) -> list[SourceFile]:
         files = list(self.distinct_files(paths))
-        batches = self._batches(files)
+        batches = parts.batches(files, self.con)
         # Batches are read side by side, each on its own connection (DuckDB appends to one table from several
         # at once), then registered in their order: the gain is largest on gzip CSV, read on one core per file.
         # At most PARALLEL_FILES: each grouping holds its own hash table within the one memory limit.
@@ -141,30 +122,6 @@ class Store:
         if len(loaded) > 1:
             self._drop_redeliveries(loaded)
         return [s for s in loaded if s.duplicate_of is None]
-
-    def _batches(self, files: list[tuple[Path, str]]) -> list[list[tuple[Sniffed, str]]]:
-        """The files, sniffed, in batches read by one query each: small files in one folder, of the same format
-        and columns (the parts of an export, a folder of daily files), are one scan, which costs what their lines
-        cost rather than a query per file. A large file is a batch of its own, as is an Avro export (read through
-        a copy). One folder: a re-delivered export comes in a folder of its own, and is found as such
-        (_drop_redeliveries)."""
-        batches: list[list[tuple[Sniffed, str]]] = []
-        open_batch: dict[tuple, list[tuple[Sniffed, str]]] = {}
-        size: dict[tuple, int] = {}
-        for path, digest in files:
-            sniffed = sniff(path, self.con)
-            bytes_ = path.stat().st_size
-            if sniffed.container == "avro" or bytes_ > BATCH_FILE_BYTES:
-                batches.append([(sniffed, digest)])
-                continue
-            key = (path.parent, sniffed.format, sniffed.container, sniffed.compression, sniffed.columns,
-                   sniffed.fields, sniffed.types, sniffed.has_bom, sniffed.serial)
-            if key not in open_batch or size[key] + bytes_ > BATCH_BYTES:
-                open_batch[key], size[key] = [], 0
-                batches.append(open_batch[key])
-            open_batch[key].append((sniffed, digest))
-            size[key] += bytes_
-        return batches
 
     def distinct_files(self, paths: list[Path], progress: Callable[[str], None] | None = None,
                        where: str = "") -> Iterator[tuple[Path, str]]:
@@ -260,7 +217,7 @@ class Store:
         figures: dict[str, dict[str, Any]] = {}
         if many:
             try:
-                figures = self._part_figures(exprs, relation, first_row, con)
+                figures = parts.figures(exprs, relation, first_row, con)
             except duckdb.InterruptException:
                 raise KeyboardInterrupt from None
             except duckdb.Error:
@@ -280,7 +237,7 @@ class Store:
                 con.execute("BEGIN")
                 con.execute(sql)
                 if many:
-                    self._number_in_files(figures, first_row, con)
+                    parts.number_in_files(figures, first_row, con)
                 self._check_values(paths, con)
                 self._redact_ids(paths, con)
                 con.execute("COMMIT")
@@ -294,7 +251,7 @@ class Store:
                     continue  # two keys shared a hash: group by the key columns themselves
                 if many:  # which file? each on its own says
                     return one_by_one()
-                raise self._diagnose(con, sniffed, cols, relation, checks, first_row, e) from None
+                raise diagnose(con, sniffed, cols, relation, checks, first_row, e) from None
             except InputError:
                 con.execute("ROLLBACK")
                 raise
@@ -315,54 +272,9 @@ class Store:
                         many)
         if many:
             starts = ", ".join(f"({lit(f)}, {d['first_position']})" for f, d in figures.items())
-            lines = partial(_numbered_in_files, lines, starts, first_row)
+            lines = partial(parts.numbered_in_files, lines, starts, first_row)
         return [(SourceFile(str(s.path), s.format, digest, cost_column=cost_column, stats=figures.get(str(s.path), {}),
                             part_of=label if many else None), lines) for s, digest in batch]
-
-    @staticmethod
-    def _part_figures(exprs: dict[str, str], relation: str, first_row: int,
-                      con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:
-        """Each file's own figures, from a scan of several (their `costs` rows are grouped across them): its
-        lines, the position of its first line in the read, its charge period and billed and effective cost per
-        currency, and its lines dated before 2000 or after today. Empty if two files share a line, every column
-        alike (the same export delivered twice, in parts): then they are read one by one."""
-        e = exprs
-        rows = con.execute(f"""
-            SELECT {FILE}, cur, count(*), min(pos), min(t0), max(t1), sum(billed), sum(effective),
-                   count(*) FILTER (t0 < TIMESTAMP '2000-01-01'),
-                   count(*) FILTER (t0 >= CAST(current_date + 1 AS TIMESTAMP)), max(t0), GROUPING({FILE})
-            FROM (SELECT {FILE}, row_number() OVER () + {first_row - 1} AS pos, {e['BillingCurrency']} AS cur,
-                         {e['BilledCost']} AS billed, {e['EffectiveCost']} AS effective,
-                         {e['ChargePeriodStart']} AS t0, {e['ChargePeriodEnd']} AS t1,
-                         hash(*COLUMNS(* EXCLUDE ({FILE}))) AS h
-                  FROM {relation})
-            GROUP BY GROUPING SETS (({FILE}, cur), (h))
-            HAVING GROUPING({FILE}) = 0 OR min({FILE}) <> max({FILE})
-            ORDER BY 4""").fetchall()
-        if any(r[-1] for r in rows):
-            return {}
-        out: dict[str, dict[str, Any]] = {}
-        for f, cur, n, pos, t0, t1, billed, effective, old, new, last, _ in rows:
-            d = out.setdefault(f, {"rows": 0, "first_position": pos, "period_start": t0, "period_end": t1,
-                                   "billed_cost": {}, "effective_cost": {}, "old": 0, "new": 0, "last_start": last})
-            d["rows"] += n
-            d["first_position"] = min(d["first_position"], pos)
-            d["period_start"], d["period_end"] = _least(d["period_start"], t0), _most(d["period_end"], t1)
-            d["last_start"] = _most(d["last_start"], last)
-            d["old"] += old
-            d["new"] += new
-            if billed is not None:
-                d["billed_cost"][cur] = billed
-                d["effective_cost"][cur] = effective
-        return out
-
-    @staticmethod
-    def _number_in_files(figures: dict[str, dict[str, Any]], first_row: int, con: duckdb.DuckDBPyConnection) -> None:
-        """x_SourceRow of rows read with other files: from its first line's position in the read to that line's
-        number in its file."""
-        starts = ", ".join(f"({lit(f)}, {d['first_position']})" for f, d in figures.items())
-        con.execute(f"UPDATE costs SET x_SourceRow = costs.x_SourceRow - s.pos + {first_row} "
-                    f"FROM (VALUES {starts}) s(f, pos) WHERE costs.x_SourceFile = s.f")
 
     def _register(self, source: SourceFile, line_sql: Callable[[], str] | None) -> SourceFile:
         """A file read into `costs` by Spark (see _register_all)."""
@@ -471,41 +383,6 @@ class Store:
             what = "the cost is empty" if no_cost else "the charge period start is empty"
             raise InputError(f"{what}; every billing line needs a cost and a start time", path=path, line=row)
 
-    def _diagnose(self, con: duckdb.DuckDBPyConnection, s: Sniffed, cols: Columns, relation: str,
-                  checks: list[tuple[str, str]], first_row: int, error: duckdb.Error) -> InputError:
-        """Turn a DuckDB error into one line that names the file, the line and the column."""
-        if s.container == "csv" and s.compression == "gzip" and (line := gzip_line_over(s.path)):
-            # DuckDB holds a line whole before refusing it: a long line (or a gzip bomb's endless one) was
-            # miscounted as a ragged line, or ended in DuckDB's allocation error naming no file
-            return InputError(f"cannot read the file: the line is longer than {MAX_LINE:,} bytes, the longest line "
-                              "gpu-auditor reads", path=str(s.path), line=line)
-        if isinstance(error, duckdb.OutOfMemoryException):  # not a bad file: a limit to raise
-            return out_of_memory(str(s.path))
-        tests = {"money": f"TRY_CAST(v AS {MONEY}) IS NULL", "time": "TRY_CAST(v AS TIMESTAMPTZ) IS NULL",
-                 "date": f"({azure.parse_date('trim(CAST(v AS VARCHAR))', try_=True)}) IS NULL",
-                 "tags": "NOT json_valid(CASE WHEN starts_with(trim(v), '{') THEN trim(v) ELSE '{' || v || '}' END)",
-                 "json": "NOT json_valid(CAST(v AS VARCHAR)) OR json_type(CAST(v AS VARCHAR)) <> 'OBJECT'"}
-        want = {"money": "a number", "time": "a UTC time like 2026-07-01T00:00:00Z", "json": "a JSON object",
-                "date": "a date like 09/21/2023 or 2023-09-21", "tags": "a JSON object of tags"}
-        try:
-            for column, kind in checks:
-                row = con.execute(
-                    f"SELECT rn, v FROM (SELECT row_number() OVER () + {first_row - 1} AS rn, {cols.ref(column)} AS v "
-                    f"FROM {relation}) WHERE v IS NOT NULL AND ({tests[kind]}) ORDER BY rn LIMIT 1").fetchone()
-                if row:
-                    shown = f"{redact(str(row[1]))[:60]!r}"
-                    if kind == "money" and con.execute("SELECT isfinite(TRY_CAST(? AS DOUBLE))",
-                                                            [str(row[1])]).fetchone()[0]:
-                        return InputError(f"{shown} is out of range: an amount has at most 20 digits before the "
-                                          "decimal point", path=str(s.path), line=row[0], column=column)
-                    return InputError(f"{shown} is not {want[kind]}", path=str(s.path), line=row[0],
-                                      column=column)
-        except duckdb.Error as e:
-            error = e
-        line = re.search(r"[Ll]ine:? (\d+)", str(error))
-        return InputError(f"cannot read the file: {_csv_reason(str(error))}", path=str(s.path),
-                          line=int(line.group(1)) if line else None)
-
     # ---- inventory -----------------------------------------------------------------------------------
     def _insert_rows(self, table: str, rows: list[dict[str, Any]]) -> None:
         """Rows (dicts by column name; keys the table lacks are left out) into a table, through a newline-JSON
@@ -551,20 +428,6 @@ def _overlapping(spans: list[tuple[str, Any, Any]]) -> list[str]:
             found.add(name)
         reach = end if reach is None else max(reach, end)
     return sorted(found)
-
-
-def _numbered_in_files(lines: Callable[[], str], starts: str, first_row: int) -> str:
-    """The SELECT of lines of several files read as one, numbered in their read, numbered in each file."""
-    return (f"SELECT l.* REPLACE (l.x_SourceRow - s.pos + {first_row} AS x_SourceRow) FROM ({lines()}) l "
-            f"JOIN (VALUES {starts}) s(f, pos) ON l.x_SourceFile = s.f")
-
-
-def _least(a: Any, b: Any) -> Any:
-    return b if a is None else a if b is None else min(a, b)
-
-
-def _most(a: Any, b: Any) -> Any:
-    return b if a is None else a if b is None else max(a, b)
 
 
 def _among(paths: list[str]) -> str:

@@ -1,0 +1,65 @@
+"""What is wrong with a billing file DuckDB could not read, in one line that names the file, the line and the
+column: the first value a reader's check refuses, a line too long, a ragged row, a stray quote."""
+
+from __future__ import annotations
+
+import re
+
+import duckdb
+
+from auditor.errors import InputError, out_of_memory
+from auditor.providers.billing import azure
+from auditor.providers.billing.columns import MONEY, Columns
+from auditor.providers.billing.detect import MAX_LINE, Sniffed, gzip_line_over
+from auditor.providers.redact import redact
+
+
+def csv_reason(error: str) -> str:
+    """What is wrong, in words, from a DuckDB read error. Never its `Original Line:` echo: a line can be megabytes
+    long, and can hold what should not be printed."""
+    if m := re.search(r"Maximum line size of (\d+) bytes exceeded", error):
+        return f"the line is longer than {int(m.group(1)):,} bytes, the longest line gpu-auditor reads"
+    if m := re.search(r"Expected Number of Columns: (\d+) Found: (\d+)", error):
+        return f"the line has {m.group(2)} fields where the header has {m.group(1)}"
+    if "unterminated quote" in error:
+        return "a quoted value is never closed (a stray '\"')"
+    if "Invalid unicode" in error:
+        return "the line is not UTF-8 text (Latin-1 or Windows-1252?); save the file as UTF-8"
+    first = error.strip().splitlines()[0] if error.strip() else "unknown error"
+    return redact(re.sub(r"^[A-Za-z ]*Error: ", "", first))[:200]
+
+
+def diagnose(con: duckdb.DuckDBPyConnection, s: Sniffed, cols: Columns, relation: str,
+             checks: list[tuple[str, str]], first_row: int, error: duckdb.Error) -> InputError:
+    """Turn a DuckDB error into one line that names the file, the line and the column."""
+    if s.container == "csv" and s.compression == "gzip" and (line := gzip_line_over(s.path)):
+        # DuckDB holds a line whole before refusing it: a long line (or a gzip bomb's endless one) was
+        # miscounted as a ragged line, or ended in DuckDB's allocation error naming no file
+        return InputError(f"cannot read the file: the line is longer than {MAX_LINE:,} bytes, the longest line "
+                          "gpu-auditor reads", path=str(s.path), line=line)
+    if isinstance(error, duckdb.OutOfMemoryException):  # not a bad file: a limit to raise
+        return out_of_memory(str(s.path))
+    tests = {"money": f"TRY_CAST(v AS {MONEY}) IS NULL", "time": "TRY_CAST(v AS TIMESTAMPTZ) IS NULL",
+             "date": f"({azure.parse_date('trim(CAST(v AS VARCHAR))', try_=True)}) IS NULL",
+             "tags": "NOT json_valid(CASE WHEN starts_with(trim(v), '{') THEN trim(v) ELSE '{' || v || '}' END)",
+             "json": "NOT json_valid(CAST(v AS VARCHAR)) OR json_type(CAST(v AS VARCHAR)) <> 'OBJECT'"}
+    want = {"money": "a number", "time": "a UTC time like 2026-07-01T00:00:00Z", "json": "a JSON object",
+            "date": "a date like 09/21/2023 or 2023-09-21", "tags": "a JSON object of tags"}
+    try:
+        for column, kind in checks:
+            row = con.execute(
+                f"SELECT rn, v FROM (SELECT row_number() OVER () + {first_row - 1} AS rn, {cols.ref(column)} AS v "
+                f"FROM {relation}) WHERE v IS NOT NULL AND ({tests[kind]}) ORDER BY rn LIMIT 1").fetchone()
+            if row:
+                shown = f"{redact(str(row[1]))[:60]!r}"
+                if kind == "money" and con.execute("SELECT isfinite(TRY_CAST(? AS DOUBLE))",
+                                                        [str(row[1])]).fetchone()[0]:
+                    return InputError(f"{shown} is out of range: an amount has at most 20 digits before the "
+                                      "decimal point", path=str(s.path), line=row[0], column=column)
+                return InputError(f"{shown} is not {want[kind]}", path=str(s.path), line=row[0],
+                                  column=column)
+    except duckdb.Error as e:
+        error = e
+    line = re.search(r"[Ll]ine:? (\d+)", str(error))
+    return InputError(f"cannot read the file: {csv_reason(str(error))}", path=str(s.path),
+                      line=int(line.group(1)) if line else None)
