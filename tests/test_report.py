@@ -10,7 +10,7 @@ import os
 import re
 import subprocess
 import sys
-from dataclasses import replace
+from dataclasses import fields, replace
 from datetime import date
 from decimal import Decimal
 from html.parser import HTMLParser
@@ -518,6 +518,17 @@ def test_audit_json_follows_its_schema(demo_doc, demo_audit):
     for doc in (demo_doc, json.loads(render_json(demo_audit))):
         errors = [f"{e.json_path}: {e.message[:120]}" for e in jsonschema.Draft202012Validator(schema).iter_errors(doc)]
         assert errors == []
+
+
+def test_finding_dict_has_every_field_in_order():
+    """Finding.to_dict is written out field by field (not dataclasses.asdict): a field added to Finding must
+    reach audit.json too."""
+    f = Finding(rule="TAG001", name="missing-required-tags", severity=Severity.HIGH, resource="i-1", message="m",
+                entity_type="ResourceSpend", evidence={"gb": Decimal("1.5")}, cost=Decimal("1.005"), key="k")
+    d = f.to_dict()
+    assert list(d) == [x.name for x in fields(Finding) if x.name != "key"] + ["fingerprint", "waived"]
+    assert (d["severity"], d["cost"], d["monthly_savings"], d["waived"]) == ("high", "1.00", None, False)
+    assert d["fingerprint"] == f.fingerprint and d["evidence"] == {"gb": Decimal("1.5")}
 
 
 def test_csv_carries_evidence_and_waiver(demo_doc):
