@@ -106,20 +106,26 @@ def _mask(text: str) -> str:
     return text
 
 
+MASKED_SECRET = MASK.format("secret")
+
+
 def mask_deep(value: Any) -> Any:
     """Every string of a JSON-like document masked (keys too); a value under a credential-named key (a tag
-    `aws_secret_access_key: ...`) is masked whole."""
+    `aws_secret_access_key: ...`) is masked whole. (audit.py masks an audit's large parts the same way as it
+    encodes them, without this second walk.)"""
     if isinstance(value, str):
         return mask(value)
     if isinstance(value, dict):
-        return {mask(k): MASK.format("secret") if _secret_key(k, v) else mask_deep(v) for k, v in value.items()}
+        return {mask(k): MASKED_SECRET if secret_entry(k, v) else mask_deep(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [mask_deep(v) for v in value]
     return value
 
 
-def _secret_key(key: Any, value: Any) -> bool:
-    if not (isinstance(key, str) and isinstance(value, str)) or not value.strip() or \
+def secret_entry(key: Any, value: Any) -> bool:
+    """Whether `value`, under `key` in a document, is a credential to mask whole: text under a credential-named
+    key, or 40 characters shaped like an AWS secret key under a key that names a key, secret or AWS."""
+    if not (isinstance(key, str) and isinstance(value, str)) or not _key_kind(key) or not value.strip() or \
             value.startswith(("[masked:", "REDACTED")):
         return False
     kind = _key_kind(key)

@@ -39,15 +39,15 @@ def audit_doc(audit: Audit | dict[str, Any]) -> dict[str, Any]:
     recorded in audit.json's policy section, so `gpu-auditor report` keeps to it)."""
     if isinstance(audit, _Shown):
         return audit
-    if isinstance(audit, dict):
-        doc = audit
-    else:
-        doc = audit.to_dict()
-        if not getattr(audit.policy, "mask_secrets", True):
+    if not isinstance(audit, dict):
+        masked = getattr(audit.policy, "mask_secrets", True)
+        doc = audit.to_dict(masked=masked)  # masked as it is encoded: one walk
+        if not masked:
             doc["policy"]["mask_secrets"] = False
-    if (doc.get("policy") or {}).get("mask_secrets", True) is False:
         return _Shown(doc)
-    return _Shown(mask_deep(doc))
+    if (audit.get("policy") or {}).get("mask_secrets", True) is False:
+        return _Shown(audit)
+    return _Shown(mask_deep(audit))
 
 
 CATEGORIES = {"gpu_compute": "GPU compute", "other_compute": "Other compute", "storage": "Storage",
