@@ -510,6 +510,20 @@ def test_saved_audit_rerenders_identically(demo_doc):
     assert render_json(saved) == render_json(demo_doc)
 
 
+def test_audit_json_is_written_as_json_dumps_writes_it(demo_doc, hostile_audit):
+    """audit.json is written item by item (outputs/audit_json.py), as the text json.dumps(indent=2) gives."""
+    from auditor.outputs.view import audit_doc
+    from auditor.text import json_text
+
+    odd = {"findings": [], "jobs": [{}], "summary": {"n": [1, 2.5, float("nan"), float("-inf"), True, None, []],
+                                                   "e": {}, 3: {"x": [[{}], {"k": ()}]}, 1.5: "a\u2028b\x1b\n\"",
+                                                   None: False, "list": [("t", 1)]}, "severity": Severity.HIGH}
+    for doc in (audit_doc(demo_doc), audit_doc(hostile_audit), odd, {}):
+        assert render_json(doc) == json_text(json.dumps(doc, indent=2, ensure_ascii=False)) + "\n"
+    with pytest.raises(TypeError):
+        render_json({"findings": [{"cost": Decimal(1)}]})
+
+
 def test_audit_json_follows_its_schema(demo_doc, demo_audit):
     import jsonschema
 

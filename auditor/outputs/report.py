@@ -19,9 +19,10 @@ from markupsafe import Markup
 
 from auditor.atomic import target, write_files
 from auditor.model import fmt_money
+from auditor.outputs import audit_json
 from auditor.outputs.jobs import JOBS_CSV, write_jobs_csv
 from auditor.outputs.view import audit_doc, build_view, fmt_num, team_of
-from auditor.text import json_text, md_escape, printable, safe_cell
+from auditor.text import md_escape, printable, safe_cell
 
 if TYPE_CHECKING:
     from auditor.audit import Audit
@@ -66,7 +67,9 @@ def _finalize(value: Any) -> Any:
 
 
 def render_json(audit: Audit | dict[str, Any]) -> str:
-    return json_text(json.dumps(audit_doc(audit), indent=2, ensure_ascii=False)) + "\n"
+    buf = io.StringIO()
+    write_json(audit, buf)
+    return buf.getvalue()
 
 
 def render_html(audit: Audit | dict[str, Any], team: str | None = None) -> str:
@@ -102,10 +105,8 @@ def write_csv(audit: Audit | dict[str, Any], fh: Any, team: str | None = None) -
 
 
 def write_json(audit: Audit | dict[str, Any], fh: Any) -> None:
-    """audit.json into `fh` in chunks, the same text as render_json, never as one string."""
-    for chunk in json.JSONEncoder(indent=2, ensure_ascii=False).iterencode(audit_doc(audit)):
-        fh.write(json_text(chunk))  # character by character: the same escapes as render_json's
-    fh.write("\n")
+    """audit.json into `fh`, finding by finding (audit_json.py)."""
+    audit_json.write_json(audit_doc(audit), fh)
 
 
 def load_audit(path: Path) -> dict[str, Any]:
