@@ -13,7 +13,7 @@ from auditor.auditfile import SCHEMA as AUDIT_SCHEMA
 from auditor.errors import EXIT_FINDINGS, EXIT_PARTIAL
 from auditor.model import Finding, Severity, money
 from auditor.policy import Policy
-from auditor.secret_patterns import MASKED_SECRET, mask, mask_deep, secret_entry
+from auditor.secret_patterns import MASKED_SECRET, SHORT, mask, mask_deep, mask_text, masked_key, secret_entry
 from auditor.window import Window
 
 if TYPE_CHECKING:
@@ -139,7 +139,8 @@ def _cents(d: Decimal) -> str:
 def _jsonable(v: Any, decimal: Callable[[Decimal], str] = _cents, masked: bool = False) -> Any:
     """For JSON: times as UTC ISO-8601, Decimals by `decimal` (money by default: strings rounded once to the
     cent), through dicts and lists; `masked`: every string and key masked as secret_patterns.mask_deep would
-    mask the result (the text of a time or a Decimal never holds a secret)."""
+    mask the result (the text of a time or a Decimal never holds a secret). Plain values are handled in the
+    loops, not by a call each: an audit has millions of them."""
     if isinstance(v, str):
         return mask(v) if masked else v
     if isinstance(v, Decimal):
@@ -147,16 +148,28 @@ def _jsonable(v: Any, decimal: Callable[[Decimal], str] = _cents, masked: bool =
     if isinstance(v, datetime):
         return v.isoformat() + "Z"
     if isinstance(v, dict):
-        if not masked:
-            return {str(k): _jsonable(x, decimal) for k, x in v.items()}
         out = {}
         for k, x in v.items():
-            k = str(k)
-            y = _jsonable(x, decimal, True)
-            out[mask(k)] = MASKED_SECRET if secret_entry(k, x if isinstance(x, str) else y) else y
+            key = k if k.__class__ is str else str(k)
+            c = x.__class__
+            if c is str:
+                y = mask_text(x) if masked and len(x) >= SHORT else x
+            elif c in _PLAIN:
+                y = x
+            else:
+                y = _jsonable(x, decimal, masked)
+            if not masked:
+                out[key] = y
+                continue
+            shown, maybe_secret = masked_key(key)
+            out[shown] = MASKED_SECRET if maybe_secret and secret_entry(key, x if isinstance(x, str) else y) else y
         return out
     if isinstance(v, list | tuple):
-        return [_jsonable(x, decimal, masked) for x in v]
+        return [(mask_text(x) if masked and len(x) >= SHORT else x) if x.__class__ is str
+                else x if x.__class__ in _PLAIN else _jsonable(x, decimal, masked) for x in v]
     return v
+
+
+_PLAIN = frozenset((int, float, bool, type(None)))  # exactly these classes: JSON as they are
 
 

@@ -82,19 +82,23 @@ PATTERNS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = tuple(
     (kind, _TRIGGERS[kind], re.compile(p)) for kind, p in _PATTERNS)
 
 
+SHORT = 8  # text shorter than this is never masked (a credential is longer; `pwd=abc` is not one)
+
+
 def mask(text: Any) -> Any:
     """`text` with every credential-shaped part replaced by `[masked:KIND]`; anything not text is returned as
     it is."""
-    if not isinstance(text, str) or len(text) < 8:
+    if not isinstance(text, str) or len(text) < SHORT:
         return text
-    return _mask(text)
+    return mask_text(text)
 
 
 _ANY_TRIGGER = re.compile("|".join(sorted({re.escape(t) for ts in _TRIGGERS.values() for t in ts})))
 
 
 @lru_cache(maxsize=1 << 16)  # an audit repeats its values (teams, owners, accounts) many times
-def _mask(text: str) -> str:
+def mask_text(text: str) -> str:
+    """mask() of text of SHORT characters or more."""
     lower = text.lower()
     if not _ANY_TRIGGER.search(lower):
         return text
@@ -133,6 +137,12 @@ def secret_entry(key: Any, value: Any) -> bool:
 
 
 @lru_cache(maxsize=1 << 12)  # a document repeats its keys
+def masked_key(key: str) -> tuple[str, bool]:
+    """A document's key as shown (masked), and whether a value under it may be a credential (secret_entry)."""
+    return mask(key), _key_kind(key) != 0
+
+
+@lru_cache(maxsize=1 << 12)
 def _key_kind(key: str) -> int:
     """2: a credential-named key (its value is masked whole); 1: a key that names a key, secret, AWS or
     credentials (a 40-character value under it is masked); 0: neither."""

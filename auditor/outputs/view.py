@@ -227,6 +227,9 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
 
     # compliance, clause by clause: a clause is broken where any of its rules has open findings (for a team:
     # the team's), disabled where all its rules are, else met
+    open_by_rule: dict[str, list[dict[str, Any]]] = {}
+    for f in open_:
+        open_by_rule.setdefault(f["rule"], []).append(f)
     clauses: dict[str, dict[str, Any]] = {}
     for c in doc.get("clauses", []):
         g = clauses.setdefault(c["clause"], {"clause": c["clause"], "rules": [], "texts": [], "options_text": [],
@@ -237,10 +240,7 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
         g["options_text"] += [(k, _text(v)) for k, v in (c.get("options") or {}).items()
                               if k not in dict(g["options_text"])]
         g["states"].append("disabled" if c["status"] == "disabled" else
-                           "broken" if any(f["rule"] == c["rule"] for f in open_) else "met")
-    open_by_rule: dict[str, list[dict[str, Any]]] = {}
-    for f in open_:
-        open_by_rule.setdefault(f["rule"], []).append(f)
+                           "broken" if c["rule"] in open_by_rule else "met")
     for g in clauses.values():
         mine = [f for r in dict.fromkeys(r["rule"] for r in g["rules"]) for f in open_by_rule.get(r, [])]
         state = "broken" if "broken" in g["states"] else "met" if "met" in g["states"] else "disabled"
