@@ -259,10 +259,14 @@ def test_write_outputs_writes_all_four_and_the_jobs(demo_audit, tmp_path):
 def test_write_outputs_is_atomic_when_rendering_fails(demo_audit, tmp_path, monkeypatch):
     (tmp_path / "report.html").write_text("the previous report\n")
 
-    def boom(audit):
-        raise RuntimeError("renderer failed")
+    real = report._render
 
-    monkeypatch.setitem(report.RENDERERS, "md", boom)
+    def boom(fmt, view):
+        if fmt == "md":
+            raise RuntimeError("renderer failed")
+        return real(fmt, view)
+
+    monkeypatch.setattr(report, "_render", boom)
     with pytest.raises(RuntimeError, match="renderer failed"):
         write_outputs(demo_audit, tmp_path)
     assert [p.name for p in tmp_path.iterdir()] == ["report.html"]  # nothing else, no temp files
