@@ -13,6 +13,7 @@ from auditor.auditfile import SCHEMA as AUDIT_SCHEMA
 from auditor.errors import EXIT_FINDINGS, EXIT_PARTIAL
 from auditor.model import Finding, Severity, money
 from auditor.policy import Policy
+from auditor.secret_patterns import MASKED_SECRET, SHORT, mask, mask_deep, mask_text, masked_key, secret_entry
 from auditor.window import Window
 
 if TYPE_CHECKING:
@@ -67,33 +68,42 @@ class Audit:
         worst = self.worst()
         return EXIT_FINDINGS if fail_on is not None and worst is not None and worst >= fail_on else 0
 
-    def to_dict(self) -> dict[str, Any]:
-        """The JSON-able audit (audit.json): every report format is rendered from this dict alone."""
+    def to_dict(self, masked: bool = False) -> dict[str, Any]:
+        """The JSON-able audit (audit.json): every report format is rendered from this dict alone. `masked`: as
+        the outputs show it, with what looks like a credential masked (secret_patterns.mask_deep); the parts
+        that grow with the bill (summary, findings, jobs) are masked in the same walk that encodes them."""
+        small = mask_deep if masked else _same
         doc = {
             "schema": AUDIT_SCHEMA,
             "tool": {"name": "gpu-auditor", "version": __version__},
             "generated_at": self.stamp().isoformat() + "Z",
             "as_of": self.as_of.isoformat() if self.as_of else None,
-            "window": {"start": self.window.start.isoformat() + "Z", "end": self.window.end.isoformat() + "Z",
-                       "label": self.window.label},
-            "policy": {"name": self.policy.name, "version": self.policy.version, "owner": self.policy.owner,
-                       "path": self.policy.path, "currency": self.policy.currency, "rates": _rates(self.policy)},
+            "window": small({"start": self.window.start.isoformat() + "Z",
+                             "end": self.window.end.isoformat() + "Z", "label": self.window.label}),
+            "policy": small({"name": self.policy.name, "version": self.policy.version, "owner": self.policy.owner,
+                             "path": self.policy.path, "currency": self.policy.currency,
+                             "rates": _rates(self.policy)}),
             "partial": self.partial,
-            "inputs": {"billing": [_source_dict(s) for s in self.sources], "inventory": self.inventory,
-                       "previous": None},
-            "summary": _jsonable(self.summary),
-            "clauses": _jsonable(self.clauses),
-            "findings": [_plain(f.to_dict()) for f in self.findings],
+            "inputs": small({"billing": [_source_dict(s) for s in self.sources], "inventory": self.inventory,
+                             "previous": None if self.previous is None else
+                             {k: self.previous[k] for k in ("path", "sha256")}}),
+            "summary": _jsonable(self.summary, masked=masked),
+            "clauses": _jsonable(self.clauses, masked=masked),
+            # a Decimal left in a finding's evidence (GB, hours, percent) is written as its exact text, not a cent
+            "findings": [_jsonable(f.to_dict(), _exact, masked) for f in self.findings],
             "baseline": None if self.baseline is None else {
-                **self.baseline, "known": len(self.known), "findings": [_plain(f.to_dict()) for f in self.known]},
-            "waivers": self.waivers,
-            "warnings": self.warnings,
-            "trend": self.trend,
-            "jobs": _jsonable(self.jobs),
+                **small({**self.baseline, "known": len(self.known)}),
+                "findings": [_jsonable(f.to_dict(), _exact, masked) for f in self.known]},
+            "waivers": small(self.waivers),
+            "warnings": small(self.warnings),
+            "trend": small(self.trend),
+            "jobs": _jsonable(self.jobs, masked=masked),
         }
-        if self.previous is not None:
-            doc["inputs"]["previous"] = {k: self.previous[k] for k in ("path", "sha256")}
         return doc
+
+
+def _same(value: Any) -> Any:
+    return value
 
 
 def _rates(policy: Policy) -> dict[str, Any] | None:
@@ -122,21 +132,44 @@ def _exact(d: Decimal) -> str:
     return text.rstrip("0").rstrip(".") if "." in text else text
 
 
-def _jsonable(v: Any, decimal: Callable[[Decimal], str] = lambda d: str(money(d))) -> Any:
+def _cents(d: Decimal) -> str:
+    return str(money(d))
+
+
+def _jsonable(v: Any, decimal: Callable[[Decimal], str] = _cents, masked: bool = False) -> Any:
     """For JSON: times as UTC ISO-8601, Decimals by `decimal` (money by default: strings rounded once to the
-    cent), through dicts and lists."""
+    cent), through dicts and lists; `masked`: every string and key masked as secret_patterns.mask_deep would
+    mask the result (the text of a time or a Decimal never holds a secret). Plain values are handled in the
+    loops, not by a call each: an audit has millions of them."""
+    if isinstance(v, str):
+        return mask(v) if masked else v
     if isinstance(v, Decimal):
         return decimal(v)
     if isinstance(v, datetime):
         return v.isoformat() + "Z"
     if isinstance(v, dict):
-        return {str(k): _jsonable(x, decimal) for k, x in v.items()}
+        out = {}
+        for k, x in v.items():
+            key = k if k.__class__ is str else str(k)
+            c = x.__class__
+            if c is str:
+                y = mask_text(x) if masked and len(x) >= SHORT else x
+            elif c in _PLAIN:
+                y = x
+            else:
+                y = _jsonable(x, decimal, masked)
+            if not masked:
+                out[key] = y
+                continue
+            shown, maybe_secret = masked_key(key)
+            out[shown] = MASKED_SECRET if maybe_secret and secret_entry(key, x if isinstance(x, str) else y) else y
+        return out
     if isinstance(v, list | tuple):
-        return [_jsonable(x, decimal) for x in v]
+        return [(mask_text(x) if masked and len(x) >= SHORT else x) if x.__class__ is str
+                else x if x.__class__ in _PLAIN else _jsonable(x, decimal, masked) for x in v]
     return v
 
 
-def _plain(v: Any) -> Any:
-    """A finding's dict for JSON: a Decimal left in its evidence (GB, hours, percent) as its exact text, not a
-    cent."""
-    return _jsonable(v, _exact)
+_PLAIN = frozenset((int, float, bool, type(None)))  # exactly these classes: JSON as they are
+
+

@@ -82,19 +82,23 @@ PATTERNS: tuple[tuple[str, tuple[str, ...], re.Pattern[str]], ...] = tuple(
     (kind, _TRIGGERS[kind], re.compile(p)) for kind, p in _PATTERNS)
 
 
+SHORT = 8  # text shorter than this is never masked (a credential is longer; `pwd=abc` is not one)
+
+
 def mask(text: Any) -> Any:
     """`text` with every credential-shaped part replaced by `[masked:KIND]`; anything not text is returned as
     it is."""
-    if not isinstance(text, str) or len(text) < 8:
+    if not isinstance(text, str) or len(text) < SHORT:
         return text
-    return _mask(text)
+    return mask_text(text)
 
 
 _ANY_TRIGGER = re.compile("|".join(sorted({re.escape(t) for ts in _TRIGGERS.values() for t in ts})))
 
 
 @lru_cache(maxsize=1 << 16)  # an audit repeats its values (teams, owners, accounts) many times
-def _mask(text: str) -> str:
+def mask_text(text: str) -> str:
+    """mask() of text of SHORT characters or more."""
     lower = text.lower()
     if not _ANY_TRIGGER.search(lower):
         return text
@@ -106,20 +110,26 @@ def _mask(text: str) -> str:
     return text
 
 
+MASKED_SECRET = MASK.format("secret")
+
+
 def mask_deep(value: Any) -> Any:
     """Every string of a JSON-like document masked (keys too); a value under a credential-named key (a tag
-    `aws_secret_access_key: ...`) is masked whole."""
+    `aws_secret_access_key: ...`) is masked whole. (audit.py masks an audit's large parts the same way as it
+    encodes them, without this second walk.)"""
     if isinstance(value, str):
         return mask(value)
     if isinstance(value, dict):
-        return {mask(k): MASK.format("secret") if _secret_key(k, v) else mask_deep(v) for k, v in value.items()}
+        return {mask(k): MASKED_SECRET if secret_entry(k, v) else mask_deep(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [mask_deep(v) for v in value]
     return value
 
 
-def _secret_key(key: Any, value: Any) -> bool:
-    if not (isinstance(key, str) and isinstance(value, str)) or not value.strip() or \
+def secret_entry(key: Any, value: Any) -> bool:
+    """Whether `value`, under `key` in a document, is a credential to mask whole: text under a credential-named
+    key, or 40 characters shaped like an AWS secret key under a key that names a key, secret or AWS."""
+    if not (isinstance(key, str) and isinstance(value, str)) or not _key_kind(key) or not value.strip() or \
             value.startswith(("[masked:", "REDACTED")):
         return False
     kind = _key_kind(key)
@@ -127,6 +137,12 @@ def _secret_key(key: Any, value: Any) -> bool:
 
 
 @lru_cache(maxsize=1 << 12)  # a document repeats its keys
+def masked_key(key: str) -> tuple[str, bool]:
+    """A document's key as shown (masked), and whether a value under it may be a credential (secret_entry)."""
+    return mask(key), _key_kind(key) != 0
+
+
+@lru_cache(maxsize=1 << 12)
 def _key_kind(key: str) -> int:
     """2: a credential-named key (its value is masked whole); 1: a key that names a key, secret, AWS or
     credentials (a 40-character value under it is masked); 0: neither."""

@@ -73,6 +73,8 @@ def md_escape(value: Any) -> str:
 def safe_cell(value: Any) -> str:
     """One line (control characters escaped), and spreadsheet formulas neutralised: a cell that starts with
     = + - @ (or a tab or CR) gets a quote."""
+    if value is None:  # most cells of findings.csv at scale (no owner, no waiver): no work
+        return ""
     text = one_line(value)
     if text and text[0] in "=+-@\t\r" and not _is_number(text):
         return "'" + text

@@ -6,6 +6,7 @@ Writes results.json and BENCHMARKS.md.
 
     python benchmarks/run.py --lines 1000000 10000000
     python benchmarks/run.py --lines 1000000 10000000 --formats churn-parquet parts-csv-gz tiny-files
+    python benchmarks/run.py --lines 1000000 --formats churn-parquet --outputs   # + benchmarks/outputs.py
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 from generate import FORMATS, SHAPES, generate, lines_of  # noqa: E402
+from outputs import LINES as OUTPUT_LINES  # noqa: E402
 
 TOOLS = ("audit", "inspect", "floor", "pandas")
 TARGET_FLOOR_RATIO = 1.5  # audit time / floor time, 10M CUR Parquet
@@ -139,6 +141,15 @@ def run(sizes: list[int], data_root: Path, formats: tuple[str, ...], tools: tupl
     return results
 
 
+def measure_outputs(lines: int, data: Path) -> dict:
+    """benchmarks/outputs.py as its own process: the time and memory to write an audit's four outputs."""
+    with tempfile.TemporaryDirectory(prefix="gpu-auditor-bench-") as tmp:
+        path = Path(tmp) / "outputs.json"
+        subprocess.run([sys.executable, str(HERE / "outputs.py"), "--lines", str(lines), "--data", str(data),
+                        "--json", str(path)], check=False)
+        return json.loads(path.read_text())
+
+
 def gate_cold_start(repeat: int = 5) -> dict | None:
     """`gpu-auditor gate` on one manifest, a fresh process each time: the median wall and CPU time."""
     manifest = HERE.parent / "fixtures" / "manifests" / "kubernetes" / "deployment-bad.yaml"
@@ -233,6 +244,7 @@ def checks(results: dict) -> list[dict]:
                 growth = a_big["wall_s"] / a_small["wall_s"]
                 limit = TARGET_SHAPE_GROWTH * big / small / 10
                 add(f"{fmt}: audit time {big:,} / {small:,} lines", round(growth, 2), limit, growth <= limit)
+    out += (results.get("outputs") or {}).get("checks", [])
     gate = results.get("gate")
     if gate and gate["rc"] in (0, 1):
         add(f"gpu-auditor gate cold start, one manifest (s, median of 5; CPU {gate['cpu_s']} s)", gate["wall_s"],
@@ -347,6 +359,18 @@ def render(results: dict, command: str) -> str:
                 a, b = _get(results, small, fmt, tool), _get(results, big, fmt, tool)
                 cells.append(f"{b['wall_s'] / a['wall_s']:.2f}" if a and b else "–")
             lines.append(f"| {fmt} | {' | '.join(cells)} |")
+    o = results.get("outputs")
+    if o:
+        mib = 2**20
+        lines += ["", f"## Writing the outputs of {o['findings']:,} findings", "",
+                  f"`benchmarks/outputs.py --lines {o['lines']}`: the high-churn shape at {o['lines']:,} lines, "
+                  "audited in one process, then `write_outputs` alone (audit.json, report.html, report.md, "
+                  "findings.csv, jobs.csv) measured.", "",
+                  "| findings | write wall s | write CPU s | resident before MiB | grew while writing MiB "
+                  "| audit.json MiB | findings.csv MiB | load |", "|---:|---:|---:|---:|---:|---:|---:|---:|",
+                  f"| {o['findings']:,} | {o['write_wall_s']:.2f} | {o['write_cpu_s']:.2f} | "
+                  f"{o['rss_before'] / mib:,.0f} | {(o['grew'] or 0) / mib:,.0f} | "
+                  f"{o['sizes']['audit.json'] / mib:,.0f} | {o['sizes']['findings.csv'] / mib:,.0f} | {o['load']} |"]
     lines += ["", "## Targets", "", "| target | measured | limit | met |", "|---|---:|---:|---|"]
     for c in results["checks"]:
         lines.append(f"| {c['target']} | {c['value']} | {c['limit']} | {'yes' if c['met'] else '**no**'} |")
@@ -364,6 +388,9 @@ def main() -> None:
                     help="today's formats, and issue 15's shapes (churn-parquet, parts-csv-gz, tiny-files)")
     ap.add_argument("--timeout", type=float, default=TIMEOUT, help="seconds a run may take before it is stopped")
     ap.add_argument("--tools", nargs="+", choices=TOOLS, default=list(TOOLS))
+    ap.add_argument("--outputs", type=int, nargs="?", const=OUTPUT_LINES, metavar="LINES",
+                    help="also measure writing the outputs of an audit with 100,000 findings (benchmarks/outputs.py, "
+                         f"on the high-churn shape at LINES lines; default {OUTPUT_LINES:,})")
     ap.add_argument("--data", type=Path, default=Path(tempfile.gettempdir()) / "gpu-auditor-bench",
                     help="where the generated exports are kept between runs")
     ap.add_argument("--out", type=Path, default=HERE / "results.json", help="results as JSON")
@@ -386,6 +413,9 @@ def main() -> None:
         return
     before = machine()
     results = run(sorted(args.lines), args.data, tuple(args.formats), tuple(args.tools), timeout=args.timeout)
+    if args.outputs:
+        results["outputs"] = measure_outputs(args.outputs, args.data)
+        results["checks"] = checks(results)
     results["machine"] = before
     results["date"] = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     command = "python benchmarks/run.py " + " ".join(sys.argv[1:])

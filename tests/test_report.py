@@ -10,7 +10,7 @@ import os
 import re
 import subprocess
 import sys
-from dataclasses import replace
+from dataclasses import fields, replace
 from datetime import date
 from decimal import Decimal
 from html.parser import HTMLParser
@@ -259,10 +259,14 @@ def test_write_outputs_writes_all_four_and_the_jobs(demo_audit, tmp_path):
 def test_write_outputs_is_atomic_when_rendering_fails(demo_audit, tmp_path, monkeypatch):
     (tmp_path / "report.html").write_text("the previous report\n")
 
-    def boom(audit):
-        raise RuntimeError("renderer failed")
+    real = report._render
 
-    monkeypatch.setitem(report.RENDERERS, "md", boom)
+    def boom(fmt, view):
+        if fmt == "md":
+            raise RuntimeError("renderer failed")
+        return real(fmt, view)
+
+    monkeypatch.setattr(report, "_render", boom)
     with pytest.raises(RuntimeError, match="renderer failed"):
         write_outputs(demo_audit, tmp_path)
     assert [p.name for p in tmp_path.iterdir()] == ["report.html"]  # nothing else, no temp files
@@ -510,6 +514,20 @@ def test_saved_audit_rerenders_identically(demo_doc):
     assert render_json(saved) == render_json(demo_doc)
 
 
+def test_audit_json_is_written_as_json_dumps_writes_it(demo_doc, hostile_audit):
+    """audit.json is written item by item (outputs/audit_json.py), as the text json.dumps(indent=2) gives."""
+    from auditor.outputs.view import audit_doc
+    from auditor.text import json_text
+
+    odd = {"findings": [], "jobs": [{}], "summary": {"n": [1, 2.5, float("nan"), float("-inf"), True, None, []],
+                                                   "e": {}, 3: {"x": [[{}], {"k": ()}]}, 1.5: "a\u2028b\x1b\n\"",
+                                                   None: False, "list": [("t", 1)]}, "severity": Severity.HIGH}
+    for doc in (audit_doc(demo_doc), audit_doc(hostile_audit), odd, {}):
+        assert render_json(doc) == json_text(json.dumps(doc, indent=2, ensure_ascii=False)) + "\n"
+    with pytest.raises(TypeError):
+        render_json({"findings": [{"cost": Decimal(1)}]})
+
+
 def test_audit_json_follows_its_schema(demo_doc, demo_audit):
     import jsonschema
 
@@ -518,6 +536,17 @@ def test_audit_json_follows_its_schema(demo_doc, demo_audit):
     for doc in (demo_doc, json.loads(render_json(demo_audit))):
         errors = [f"{e.json_path}: {e.message[:120]}" for e in jsonschema.Draft202012Validator(schema).iter_errors(doc)]
         assert errors == []
+
+
+def test_finding_dict_has_every_field_in_order():
+    """Finding.to_dict is written out field by field (not dataclasses.asdict): a field added to Finding must
+    reach audit.json too."""
+    f = Finding(rule="TAG001", name="missing-required-tags", severity=Severity.HIGH, resource="i-1", message="m",
+                entity_type="ResourceSpend", evidence={"gb": Decimal("1.5")}, cost=Decimal("1.005"), key="k")
+    d = f.to_dict()
+    assert list(d) == [x.name for x in fields(Finding) if x.name != "key"] + ["fingerprint", "waived"]
+    assert (d["severity"], d["cost"], d["monthly_savings"], d["waived"]) == ("high", "1.00", None, False)
+    assert d["fingerprint"] == f.fingerprint and d["evidence"] == {"gb": Decimal("1.5")}
 
 
 def test_csv_carries_evidence_and_waiver(demo_doc):

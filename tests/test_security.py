@@ -687,6 +687,39 @@ def test_rules_and_fingerprints_are_the_same_masked_or_not(secret_tags):
     assert {f["rule"] for f in masked["findings"]} >= {"TAG001"}
 
 
+def test_an_audit_masked_as_it_is_encoded_is_masked_as_mask_deep_masks(tmp_path):
+    """audit_doc masks an audit in the walk that encodes it (Audit.to_dict(masked=True)): the same document as
+    masking the encoded one whole, down to a Decimal or a 40-character key under a credential-named key."""
+    from dataclasses import replace
+    from datetime import datetime
+    from decimal import Decimal
+
+    from auditor.core import run_audit
+    from auditor.model import Finding, Severity
+    from auditor.policy import load_policy
+    from auditor.secret_patterns import mask_deep
+
+    billing = write_cur(tmp_path / "cur.csv", [
+        {"resource": "i-0key " + TOKENS["aws-access-key-id"], "owner": TOKENS["github-token"]},
+        {"resource": "i-0jwt", "team": "vision", "owner": TOKENS["slack-token"], "project": TOKENS["jwt"]}])
+    policy = tmp_path / "policy.yml"
+    policy.write_text("policy: Secret tags\nowner: finops@example.com\n", encoding="utf-8")
+    audit = run_audit(load_policy(policy), [billing])
+    odd = Finding(rule="TAG001", name="missing-required-tags", severity=Severity.LOW, resource=TOKENS["jwt"],
+                  message=f"token={TOKENS['github-pat']}", entity_type="ResourceSpend", key="odd",
+                  evidence={"password": Decimal("12.5"), "aws_key": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+                            TOKENS["aws-access-key-id"]: [("api_key", TOKENS["slack-token"])],
+                            "nested": {"client_secret": "x1", "api_key": TOKENS["aws-access-key-id"],
+                                       "at": datetime(2026, 7, 1)}, "token": None})
+    audit = replace(audit, findings=[*audit.findings, odd],
+                    jobs=[{"id": "j1", "name": f"run {TOKENS['github-token']}", "secret": 3}])
+    masked = audit.to_dict(masked=True)
+    assert masked == mask_deep(audit.to_dict())
+    assert json.dumps(masked) == json.dumps(mask_deep(audit.to_dict()))  # the same keys in the same order
+    assert masked["findings"][-1]["evidence"]["password"] == "[masked:secret]"
+    assert TOKENS["jwt"] not in json.dumps(masked) and TOKENS["jwt"] in json.dumps(audit.to_dict())
+
+
 # ---- output paths: never through a symbolic link nobody asked to follow ----------------------------------
 
 def _demo_audit(out: Path, *extra: str):

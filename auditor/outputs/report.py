@@ -19,9 +19,10 @@ from markupsafe import Markup
 
 from auditor.atomic import target, write_files
 from auditor.model import fmt_money
+from auditor.outputs import audit_json
 from auditor.outputs.jobs import JOBS_CSV, write_jobs_csv
 from auditor.outputs.view import audit_doc, build_view, fmt_num, team_of
-from auditor.text import json_text, md_escape, printable, safe_cell
+from auditor.text import md_escape, printable, safe_cell
 
 if TYPE_CHECKING:
     from auditor.audit import Audit
@@ -66,16 +67,23 @@ def _finalize(value: Any) -> Any:
 
 
 def render_json(audit: Audit | dict[str, Any]) -> str:
-    return json_text(json.dumps(audit_doc(audit), indent=2, ensure_ascii=False)) + "\n"
+    buf = io.StringIO()
+    write_json(audit, buf)
+    return buf.getvalue()
 
 
 def render_html(audit: Audit | dict[str, Any], team: str | None = None) -> str:
     """The e-mail-safe HTML report; with `team`, that team's own report: its findings, spend and machines."""
-    return _env().get_template("report.html.j2").render(**build_view(audit, team))
+    return _render("html", build_view(audit, team))
 
 
 def render_md(audit: Audit | dict[str, Any], team: str | None = None) -> str:
-    return _env().get_template("report.md.j2").render(**build_view(audit, team))
+    return _render("md", build_view(audit, team))
+
+
+def _render(fmt: str, view: dict[str, Any]) -> str:
+    """A report template over a view (build_view), which the HTML and the Markdown of one run share."""
+    return _env().get_template(f"report.{fmt}.j2").render(**view)
 
 
 def _csv_row(f: dict[str, Any]) -> dict[str, Any]:
@@ -102,10 +110,8 @@ def write_csv(audit: Audit | dict[str, Any], fh: Any, team: str | None = None) -
 
 
 def write_json(audit: Audit | dict[str, Any], fh: Any) -> None:
-    """audit.json into `fh` in chunks, the same text as render_json, never as one string."""
-    for chunk in json.JSONEncoder(indent=2, ensure_ascii=False).iterencode(audit_doc(audit)):
-        fh.write(json_text(chunk))  # character by character: the same escapes as render_json's
-    fh.write("\n")
+    """audit.json into `fh`, finding by finding (audit_json.py)."""
+    audit_json.write_json(audit_doc(audit), fh)
 
 
 def load_audit(path: Path) -> dict[str, Any]:
@@ -137,11 +143,13 @@ def write_outputs(audit: Audit | dict[str, Any], out_dir: Path, formats: tuple[s
                   team: str | None = None, follow_symlinks: bool = False) -> list[Path]:
     """Render the formats asked for, then write them into `out_dir` as one (atomic.write_files); a symbolic
     link on the way to `out_dir` is refused unless `follow_symlinks`."""
-    doc = audit_doc(audit)
+    doc = audit_doc(audit)  # built (and masked) once, for every format
     # audit.json and findings.csv, which hold every finding, are written straight to their files; the reports
-    # are rendered first. All of them land together (atomic.write_files).
+    # (a rule's costliest findings, the rest summed) are rendered first, from one view. All of them land together
+    # (atomic.write_files).
     streamed: dict[str, Any] = {"json": lambda fh: write_json(doc, fh), "csv": lambda fh: write_csv(doc, fh, team)}
-    rendered = {FILE_NAMES[f]: streamed.get(f) or render(doc, f, team) for f in formats}
+    view = build_view(doc, team) if {"html", "md"} & set(formats) else {}
+    rendered = {FILE_NAMES[f]: streamed.get(f) or _render(f, view) for f in formats}
     if "csv" in formats:  # the jobs beside the findings, written row by row
         rendered[JOBS_CSV] = lambda fh: write_jobs_csv(doc, fh, team)
     return write_files(target(out_dir, follow_symlinks), rendered, "report")

@@ -39,15 +39,15 @@ def audit_doc(audit: Audit | dict[str, Any]) -> dict[str, Any]:
     recorded in audit.json's policy section, so `gpu-auditor report` keeps to it)."""
     if isinstance(audit, _Shown):
         return audit
-    if isinstance(audit, dict):
-        doc = audit
-    else:
-        doc = audit.to_dict()
-        if not getattr(audit.policy, "mask_secrets", True):
+    if not isinstance(audit, dict):
+        masked = getattr(audit.policy, "mask_secrets", True)
+        doc = audit.to_dict(masked=masked)  # masked as it is encoded: one walk
+        if not masked:
             doc["policy"]["mask_secrets"] = False
-    if (doc.get("policy") or {}).get("mask_secrets", True) is False:
         return _Shown(doc)
-    return _Shown(mask_deep(doc))
+    if (audit.get("policy") or {}).get("mask_secrets", True) is False:
+        return _Shown(audit)
+    return _Shown(mask_deep(audit))
 
 
 CATEGORIES = {"gpu_compute": "GPU compute", "other_compute": "Other compute", "storage": "Storage",
@@ -125,22 +125,26 @@ def _money_sum(findings: list[dict[str, Any]], key: str) -> dict[str, Decimal]:
 SHOWN_PER_RULE = 50  # findings of one rule listed in the HTML, Markdown and e-mail; the rest summed up
 
 
-def shown_findings(findings: list[dict[str, Any]], limit: int = SHOWN_PER_RULE) -> tuple[list[dict[str, Any]],
-                                                                                          dict[str, Any] | None]:
+def _rank(f: dict[str, Any]) -> tuple[Any, ...]:
+    """The order findings are shown in: open first, then the largest saving, the largest cost."""
+    return f.get("waived", False), -_d(f.get("monthly_savings")), -_d(f.get("cost")), f["resource"]
+
+
+def shown_findings(findings: list[dict[str, Any]], limit: int = SHOWN_PER_RULE, ranked: bool = False
+                   ) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
     """A rule's findings for display: all of them if there are at most `limit`, else the `limit` worth the most
-    (saving, then cost) and the rest summed: how many (and how many waived), their cost and saving, and per
-    team, most first. findings.csv and audit.json keep every finding."""
+    (saving, then cost; `ranked`: they are in that order already) and the rest summed: how many (and how many
+    waived), their cost and saving, and per team, most first. findings.csv and audit.json keep every finding."""
     if len(findings) <= limit:
         return findings, None
-    ranked = sorted(findings, key=lambda f: (f.get("waived", False), -_d(f.get("monthly_savings")),
-                                             -_d(f.get("cost")), f["resource"]))
-    rest = ranked[limit:]
+    order = findings if ranked else sorted(findings, key=_rank)
+    rest = order[limit:]
     teams: dict[str, list[dict[str, Any]]] = {}
     for f in rest:
         teams.setdefault(team_of(f), []).append(f)
     per_team = [{"team": t, "count": len(fs), "cost": _money_sum(fs, "cost")} for t, fs in teams.items()]
     per_team.sort(key=lambda t: (-t["count"], t["team"]))
-    return ranked[:limit], {"count": len(rest), "waived": sum(1 for f in rest if f.get("waived")),
+    return order[:limit], {"count": len(rest), "waived": sum(1 for f in rest if f.get("waived")),
                             "cost": _money_sum(rest, "cost"), "savings": _savings(rest), "teams": per_team}
 
 
@@ -206,7 +210,8 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
     policy = doc["policy"]
     cur = policy.get("currency") or "USD"
     team_spend = (s.get("team_spend") or {}).get(team, {}) if team else {}
-    every = [_finding(f) for f in doc["findings"] if team is None or team_of(f) == team]
+    # the audit's own finding dicts; those shown are made ready to show (_finding), the rest only counted
+    every = [f for f in doc["findings"] if team is None or team_of(f) == team]
     open_ = [f for f in every if not f["waived"]]
 
     if team is None:
@@ -222,6 +227,9 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
 
     # compliance, clause by clause: a clause is broken where any of its rules has open findings (for a team:
     # the team's), disabled where all its rules are, else met
+    open_by_rule: dict[str, list[dict[str, Any]]] = {}
+    for f in open_:
+        open_by_rule.setdefault(f["rule"], []).append(f)
     clauses: dict[str, dict[str, Any]] = {}
     for c in doc.get("clauses", []):
         g = clauses.setdefault(c["clause"], {"clause": c["clause"], "rules": [], "texts": [], "options_text": [],
@@ -232,9 +240,9 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
         g["options_text"] += [(k, _text(v)) for k, v in (c.get("options") or {}).items()
                               if k not in dict(g["options_text"])]
         g["states"].append("disabled" if c["status"] == "disabled" else
-                           "broken" if any(f["rule"] == c["rule"] for f in open_) else "met")
+                           "broken" if c["rule"] in open_by_rule else "met")
     for g in clauses.values():
-        mine = [f for f in open_ if f["rule"] in {r["rule"] for r in g["rules"]}]
+        mine = [f for r in dict.fromkeys(r["rule"] for r in g["rules"]) for f in open_by_rule.get(r, [])]
         state = "broken" if "broken" in g["states"] else "met" if "met" in g["states"] else "disabled"
         g.update(status=state + (" (defaults)" if state != "disabled" and not g["in_policy"] else ""),
                  text=" ".join(g["texts"]), findings=len(mine), savings=_savings(mine),
@@ -298,12 +306,11 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
     top_hours = max((_d(m["gpu_hours"]) for m in by_model), default=0)
     model_rows = [{**m, "bar": _bar(m["gpu_hours"], top_hours)} for m in by_model]
     machines = [m for m in fleet.get("machines") or [] if team is None or m.get("team") == team]
-    idle_oversized = [f for f in every if f.get("clause") in ("idle", "rightsizing")]
+    idle_oversized = [_finding(f) for f in every if f.get("clause") in ("idle", "rightsizing")]
 
     # findings, by rule and by team
     by_rule: dict[str, dict[str, Any]] = {}
-    for f in sorted(every, key=lambda f: (f["rule"], f["waived"], -_d(f.get("monthly_savings")),
-                                          -_d(f.get("cost")), f["resource"])):
+    for f in sorted(every, key=lambda f: f["rule"]):
         g = by_rule.setdefault(f["rule"], {"rule": f["rule"], "name": f["name"], "clause": f.get("clause"),
                                            "remediation": f.get("remediation") or "", "findings": []})
         g["findings"].append(f)
@@ -311,10 +318,12 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
         mine = [f for f in g["findings"] if not f["waived"]]
         g.update(open=len(mine), waived=len(g["findings"]) - len(mine), cost=_money_sum(mine, "cost"),
                  **_rule_savings(mine))
-        g["findings"], g["rest"] = shown_findings(g["findings"])  # thousands: the costliest, the rest summed
+        g["findings"].sort(key=_rank)
+        shown, g["rest"] = shown_findings(g["findings"], ranked=True)  # thousands: the costliest, the rest summed
+        g["findings"] = [_finding(f) for f in shown]
     by_team: dict[str, dict[str, Any]] = {}
     for f in every:
-        t = by_team.setdefault(f["team_label"], {"team": f["team_label"], "findings": []})
+        t = by_team.setdefault(team_of(f), {"team": team_of(f), "findings": []})
         t["findings"].append(f)
     for t in by_team.values():
         mine = [f for f in t["findings"] if not f["waived"]]
@@ -395,7 +404,7 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
                            "by_severity": {sev: sum(1 for f in open_ if f["severity"] == sev)
                                            for sev in ("critical", "high", "medium", "low", "info")}},
         "compliance": compliance, "clauses": clauses, "change": change,
-        "top": [{**f, "spark": charts.sparkline(s, f["resource"])} for f in top],
+        "top": [{**_finding(f), "spark": charts.sparkline(s, f["resource"])} for f in top],
         "weekly": charts.weekly(s, cur, team),
         "band_keys": charts.band_keys(),
         "categories": category_rows, "breakdowns": breakdowns, "budgets": budgets, "budget_hours": budget_hours,
@@ -406,7 +415,7 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
         "models": model_rows, "bands": _hours_rows(bands, BANDS),
         "machines": machines[:MACHINES_SHOWN], "machines_total": len(machines) if team else fleet.get(
             "machines_total", len(machines)), "idle_oversized": idle_oversized,
-        "findings": every, "by_rule": list(by_rule.values()), "by_team": team_rows,
+        "by_rule": list(by_rule.values()), "by_team": team_rows,
         "waivers": waivers, "expiring": expiring, "expiring_days": EXPIRING_DAYS,
         "forecast": forecast, "trend": trend,
         "sources": [{"duplicate_of": None, "period_start": None, "period_end": None, "billed_cost": {}, **b}

@@ -426,7 +426,7 @@ def remote_data_flows(store: Store, window: Window, policy: Policy) -> list[Remo
                        FROM costs WHERE {window.where()} AND x_CostCategory = 'gpu_compute' AND RegionId IS NOT NULL
                        GROUP BY ALL)
             SELECT p, reg, cur, sum(cost), COALESCE(sum(gh), 0),
-                   (list(rid ORDER BY cost DESC) FILTER (WHERE rid IS NOT NULL))[1:5]
+                   (list(rid ORDER BY cost DESC, rid) FILTER (WHERE rid IS NOT NULL))[1:5]
             FROM r GROUP BY ALL""").fetchall():
         costs, gh, names = gpu.get((provider, region), ({}, Decimal(0), []))
         costs[cur] = cost
