@@ -25,6 +25,7 @@ from auditor.window import parse_quarter
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "fixtures" / "demo"
 MANY = 3000
+IDLE = 400
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +37,9 @@ def big(tmp_path_factory) -> tuple[dict, Path]:
                      resource=f"i-scale{i:05d}", message="missing tags: team", entity_type="ResourceSpend",
                      provider="aws", team=("ml-research" if i % 3 else None), cost=Decimal(i) / 100,
                      remediation="Tag it.", key=f"scale{i}") for i in range(MANY)]
+    extra += [Finding(rule="GPU001", name="idle-gpu", severity=Severity.HIGH, resource=f"i-idle{i:05d}",
+                      message="idle", entity_type="GpuAsset", provider="aws", team="vision", cost=Decimal(i),
+                      monthly_savings=Decimal(i) / 2, clause="idle", key=f"idle{i}") for i in range(IDLE)]
     out = tmp_path_factory.mktemp("report")
     write_outputs(replace(audit, findings=list(audit.findings) + extra), out)
     return json.loads((out / "audit.json").read_text()), out
@@ -75,3 +79,18 @@ def test_email_shows_the_costliest_and_counts_the_rest(big):
     assert text.count("i-scale") <= 2 * SHOWN_PER_RULE
     assert "more (by team: (unattributed) " in text and "every one in findings.csv" in text
     assert "every one in findings.csv" in html
+
+
+def test_idle_and_oversized_machines_show_the_costliest_and_sum_the_rest(big):
+    doc, out = big
+    idle = sorted((f for f in doc["findings"] if f["clause"] in ("idle", "rightsizing")),
+                  key=lambda f: (f["waived"], -Decimal(f.get("monthly_savings") or 0), -Decimal(f["cost"] or 0),
+                                 f["resource"]))
+    rest = idle[SHOWN_PER_RULE:]
+    saving = {"USD": sum(Decimal(f["monthly_savings"]) for f in rest if f.get("monthly_savings") is not None)}
+    html, md = (out / "report.html").read_text(), (out / "report.md").read_text()
+    for text in (html, md):
+        section = text.split("Idle and oversized machines")[1].split("Machines")[0]
+        assert sum(1 for f in idle[:SHOWN_PER_RULE] if f["resource"] in section) == SHOWN_PER_RULE
+        assert not any(f["resource"] in section for f in rest)
+        assert f"nd {len(rest)} more" in section and fmt_money(saving) in section

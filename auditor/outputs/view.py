@@ -306,7 +306,12 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
     top_hours = max((_d(m["gpu_hours"]) for m in by_model), default=0)
     model_rows = [{**m, "bar": _bar(m["gpu_hours"], top_hours)} for m in by_model]
     machines = [m for m in fleet.get("machines") or [] if team is None or m.get("team") == team]
-    idle_oversized = [_finding(f) for f in every if f.get("clause") in ("idle", "rightsizing")]
+    idle_all = [f for f in every if f.get("clause") in ("idle", "rightsizing")]
+    idle_shown, idle_rest = shown_findings(idle_all)
+    if idle_rest:  # the most worth it, in the order of the whole list
+        keep = {id(f) for f in idle_shown}
+        idle_shown = [f for f in idle_all if id(f) in keep]
+    idle_oversized = [_finding(f) for f in idle_shown]
 
     # findings, by rule and by team
     by_rule: dict[str, dict[str, Any]] = {}
@@ -414,7 +419,7 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
         "transfer_gb_out": s.get("transfer_gb_out", {}) if team is None else {},
         "models": model_rows, "bands": _hours_rows(bands, BANDS),
         "machines": machines[:MACHINES_SHOWN], "machines_total": len(machines) if team else fleet.get(
-            "machines_total", len(machines)), "idle_oversized": idle_oversized,
+            "machines_total", len(machines)), "idle_oversized": idle_oversized, "idle_rest": idle_rest,
         "by_rule": list(by_rule.values()), "by_team": team_rows,
         "waivers": waivers, "expiring": expiring, "expiring_days": EXPIRING_DAYS,
         "forecast": forecast, "trend": trend,
