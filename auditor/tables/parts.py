@@ -16,8 +16,10 @@ from auditor.sql import lit
 from auditor.tables.normalize import FILE
 
 # Files up to this size are read as one scan with others of their format and columns, up to BATCH_BYTES a scan
-# (bytes on disk): the parts of an export, folders of daily files. A larger file is read on its own.
-BATCH_FILE_BYTES = 64 << 20
+# (bytes on disk): the parts of an export, folders of daily files. A larger file is read on its own, where a
+# query's fixed cost is small beside its lines', and Parquet is read in parallel and grouped by hash
+# (normalize.py), which a scan of several files is not.
+BATCH_FILE_BYTES = 4 << 20
 BATCH_BYTES = 256 << 20
 
 
