@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 
 from auditor.policy import Policy
@@ -16,12 +16,19 @@ class Context:
     catalog: Catalog
     policy: Policy
     window: Window
+    # A tag set's keys folded (tag), once per tag set: rules ask of every resource's tag sets, several keys
+    # each. Keyed by the dict's id, which the entry keeps alive (so no other dict can take its id).
+    _folded: dict[int, tuple[dict[str, str], dict[str, str]]] = field(default_factory=dict, repr=False)
 
     def tag(self, tags: dict[str, str], keys: Iterable[str]) -> str | None:
         """A tag's value by any of the given keys, ignoring case and stray spaces in the key."""
-        wanted = [k.strip().lower() for k in keys]
-        norm = {k.strip().lower(): v for k, v in tags.items() if v is not None and str(v).strip()}
-        for k in wanted:
+        seen = self._folded.get(id(tags))
+        if seen is None or seen[0] is not tags:
+            seen = self._folded[id(tags)] = (tags, {k.strip().lower(): v for k, v in tags.items()
+                                                    if v is not None and str(v).strip()})
+        norm = seen[1]
+        for k in keys:
+            k = k.strip().lower()
             if k in norm:
                 return norm[k]
         return None
