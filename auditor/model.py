@@ -131,7 +131,7 @@ class Job:
     disruption_budget: str | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class ResourceSpend:
     """Spend in the audit window on one resource (or, where the export has no resource id, on one
     account/service/region group), with the tags the billing lines carry."""
@@ -182,7 +182,7 @@ class GpuCapacity(GpuAsset):
     jobs_seen: int | None = None  # jobs on its provider, account, region and instance type (nodes, clusters)
 
 
-@dataclass
+@dataclass(slots=True)
 class BilledGpuMachine:
     """A GPU machine as the bill alone shows it, inventory or not: the days and hours it was billed, how flat its
     daily cost ran, the tags and jobs seen on it, and (where an inventory was loaded) whether it is in it and what

@@ -61,6 +61,16 @@ def build(store: Store, window: Window, policy: Policy, entity: type) -> list:
     return store.entities[key]
 
 
+def _tag_set(store: Store, tags: dict[str, str] | None) -> dict[str, str]:
+    """A row's tags as a dict, one dict per distinct tag set in the store: hundreds of thousands of resources
+    carry a few hundred tag sets (and rules fold each set's keys once: Context.tag). Read-only."""
+    key = tuple((tags or {}).items())
+    found = store.tag_sets.get(key)
+    if found is None:
+        found = store.tag_sets[key] = dict(key)
+    return found
+
+
 class ByResource:
     """Amounts per resource id (lower case) and currency. Billing names a resource by its id or by an ARN or
     path that ends with it: `of` finds both, through an index of the ids' last segments."""
@@ -170,7 +180,7 @@ def resource_spend(store: Store, window: Window, policy: Policy) -> list[Resourc
     latest: dict[str, datetime] = {}
     for (rid, has_rid, provider, account, tags, currency, region, service, category, itype, cost, n,
          last) in rows:
-        tags = dict(tags or {})
+        tags = _tag_set(store, tags)
         spend = by_id.get(rid)
         if spend is None:
             spend = by_id[rid] = ResourceSpend(rid, provider, account, region, service, category, itype,
@@ -207,7 +217,7 @@ def transfer_flows(store: Store, window: Window, policy: Policy) -> list[Transfe
             fid = f"{provider}:{account or '-'}:{kind}:{src or '?'}->{dst or '?'}"
             flow = out[key] = TransferFlow(fid, provider, kind, src, dst, account,
                                            top_resources=list(dict.fromkeys(top or [])),
-                                           tags=dict(tags or {}))
+                                           tags=_tag_set(store, tags))
         flow.gb += gb or Decimal(0)
         flow.cost[currency] = flow.cost.get(currency, Decimal(0)) + cost
         flow.lines += n
@@ -345,7 +355,7 @@ def commitments(store: Store, window: Window, policy: Policy) -> list[Commitment
         FROM costs WHERE {window.where()} AND CommitmentDiscountStatus IN ('Used', 'Unused')
         GROUP BY id, BillingCurrency ORDER BY 1, BillingCurrency""").fetchall()
     return [Commitment(rid, provider, account, region, None, kind, itype, gpu, cur, used, unused, first, last,
-                       dict(tags or {}), ends)
+                       _tag_set(store, tags), ends)
             for rid, provider, account, region, kind, itype, gpu, cur, used, unused, first, last, tags, ends in rows]
 
 @builds(SteadyGpuSpend)
@@ -412,7 +422,7 @@ def storage_growth(store: Store, window: Window, policy: Policy) -> list[Storage
         GROUP BY ALL ORDER BY 1""").fetchall()
     return [StorageGrowth(rid, provider, account, region, service, cur,
                           [(mon, Decimal(gb), Decimal(c)) for mon, gb, c in months if gb is not None],
-                          [c for c in classes if c], tiered, list(jobs or []), dict(tags or {}), {cur: cost})
+                          [c for c in classes if c], tiered, list(jobs or []), _tag_set(store, tags), {cur: cost})
             for rid, provider, account, region, service, tags, classes, tiered, cur, months, cost, jobs in rows]
 
 @builds(RemoteDataFlow)
@@ -547,7 +557,7 @@ def billed_gpu_machines(store: Store, window: Window, policy: Policy) -> list[Bi
         days, weekend_days = data.get(provider, (0, 0))
         out.append(BilledGpuMachine(
             rid, provider, account, region, itype, gpu, gpus, cur, {c["cur"]: c["cost"] for c in costs}, hours,
-            n, days, weekend, weekend_days, full_days, full_min, full_max, first, last, dict(tags or {}),
+            n, days, weekend, weekend_days, full_days, full_min, full_max, first, last, _tag_set(store, tags),
             {k: list(v) for k, v in (seen or {}).items()}, int(jobs_seen), list(dict.fromkeys(pods or [])),
             loaded, asset is not None,
             asset is not None or (provider, account, region) in scopes,
@@ -579,6 +589,6 @@ def capacity_reservations(store: Store, window: Window, policy: Policy) -> list[
     return [CapacityReservation(rid, provider, account, region,
                                 "Capacity Block for ML" if block else kinds.get(provider, "capacity reservation"),
                                 itype, gpu, gpus, cur, used, unused, used_h, unused_h, first, last,
-                                ends.get(provider), dict(tags or {}))
+                                ends.get(provider), _tag_set(store, tags))
             for (rid, provider, account, region, block, itype, gpu, gpus, cur, used, unused, used_h, unused_h, first,
                  last, tags) in rows]

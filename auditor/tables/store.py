@@ -77,6 +77,7 @@ class Store:
         self.sources: list[SourceFile] = []
         self.warnings: list[str] = []
         self.entities: dict[tuple[type, Window], list] = {}  # built once each (tables/entities.py)
+        self.tag_sets: dict[tuple, dict[str, str]] = {}  # one dict per distinct tag set (entities._tag_set)
         # Files read as one scan (the parts of an export): label -> their paths and the figures of them all.
         self.parts: dict[str, dict[str, Any]] = {}
         # Per file read: the SELECT of its lines, for the `lines` view, written when the view is made.
@@ -409,6 +410,13 @@ class Store:
     def load_snapshot(self, doc: dict[str, Any]) -> None:
         for table in ("assets", "gpu_usage", "jobs", "gpu_units", "gpu_allocations", "slice_usage"):
             self._insert_rows(table, doc.get(table) or [])
+
+    def close(self) -> None:
+        """The audit is done with the tables: their memory (DuckDB's, and the entities built from them) is
+        freed before the outputs are written, which hold every finding."""
+        self.entities.clear()
+        self.tag_sets.clear()
+        self.con.close()
 
     # ---- summaries -----------------------------------------------------------------------------------
     def data_window(self) -> Window | None:
