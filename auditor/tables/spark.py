@@ -49,28 +49,50 @@ CONF = {
 }
 
 
-def session(master: str | None = None, quiet: bool = True):
+# Local mode runs the executors inside the driver's JVM: the heap holds the shuffle of a file's lines and the
+# reduced rows it sends back (Spark's default, 1g, loses task results on ten million high-churn lines), and a
+# few shuffle partitions suit a few cores (a cluster's default is 200). --spark-conf overrides either.
+LOCAL = {"spark.driver.memory": "4g", "spark.sql.shuffle.partitions": "4"}
+
+
+def parse_conf(items: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """--spark-conf KEY=VALUE settings as a dict; a setting that is not KEY=VALUE is the user's error."""
+    conf = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip().startswith("spark."):
+            raise InputError(f"--spark-conf {item!r}: expected a Spark setting as KEY=VALUE, e.g. "
+                             "spark.driver.memory=8g")
+        conf[key.strip()] = value.strip()
+    return conf
+
+
+def session(master: str | None = None, quiet: bool = True, conf: dict[str, str] | None = None):
     """The active SparkSession (a notebook's), or a new one on `master` (default local[2]). A new one is `quiet`:
-    its JVM logs no start-up noise (auditor/data/spark-log4j2.properties) and a local one binds to loopback."""
+    its JVM logs no start-up noise (auditor/data/spark-log4j2.properties) and a local one binds to loopback.
+    `conf` (--spark-conf) is applied over CONF and, in local mode, LOCAL; an active session takes only its
+    spark.sql.* settings (the others are fixed when a session starts)."""
     try:
         from pyspark.sql import SparkSession
     except ImportError:
         raise InputError("--engine spark needs PySpark: pip install 'gpu-auditor[spark]'") from None
+    conf = conf or {}
     active = SparkSession.getActiveSession()
     if active is not None and master is None:
-        for k, v in CONF.items():
-            if k.startswith("spark.sql."):  # the others are fixed when a session starts
+        for k, v in {**CONF, **conf}.items():
+            if k.startswith("spark.sql."):
                 active.conf.set(k, v)
         return active
     master = master or "local[2]"
     builder = SparkSession.builder.master(master).appName("gpu-auditor")
-    for k, v in CONF.items():
+    for k, v in {**CONF, **(LOCAL if master.startswith("local") else {}), **conf}.items():
         builder = builder.config(k, v)
-    if master.startswith("local"):  # one machine: a few shuffle partitions, not a cluster's 200
-        builder = builder.config("spark.sql.shuffle.partitions", "4")
     if quiet:
         config = Path(__file__).resolve().parents[1] / "data" / "spark-log4j2.properties"
-        builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={config.as_uri()}")
+        options = f"-Dlog4j2.configurationFile={config.as_uri()}"
+        builder = builder.config("spark.driver.extraJavaOptions",
+                                 f"{options} {conf['spark.driver.extraJavaOptions']}"
+                                 if "spark.driver.extraJavaOptions" in conf else options)
         if master.startswith("local"):  # else Spark warns that the host name resolves to a loopback address
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         warnings.filterwarnings("ignore", message="PySpark does not yet fully support", category=FutureWarning)
@@ -167,9 +189,10 @@ def load_billing(store: Store, paths: list[Path | str], master: str | None = Non
     return loaded
 
 
-def billing_engine(master: str | None = None, debug: bool = False) -> Callable[..., list[SourceFile]]:
+def billing_engine(master: str | None = None, debug: bool = False, conf: dict[str, str] | None = None
+                   ) -> Callable[..., list[SourceFile]]:
     """Store.load_billing's stand-in for `--engine spark` (run_audit's `engine`); Spark's logs are quiet unless
-    `debug`."""
-    spark = session(master, quiet=not debug)
+    `debug`; `conf`: --spark-conf's settings."""
+    spark = session(master, quiet=not debug, conf=conf)
     spark.sparkContext.setLogLevel("ERROR")
     return lambda store, paths, progress=None: load_billing(store, paths, progress=progress, spark=spark)
