@@ -84,3 +84,22 @@ def test_spark_audit_json_equals_duckdb_on_high_churn(churn, spark, tmp_path):
     assert {k: v for k, v in b.items() if k != "inputs"} == {k: v for k, v in a.items() if k != "inputs"}
     assert [(s["path"], s["rows"]) for s in b["inputs"]["billing"]] == \
         [(s["path"], s["rows"]) for s in a["inputs"]["billing"]]
+
+
+def test_spark_settings_are_checked_before_anything_runs(tmp_path):
+    from auditor.cli import cli
+
+    policy = REPO / "fixtures" / "demo" / "policy.yml"
+    billing = str(REPO / "fixtures" / "demo" / "billing")
+    runner = CliRunner()
+    wrong = runner.invoke(cli, ["audit", "--policy", str(policy), "--out", str(tmp_path / "a"), "--engine", "spark",
+                                "--spark-conf", "driver.memory", billing])
+    assert wrong.exit_code == 2
+    assert "--spark-conf 'driver.memory': expected a Spark setting as KEY=VALUE" in wrong.output
+    unused = runner.invoke(cli, ["audit", "--policy", str(policy), "--out", str(tmp_path / "b"),
+                                 "--spark-conf", "spark.driver.memory=8g", billing])
+    assert unused.exit_code == 2
+    assert "--spark-master and --spark-conf are for --engine spark" in unused.output
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists(), "nothing written"
+    assert engine.parse_conf(["spark.driver.memory = 8g", "spark.sql.shuffle.partitions=8"]) == \
+        {"spark.driver.memory": "8g", "spark.sql.shuffle.partitions": "8"}
