@@ -2,11 +2,13 @@
 very SELECT DuckDB runs (auditor/tables/normalize.py over the readers' expressions, translated from DuckDB's
 dialect to Spark's in tables/spark_sql.py), and reduces the lines to one row per day and per
 distinct everything-else (resource, usage type, tags, ...), summing the amounts. Only those rows come back to
-the driver, into the DuckDB `costs` table, where the rules, summaries and reports run as usual.
+the driver (never one per line: the free-text description is no key), into the DuckDB `costs` table, where the
+rules, summaries and reports run as usual.
 
-What the reduction keeps exact: every amount (sums of DECIMAL(38,18)), per currency, and every grouping the
-summaries use, for windows that start and end on UTC days (quarters, --since/--until dates). What it does not
-keep: x_SourceRow (NULL; DuckDB keeps each row's first line). Nor does Spark
+What the reduction keeps exact: every amount (sums of DECIMAL(38,18), a DOUBLE amount converted as DuckDB
+converts it, spark_sql._double_to_decimal, so the sums are DuckDB's to the last digit), per currency, and every
+grouping the summaries use, for windows that start and end on UTC days (quarters, --since/--until dates). What
+it does not keep: x_SourceRow (NULL; DuckDB keeps each row's first line). Nor does Spark
 diagnose a malformed file line by line as the DuckDB reader does: a line without a cost or a start time stops
 the audit with the file named, and `--engine duckdb` names the line. Spark tells gzip from the `.gz` suffix.
 A date none of Azure's formats reads is such an empty start time on Spark (DuckDB stops at it). Avro exports
