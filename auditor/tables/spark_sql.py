@@ -44,6 +44,8 @@ def _element_type(node) -> str:
         isinstance(node.args.get("expression"), exp.Lambda) else None
     if isinstance(body, exp.Cast):
         return body.to.sql(dialect="spark")
+    if body is not None and "cast_to" in body.meta:  # a cast already rewritten by _double_to_decimal
+        return body.meta["cast_to"]
     raise ValueError(f"cannot translate list_sum to Spark: the type of the list's elements is not in the SQL "
                      f"({node.sql(dialect='duckdb')[:80]}); cast them in a list_transform")
 
@@ -73,8 +75,10 @@ def _double_to_decimal(x, to):
                 let("__r1", f"__w - CAST({a} AS DOUBLE) * {hi!r}D",
                     let("__r", f"__r1 - CAST({b} AS DOUBLE) * {mid!r}D",
                         f"CAST(({n}) * CAST('1E-{scale}' AS DECIMAL(38,{scale})) AS {spark_type})")))
-    return _template(f"CASE WHEN typeof(:x) IN ('double', 'float') THEN {exact} ELSE CAST(:x AS {spark_type}) END",
+    case = _template(f"CASE WHEN typeof(:x) IN ('double', 'float') THEN {exact} ELSE CAST(:x AS {spark_type}) END",
                      x=x)
+    case.meta["cast_to"] = spark_type  # the type, for list_sum's rewrite (_element_type)
+    return case
 
 
 def to_spark(sql: str) -> str:
