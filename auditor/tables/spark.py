@@ -102,11 +102,15 @@ def session(master: str | None = None, quiet: bool = True, conf: dict[str, str] 
 
 
 def _register_catalog(spark, catalog) -> None:
+    """The GPU catalog's two small tables as views, marked for broadcast: Spark cannot size a DataFrame made
+    from Python rows, and would otherwise shuffle every billing line to join them."""
+    from pyspark.sql.functions import broadcast
+
     fams = [(p, fam, model) for p, fs in catalog.families.items() for fam, model in fs.items()]
     types = [(t.provider, t.name.lower(), t.gpu_model, t.gpu_count) for t in catalog.types.values()]
-    spark.createDataFrame(fams, "provider string, family string, gpu_model string") \
+    broadcast(spark.createDataFrame(fams, "provider string, family string, gpu_model string")) \
         .createOrReplaceTempView("catalog_gpu_families")
-    spark.createDataFrame(types, "provider string, instance_type string, gpu_model string, gpu_count int") \
+    broadcast(spark.createDataFrame(types, "provider string, instance_type string, gpu_model string, gpu_count int")) \
         .createOrReplaceTempView("catalog_instance_types")
 
 
