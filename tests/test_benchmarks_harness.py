@@ -111,9 +111,13 @@ def test_issue_15_shapes_high_churn_and_many_parts(tmp_path):
 
 
 def test_tree_measurement_counts_a_child_the_process_does_not_wait_for():
-    # As PySpark starts its JVM: a child that burns CPU and holds memory, left running when the parent exits.
-    child = "import time; b = bytearray(200 << 20); t = time.process_time()\nwhile time.process_time() - t < 1.5: pass"
-    parent = f"import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', {child!r}]); time.sleep(2.5)"
+    # As PySpark starts its JVM: a child that burns CPU and holds memory, still running when the parent exits
+    # (which it does once the child says it has burnt its CPU, and the harness has polled it since).
+    child = ("import time; b = bytearray(200 << 20); t = time.process_time()\n"
+             "while time.process_time() - t < 1.2: pass\n"
+             "print('done', flush=True); time.sleep(5)")
+    parent = (f"import subprocess, sys, time; c = subprocess.Popen([sys.executable, '-c', {child!r}], "
+              "stdout=subprocess.PIPE); c.stdout.readline(); time.sleep(0.5)")
     plain = run.measure([sys.executable, "-c", parent])
     tree = run.measure([sys.executable, "-c", parent], tree=True)
     assert plain["rc"] == tree["rc"] == 0
