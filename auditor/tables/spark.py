@@ -188,7 +188,7 @@ def load_billing(store: Store, paths: list[Path | str], master: str | None = Non
             raise InputError("the file has a header but no billing lines", path=str(path))
         store.con.execute("INSERT INTO costs BY NAME SELECT * EXCLUDE (no_cost, no_start) FROM spark_reduced")
         store.con.unregister("spark_reduced")
-        store._redact_ids(path, store.con)
+        store._redact_ids([str(path)], store.con)  # a list of files: a bare str would be read as its characters
         source = SourceFile(str(path), sniffed.format, digest,
                             cost_column=next((c for c, kind in checks if kind == "money"), None))
         loaded.append(store._register(source, None))
