@@ -30,6 +30,7 @@ from generate import FORMATS, SHAPES, generate, lines_of  # noqa: E402
 from outputs import LINES as OUTPUT_LINES  # noqa: E402
 
 TOOLS = ("audit", "inspect", "floor", "pandas")
+OPTIONAL = ("spark",)  # `gpu-auditor audit --engine spark` in local mode: run only when --tools names it
 TARGET_FLOOR_RATIO = 1.5  # audit time / floor time, 10M CUR Parquet
 TARGET_PANDAS_SPEEDUP = 4.0  # pandas time / audit time
 TARGET_PANDAS_MEMORY = 0.25  # audit peak RSS / pandas peak RSS
@@ -55,52 +56,127 @@ def _hwm(pid: int) -> int:
     return 0
 
 
-def measure(cmd: list[str], env: dict[str, str] | None = None, timeout: float | None = None) -> dict:
+def _tree(pid: int) -> list[int]:
+    """pid and its descendants, from /proc's children lists (threads' too)."""
+    found, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        found.append(p)
+        try:
+            for task in os.listdir(f"/proc/{p}/task"):
+                with open(f"/proc/{p}/task/{task}/children", encoding="ascii") as f:
+                    todo += [int(c) for c in f.read().split()]
+        except (OSError, ValueError):
+            pass
+    return found
+
+
+def _rss_and_cpu(pid: int) -> tuple[int, float] | None:
+    """A live process's resident set (bytes) and CPU time so far (user + system, seconds, with the children it
+    has waited for: the JVM that Spark's launcher script runs first to build the command)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return int(fields[21]) * os.sysconf("SC_PAGE_SIZE"), sum(int(v) for v in fields[11:15]) / CLOCK_TICKS
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def measure(cmd: list[str], env: dict[str, str] | None = None, timeout: float | None = None,
+            tree: bool = False) -> dict:
     """Run cmd as a child: its wall time, CPU time, peak RSS (bytes) and output. Peak RSS is polled from
     /proc (VmHWM never decreases, so the last reading before exit is the peak up to then): wait4's ru_maxrss
     would not do, as Linux carries the parent's peak over into a child across fork and exec. A run past
-    `timeout` seconds is killed: rc is then 'timeout', and the figures are those up to then."""
+    `timeout` seconds is killed: rc is then 'timeout', and the figures are those up to then.
+
+    `tree`: the child and every process it starts (Spark's JVM, which the Python process does not wait for, so
+    its CPU time is not in the child's rusage): peak RSS is the largest sum of the tree's resident sets seen at
+    one poll (every 0.1 s), CPU time the child's rusage plus each other process's last CPU reading; the
+    Python process's and the rest's peaks are kept apart too."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         t = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env)
         peak, killed = 0, False
+        others: dict[int, tuple[int, float]] = {}  # pid: (peak RSS, last CPU reading), the child's descendants
+        tree_peak = 0
         while True:
             peak = max(peak, _hwm(proc.pid))
+            if tree:
+                total = 0
+                for p in _tree(proc.pid):
+                    got = _rss_and_cpu(p)
+                    if got is None:
+                        continue
+                    total += got[0]
+                    if p != proc.pid:
+                        others[p] = (max(got[0], others.get(p, (0, 0.0))[0]), got[1])
+                tree_peak = max(tree_peak, total)
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
             if timeout and time.perf_counter() - t > timeout:
                 proc.kill()
                 killed = True
-            time.sleep(0.01)
+            time.sleep(0.1 if tree else 0.01)
         wall = time.perf_counter() - t
         proc.returncode = "timeout" if killed else os.waitstatus_to_exitcode(status)
         out.seek(0)
         err.seek(0)
         stdout, stderr = out.read().decode(errors="replace"), err.read().decode(errors="replace")
-    return {"wall_s": round(wall, 3), "peak_rss": peak, "cpu_s": round(usage.ru_utime + usage.ru_stime, 2),
-            "rc": proc.returncode, "stdout": stdout, "stderr": stderr[-2000:]}
+    cpu = usage.ru_utime + usage.ru_stime
+    result = {"wall_s": round(wall, 3), "peak_rss": peak, "cpu_s": round(cpu, 2),
+              "rc": proc.returncode, "stdout": stdout, "stderr": stderr[-2000:]}
+    if tree:
+        result.update(python_peak_rss=peak, python_cpu_s=round(cpu, 2),
+                      others_peak_rss=max((r for r, _ in others.values()), default=0),
+                      others_cpu_s=round(sum(c for _, c in others.values()), 2))
+        result["peak_rss"] = max(tree_peak, peak)
+        result["cpu_s"] = round(cpu + result["others_cpu_s"], 2)
+    return result
 
 
 def commands(tool: str, fmt: str, files: list[str], data: dict, out: Path) -> list[str]:
     py = sys.executable
     exe = Path(py).with_name("gpu-auditor")
     head = [str(exe)] if exe.exists() else [py, "-m", "auditor"]
-    if tool == "audit":
+    if tool in ("audit", "spark"):
         inventory = data.get("inventories", {}).get(fmt, data["inventory"])
-        return head + ["audit", "--policy", data["policy"], "--inventory", inventory, "--out",
-                       str(out / f"report-{fmt}"), "--quiet", *files]
+        engine = ["--engine", "spark"] if tool == "spark" else []
+        return head + ["audit", *engine, "--policy", data["policy"], "--inventory", inventory, "--out",
+                       str(report_dir(out, tool, fmt)), "--quiet", *files]
     if tool == "inspect":
         return head + ["inspect", "--json", *files]
     script = "floor.py" if tool == "floor" else "pandas_way.py"
     return [py, str(HERE / script), fmt, *files]
 
 
+def report_dir(out: Path, tool: str, fmt: str) -> Path:
+    return out / (f"report-{fmt}" if tool == "audit" else f"report-{fmt}-{tool}")
+
+
+def differences(a, b, path: str = "") -> list[str]:
+    """Where two audit.json documents differ (paths, each with both values), ignoring generated_at."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        found = []
+        for k in sorted(set(a) | set(b), key=str):
+            if k == "generated_at":
+                continue
+            found += differences(a[k], b[k], f"{path}/{k}") if k in a and k in b else [f"{path}/{k}: in one only"]
+        return found
+    if isinstance(a, list) and isinstance(b, list):
+        head = [f"{path}: {len(a)} items, {len(b)}"] if len(a) != len(b) else []
+        return head + [d for i, (x, y) in enumerate(zip(a, b, strict=False)) for d in differences(x, y, f"{path}[{i}]")]
+    return [] if a == b else [f"{path}: {str(a)[:80]!r} != {str(b)[:80]!r}"]
+
+
 def total_of(tool: str, result: dict, out: Path, fmt: str) -> float | None:
     """The billed total in USD each tool found: they must agree, or the timings compare different work."""
     try:
-        if tool == "audit":
-            doc = json.loads((out / f"report-{fmt}" / "audit.json").read_text())
+        if tool in ("audit", "spark"):
+            doc = json.loads((report_dir(out, tool, fmt) / "audit.json").read_text())
             return float(doc["summary"]["billed_cost"]["USD"])
         if tool == "inspect":
             return float(sum(Decimal(str(f["billed_cost"]["USD"])) for f in json.loads(result["stdout"])["files"]))
@@ -123,7 +199,8 @@ def run(sizes: list[int], data_root: Path, formats: tuple[str, ...], tools: tupl
                 files, lines = data["formats"][fmt], lines_of(data, fmt)
                 for tool in tools:
                     load = os.getloadavg()[0]  # other work on the machine, for reading the numbers
-                    r = measure(commands(tool, fmt, files, data, Path(tmp)), timeout=timeout)
+                    # Spark's JVM is a process of its own: measured with the Python process that starts it
+                    r = measure(commands(tool, fmt, files, data, Path(tmp)), timeout=timeout, tree=tool == "spark")
                     total = total_of(tool, r, Path(tmp), fmt) if r["rc"] in (0, 1) else None
                     row = {"size": n, "lines": lines, "format": fmt, "tool": tool, "wall_s": r["wall_s"],
                            "cpu_s": r["cpu_s"], "peak_rss": r["peak_rss"], "rc": r["rc"], "total_usd": total,
@@ -133,6 +210,13 @@ def run(sizes: list[int], data_root: Path, formats: tuple[str, ...], tools: tupl
                         row["files"] = len(json.loads(r["stdout"])["files"])
                     if r["rc"] != 0:
                         row["stderr"] = r["stderr"]
+                    if tool == "spark":
+                        row |= {k: r[k] for k in ("python_peak_rss", "python_cpu_s", "others_peak_rss",
+                                                  "others_cpu_s")}
+                        docs = [report_dir(Path(tmp), t, fmt) / "audit.json" for t in ("audit", "spark")]
+                        if r["rc"] in (0, 1) and all(d.exists() for d in docs):  # every figure, DuckDB's and Spark's
+                            diff = differences(*(json.loads(d.read_text()) for d in docs))
+                            row["differences_from_audit"] = {"count": len(diff), "first": diff[:20]}
                     results["runs"].append(row)
                     log(f"  {lines:>11,} {fmt:<14} {tool:<7} {r['wall_s']:>8.2f}s {r['cpu_s']:>8.1f}s CPU "
                         f"{r['peak_rss'] / 2**20:>8.0f} MiB rc={r['rc']} total={total} load={load:.1f}")
@@ -244,6 +328,11 @@ def checks(results: dict) -> list[dict]:
                 growth = a_big["wall_s"] / a_small["wall_s"]
                 limit = TARGET_SHAPE_GROWTH * big / small / 10
                 add(f"{fmt}: audit time {big:,} / {small:,} lines", round(growth, 2), limit, growth <= limit)
+    for r in results["runs"]:
+        if r["tool"] == "spark" and "differences_from_audit" in r:
+            n = r["differences_from_audit"]["count"]
+            add(f"{r['size']:,} {r['format']}: --engine spark's audit.json equals DuckDB's (figures that differ)", n,
+                0, n == 0)
     out += (results.get("outputs") or {}).get("checks", [])
     gate = results.get("gate")
     if gate and gate["rc"] in (0, 1):
@@ -387,7 +476,10 @@ def main() -> None:
     ap.add_argument("--formats", nargs="+", choices=FORMATS + SHAPES, default=list(FORMATS),
                     help="today's formats, and issue 15's shapes (churn-parquet, parts-csv-gz, tiny-files)")
     ap.add_argument("--timeout", type=float, default=TIMEOUT, help="seconds a run may take before it is stopped")
-    ap.add_argument("--tools", nargs="+", choices=TOOLS, default=list(TOOLS))
+    ap.add_argument("--tools", nargs="+", choices=TOOLS + OPTIONAL, default=list(TOOLS),
+                    help="what to measure; `spark` (gpu-auditor audit --engine spark, local mode, the Python "
+                         "process and its JVM measured together; put it after `audit` to compare their audit.json) "
+                         "runs only when named")
     ap.add_argument("--outputs", type=int, nargs="?", const=OUTPUT_LINES, metavar="LINES",
                     help="also measure writing the outputs of an audit with 100,000 findings (benchmarks/outputs.py, "
                          f"on the high-churn shape at LINES lines; default {OUTPUT_LINES:,})")

@@ -108,3 +108,26 @@ def test_issue_15_shapes_high_churn_and_many_parts(tmp_path):
     same = lambda s: {**s, "total": {k: round(v, 2) for k, v in s["total"].items()}}  # noqa: E731 - float sums
     assert same(sums["parts-csv-gz"]) == same(sums["cur-csv-gz"]) and sums["cur-csv-gz"]["lines"] == n
     assert sums["tiny-files"]["lines"] == generate.lines_of(info, "tiny-files") == generate.TINY_FILES * 20
+
+
+def test_tree_measurement_counts_a_child_the_process_does_not_wait_for():
+    # As PySpark starts its JVM: a child that burns CPU and holds memory, still running when the parent exits
+    # (which it does once the child says it has burnt its CPU, and the harness has polled it since).
+    child = ("import time; b = bytearray(200 << 20); t = time.process_time()\n"
+             "while time.process_time() - t < 1.2: pass\n"
+             "print('done', flush=True); time.sleep(5)")
+    parent = (f"import subprocess, sys, time; c = subprocess.Popen([sys.executable, '-c', {child!r}], "
+              "stdout=subprocess.PIPE); c.stdout.readline(); time.sleep(0.5)")
+    plain = run.measure([sys.executable, "-c", parent])
+    tree = run.measure([sys.executable, "-c", parent], tree=True)
+    assert plain["rc"] == tree["rc"] == 0
+    assert plain["cpu_s"] < 1.0, "the child's CPU is not in the parent's rusage"
+    assert tree["others_cpu_s"] >= 1.0 and tree["cpu_s"] >= tree["python_cpu_s"] + 1.0
+    assert tree["others_peak_rss"] >= 200 << 20 and tree["peak_rss"] >= tree["others_peak_rss"]
+
+
+def test_differences_name_every_figure_that_differs():
+    a = {"generated_at": "x", "summary": {"billed_cost": {"USD": "1.00"}}, "findings": [{"cost": "2"}, {"cost": "3"}]}
+    b = {"generated_at": "y", "summary": {"billed_cost": {"USD": "1.01"}}, "findings": [{"cost": "2"}]}
+    assert run.differences(a, a | {"generated_at": "z"}) == []
+    assert run.differences(a, b) == ["/findings: 2 items, 1", "/summary/billed_cost/USD: '1.00' != '1.01'"]

@@ -84,13 +84,17 @@ class BillingPath(click.Path):
                    "(s3a://, gs://, abfss://, hdfs://).")
 @click.option("--spark-master", help="Spark master URL for --engine spark (default: the active session, else "
               "local[2]).")
+@click.option("--spark-conf", "spark_conf", multiple=True, metavar="KEY=VALUE",
+              help="A Spark setting for --engine spark, e.g. spark.driver.memory=8g (repeatable); local mode "
+                   "defaults to spark.driver.memory=4g and spark.sql.shuffle.partitions=4.")
 @click.option("--email", "email_it", is_flag=True,
               help="Then email the audit to the team leads and the policy owner (SMTP settings from the "
                    "GPU_AUDITOR_SMTP_* environment; see `gpu-auditor email --help`); exit 3 if a message is "
                    "left in OUT/outbox.")
 @FOLLOW_SYMLINKS
 def audit(billing, policy_path, inventory, quarter, since, until, out_dir, fail_on, select, as_of, quiet,
-          email_it, live, previous, generated_at, baseline, engine, spark_master, follow_symlinks, **pull_args):
+          email_it, live, previous, generated_at, baseline, engine, spark_master, spark_conf, follow_symlinks,
+          **pull_args):
     """Run the quarterly audit over billing exports (files or folders) and write the report.
 
     \b
@@ -120,10 +124,13 @@ def audit(billing, policy_path, inventory, quarter, since, until, out_dir, fail_
     stamp = stamp_of(generated_at)
     last_quarter = load_previous(previous) if previous is not None else None
     reader = None
+    if (spark_master or spark_conf) and engine != "spark":
+        raise InputError("--spark-master and --spark-conf are for --engine spark")
     if engine == "spark":
-        from auditor.tables.spark import billing_engine
+        from auditor.tables.spark import billing_engine, parse_conf
 
-        reader = billing_engine(spark_master, debug=click.get_current_context().obj["debug"])
+        reader = billing_engine(spark_master, debug=click.get_current_context().obj["debug"],
+                                conf=parse_conf(spark_conf))
     result = run_audit(policy, billing, inventory, window, today, select or None, progress(quiet),
                        baseline=baseline, engine=reader, previous=last_quarter, generated_at=stamp)
     written = write_outputs(result, out_dir, follow_symlinks=follow_symlinks)

@@ -2,11 +2,13 @@
 very SELECT DuckDB runs (auditor/tables/normalize.py over the readers' expressions, translated from DuckDB's
 dialect to Spark's in tables/spark_sql.py), and reduces the lines to one row per day and per
 distinct everything-else (resource, usage type, tags, ...), summing the amounts. Only those rows come back to
-the driver, into the DuckDB `costs` table, where the rules, summaries and reports run as usual.
+the driver (never one per line: the free-text description is no key), into the DuckDB `costs` table, where the
+rules, summaries and reports run as usual.
 
-What the reduction keeps exact: every amount (sums of DECIMAL(38,18)), per currency, and every grouping the
-summaries use, for windows that start and end on UTC days (quarters, --since/--until dates). What it does not
-keep: x_SourceRow (NULL; DuckDB keeps each row's first line). Nor does Spark
+What the reduction keeps exact: every amount (sums of DECIMAL(38,18), a DOUBLE amount converted as DuckDB
+converts it, spark_sql._double_to_decimal, so the sums are DuckDB's to the last digit), per currency, and every
+grouping the summaries use, for windows that start and end on UTC days (quarters, --since/--until dates). What
+it does not keep: x_SourceRow (NULL; DuckDB keeps each row's first line). Nor does Spark
 diagnose a malformed file line by line as the DuckDB reader does: a line without a cost or a start time stops
 the audit with the file named, and `--engine duckdb` names the line. Spark tells gzip from the `.gz` suffix.
 A date none of Azure's formats reads is such an empty start time on Spark (DuckDB stops at it). Avro exports
@@ -49,28 +51,50 @@ CONF = {
 }
 
 
-def session(master: str | None = None, quiet: bool = True):
+# Local mode runs the executors inside the driver's JVM: the heap holds the shuffle of a file's lines and the
+# reduced rows it sends back (Spark's default, 1g, loses task results on ten million high-churn lines), and a
+# few shuffle partitions suit a few cores (a cluster's default is 200). --spark-conf overrides either.
+LOCAL = {"spark.driver.memory": "4g", "spark.sql.shuffle.partitions": "4"}
+
+
+def parse_conf(items: list[str] | tuple[str, ...]) -> dict[str, str]:
+    """--spark-conf KEY=VALUE settings as a dict; a setting that is not KEY=VALUE is the user's error."""
+    conf = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        if not eq or not key.strip().startswith("spark."):
+            raise InputError(f"--spark-conf {item!r}: expected a Spark setting as KEY=VALUE, e.g. "
+                             "spark.driver.memory=8g")
+        conf[key.strip()] = value.strip()
+    return conf
+
+
+def session(master: str | None = None, quiet: bool = True, conf: dict[str, str] | None = None):
     """The active SparkSession (a notebook's), or a new one on `master` (default local[2]). A new one is `quiet`:
-    its JVM logs no start-up noise (auditor/data/spark-log4j2.properties) and a local one binds to loopback."""
+    its JVM logs no start-up noise (auditor/data/spark-log4j2.properties) and a local one binds to loopback.
+    `conf` (--spark-conf) is applied over CONF and, in local mode, LOCAL; an active session takes only its
+    spark.sql.* settings (the others are fixed when a session starts)."""
     try:
         from pyspark.sql import SparkSession
     except ImportError:
         raise InputError("--engine spark needs PySpark: pip install 'gpu-auditor[spark]'") from None
+    conf = conf or {}
     active = SparkSession.getActiveSession()
     if active is not None and master is None:
-        for k, v in CONF.items():
-            if k.startswith("spark.sql."):  # the others are fixed when a session starts
+        for k, v in {**CONF, **conf}.items():
+            if k.startswith("spark.sql."):
                 active.conf.set(k, v)
         return active
     master = master or "local[2]"
     builder = SparkSession.builder.master(master).appName("gpu-auditor")
-    for k, v in CONF.items():
+    for k, v in {**CONF, **(LOCAL if master.startswith("local") else {}), **conf}.items():
         builder = builder.config(k, v)
-    if master.startswith("local"):  # one machine: a few shuffle partitions, not a cluster's 200
-        builder = builder.config("spark.sql.shuffle.partitions", "4")
     if quiet:
         config = Path(__file__).resolve().parents[1] / "data" / "spark-log4j2.properties"
-        builder = builder.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={config.as_uri()}")
+        options = f"-Dlog4j2.configurationFile={config.as_uri()}"
+        builder = builder.config("spark.driver.extraJavaOptions",
+                                 f"{options} {conf['spark.driver.extraJavaOptions']}"
+                                 if "spark.driver.extraJavaOptions" in conf else options)
         if master.startswith("local"):  # else Spark warns that the host name resolves to a loopback address
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
         warnings.filterwarnings("ignore", message="PySpark does not yet fully support", category=FutureWarning)
@@ -78,11 +102,15 @@ def session(master: str | None = None, quiet: bool = True):
 
 
 def _register_catalog(spark, catalog) -> None:
+    """The GPU catalog's two small tables as views, marked for broadcast: Spark cannot size a DataFrame made
+    from Python rows, and would otherwise shuffle every billing line to join them."""
+    from pyspark.sql.functions import broadcast
+
     fams = [(p, fam, model) for p, fs in catalog.families.items() for fam, model in fs.items()]
     types = [(t.provider, t.name.lower(), t.gpu_model, t.gpu_count) for t in catalog.types.values()]
-    spark.createDataFrame(fams, "provider string, family string, gpu_model string") \
+    broadcast(spark.createDataFrame(fams, "provider string, family string, gpu_model string")) \
         .createOrReplaceTempView("catalog_gpu_families")
-    spark.createDataFrame(types, "provider string, instance_type string, gpu_model string, gpu_count int") \
+    broadcast(spark.createDataFrame(types, "provider string, instance_type string, gpu_model string, gpu_count int")) \
         .createOrReplaceTempView("catalog_instance_types")
 
 
@@ -160,16 +188,17 @@ def load_billing(store: Store, paths: list[Path | str], master: str | None = Non
             raise InputError("the file has a header but no billing lines", path=str(path))
         store.con.execute("INSERT INTO costs BY NAME SELECT * EXCLUDE (no_cost, no_start) FROM spark_reduced")
         store.con.unregister("spark_reduced")
-        store._redact_ids(path, store.con)
+        store._redact_ids([str(path)], store.con)  # a list of files: a bare str would be read as its characters
         source = SourceFile(str(path), sniffed.format, digest,
                             cost_column=next((c for c, kind in checks if kind == "money"), None))
         loaded.append(store._register(source, None))
     return loaded
 
 
-def billing_engine(master: str | None = None, debug: bool = False) -> Callable[..., list[SourceFile]]:
+def billing_engine(master: str | None = None, debug: bool = False, conf: dict[str, str] | None = None
+                   ) -> Callable[..., list[SourceFile]]:
     """Store.load_billing's stand-in for `--engine spark` (run_audit's `engine`); Spark's logs are quiet unless
-    `debug`."""
-    spark = session(master, quiet=not debug)
+    `debug`; `conf`: --spark-conf's settings."""
+    spark = session(master, quiet=not debug, conf=conf)
     spark.sparkContext.setLogLevel("ERROR")
     return lambda store, paths, progress=None: load_billing(store, paths, progress=progress, spark=spark)

@@ -44,8 +44,41 @@ def _element_type(node) -> str:
         isinstance(node.args.get("expression"), exp.Lambda) else None
     if isinstance(body, exp.Cast):
         return body.to.sql(dialect="spark")
+    if body is not None and "cast_to" in body.meta:  # a cast already rewritten by _double_to_decimal
+        return body.meta["cast_to"]
     raise ValueError(f"cannot translate list_sum to Spark: the type of the list's elements is not in the SQL "
                      f"({node.sql(dialect='duckdb')[:80]}); cast them in a list_transform")
+
+
+def _double_to_decimal(x, to):
+    """CAST(x AS DECIMAL(p, s)) as DuckDB casts a DOUBLE (or FLOAT): the double product x * 10^s, rounded half
+    away from zero to an integer, exactly; that integer / 10^s. Spark instead reads the double's shortest text
+    (16.1539 for 16.15389999999999872...), and on summed amounts the two part at the cent. The integer is built
+    from three limbs of the product, each exact in a BIGINT (a limb's remainder is exact in double arithmetic).
+    For any other type of x (text, integers, decimals) the casts agree: `typeof` is constant, so Spark folds the
+    CASE to one branch."""
+    scale = int(to.expressions[1].name) if len(to.expressions) > 1 else 0
+    spark_type = to.sql(dialect="spark")
+    hi, mid = 2.0 ** 104, 2.0 ** 52
+
+    def let(name: str, value: str, body: str) -> str:  # `body` with `name` bound to `value`, computed once
+        return f"element_at(transform(array({value}), {name} -> {body}), 1)"
+
+    # __w: the product; its limbs over 2^104 and 2^52, truncated toward zero; __r, what is left: |__r| < 2^52
+    a = f"CAST(__w / {hi!r}D AS BIGINT)"
+    b = f"CAST(__r1 / {mid!r}D AS BIGINT)"
+    c = ("(CAST(__r AS BIGINT) + CASE WHEN __r - CAST(__r AS BIGINT) >= 0.5D THEN 1 "
+         "WHEN __r - CAST(__r AS BIGINT) <= -0.5D THEN -1 ELSE 0 END)")
+    n = (f"CAST({a} AS DECIMAL(38,0)) * {int(hi)}BD + CAST({b} AS DECIMAL(38,0)) * {int(mid)}BD + "
+         f"CAST({c} AS DECIMAL(38,0))")
+    exact = let("__w", f"CAST(:x AS DOUBLE) * {float(10 ** scale)!r}D",
+                let("__r1", f"__w - CAST({a} AS DOUBLE) * {hi!r}D",
+                    let("__r", f"__r1 - CAST({b} AS DOUBLE) * {mid!r}D",
+                        f"CAST(({n}) * CAST('1E-{scale}' AS DECIMAL(38,{scale})) AS {spark_type})")))
+    case = _template(f"CASE WHEN typeof(:x) IN ('double', 'float') THEN {exact} ELSE CAST(:x AS {spark_type}) END",
+                     x=x)
+    case.meta["cast_to"] = spark_type  # the type, for list_sum's rewrite (_element_type)
+    return case
 
 
 def to_spark(sql: str) -> str:
@@ -55,6 +88,9 @@ def to_spark(sql: str) -> str:
     from sqlglot import exp
 
     def fix(node: exp.Expression) -> exp.Expression:
+        # CAST(x AS DECIMAL(p, s)): a double as DuckDB casts it (exactly x * 10^s, rounded).
+        if type(node) is exp.Cast and node.to.this == exp.DataType.Type.DECIMAL:
+            return _double_to_decimal(node.this, node.to)
         # timezone('UTC', ts): Spark's session already runs in UTC.
         if isinstance(node, exp.Anonymous) and str(node.this).lower() == "timezone" and \
                 len(node.expressions) == 2 and node.expressions[0].name.upper() == "UTC":

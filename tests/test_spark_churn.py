@@ -1,0 +1,105 @@
+"""`--engine spark` on high-churn billing (the benchmark generator's churn-parquet: thousands of short-lived
+resources, descriptions that name each line's hour and price, amounts as Parquet DOUBLEs): every figure equals
+DuckDB's, exactly before any rounding, and what Spark sends back to the driver is the reduced rows (one per file,
+UTC day and distinct resource, usage type, tags and the like), never one per line.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from auditor.tables import spark as engine
+from auditor.tables.store import Store
+
+REPO = Path(__file__).resolve().parents[1]
+LINES = 24_000
+
+
+@pytest.fixture(scope="module")
+def churn(tmp_path_factory) -> dict:
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from generate import generate
+
+    return generate(LINES, tmp_path_factory.mktemp("churn"), ("churn-parquet",))
+
+
+# Per resource, day and everything the audit groups by: every amount summed, lines counted, first and last times.
+FIGURES = """
+    SELECT x_SourceFile, date_trunc('day', ChargePeriodStart) AS day, ResourceId, x_UsageType, x_CostCategory,
+           x_InstanceType, x_GpuModel, BillingCurrency, RegionId,
+           CAST(list_sort(map_entries(Tags)) AS VARCHAR) AS tags,  -- Spark sorts a map's keys
+           sum(BilledCost), sum(EffectiveCost), sum(ListCost), sum(ConsumedQuantity), sum(x_Lines),
+           min(ChargePeriodStart), max(ChargePeriodEnd)
+    FROM costs GROUP BY ALL ORDER BY ALL"""
+
+
+def test_spark_figures_equal_duckdb_exactly_and_only_reduced_rows_come_back(churn, spark):
+    files = [Path(p) for p in churn["formats"]["churn-parquet"]]
+    duck = Store()
+    duck.load_billing(files)
+    on_spark = Store()
+    engine.load_billing(on_spark, files, spark=spark)
+    lines = sum(s.rows for s in duck.sources)
+    assert lines == LINES
+    described = duck.lines().execute("SELECT count(DISTINCT ChargeDescription) FROM lines").fetchone()[0]
+    assert described > LINES / 2, "the shape: descriptions name the hour and the price"
+    # Exact: DECIMAL sums of the very same per-line amounts (a DOUBLE cast as DuckDB casts it), not only to the cent.
+    figures = duck.con.execute(FIGURES).fetchall()
+    assert on_spark.con.execute(FIGURES).fetchall() == figures
+    assert len({r[2] for r in figures}) > 400, "many short-lived resources"
+    # What came back to the driver is the costs table Spark's rows were inserted into: one row per resource-day
+    # and classification key at most, so at most DuckDB's rollup (which groups the export's own columns) and
+    # far fewer than the lines.
+    returned = on_spark.con.execute("SELECT count(*), sum(x_Lines) FROM costs").fetchone()
+    assert returned[1] == lines
+    assert returned[0] <= duck.con.execute("SELECT count(*) FROM costs").fetchone()[0]
+    assert returned[0] <= len(figures) < lines / 5
+    assert returned[0] < described / 2, "grouped by description, the rows would not collapse"
+    keys = on_spark.con.execute("SELECT count(*) FROM (SELECT DISTINCT x_SourceFile, "
+                                "date_trunc('day', ChargePeriodStart), * EXCLUDE (x_SourceFile, ChargeDescription, "
+                                "BilledCost, EffectiveCost, ListCost, ConsumedQuantity, ChargePeriodStart, "
+                                "ChargePeriodEnd, x_Lines) FROM costs)").fetchone()[0]
+    assert keys == returned[0], "no two rows share a file, a day and a key: the description is no key"
+
+
+def test_spark_audit_json_equals_duckdb_on_high_churn(churn, spark, tmp_path):
+    from auditor.cli import cli
+
+    files = churn["formats"]["churn-parquet"]
+    args = ["audit", "--policy", churn["policy"], "--inventory", churn["inventories"]["churn-parquet"], "-q",
+            "--as-of", "2026-10-01", *files]
+    runner = CliRunner()
+    duck = runner.invoke(cli, [*args, "--out", str(tmp_path / "duckdb")])
+    on_spark = runner.invoke(cli, [*args, "--out", str(tmp_path / "spark"), "--engine", "spark",
+                                   "--spark-conf", "spark.sql.shuffle.partitions=3"])
+    assert duck.exit_code in (0, 1), duck.output
+    assert on_spark.exit_code == duck.exit_code, on_spark.output
+    a, b = (json.loads((tmp_path / d / "audit.json").read_text()) for d in ("duckdb", "spark"))
+    assert a["findings"] and a["summary"]["billed_cost"], "findings and spend to compare"
+    assert {k: v for k, v in b.items() if k != "inputs"} == {k: v for k, v in a.items() if k != "inputs"}
+    assert [(s["path"], s["rows"]) for s in b["inputs"]["billing"]] == \
+        [(s["path"], s["rows"]) for s in a["inputs"]["billing"]]
+
+
+def test_spark_settings_are_checked_before_anything_runs(tmp_path):
+    from auditor.cli import cli
+
+    policy = REPO / "fixtures" / "demo" / "policy.yml"
+    billing = str(REPO / "fixtures" / "demo" / "billing")
+    runner = CliRunner()
+    wrong = runner.invoke(cli, ["audit", "--policy", str(policy), "--out", str(tmp_path / "a"), "--engine", "spark",
+                                "--spark-conf", "driver.memory", billing])
+    assert wrong.exit_code == 2
+    assert "--spark-conf 'driver.memory': expected a Spark setting as KEY=VALUE" in wrong.output
+    unused = runner.invoke(cli, ["audit", "--policy", str(policy), "--out", str(tmp_path / "b"),
+                                 "--spark-conf", "spark.driver.memory=8g", billing])
+    assert unused.exit_code == 2
+    assert "--spark-master and --spark-conf are for --engine spark" in unused.output
+    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists(), "nothing written"
+    assert engine.parse_conf(["spark.driver.memory = 8g", "spark.sql.shuffle.partitions=8"]) == \
+        {"spark.driver.memory": "8g", "spark.sql.shuffle.partitions": "8"}
