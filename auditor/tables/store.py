@@ -90,7 +90,9 @@ class Store:
         # Batches are read side by side, each on its own connection (DuckDB appends to one table from several
         # at once), then registered in their order: the gain is largest on gzip CSV, read on one core per file.
         # At most PARALLEL_FILES: each grouping holds its own hash table within the one memory limit.
-        workers = min(len(batches), os.cpu_count() or 1, PARALLEL_FILES)
+        # A scan of several files reads them on every core already, and beside another its grouping would
+        # share the memory limit and spill: those are read one at a time.
+        workers = 1 if any(len(b) > 1 for b in batches) else min(len(batches), os.cpu_count() or 1, PARALLEL_FILES)
         cons = [self.con.cursor() for _ in range(workers)]
         free = list(cons)
         firsts = [sum(len(b) for b in batches[:i]) + 1 for i in range(len(batches))]
