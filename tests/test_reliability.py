@@ -764,6 +764,7 @@ def test_the_scratch_folder_of_a_killed_run_is_removed_by_the_next(tmp_path, pol
     (left,) = list(scratch.iterdir())
     assert left.name.startswith("gpu-auditor-") and (left / ".lock").is_file()
     alive = _start_audit(policy, tmp_path / "out2", scratch, big)
+    alive.send_signal(signal.SIGSTOP)  # alive (its lock held) however fast it would finish
     try:
         for folder in scratch.iterdir():  # as if both had started long ago (younger ones are left alone)
             os.utime(folder / ".lock", (time.time() - 3600, time.time() - 3600))
@@ -773,6 +774,7 @@ def test_the_scratch_folder_of_a_killed_run_is_removed_by_the_next(tmp_path, pol
         assert sorted(scratch.iterdir()) == [mine]  # the dead run's folder removed, the live run's kept
     finally:
         alive.kill()
+        alive.send_signal(signal.SIGCONT)
         alive.communicate(timeout=60)
 
 
