@@ -199,7 +199,6 @@ def run_audit(policy: Policy, billing: list[Path | str], inventory: Path | None 
     summary["jobs"] = job_totals(jobs)
     warnings = list(store.warnings) + inputs.warnings
     store.close()
-    del entities
     if summary["rows"] == 0:
         warnings.append(f"no billing lines fall in the audit window {window.label}")
     warnings += [f"waiver for {w['rule']} on {w['resource']} expired on {w['expires']}; it no longer waives"

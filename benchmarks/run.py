@@ -12,6 +12,7 @@ Writes results.json and BENCHMARKS.md.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -62,12 +63,10 @@ def _tree(pid: int) -> list[int]:
     while todo:
         p = todo.pop()
         found.append(p)
-        try:
+        with contextlib.suppress(OSError, ValueError):  # the process has just ended
             for task in os.listdir(f"/proc/{p}/task"):
                 with open(f"/proc/{p}/task/{task}/children", encoding="ascii") as f:
                     todo += [int(c) for c in f.read().split()]
-        except (OSError, ValueError):
-            pass
     return found
 
 

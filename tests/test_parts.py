@@ -149,3 +149,20 @@ def test_exports_in_folders_of_their_own_are_scans_of_their_own(tmp_path, locate
     assert len(store.parts) == 1 and any("re-delivered" in w for w in store.warnings)
     assert sums(store) == sums(one_at_a_time(second))
     assert len(first) == 3
+
+
+def test_a_part_dated_before_2000_is_named_in_a_warning(tmp_path, locate):
+    parts = cut(locate(SAMPLES[1]), tmp_path / "export", 3)
+    text = parts[1].read_text(encoding="utf-8").splitlines(keepends=True)
+    header = next(csv.reader([text[0]]))
+    row = next(csv.reader([text[4]]))
+    row[header.index("ChargePeriodStart")] = "1999-12-31T00:00:00Z"
+    buf = io.StringIO()
+    csv.writer(buf, lineterminator="\n").writerow(row)
+    text[4] = buf.getvalue()
+    parts[1].write_text("".join(text), encoding="utf-8")
+    store = Store()
+    sources = store.load_billing([tmp_path / "export"])
+    assert all(s.part_of for s in sources)  # read as one scan
+    [warning] = [w for w in store.warnings if "before 2000" in w]
+    assert warning.startswith(f"{parts[1]}: 1 line(s) charged before 2000 (the first on 1999-12-31)")

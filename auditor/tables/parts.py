@@ -6,6 +6,8 @@ own figures come from the same read, by its name."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -48,12 +50,22 @@ def batches(files: list[tuple[Path, str]], con: duckdb.DuckDBPyConnection) -> li
     return batches
 
 
+@dataclass
+class FileFigures:
+    """A file's own figures from a scan of several: those `SourceFile.stats` holds (its lines, charge period,
+    and billed and effective cost per currency), the position of its first line in the read, and what the odd
+    dates note needs: its lines dated before 2000, its first start, its lines dated after today, its last start."""
+
+    stats: dict[str, Any]
+    first_position: int
+    odd: tuple[int, datetime | None, int, datetime | None]
+
+
 def figures(exprs: dict[str, str], relation: str, first_row: int,
-            con: duckdb.DuckDBPyConnection) -> dict[str, dict[str, Any]]:
-    """Each file's own figures, from a scan of several (their `costs` rows are grouped across them): its
-    lines, the position of its first line in the read, its charge period and billed and effective cost per
-    currency, and its lines dated before 2000 or after today. Empty if two files share a line, every column
-    alike (the same export delivered twice, in parts): then they are read one by one."""
+            con: duckdb.DuckDBPyConnection) -> dict[str, FileFigures]:
+    """Each file's own figures, from a scan of several (their `costs` rows are grouped across them). Empty if two
+    files share a line, every column alike (the same export delivered twice, in parts): then they are read one
+    by one."""
     e = exprs
     rows = con.execute(f"""
         SELECT {FILE}, cur, count(*), min(pos), min(t0), max(t1), sum(billed), sum(effective),
@@ -69,38 +81,35 @@ def figures(exprs: dict[str, str], relation: str, first_row: int,
         ORDER BY 4""").fetchall()
     if any(r[-1] for r in rows):
         return {}
-    out: dict[str, dict[str, Any]] = {}
-    for f, cur, n, pos, t0, t1, billed, effective, old, new, last, _ in rows:
-        d = out.setdefault(f, {"rows": 0, "first_position": pos, "period_start": t0, "period_end": t1,
-                               "billed_cost": {}, "effective_cost": {}, "old": 0, "new": 0, "last_start": last})
-        d["rows"] += n
-        d["first_position"] = min(d["first_position"], pos)
-        d["period_start"], d["period_end"] = _least(d["period_start"], t0), _most(d["period_end"], t1)
-        d["last_start"] = _most(d["last_start"], last)
-        d["old"] += old
-        d["new"] += new
-        if billed is not None:
-            d["billed_cost"][cur] = billed
-            d["effective_cost"][cur] = effective
+    by_file: dict[str, list[tuple]] = {}
+    for f, *row in rows:
+        by_file.setdefault(f, []).append(tuple(row))
+    out = {}
+    for f, per_currency in by_file.items():  # a row per currency
+        priced = [r for r in per_currency if r[5] is not None]
+        stats = {"rows": sum(r[1] for r in per_currency),
+                 "period_start": min((r[3] for r in per_currency if r[3] is not None), default=None),
+                 "period_end": max((r[4] for r in per_currency if r[4] is not None), default=None),
+                 "billed_cost": {r[0]: r[5] for r in priced}, "effective_cost": {r[0]: r[6] for r in priced}}
+        out[f] = FileFigures(stats, min(r[2] for r in per_currency),
+                             (sum(r[7] for r in per_currency), stats["period_start"], sum(r[8] for r in per_currency),
+                              max((r[9] for r in per_currency if r[9] is not None), default=None)))
     return out
 
-def number_in_files(figures: dict[str, dict[str, Any]], first_row: int, con: duckdb.DuckDBPyConnection) -> None:
+
+def starts(figures: dict[str, FileFigures]) -> str:
+    """A VALUES list of each file and the position of its first line in the read."""
+    return "VALUES " + ", ".join(f"({lit(f)}, {d.first_position})" for f, d in figures.items())
+
+
+def number_in_files(figures: dict[str, FileFigures], first_row: int, con: duckdb.DuckDBPyConnection) -> None:
     """x_SourceRow of rows read with other files: from its first line's position in the read to that line's
     number in its file."""
-    starts = ", ".join(f"({lit(f)}, {d['first_position']})" for f, d in figures.items())
     con.execute(f"UPDATE costs SET x_SourceRow = costs.x_SourceRow - s.pos + {first_row} "
-                f"FROM (VALUES {starts}) s(f, pos) WHERE costs.x_SourceFile = s.f")
+                f"FROM ({starts(figures)}) s(f, pos) WHERE costs.x_SourceFile = s.f")
 
 
-def numbered_in_files(lines: Callable[[], str], starts: str, first_row: int) -> str:
+def numbered_in_files(lines: Callable[[], str], firsts: str, first_row: int) -> str:
     """The SELECT of lines of several files read as one, numbered in their read, numbered in each file."""
     return (f"SELECT l.* REPLACE (l.x_SourceRow - s.pos + {first_row} AS x_SourceRow) FROM ({lines()}) l "
-            f"JOIN (VALUES {starts}) s(f, pos) ON l.x_SourceFile = s.f")
-
-
-def _least(a: Any, b: Any) -> Any:
-    return b if a is None else a if b is None else min(a, b)
-
-
-def _most(a: Any, b: Any) -> Any:
-    return b if a is None else a if b is None else max(a, b)
+            f"JOIN ({firsts}) s(f, pos) ON l.x_SourceFile = s.f")

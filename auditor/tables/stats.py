@@ -23,12 +23,20 @@ def per_currency(con: duckdb.DuckDBPyConnection, sql: str, params: list | None =
     return out
 
 
-def file_stats(con: duckdb.DuckDBPyConnection, paths: list[str], together: bool = False) -> dict[str, Any]:
-    """The figures of each of these files ({path: figures}), in one scan; or of all of them `together`."""
-    figures = _stats(con, f"x_SourceFile IN ({', '.join(lit(p) for p in paths)})", per_file=not together)
-    if together:
-        return figures.get(None) or _figures([])
+def file_stats(con: duckdb.DuckDBPyConnection, paths: list[str]) -> dict[str, dict[str, Any]]:
+    """The figures of each of these files, in one scan."""
+    figures = _stats(con, among(paths), per_file=True)
     return {p: figures.get(p) or _figures([]) for p in paths}
+
+
+def scan_stats(con: duckdb.DuckDBPyConnection, paths: list[str]) -> dict[str, Any]:
+    """The figures of files read as one scan, all together (their rows are grouped across them)."""
+    return _stats(con, among(paths)).get(None) or _figures([])
+
+
+def among(paths: list[str]) -> str:
+    """The SQL condition of a `costs` row read from one of these files."""
+    return f"x_SourceFile IN ({', '.join(lit(p) for p in paths)})"
 
 
 def window_stats(con: duckdb.DuckDBPyConnection, window: Window) -> dict[str, Any]:

@@ -80,6 +80,7 @@ class Store:
         self.tag_sets: dict[tuple, dict[str, str]] = {}  # one dict per distinct tag set (entities._tag_set)
         # Files read as one scan (the parts of an export): label -> their paths and the figures of them all.
         self.parts: dict[str, dict[str, Any]] = {}
+        self._part_odd: dict[str, tuple] = {}  # per file read in a scan: its odd dates (parts.FileFigures.odd)
         # Per file read: the SELECT of its lines, for the `lines` view, written when the view is made.
         self._line_sql: dict[str, Callable[[], str]] = {}
 
@@ -178,7 +179,7 @@ class Store:
         rank = lambda files: (max(s.stats["period_end"] for s in files), rows(files), files[0].path)  # noqa: E731
         keep, drop = (a, b) if rank(a) >= rank(b) else (b, a)
         kept, dropped = keep[0].part_of or keep[0].path, drop[0].part_of or drop[0].path
-        self.con.execute(f"DELETE FROM costs WHERE {_among([s.path for s in drop])}")
+        self.con.execute(f"DELETE FROM costs WHERE {stats.among([s.path for s in drop])}")
         self._line_sql.pop(dropped, None)
         for s in drop:
             s.duplicate_of = kept
@@ -217,7 +218,7 @@ class Store:
         relation = self._relation(sniffed, paths if many else None)
         first_row = 2 if sniffed.container == "csv" else 1  # CSV rows are counted as lines, after the header
         one_by_one = lambda: [pair for one in batch for pair in self._read([one], con)]  # noqa: E731
-        figures: dict[str, dict[str, Any]] = {}
+        figures: dict[str, parts.FileFigures] = {}
         if many:
             try:
                 figures = parts.figures(exprs, relation, first_row, con)
@@ -264,7 +265,7 @@ class Store:
                     raise KeyboardInterrupt from None
                 raise
         read = set(figures) or {f for (f,) in con.execute(
-            f"SELECT DISTINCT x_SourceFile FROM costs WHERE {_among(paths)}").fetchall()}
+            f"SELECT DISTINCT x_SourceFile FROM costs WHERE {stats.among(paths)}").fetchall()}
         if empty := next((p for p in paths if p not in read), None):
             raise InputError("the file has a header but no billing lines", path=empty)
         label = f"{Path(paths[0]).parent}: {len(paths):,} files, {Path(paths[0]).name} to {Path(paths[-1]).name}"
@@ -274,10 +275,11 @@ class Store:
         lines = partial(select_sql, by_line, cols, relation, first_row, paths[0], sniffed.format, list(COSTS), numbers,
                         many)
         if many:
-            starts = ", ".join(f"({lit(f)}, {d['first_position']})" for f, d in figures.items())
-            lines = partial(parts.numbered_in_files, lines, starts, first_row)
-        return [(SourceFile(str(s.path), s.format, digest, cost_column=cost_column, stats=figures.get(str(s.path), {}),
-                            part_of=label if many else None), lines) for s, digest in batch]
+            lines = partial(parts.numbered_in_files, lines, parts.starts(figures), first_row)
+            self._part_odd.update({f: d.odd for f, d in figures.items()})
+        return [(SourceFile(str(s.path), s.format, digest, cost_column=cost_column,
+                            stats=figures[str(s.path)].stats if many else {}, part_of=label if many else None), lines)
+                for s, digest in batch]
 
     def _register(self, source: SourceFile, line_sql: Callable[[], str] | None) -> SourceFile:
         """A file read into `costs` by Spark (see _register_all)."""
@@ -299,11 +301,8 @@ class Store:
                 self._line_sql[source.part_of or source.path] = line_sql
             self.sources.append(source)
         for label, paths in parts.items():  # the figures of files read as one, all together
-            self.parts[label] = {"files": paths, "stats": stats.file_stats(self.con, paths, together=True)}
+            self.parts[label] = {"files": paths, "stats": stats.scan_stats(self.con, paths)}
         self._note_odd([source for source, _ in read])
-        for source, _ in read:  # what only the notes read
-            for k in ("first_position", "old", "new", "last_start"):
-                source.stats.pop(k, None)
         return [source for source, _ in read]
 
     def _note_odd(self, sources: list[SourceFile]) -> None:
@@ -315,12 +314,10 @@ class Store:
             "SELECT x_SourceFile, sum(x_Lines) FILTER (WHERE ChargePeriodStart < TIMESTAMP '2000-01-01'), "
             "min(ChargePeriodStart), sum(x_Lines) FILTER (WHERE ChargePeriodStart >= "
             "CAST(current_date + 1 AS TIMESTAMP)), max(ChargePeriodStart) FROM costs "
-            f"WHERE {_among(alone)} GROUP BY ALL").fetchall()} if alone else {}
+            f"WHERE {stats.among(alone)} GROUP BY ALL").fetchall()} if alone else {}
         for source in sources:
-            st = source.stats
-            found = ((st["old"], st["period_start"], st["new"], st["last_start"]) if source.part_of
-                     else odd.get(source.path, (None, None, None, None)))
-            self._note_odd_file(source, *found)
+            found = self._part_odd if source.part_of else odd
+            self._note_odd_file(source, *found.get(source.path, (None, None, None, None)))
 
     def _note_odd_file(self, source: SourceFile, old: int | None, first: datetime | None, new: int | None,
                        last: datetime | None) -> None:
@@ -371,14 +368,14 @@ class Store:
     def _redact_ids(self, paths: list[str], con: duckdb.DuckDBPyConnection) -> None:
         """Resource ids that hold a URL or a credential parameter, redacted (redact.py) in the few lines that
         do: an UPDATE after the INSERT, so the common id stays a plain per-line column there."""
-        con.execute(f"UPDATE costs SET ResourceId = {redact_sql('ResourceId')} WHERE {_among(paths)} "
+        con.execute(f"UPDATE costs SET ResourceId = {redact_sql('ResourceId')} WHERE {stats.among(paths)} "
                     "AND (contains(ResourceId, '://') OR contains(ResourceId, '='))")
 
     def _check_values(self, paths: list[str], con: duckdb.DuckDBPyConnection) -> None:
         """Lines whose cost or time is missing cannot be counted: say which, rather than drop them."""
         bad = con.execute(
             "SELECT x_SourceFile, x_SourceRow, BilledCost IS NULL, ChargePeriodStart IS NULL FROM costs "
-            f"WHERE {_among(paths)} AND (BilledCost IS NULL OR ChargePeriodStart IS NULL) "
+            f"WHERE {stats.among(paths)} AND (BilledCost IS NULL OR ChargePeriodStart IS NULL) "
             "QUALIFY row_number() OVER (PARTITION BY x_SourceFile ORDER BY x_SourceRow) = 1").fetchall()
         if bad:
             order = {p: i for i, p in enumerate(paths)}
@@ -438,11 +435,6 @@ def _overlapping(spans: list[tuple[str, Any, Any]]) -> list[str]:
             found.add(name)
         reach = end if reach is None else max(reach, end)
     return sorted(found)
-
-
-def _among(paths: list[str]) -> str:
-    """The SQL condition of a row read from one of these files."""
-    return f"x_SourceFile IN ({', '.join(lit(p) for p in paths)})"
 
 
 # What makes two billing lines the same line, for finding a month exported twice.
