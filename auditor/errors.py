@@ -33,12 +33,16 @@ class InputError(Exception):
         return one_line(f"{where}{col}{self.message}")  # a file name's CR or LF never starts a new line
 
 
-def out_of_memory(path: str | None = None) -> InputError:
+class OutOfMemory(InputError):
+    """DuckDB ran out of the memory the store allows it (and of room to spill)."""
+
+
+def out_of_memory(path: str | None = None) -> OutOfMemory:
     """DuckDB ran out of the memory the store allows it (and of room to spill): not a bad file, a limit to raise."""
     import os
 
     limit = os.environ.get("GPU_AUDITOR_MEMORY_LIMIT", "384MB")
-    return InputError(f"ran out of memory{' reading the file' if path else ''} (the database may use {limit}, "
+    return OutOfMemory(f"ran out of memory{' reading the file' if path else ''} (the database may use {limit}, "
                       "spilling the rest to the temporary folder): set GPU_AUDITOR_MEMORY_LIMIT higher, e.g. "
                       "GPU_AUDITOR_MEMORY_LIMIT=2GB, or free disk space in the temporary folder", path=path)
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import duckdb
 
-from auditor.errors import InputError
+from auditor.errors import InputError, OutOfMemory
 from auditor.files import sha256_of
 from auditor.providers.billing import aws, azure, focus, gcp
 from auditor.providers.billing.columns import Columns, check_types
@@ -112,8 +112,19 @@ class Store:
                 free.append(con)
 
         pool = ThreadPoolExecutor(max_workers=workers or 1)
+        read_by: dict[int, list[tuple[SourceFile, str]]] = {}
+        alone: list[int] = []  # out of memory beside the others: read again once they are done, one at a time
         try:
-            done = [pair for pairs in pool.map(read, range(len(batches))) for pair in pairs]
+            futures = [pool.submit(read, i) for i in range(len(batches))]
+            for i, future in enumerate(futures):
+                try:
+                    read_by[i] = future.result()
+                except OutOfMemory:
+                    if workers == 1:
+                        raise
+                    alone.append(i)
+            for i in alone:  # its transaction was rolled back: nothing of it is in the tables
+                read_by[i] = read(i)
         except BaseException:  # Ctrl-C, or a bad file: the files still being read stop now
             for con in cons:
                 con.interrupt()
@@ -122,7 +133,7 @@ class Store:
             pool.shutdown(wait=True, cancel_futures=True)
             for con in cons:
                 con.close()
-        loaded = self._register_all(done)
+        loaded = self._register_all([pair for i in range(len(batches)) for pair in read_by[i]])
         if len(loaded) > 1:
             self._drop_redeliveries(loaded)
         return [s for s in loaded if s.duplicate_of is None]
