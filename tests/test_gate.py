@@ -251,7 +251,7 @@ def test_cli_exit_codes(tmp_path: Path) -> None:
 @pytest.mark.parametrize("rel, where", [
     ("invalid/malformed.yaml", "malformed.yaml:10: not valid YAML"),
     ("invalid/malformed.json", "malformed.json:3: not valid JSON"),
-    ("invalid/unknown-kind.yaml", "unknown-kind.yaml:10: unknown manifest kind InferenceService"),
+    ("invalid/unknown-kind.yaml", "unknown-kind.yaml:10: unknown manifest kind SeldonDeployment"),
     ("invalid/bad-waiver.yaml", "bad-waiver.yaml:1: gpu-auditor.dev/waive: 'SPOT001: we never checkpoint' is not a "
                                 "waiver"),
     ("nope.yaml", "nope.yaml: no such file or folder"),

@@ -270,8 +270,9 @@ def test_gpu_names_as_the_platforms_write_them(name: str, model: str | None) -> 
 @pytest.mark.parametrize("rel, line, message", [
     ("invalid/malformed.yaml", 10, "not valid YAML"),
     ("invalid/malformed.json", 3, "not valid JSON"),
-    ("invalid/unknown-kind.yaml", 10, "unknown manifest kind InferenceService (serving.kserve.io/v1beta1): it asks "
-                                      "for GPUs at spec.predictor.model.resources.limits"),
+    ("invalid/unknown-kind.yaml", 10, "unknown manifest kind SeldonDeployment (machinelearning.seldon.io/v1): it "
+                                      "asks for GPUs at spec.predictors[0].componentSpecs[0].spec.containers[0]."
+                                      "resources.limits"),
     ("invalid/not-a-manifest.yaml", 2, "unknown manifest kind"),
     ("invalid/alias.yaml", 9, "aliases"),
     ("invalid/bad-gpu-count.yaml", 1, "expected a whole number, got '0.5'"),
@@ -287,7 +288,7 @@ def test_bad_input_names_file_and_line(rel: str, line: int, message: str) -> Non
 def test_unknown_kind_is_skipped_when_asked() -> None:
     loaded = load_jobs([FIXTURES / "invalid/unknown-kind.yaml"], CATALOG, skip_unknown=True)
     assert [j.name for j in loaded.jobs] == ["fine"] and len(loaded.skipped) == 1
-    assert "InferenceService" in loaded.skipped[0] and loaded.failures == []
+    assert "SeldonDeployment" in loaded.skipped[0] and loaded.failures == []
     failures = load_jobs([FIXTURES / "invalid/unknown-kind.yaml"], CATALOG).failures
     assert len(failures) == 1 and isinstance(failures[0], UnknownKind)
 
@@ -394,9 +395,10 @@ def test_a_budget_in_another_file_covers_the_server(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("data, where", [
-    ({"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService", "metadata": {"name": "x"},
-      "spec": {"predictor": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}},
-     "spec.predictor.containers[0].resources.limits"),
+    ({"apiVersion": "serving.knative.dev/v1", "kind": "Service", "metadata": {"name": "x"},
+      "spec": {"template": {"spec": {"containers": [{"name": "c",
+                                                      "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}},
+     "spec.template.spec.containers[0].resources.limits"),
     ({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "x"},
       "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {"amd.com/gpu": 2}}}]}}},
      "template.spec.containers[0].resources.requests"),

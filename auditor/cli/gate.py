@@ -50,9 +50,11 @@ def gate(manifests, policy_path, fmt, output, fail_on, warn_only, skip_unknown, 
     content = render(result, fmt)
     if output:
         write_output(output, content, follow_symlinks)
-        for e in result.failures:  # the file holds them too; the log should not need it opened
-            click.echo(f"gpu-auditor: error: {mask(str(e))}", err=True)
-        click.echo(summary_line(result), err=True)
     else:
         click.echo(content, nl=False)
+    if output or fmt != "text":  # the report holds them too; a CI log should not need it opened or parsed
+        for e in result.failures:
+            click.echo(f"gpu-auditor: error: {mask(str(e))}", err=True)
+    if output:
+        click.echo(summary_line(result), err=True)
     sys.exit(result.exit_code)

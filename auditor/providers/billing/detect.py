@@ -14,7 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from auditor.errors import InputError
-from auditor.providers.billing import avro
+from auditor.providers.billing import avro, csv_dialect
 from auditor.readable import files_under, kind_of
 
 DATA_SUFFIXES = (".csv", ".csv.gz", ".gz", ".parquet", ".txt", ".json", ".jsonl", ".ndjson", ".avro")
@@ -136,13 +136,13 @@ def _read_header(path: Path, gz: bool) -> tuple[list[str], bool]:
         raise InputError("the file is UTF-16; save it as UTF-8", path=str(path), line=1)
     if b"\x00" in head:
         raise InputError("the file is binary, not CSV text", path=str(path))
-    first_line = head.split(b"\n", 1)[0]
+    first_line = csv_dialect.header_line(head)
     try:
         text = first_line.decode("utf-8")  # later lines are checked as DuckDB reads them
     except UnicodeDecodeError:
         raise InputError("the header is not UTF-8 text; save the file as UTF-8", path=str(path), line=1) from None
     first = next(csv.reader(io.StringIO(text)), [])
-    return [c.strip() for c in first], bom
+    return csv_dialect.header_names([c.strip() for c in first], str(path)), bom
 
 
 def _nested_columns(path: Path, con, reader: str) -> tuple[list[str], list[tuple[str, str]], list[tuple[str, str]]]:
