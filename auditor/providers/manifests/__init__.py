@@ -116,15 +116,14 @@ def load_jobs(paths: Iterable[str | Path], catalog: Catalog, skip_unknown: bool 
 def _file_jobs(docs: list[Document], ctx: Context, skip_unknown: bool) -> tuple[list[Job], list[str]]:
     """The jobs of one file, all or nothing: a file with a bad document is a failure of its own."""
     pipeline = skypilot.pipeline_name(docs)
-    if pipeline is not None:
-        for doc in docs:
-            unrendered(doc)
-        tasks = [j for doc in docs[1:] for j in skypilot.parse(doc, ctx, pipeline)]
-        return [j for j in tasks if j.accelerator or j.gpu_model], []  # a CPU step runs nothing on a GPU
     jobs, skipped = [], []
-    for doc in docs:
+    for doc in docs[1:] if pipeline is not None else docs:
         try:
-            parsed = parse(doc, ctx)
+            if pipeline is not None:  # a SkyPilot pipeline or job group: its tasks, less those on no GPU
+                unrendered(doc)
+                parsed = [j for j in skypilot.parse(doc, ctx, pipeline) if j.accelerator or j.gpu_model]
+            else:
+                parsed = parse(doc, ctx)
         except UnknownKind as e:
             if not skip_unknown:
                 raise

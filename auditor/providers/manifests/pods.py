@@ -228,8 +228,8 @@ def build_job(doc: Document, ctx: Context, w: Workload) -> Job | None:
     if other:
         model, family, accelerator = None, other_family(other), other
         if family == "Neuron":
-            kind = (instance_type or (nodes.get(FAMILY_LABEL) or [""])[0]).removeprefix("ml.").split(".")[0]
-            family = next((f for prefix, f in NEURON_FAMILIES.items() if kind.startswith(prefix)), family)
+            machine = (instance_type or (nodes.get(FAMILY_LABEL) or [""])[0]).removeprefix("ml.").split(".")[0]
+            family = next((f for prefix, f in NEURON_FAMILIES.items() if machine.startswith(prefix)), family)
         accelerator = (nodes.get(TPU_LABEL) or [family])[0] if family == "TPU" else family
     name = str(meta.get("name") or (f"{meta['generateName']}*" if meta.get("generateName") else Path(doc.path).stem))
     deadline = w.deadline or next((p.deadline for p in pods if p.deadline), None)
