@@ -30,9 +30,11 @@ def gate(manifests, policy_path, fmt, output, fail_on, warn_only, skip_unknown, 
     \b
     MANIFEST files or folders (*.yaml, *.yml, *.json): Kubernetes workloads,
     Kubeflow (training jobs, Trainer, Katib), KubeRay, JobSet, LeaderWorkerSet,
-    Argo, Tekton, SageMaker training and tuning requests, Vertex AI custom and
-    tuning jobs, Azure ML command and sweep jobs, SkyPilot tasks and pipelines.
-    Every file is read; each one that cannot be read is named in the output.
+    Argo (and the objects its resource steps create), Tekton, KServe, Kueue
+    placement, SageMaker training and tuning requests, Vertex AI custom and
+    tuning jobs, Azure ML command, sweep, automl, finetuning and pipeline jobs,
+    SkyPilot tasks, pipelines and job groups. Every file is read; each one that
+    cannot be read is named in the output and on stderr.
     Exit codes: 0 pass, 1 a finding at or above --fail-on, 2 usage or input
     error (any file that could not be read).
 
