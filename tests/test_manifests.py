@@ -568,3 +568,34 @@ def test_a_placeholder_in_shell_text_is_the_shells_and_azure_bindings_are_azures
                             "resources": {"limits": {"nvidia.com/gpu": 1}}}]}
     assert parse_one(k8s_job(spec)).gpu_count == 1
     assert [j.id for j in jobs_of("azureml/pipeline.yml")] == ["azureml:detector-pipeline/train"]
+
+
+def test_vertex_pools_and_sagemaker_groups_count_their_own_accelerators() -> None:
+    """A Vertex AI chief of 1 A100 and 4 workers of 8 are 33 GPUs; a TPU pool is a TPU, not an unknown GPU; a
+    SageMaker Trainium instance is Trainium."""
+    pools = {"workerPoolSpecs": [
+        {"machineSpec": {"machineType": "a2-highgpu-1g", "acceleratorType": "NVIDIA_TESLA_A100", "acceleratorCount": 1},
+         "replicaCount": 1, "containerSpec": {"imageUri": "x"}},
+        {"machineSpec": {"machineType": "a2-highgpu-8g", "acceleratorType": "NVIDIA_TESLA_A100", "acceleratorCount": 8},
+         "replicaCount": 4, "containerSpec": {"imageUri": "x"}}]}
+    j = parse_one({"displayName": "mixed", "jobSpec": pools})
+    assert (j.instance_count, j.gpu_count, j.gpus_in_all()) == (5, 8, 33)
+    tpu = {"workerPoolSpecs": [{"machineSpec": {"machineType": "ct5lp-hightpu-4t", "tpuTopology": "2x2"},
+                                "replicaCount": 1, "containerSpec": {"imageUri": "x"}}]}
+    j = parse_one({"displayName": "tpu", "jobSpec": tpu})
+    assert (j.accelerator_family, j.gpu_model) == ("TPU", None)
+    j = parse_one({"TrainingJobName": "trn", "AlgorithmSpecification": {"TrainingImage": "x"},
+                   "ResourceConfig": {"InstanceType": "ml.trn1.32xlarge", "InstanceCount": 2}})
+    assert (j.accelerator_family, j.accelerator, j.instance_count) == ("Trainium", "ml.trn1.32xlarge", 2)
+
+
+def test_skypilot_fills_in_its_own_envs_elsewhere_an_unset_one_is_unrendered(tmp_path: Path) -> None:
+    f = tmp_path / "task.yaml"
+    task = ("name: ft\nenvs: {BUCKET: nlp-ckpt}\nresources: {accelerators: A100:8, use_spot: true}\n"
+            "file_mounts:\n  /ckpt: {name: '${BUCKET}', mode: MOUNT}\nrun: python train.py --checkpoint-dir /ckpt\n")
+    f.write_text(task)
+    loaded = load_jobs([f], CATALOG)
+    assert loaded.failures == [] and [j.gpu_count for j in loaded.jobs] == [8]
+    f.write_text(task.replace("accelerators: A100:8", "accelerators: '${GPU}:8'"))
+    [e] = load_jobs([f], CATALOG).failures
+    assert "resources.accelerators: '${GPU}' is an unrendered template placeholder" in str(e)

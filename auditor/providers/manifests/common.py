@@ -132,7 +132,8 @@ def gpu_model_named(catalog: Catalog, name: str | None) -> str | None:
 
 # Accelerators that are not NVIDIA GPUs, as SkyPilot, Vertex AI and the clouds name them: tpu-v5e-8, TPU_V5_LITEPOD,
 # Trainium, Inferentia2, Gaudi2, MI300X -> their family (the policy's name for them; pods.py reads Kubernetes').
-OTHER_NAMES = [(re.compile(r"^(?:cloud-)?tpu", re.I), "TPU"), (re.compile(r"^trainium|^trn\d", re.I), "Trainium"),
+OTHER_NAMES = [(re.compile(r"^(?:cloud-)?tpu|^ct\d+[a-z]*-", re.I), "TPU"),
+               (re.compile(r"^trainium|^trn\d", re.I), "Trainium"),
                (re.compile(r"^inferentia|^inf\d", re.I), "Inferentia"), (re.compile(r"^gaudi", re.I), "Gaudi"),
                (re.compile(r"^(?:amd[-_ ]?)?(?:instinct[-_ ]?)?mi\d", re.I), "AMD-Instinct")]
 

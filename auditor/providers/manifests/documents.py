@@ -154,20 +154,31 @@ SHELL_KEYS = {"command", "args", "script", "run", "setup", "source", "env", "env
 
 def unrendered(doc: Document) -> None:
     """Refuse a document holding a template's placeholder where the gate reads values, naming the first such field:
-    the same message for a GPU count, a GPU type, a node label or a name."""
-    stack: list[tuple[Any, str]] = [(doc.data, "")]
+    the same message for a GPU count, a GPU type, a node label or a name. A SkyPilot task fills in its own `envs`
+    (and SKYPILOT_ variables) wherever they appear: those are rendered by the platform."""
+    data = doc.data
+    own = set(map(str, data["envs"])) if isinstance(data, dict) and isinstance(data.get("envs"), dict) else set()
+
+    def held(text: str) -> str | None:
+        for m in PLACEHOLDER.finditer(text):
+            name = m.group(0)[2:-1].strip() if m.group(0).startswith("${") else None
+            if name is None or (name not in own and not name.startswith("SKYPILOT_")):
+                return m.group(0)
+        return None
+
+    stack: list[tuple[Any, str]] = [(data, "")]
     while stack:
         value, path = stack.pop()
         if isinstance(value, dict):
             for k, v in reversed(list(value.items())):
-                if isinstance(k, str) and PLACEHOLDER.search(k):
-                    raise doc.error(_unrendered_message(k, f"{path}.{k}".lstrip(".")))
+                if isinstance(k, str) and (found := held(k)):
+                    raise doc.error(_unrendered_message(found, f"{path}.{k}".lstrip(".")))
                 if k not in SHELL_KEYS:
                     stack.append((v, f"{path}.{k}"))
         elif isinstance(value, list):
             stack += [(v, f"{path}[{i}]") for i, v in reversed(list(enumerate(value)))]
-        elif isinstance(value, str) and (m := PLACEHOLDER.search(value)):
-            raise doc.error(_unrendered_message(m.group(0), path.lstrip(".")))
+        elif isinstance(value, str) and (found := held(value)):
+            raise doc.error(_unrendered_message(found, path.lstrip(".")))
 
 
 def _unrendered_message(placeholder: str, field: str) -> str:
