@@ -195,3 +195,29 @@ def test_a_value_past_the_header_is_refused(samples, tmp_path):
     assert str(e.value).startswith(f"{path}:6: cannot read the file: the line has ")
     path.write_bytes(b"\n".join(ls[:5] + [ls[5] + b","] + ls[6:]) + b"\n")
     assert _read(path)[1][0].rows == len(ls) - 1
+
+
+def test_a_value_under_the_unnamed_last_column_is_refused(samples, tmp_path):
+    """With a delimiter ending every line, the header's last column has no name: a value there has no meaning."""
+    ls = _lines((samples / CUR).read_bytes())
+    lines = [x + b"," for x in ls]
+    lines[8] += b"7.5"
+    path = tmp_path / "cur.csv"
+    path.write_bytes(b"\r\n".join(lines) + b"\r\n")
+    with pytest.raises(InputError) as e:
+        _read(path)
+    assert str(e.value) == (f"{path}:9: a value past the header's last column, which has no name (the header ends "
+                            "in a delimiter)")
+
+
+def test_cr_only_and_trailing_comma_through_the_command_line(samples, tmp_path):
+    """Excel for Mac's CR-only file with a comma ending every line: `inspect` reads it, no internal error."""
+    from click.testing import CliRunner
+
+    from auditor.cli import cli
+
+    path = tmp_path / "cur.csv"
+    path.write_bytes(b"\r".join(x + b"," for x in _lines((samples / CUR).read_bytes())) + b"\r")
+    result = CliRunner().invoke(cli, ["inspect", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "internal error" not in result.output and "1,281" in result.output

@@ -599,3 +599,13 @@ def test_skypilot_fills_in_its_own_envs_elsewhere_an_unset_one_is_unrendered(tmp
     f.write_text(task.replace("accelerators: A100:8", "accelerators: '${GPU}:8'"))
     [e] = load_jobs([f], CATALOG).failures
     assert "resources.accelerators: '${GPU}' is an unrendered template placeholder" in str(e)
+
+
+def test_an_argo_step_that_deletes_a_job_starts_nothing(tmp_path: Path) -> None:
+    text = (FIXTURES / "operators/argo-resource-pytorchjob.yaml").read_text()
+    f = tmp_path / "wf.yaml"
+    f.write_text(text.replace("action: create", "action: delete"))
+    loaded = load_jobs([f], CATALOG)
+    assert loaded.jobs == [] and loaded.failures == []
+    f.write_text(text.replace("action: create", "action: apply"))
+    assert [j.id for j in load_jobs([f], CATALOG).jobs] == ["k8s:nlp/PyTorchJob/llama-ft"]

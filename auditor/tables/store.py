@@ -229,6 +229,10 @@ class Store:
         relation = self._relation(sniffed, paths if many else None, copy.path if copy else None)
         first_row = 2 if sniffed.container == "csv" else 1  # CSV rows are counted as lines, after the header
         one_by_one = lambda: [pair for one in batch for pair in self._read([one], con)]  # noqa: E731
+        if sniffed.container == "csv" and "" in sniffed.columns:  # a delimiter ends every line
+            if many:
+                return one_by_one()
+            csv_dialect.check_trailing(con, relation, first_row, paths[0], copy)
         figures: dict[str, parts.FileFigures] = {}
         if many:
             try:

@@ -141,3 +141,20 @@ def copy_note(path: str, n: Normalized) -> str | None:
         return None
     shown = ", ".join(map(str, n.dropped[:5])) + (", ..." if len(n.dropped) > 5 else "")
     return f"{path}: the header is repeated at line(s) {shown} (files concatenated?); those lines are not read"
+
+
+def check_trailing(con, relation: str, first_row: int, path: str, copy: Normalized | None) -> None:
+    """Refuse a file whose header ends in a delimiter and where a line holds a value past it: a column without a
+    name, which no reader reads, so its value would be lost without a word. (A read that fails here fails again
+    in the store's read, which names what is wrong.)"""
+    import duckdb
+
+    sql = (f"SELECT n FROM (SELECT row_number() OVER () + {first_row - 1} AS n, {TRAILING} AS v FROM {relation}) "
+           "WHERE v IS NOT NULL ORDER BY n LIMIT 1")
+    try:
+        held = con.execute(sql).fetchone()
+    except duckdb.Error:
+        return
+    if held:
+        raise InputError("a value past the header's last column, which has no name (the header ends in a "
+                         "delimiter)", path=path, line=copy.original_line(held[0]) if copy else held[0])

@@ -47,6 +47,7 @@ PLACEMENT_GROUPS = {"kueue.x-k8s.io"}
 SERVING_KINDS = {("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "ReplicaSet"), ("apps", "DaemonSet"),
                  ("", "ReplicationController")}
 
+CREATING = ("create", "apply", "replace")  # an Argo resource step's actions that start what its manifest holds
 MANIFEST_TEXT = re.compile(r"^\s*apiVersion\s*:", re.M)  # YAML text that holds a Kubernetes object
 
 Reader = Callable[[Document, dict, Context], "list[Workload] | None"]
@@ -147,6 +148,8 @@ def embedded(doc: Document) -> list[Document]:
             if isinstance(value.get("apiVersion"), str) and isinstance(value.get("kind"), str):
                 out.append(doc.part(value))
                 continue
+            if str(value.get("action", "create")).lower() not in CREATING:
+                continue  # an Argo step that deletes, patches or waits on an object runs nothing new
             stack += [(v, f"{path}.{k}") for k, v in value.items()]
         elif isinstance(value, list):
             stack += [(v, f"{path}[{i}]") for i, v in enumerate(value)]
