@@ -144,12 +144,14 @@ def _depth(data: Any) -> int:
 
 # A value still holding a template's placeholder: `${NAME}` (envsubst, Terraform, Katib's trial parameters) or
 # `{{ name }}` (Helm, Jinja, Argo parameters). Not Azure ML's and GitHub's `${{ ... }}` bindings, which the platform
-# fills in at run time. Shell text (commands, arguments, scripts, environment variables) keeps its `${NAME}`: the
-# shell expands it in the container, and the gate reads none of it as a count or a type.
+# fills in at run time. Text the shell or the platform evaluates at run time keeps its placeholders, and the gate
+# reads none of it as a count or a type: commands, arguments, scripts, environment variables, inputs and
+# parameters, and Argo's conditions and loops.
 PLACEHOLDER = re.compile(r"\$\{(?!\{)[^}]*\}|(?<!\$)\{\{.*?\}\}")
 SHELL_KEYS = {"command", "args", "script", "run", "setup", "source", "env", "envs", "environment_variables",
               "environment", "code", "inputs", "outputs", "search_space", "trialParameters", "parameters",
-              "arguments"}
+              "arguments", "when", "withParam", "withItems", "withSequence", "expression", "depends",
+              "successCondition", "failureCondition"}
 
 
 def unrendered(doc: Document) -> None:

@@ -28,7 +28,6 @@ from auditor.providers.manifests.documents import Document
 SKYPILOT_KEYS = {"name", "workdir", "num_nodes", "resources", "envs", "secrets", "file_mounts", "volumes", "setup",
                  "run", "config", "service", "event_callback", "inputs", "outputs", "experimental", "pool"}
 CLOUDS = {"aws": "aws", "gcp": "gcp", "azure": "azure"}
-HEADER_KEYS = {"name", "execution", "primary_tasks", "termination_delay", "placement"}  # a job group's header
 CANDIDATES = ("any_of", "ordered", "candidates")  # several placements, SkyPilot tries them in this order
 
 
@@ -63,8 +62,8 @@ def pipeline_name(docs: list[Document]) -> str | None:
     after another) or a job group (a header with its name and `execution: parallel`, then the tasks, run at
     once)."""
     first = docs[0].data if docs else None
-    if len(docs) > 1 and isinstance(first, dict) and "name" in first and not is_task(first) and \
-            set(first) <= HEADER_KEYS and all(is_task(d.data) for d in docs[1:]):
+    if len(docs) > 1 and isinstance(first, dict) and "name" in first and not set(first) & {"resources", "run"} \
+            and all(is_task(d.data) for d in docs[1:]):
         return str(first["name"])
     return None
 
