@@ -221,3 +221,14 @@ def test_cr_only_and_trailing_comma_through_the_command_line(samples, tmp_path):
     result = CliRunner().invoke(cli, ["inspect", str(path)])
     assert result.exit_code == 0, result.output
     assert "internal error" not in result.output and "1,281" in result.output
+
+
+def test_a_cr_only_file_over_two_mib_is_no_long_line(samples, tmp_path):
+    """The long-line checks look for the file's own line break: a 3 MB file of CR-only lines is 3,843 lines of
+    under a KiB, not one line over the 2,000,000-byte limit."""
+    ls = _lines((samples / CUR).read_bytes())
+    path = tmp_path / "cur.csv"
+    path.write_bytes(b"\r".join([ls[0]] + ls[1:] * 3) + b"\r")
+    assert path.stat().st_size > 3_000_000
+    _, sources = _read(path)
+    assert sources[0].rows == 3 * (len(ls) - 1)

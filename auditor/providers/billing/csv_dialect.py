@@ -35,6 +35,14 @@ def header_line(head: bytes) -> bytes:
     return re.split(rb"\r\n|\r|\n", head, maxsplit=1)[0]
 
 
+def line_break(path: Path) -> bytes:
+    """What ends a plain file's lines, from its first 64 KiB: CR alone (Excel for Mac) where no LF is seen, else
+    LF (CRLF included). What the long-line checks search for (detect.py)."""
+    with open(path, "rb") as f:
+        head = f.read(1 << 16)
+    return b"\r" if b"\n" not in head and b"\r" in head else b"\n"
+
+
 def header_names(names: list[str], path: str) -> list[str]:
     """The header's column names; an empty last name is a delimiter that ends every line (kept, read as
     TRAILING), an empty name elsewhere is refused (no column can be read by it)."""
