@@ -21,6 +21,7 @@ SAMPLES = ["aws_cur_legacy/focus_converters__sample-anonymous-aws-export-dataset
            "focus/FOCUS-Sample-Data__FOCUS-1.0__focus_sample.csv",
            "gcp_bigquery/koku__gcp__2022-08-01_5.csv"]
 CUR = SAMPLES[0]
+FOCUS_SAMPLE = SAMPLES[2]
 COST = {"aws-cur": "lineItem/UnblendedCost"}
 BOM = b"\xef\xbb\xbf"
 
@@ -232,3 +233,14 @@ def test_a_cr_only_file_over_two_mib_is_no_long_line(samples, tmp_path):
     assert path.stat().st_size > 3_000_000
     _, sources = _read(path)
     assert sources[0].rows == 3 * (len(ls) - 1)
+
+
+def test_a_stray_quote_in_a_file_of_mixed_endings_names_its_line(samples, tmp_path):
+    """What Python's csv cannot read either is refused naming the line (DuckDB's own word for it named none)."""
+    ls = _lines((samples / FOCUS_SAMPLE).read_bytes())
+    ls[7] = ls[7].replace(b'","', b'"x"', 1)
+    path = tmp_path / "focus.csv"
+    path.write_bytes(b"".join(x + (b"\r\n" if i % 2 else b"\n") for i, x in enumerate(ls)))
+    with pytest.raises(InputError) as e:
+        _read(path)
+    assert str(e.value).startswith(f"{path}:8: cannot read the file: not comma-separated values (")

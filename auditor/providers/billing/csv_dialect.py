@@ -105,16 +105,21 @@ def normalized(path: Path, compression: str, columns: tuple[str, ...], folder: s
     out = Normalized(os.path.join(folder, f"normalized-{os.getpid()}-{abs(hash(str(path)))}.csv"))
     raw = gzip.open(path, "rt", encoding="utf-8-sig", newline="") if gz else \
         open(path, encoding="utf-8-sig", newline="")
+    reader = None
     try:
         with raw as src, open(out.path, "w", encoding="utf-8", newline="") as dst:
             writer = csv.writer(dst, lineterminator="\n")
-            lines = (line.removeprefix("\ufeff") for line in src)  # the BOM of each file concatenated
-            for n, row in enumerate(csv.reader(lines, strict=True), start=1):
+            reader = csv.reader((line.removeprefix("\ufeff") for line in src), strict=True)  # BOMs concatenated
+            for n, row in enumerate(reader, start=1):
                 if n > 1 and [c.strip() for c in row] == header:
                     out.dropped.append(n)
                     continue
                 writer.writerow(row)
-    except (UnicodeDecodeError, csv.Error, OSError, EOFError, zlib.error):
+    except csv.Error as e:  # DuckDB's word for this is a "state machine" that names no line
+        os.unlink(out.path)
+        raise InputError(f"cannot read the file: not comma-separated values ({e})", path=str(path),
+                         line=reader.line_num if reader else None) from None
+    except (UnicodeDecodeError, OSError, EOFError, zlib.error):
         os.unlink(out.path)  # DuckDB reads the original and names what is wrong, and where
         return None
     return out
