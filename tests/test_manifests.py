@@ -609,3 +609,15 @@ def test_an_argo_step_that_deletes_a_job_starts_nothing(tmp_path: Path) -> None:
     assert loaded.jobs == [] and loaded.failures == []
     f.write_text(text.replace("action: create", "action: apply"))
     assert [j.id for j in load_jobs([f], CATALOG).jobs] == ["k8s:nlp/PyTorchJob/llama-ft"]
+
+
+def test_a_reference_to_an_object_is_no_embedded_manifest() -> None:
+    """A KEDA ScaledObject names its Deployment ({apiVersion, kind, name}); it carries no manifest, so it stays an
+    unknown kind, named; a wrapper that carries a GPU job whole is judged by that job."""
+    ref = {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "metadata": {"name": "s"},
+           "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "chat"}}}
+    with pytest.raises(UnknownKind):
+        parse(Document(ref, "<test>", 1), CATALOG)
+    wrapper = {"apiVersion": "example.com/v1", "kind": "JobTemplate", "metadata": {"name": "w"},
+               "spec": {"job": k8s_job({"containers": [GPU_CONTAINER]}, namespace="ml")}}
+    assert [j.id for j in parse(Document(wrapper, "<test>", 1), CATALOG)] == ["k8s:ml/Job/j"]

@@ -40,7 +40,11 @@ QUIET_GROUPS = {"", "apps", "batch", "policy", "autoscaling", "networking.k8s.io
                 "coordination.k8s.io", "node.k8s.io", "discovery.k8s.io", "certificates.k8s.io",
                 "karpenter.sh", "karpenter.k8s.aws", "trainer.kubeflow.org", "batch.volcano.sh",
                 "scheduling.volcano.sh"}
-QUIET_KINDS = {("kubeflow.org", "Profile"), ("kubeflow.org", "PodDefault")}  # a Kubeflow kind not read is named
+# kinds of groups the gate reads that run nothing of their own (a Kubeflow kind not read is named); KServe's
+# graphs route to InferenceServices, its trained models load onto one, its storage and caches hold models
+QUIET_KINDS = {("kubeflow.org", "Profile"), ("kubeflow.org", "PodDefault")} | \
+    {("serving.kserve.io", k) for k in ("InferenceGraph", "TrainedModel", "ClusterStorageContainer",
+                                        "LocalModelCache", "LocalModelNodeGroup", "ClusterLocalModel")}
 # Objects that say where other workloads run, never workloads: Kueue's queues and flavors (and its Workload, which
 # Kueue makes from a queued job: the job itself is judged).
 PLACEMENT_GROUPS = {"kueue.x-k8s.io"}
@@ -119,12 +123,12 @@ def parse(doc: Document, ctx: Context) -> list[Job]:
     inner = [j for part in embedded(doc) for j in parse(part, ctx)]
     reader = KINDS.get((group, kind))
     if reader is None:
-        if inner or embedded(doc):  # a wrapper of other objects: judged by what it wraps
+        if inner:  # a wrapper of other objects: judged by what it wraps
             return inner
         if where := gpu_request_path(d):
             raise doc.error(f"unknown manifest kind {kind} ({api}): it asks for GPUs at {where}, and the gate does "
                             "not read this kind", UnknownKind)
-        if group in QUIET_GROUPS or (group, kind) in QUIET_KINDS:
+        if group in QUIET_GROUPS or (group, kind) in QUIET_KINDS or embedded(doc):
             return []
         raise doc.error(f"unknown manifest kind {kind} ({api})", UnknownKind)
     workloads = reader(doc, spec, ctx)
@@ -145,7 +149,8 @@ def embedded(doc: Document) -> list[Document]:
     while stack:
         value, path = stack.pop()
         if isinstance(value, dict):
-            if isinstance(value.get("apiVersion"), str) and isinstance(value.get("kind"), str):
+            if isinstance(value.get("apiVersion"), str) and isinstance(value.get("kind"), str) and \
+                    ("spec" in value or "metadata" in value):  # an object, not a reference ({apiVersion, kind, name})
                 out.append(doc.part(value))
                 continue
             if str(value.get("action", "create")).lower() not in CREATING:
