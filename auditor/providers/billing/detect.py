@@ -234,8 +234,9 @@ def sniff(path: Path, con) -> Sniffed:
         raise InputError(f"not a billing export gpu-auditor reads (header: {shown}); it reads AWS Cost and "
                          "Usage Reports, FOCUS 1.0-1.2, GCP BigQuery billing exports and Azure cost details",
                          path=str(path), line=header)
-    eol = csv_dialect.line_break(path) if container == "csv" and compression == "none" else b"\n"
-    long_lines = container == "csv" and compression == "none" and has_long_line(path, eol=eol)
+    plain_csv = container == "csv" and compression == "none"
+    eol = csv_dialect.line_break(path) if plain_csv and path.stat().st_size >= 2 << 20 else b"\n"  # has_long_line
+    long_lines = plain_csv and has_long_line(path, eol=eol)
     if long_lines and (line := first_line_over(path, MAX_LINE, eol=eol)):
         raise InputError(f"cannot read the file: the line is longer than {MAX_LINE:,} bytes, the longest line "
                          "gpu-auditor reads", path=str(path), line=line)
