@@ -41,6 +41,8 @@ PARALLEL_FILES = 4
 
 READERS = {"aws-cur": aws.select, "aws-cur2": aws.select, "focus-1.0": focus.select, "focus-1.1": focus.select,
            "focus-1.2": focus.select, "focus-1.3": focus.select, "gcp-billing": gcp.select, "azure-cost": azure.select}
+
+
 @dataclass
 class SourceFile:
     path: str
