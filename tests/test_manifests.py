@@ -621,3 +621,19 @@ def test_a_reference_to_an_object_is_no_embedded_manifest() -> None:
     wrapper = {"apiVersion": "example.com/v1", "kind": "JobTemplate", "metadata": {"name": "w"},
                "spec": {"job": k8s_job({"containers": [GPU_CONTAINER]}, namespace="ml")}}
     assert [j.id for j in parse(Document(wrapper, "<test>", 1), CATALOG)] == ["k8s:ml/Job/j"]
+
+
+def test_a_queue_with_an_on_demand_and_a_spot_flavor_may_place_on_spot(tmp_path: Path) -> None:
+    """Kueue admits to the first flavor with quota left, then the next: a job whose ClusterQueue lists a spot
+    flavor may run on spot. The queue named by the older annotation counts too."""
+    text = (FIXTURES / "kueue/queued-job-spot.yaml").read_text()
+    on_demand = ("apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {name: on-demand-a100}\n"
+                 "spec:\n  nodeLabels: {cloud.google.com/gke-accelerator: nvidia-tesla-a100}\n---\n")
+    text = on_demand + text.replace("      flavors:\n", "      flavors:\n        - name: on-demand-a100\n"
+                                    "          resources: [{name: nvidia.com/gpu, nominalQuota: 8}]\n")
+    text = text.replace("  labels:\n    kueue.x-k8s.io/queue-name: user-queue\n",
+                        "  annotations: {kueue.x-k8s.io/queue-name: user-queue}\n  labels:\n")
+    assert "annotations: {kueue.x-k8s.io/queue-name" in text and "- name: on-demand-a100" in text
+    f = tmp_path / "q.yaml"
+    f.write_text(text)
+    assert [(j.spot, j.gpu_model) for j in load_jobs([f], CATALOG).jobs] == [(True, "A100")]

@@ -203,7 +203,8 @@ def build_job(doc: Document, ctx: Context, w: Workload) -> Job | None:
         return None  # no GPU asked for: not the gate's business
     namespace = str(meta.get("namespace") or "default")
     # a workload queued to Kueue: the flavors it may be admitted to add their node labels and tolerations
-    flavors = [read_pod(0, placement, set(), doc) for placement in kueue.placements(labels, namespace, ctx)]
+    flavors = [read_pod(0, placement, set(), doc)  # the queue by label (or by annotation, as Kueue first read it)
+               for placement in kueue.placements(annotations | labels, namespace, ctx)]
     nodes: dict[str, list[str]] = {}
     for p in (gpu_pods or pods) + flavors[:1]:
         for k, v in p.nodes.items():
