@@ -90,7 +90,7 @@ class Job:
     instance_type: str | None = None
     instance_count: int = 1
     gpu_model: str | None = None
-    gpu_count: int | None = None  # per instance
+    gpu_count: int | None = None  # per instance (where replicas ask for different counts: the most one asks)
     spot: bool = False
     checkpoint_uri: str | None = None
     checkpoint_interval_min: float | None = None
@@ -129,6 +129,18 @@ class Job:
     # PodDisruptionBudget in the same manifests that covers its pods (None: none found)
     grace_period_s: int | None = None
     disruption_budget: str | None = None
+    # GPUs (or other accelerators) of all replicas at once, where they differ by replica type (a PyTorchJob's
+    # Master of 1 GPU and 3 Workers of 8: 25); None: instance_count x gpu_count (`gpus_in_all`)
+    gpu_total: int | None = None
+    # an accelerator that is no NVIDIA GPU (TPU, Trainium, Inferentia, Neuron, Gaudi, AMD-Instinct, Intel-GPU):
+    # counted in gpu_count, named in `accelerator` (a TPU by its version where the node selector says)
+    accelerator_family: str | None = None
+
+    def gpus_in_all(self) -> int | None:
+        """GPUs the job holds at once, every replica counted with its own request."""
+        if self.gpu_total is not None:
+            return self.gpu_total
+        return (self.instance_count or 1) * self.gpu_count if self.gpu_count else None
 
 
 @dataclass(slots=True)
@@ -230,7 +242,7 @@ class CapacityReservation:
     kind: str | None = None  # Capacity Block, On-Demand Capacity Reservation, reservation, capacity reservation
     instance_type: str | None = None
     gpu_model: str | None = None
-    gpu_count: int | None = None  # per instance
+    gpu_count: int | None = None  # per instance (where replicas ask for different counts: the most one asks)
     currency: str = "USD"
     used: Decimal = Decimal(0)  # cost of the hours that ran an instance (where the export says so)
     unused: Decimal = Decimal(0)  # cost of the reserved hours nothing ran in

@@ -98,7 +98,7 @@ class JobCostCap(Rule):
 
 def gpus_held(job: Job) -> Decimal:
     """GPUs the job holds at once: instances x GPUs each, a MIG slice as its share of seven."""
-    count = Decimal(job.instance_count or 1) * Decimal(job.gpu_count or 0)
+    count = Decimal(job.gpus_in_all() or 0)
     if job.mig_profile:
         slices = job.mig_profile.split("g.", 1)[0]
         count = count * Decimal(slices) / 7 if slices.isdigit() else count

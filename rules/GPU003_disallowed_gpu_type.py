@@ -19,6 +19,8 @@ class DisallowedGpuType(Rule):
     from the catalog. Flags the job when `allowed` lists GPU models for that workload (or under
     `"*"`, for workloads without a list of their own) and the job's model is not one of them
     (names are catalog names, case-insensitive; a glob such as `A100*` matches `A100-80GB` too).
+    An accelerator that is no NVIDIA GPU is named by its family (`TPU`, `Trainium`, `Inferentia`,
+    `Neuron`, `Gaudi`, `AMD-Instinct`, `Intel-GPU`) or, a TPU, by its version (`tpu-v5p-slice`).
     Also flags a job on a model in `approval_required` that carries none of `approval_tags`
     (the label that records the approval, such as a ticket number). A job whose GPU model is not
     known is left to GPU004.
@@ -58,7 +60,10 @@ class DisallowedGpuType(Rule):
 
     def check(self, job: Job, ctx):
         model = job.gpu_model
-        if not model or not ctx.catalog.gpu(model):
+        names = [model]
+        if job.accelerator_family:  # a TPU, Trainium, Gaudi...: allowed by its family or its own name
+            model, names = job.accelerator or job.accelerator_family, [job.accelerator_family, job.accelerator]
+        elif not model or not ctx.catalog.gpu(model):
             return
         workload = (ctx.tag(job.tags, self.opt("workload_tags")) or job.workload
                     or self.opt("default_workload")).strip().lower()
@@ -67,11 +72,12 @@ class DisallowedGpuType(Rule):
         evidence = {"gpu_model": model, "gpu_count": job.gpu_count, "instance_type": job.instance_type,
                     "accelerator": job.accelerator, "workload": workload, "allowed": allowed}
         name = f"{job.platform} job {job.name or job.id}"
-        if allowed is not None and not _listed(model, allowed):
+        if allowed is not None and not any(n and _listed(n, allowed) for n in names):
             yield self.finding(job, ctx, f"{name} ({workload}) uses {model}, which the policy does not allow for "
                                f"{workload} (allowed: {', '.join(allowed) or 'none'})",
                                evidence=evidence, key="workload")
-        if _listed(model, self.opt("approval_required")) and ctx.tag(job.tags, self.opt("approval_tags")) is None:
+        needs_approval = any(n and _listed(n, self.opt("approval_required")) for n in names)
+        if needs_approval and ctx.tag(job.tags, self.opt("approval_tags")) is None:
             tags = " or ".join(self.opt("approval_tags"))
             yield self.finding(job, ctx, f"{name} uses {model}, which needs an approval recorded in the label {tags}",
                                evidence={**evidence, "approval_tags": list(self.opt("approval_tags"))},

@@ -11,9 +11,11 @@ class UnknownGpuType(Rule):
 
     ## What it does
     Flags a job whose manifest names an accelerator or instance type (`nvidia-tesla-p100`,
-    `A6000:2`, `p6-b200.48xlarge`, `amd.com/gpu`) that the catalog cannot map to a GPU model. The
+    `A6000:2`, `p6-b200.48xlarge`) that the catalog cannot map to a GPU model. The
     other job rules cannot judge such a job: the GPU type is not on any allowed list (GPU003) and
     its cost cannot be projected (BUD002), so the gate says so rather than let it pass unseen.
+    Accelerators that are not NVIDIA GPUs (TPU, Trainium, Inferentia, Gaudi, AMD Instinct, Intel)
+    are known by their family, not unknown GPUs: GPU003 judges them against the allowed types.
     It takes its severity and `enabled` from the `gpu_types` clause.
 
     ## Why it matters
@@ -38,7 +40,7 @@ class UnknownGpuType(Rule):
     clause = "gpu_types"
 
     def check(self, job: Job, ctx):
-        if not job.accelerator or (job.gpu_model and ctx.catalog.gpu(job.gpu_model)):
+        if not job.accelerator or job.accelerator_family or (job.gpu_model and ctx.catalog.gpu(job.gpu_model)):
             return
         yield self.finding(
             job, ctx, f"{job.platform} job {job.name or job.id} asks for {job.accelerator!r}, a GPU type the "

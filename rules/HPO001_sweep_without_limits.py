@@ -17,9 +17,10 @@ class SweepWithoutLimits(Rule):
     ## What it does
     Judges every sweep (SageMaker tuning job, Vertex AI HyperparameterTuningJob, Katib Experiment, Azure
     ML sweep job) before it runs. Flags a sweep with no early-stopping or pruning policy (with
-    `require_early_stopping` on; Hyperband counts as one); with no cap on its total trials or more than
-    `max_trials`; with more than `max_parallel_trials` trials at once; a grid search over more than
-    `max_grid_points` points; and, with `max_sweep_cost` set, a sweep whose worst case (every trial run
+    `require_early_stopping` on; Hyperband counts as one; a sweep of one trial has nothing to stop
+    early); with no cap on its total trials or more than `max_trials`; with more than
+    `max_parallel_trials` trials at once; a grid search over more than `max_grid_points` points;
+    and, with `max_sweep_cost` set, a sweep whose worst case (every trial run
     to its time limit: trials x instances x GPUs x the catalog's USD per GPU-hour, as BUD002 prices it,
     x the trial's maximum runtime) exceeds it, or whose worst case has no ceiling (no trial cap or no
     trial runtime limit). Amounts are in USD; under a policy in another currency the cost is not judged.
@@ -64,7 +65,8 @@ class SweepWithoutLimits(Rule):
                     "early_stopping": job.sweep_early_stopping, "algorithm": job.sweep_algorithm,
                     "grid_size": job.sweep_grid_size, "instance_count": job.instance_count,
                     "max_runtime_s": job.max_runtime_s}
-        if self.opt("require_early_stopping") and not job.sweep_early_stopping:
+        one_trial = job.sweep_max_trials is not None and job.sweep_max_trials <= 1  # nothing to stop early
+        if self.opt("require_early_stopping") and not job.sweep_early_stopping and not one_trial:
             yield self.finding(job, ctx, f"{name} has no early stopping: every trial runs to its end",
                                evidence=evidence, key="early-stopping")
         cap = self.opt("max_trials")

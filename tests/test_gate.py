@@ -85,6 +85,20 @@ EXPECTED: dict[str, tuple[int, set[tuple[str, str]]]] = {
     "waivers/inline-active.yaml": (0, set()),
     "waivers/inline-expired.yaml": (1, {("SPOT001", "k8s:vision/Job/cache-warmup-old")}),
     "waivers/sagemaker-tag-waiver.json": (0, set()),
+    # issue 29: the last GPU workloads the gate misread
+    "kubeflow/pytorchjob-mixed-replicas.yaml": (1, {("BUD002", "k8s:nlp/PyTorchJob/llm-continued-pretrain")}),
+    "operators/argo-resource-pytorchjob.yaml": (1, {("SPOT001", "k8s:nlp/PyTorchJob/llama-ft")}),
+    "kueue/queued-job-spot.yaml": (1, {("SPOT001", "k8s:vision/Job/detector-train")}),
+    "kserve/inferenceservice-spot.yaml": (1, {("SPOT004", "k8s:nlp/InferenceService/llama3-chat")}),
+    "azureml/automl-image.yml": (1, {("HPO001", "azureml:fridge-items-detector")}),
+    "azureml/finetuning.yml": (0, set()),
+    "azureml/pipeline.yml": (1, {("SPOT001", "azureml:detector-pipeline/train")}),
+    "skypilot/job-group.yaml": (1, {("SPOT001", "skypilot:rl-post-training/trainer")}),
+    "skypilot/candidates.yaml": (1, {("SPOT001", "skypilot:nlp-candidates-ft")}),
+    "accelerators/tpu-jobset-spot.yaml": (1, {("SPOT001", "k8s:nlp/JobSet/maxtext-multislice"),
+                                              ("GPU003", "k8s:nlp/JobSet/maxtext-multislice")}),
+    "accelerators/inferentia-deployment.yaml": (1, {("GPU003", "k8s:nlp/Deployment/bert-neuron")}),
+    "katib/experiment-one-trial.yaml": (0, set()),
 }
 
 
@@ -251,7 +265,7 @@ def test_cli_exit_codes(tmp_path: Path) -> None:
 @pytest.mark.parametrize("rel, where", [
     ("invalid/malformed.yaml", "malformed.yaml:10: not valid YAML"),
     ("invalid/malformed.json", "malformed.json:3: not valid JSON"),
-    ("invalid/unknown-kind.yaml", "unknown-kind.yaml:10: unknown manifest kind InferenceService"),
+    ("invalid/unknown-kind.yaml", "unknown-kind.yaml:10: unknown manifest kind SeldonDeployment"),
     ("invalid/bad-waiver.yaml", "bad-waiver.yaml:1: gpu-auditor.dev/waive: 'SPOT001: we never checkpoint' is not a "
                                 "waiver"),
     ("nope.yaml", "nope.yaml: no such file or folder"),
@@ -305,3 +319,46 @@ def test_gate_imports_no_database_and_no_cloud_sdk() -> None:
         "sys.stderr.write(f'exit={code} heavy={heavy}\\n')\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert r.stderr.strip().splitlines()[-1] == "exit=1 heavy=[]", r.stderr
+
+
+# ---- issue 29 ------------------------------------------------------------------------------------------------
+
+def test_each_replica_type_counts_its_own_gpus_in_the_projection() -> None:
+    """A Master of 1 GPU and 3 Workers of 8 are 25 GPUs: 25 x $6.88 (p5.48xlarge $55.04 / 8) x 720 h."""
+    result = gate("kubeflow/pytorchjob-mixed-replicas.yaml")
+    [job] = result.jobs
+    assert job.gpus_in_all() == 25
+    cap = next(f for f in result.findings if f.rule == "BUD002" and f.key == "cap")
+    assert cap.evidence["gpus"] == "25" and cap.evidence["projected_cost"] == "123840.00"
+
+
+def test_other_accelerators_are_named_by_the_policy_like_gpus(tmp_path: Path) -> None:
+    """A TPU or Inferentia job is never an unknown GPU type; a policy that lists TPU (or the TPU's version)
+    and Inferentia for their workloads lets them pass GPU003."""
+    result = gate("accelerators/tpu-jobset-spot.yaml", "accelerators/inferentia-deployment.yaml")
+    assert not [f for f in result.findings if f.rule == "GPU004"]
+    assert {f.resource for f in result.findings if f.rule == "GPU003"} == {
+        "k8s:nlp/JobSet/maxtext-multislice", "k8s:nlp/Deployment/bert-neuron"}
+    for allowed in ("[TPU, Inferentia]", "[tpu-v5p*, inferentia]"):
+        text = POLICY.read_text().replace('training: ["A100*", H100, L4, A10G]', f"training: {allowed}") \
+            .replace("inference: [T4, L4, A10G]", f"inference: {allowed}")
+        policy = tmp_path / "policy.yml"
+        policy.write_text(text)
+        result = gate("accelerators/tpu-jobset-spot.yaml", "accelerators/inferentia-deployment.yaml", policy=policy)
+        assert not [f for f in result.findings if f.rule in ("GPU003", "GPU004")], allowed
+
+
+@pytest.mark.parametrize("fmt", ["text", "json", "sarif", "junit", "github"])
+def test_every_exit_2_says_why_on_stderr_in_every_format(fmt: str) -> None:
+    files = [FIXTURES / "invalid/unrendered-count.yaml", FIXTURES / "invalid/malformed.yaml",
+             FIXTURES / "kubernetes/job-good.yaml"]
+    runner = CliRunner()
+    result = runner.invoke(cli, ["gate", "--policy", str(POLICY), "--format", fmt, *map(str, files)])
+    assert result.exit_code == 2
+    if fmt == "text":  # the report itself is the log's text
+        lines = [x for x in result.stdout.splitlines() if ": error: " in x]
+    else:
+        lines = result.stderr.splitlines()
+    assert len(lines) == 2, result.stderr
+    assert "unrendered-count.yaml:1" in lines[0] or "unrendered-count.yaml:1" in lines[1]
+    assert all("malformed.yaml" in x or "unrendered template placeholder" in x for x in lines)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 
 from auditor.errors import InputError
 from auditor.providers.catalog import load_catalog
@@ -270,11 +271,19 @@ def test_gpu_names_as_the_platforms_write_them(name: str, model: str | None) -> 
 @pytest.mark.parametrize("rel, line, message", [
     ("invalid/malformed.yaml", 10, "not valid YAML"),
     ("invalid/malformed.json", 3, "not valid JSON"),
-    ("invalid/unknown-kind.yaml", 10, "unknown manifest kind InferenceService (serving.kserve.io/v1beta1): it asks "
-                                      "for GPUs at spec.predictor.model.resources.limits"),
+    ("invalid/unknown-kind.yaml", 10, "unknown manifest kind SeldonDeployment (machinelearning.seldon.io/v1): it "
+                                      "asks for GPUs at spec.predictors[0].componentSpecs[0].spec.containers[0]."
+                                      "resources.limits"),
     ("invalid/not-a-manifest.yaml", 2, "unknown manifest kind"),
     ("invalid/alias.yaml", 9, "aliases"),
     ("invalid/bad-gpu-count.yaml", 1, "expected a whole number, got '0.5'"),
+    # one message for an unrendered template, whatever the field: a count, a type, a Helm value
+    ("invalid/unrendered-count.yaml", 1, "spec.template.spec.containers[0].resources.limits.nvidia.com/gpu: "
+                                         "'${ACCELERATOR_QUANTITY}' is an unrendered template placeholder; render"),
+    ("invalid/unrendered-type.yaml", 1, "spec.template.spec.nodeSelector.cloud.google.com/gke-accelerator: "
+                                        "'${ACCELERATOR_TYPE}' is an unrendered template placeholder; render"),
+    ("invalid/helm-template.yaml", 12, "nvidia.com/gpu: '{{ .Values.gpus }}' is an unrendered template "
+                                       "placeholder; render"),
 ])
 def test_bad_input_names_file_and_line(rel: str, line: int, message: str) -> None:
     loaded = load_jobs([FIXTURES / rel], CATALOG)
@@ -287,7 +296,7 @@ def test_bad_input_names_file_and_line(rel: str, line: int, message: str) -> Non
 def test_unknown_kind_is_skipped_when_asked() -> None:
     loaded = load_jobs([FIXTURES / "invalid/unknown-kind.yaml"], CATALOG, skip_unknown=True)
     assert [j.name for j in loaded.jobs] == ["fine"] and len(loaded.skipped) == 1
-    assert "InferenceService" in loaded.skipped[0] and loaded.failures == []
+    assert "SeldonDeployment" in loaded.skipped[0] and loaded.failures == []
     failures = load_jobs([FIXTURES / "invalid/unknown-kind.yaml"], CATALOG).failures
     assert len(failures) == 1 and isinstance(failures[0], UnknownKind)
 
@@ -359,6 +368,38 @@ def job_summary(rel: str) -> list[tuple]:
                                      None)]),
     ("kubernetes/server-spot-bad.yaml", [("k8s:nlp/Deployment/tgi-mistral", "server", "kubernetes", 1, "L4", 1, True,
                                           None, None)]),
+    # issue 29: Master 1 GPU + 3 Workers of 8 (25 in all: gpus_in_all); the PyTorchJob an Argo step creates
+    ("kubeflow/pytorchjob-mixed-replicas.yaml", [("k8s:nlp/PyTorchJob/llm-continued-pretrain", "job", "kubeflow", 4,
+                                                  "H100", 8, False, None, 2592000)]),
+    ("operators/argo-resource-pytorchjob.yaml", [("k8s:nlp/PyTorchJob/llama-ft", "job", "kubeflow", 3, "A100", 8,
+                                                  True, None, 86400)]),
+    # on spot A100s by its ResourceFlavor, its own pod spec naming neither
+    ("kueue/queued-job-spot.yaml", [("k8s:vision/Job/detector-train", "job", "kubernetes", 2, "A100", 4, True, None,
+                                     43200)]),
+    ("kserve/inferenceservice-spot.yaml", [("k8s:nlp/InferenceService/llama3-chat", "server", "kserve", 1, "L4", 1,
+                                            True, None, None)]),
+    # 4 trials at once of one node; 6 h
+    ("azureml/automl-image.yml", [("azureml:fridge-items-detector", "sweep", "azureml", 4, "A100-80GB", 1, False,
+                                   None, 21600)]),
+    ("azureml/finetuning.yml", [("azureml:llama-7b-summarize-ft", "job", "azureml", 1, "A100-80GB", 4, False, None,
+                                 36000)]),
+    # the CPU prep step runs nothing on a GPU
+    ("azureml/pipeline.yml", [("azureml:detector-pipeline/train", "job", "azureml", 2, "A100-80GB", 1, True, None,
+                               28800)]),
+    ("skypilot/job-group.yaml", [("skypilot:rl-post-training/trainer", "job", "skypilot", 2, "A100", 8, True, None,
+                                  43200),
+                                 ("skypilot:rl-post-training/rollout", "job", "skypilot", 1, "L4", 1, False, None,
+                                  43200)]),
+    ("skypilot/candidates.yaml", [("skypilot:nlp-candidates-ft", "job", "skypilot", 1, "A100", 8, True, None,
+                                   21600)]),
+    # 2 slices of 4 hosts, 4 TPU chips each
+    ("accelerators/tpu-jobset-spot.yaml", [("k8s:nlp/JobSet/maxtext-multislice", "job", "kubernetes", 8, None, 4,
+                                            True, None, 86400)]),
+    ("accelerators/inferentia-deployment.yaml", [("k8s:nlp/Deployment/bert-neuron", "server", "kubernetes", 2, None,
+                                                  1, False, None, None)]),
+    # one trial: one at once, though Katib's default is three
+    ("katib/experiment-one-trial.yaml", [("k8s:vision/Experiment/lr-search-smoke", "sweep", "kubeflow", 1, "L4", 1,
+                                          False, None, 3600)]),
 ])
 def test_new_workloads_parse_to_the_jobs_they_run(rel: str, expected: list[tuple]) -> None:
     assert job_summary(rel) == expected
@@ -371,6 +412,8 @@ def test_new_workloads_parse_to_the_jobs_they_run(rel: str, expected: list[tuple
     ("hpo/sagemaker-tuning.json", (60, 6, None, "bayesian", None)),
     ("hpo/vertex-tuning.yaml", (16, 4, "medianautomatedstopping", "bayesian", None)),
     ("azureml/sweep-good.yml", (20, 4, "bandit", "random", None)),
+    ("azureml/automl-image.yml", (20, 4, None, "random", None)),
+    ("katib/experiment-one-trial.yaml", (1, 1, None, "random", None)),
 ])
 def test_sweep_limits_and_policies(rel: str, fields: tuple) -> None:
     j = job_of(rel)
@@ -394,9 +437,10 @@ def test_a_budget_in_another_file_covers_the_server(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("data, where", [
-    ({"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService", "metadata": {"name": "x"},
-      "spec": {"predictor": {"containers": [{"name": "c", "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}},
-     "spec.predictor.containers[0].resources.limits"),
+    ({"apiVersion": "serving.knative.dev/v1", "kind": "Service", "metadata": {"name": "x"},
+      "spec": {"template": {"spec": {"containers": [{"name": "c",
+                                                      "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}}},
+     "spec.template.spec.containers[0].resources.limits"),
     ({"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "x"},
       "template": {"spec": {"containers": [{"name": "c", "resources": {"requests": {"amd.com/gpu": 2}}}]}}},
      "template.spec.containers[0].resources.requests"),
@@ -441,3 +485,155 @@ def test_deep_nesting_is_an_input_error_not_a_recursion_error(tmp_path: Path, le
         f.write_text("[" * levels + "]" * levels)
         with pytest.raises(InputError, match="nested more than 100 levels deep"):
             read_documents(f)
+
+
+# --- issue 29 ----------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("rel, total, family, accelerator", [
+    ("kubeflow/pytorchjob-mixed-replicas.yaml", 25, None, "p5.48xlarge"),  # 1 + 3 x 8, not 4 x 8
+    ("operators/argo-resource-pytorchjob.yaml", 24, None, "p4d.24xlarge"),  # the CPU Master asks for none
+    ("accelerators/tpu-jobset-spot.yaml", 32, "TPU", "tpu-v5p-slice"),
+    ("accelerators/inferentia-deployment.yaml", 2, "Inferentia", "Inferentia"),
+    ("katib/experiment-one-trial.yaml", 1, None, "nvidia-l4"),
+])
+def test_gpus_in_all_and_accelerators_that_are_not_gpus(rel: str, total: int, family, accelerator) -> None:
+    [j] = jobs_of(rel)
+    assert (j.gpus_in_all(), j.accelerator_family, j.accelerator) == (total, family, accelerator)
+
+
+@pytest.mark.parametrize("key, family", [("google.com/tpu", "TPU"), ("habana.ai/gaudi", "Gaudi"),
+                                         ("amd.com/gpu", "AMD-Instinct"), ("aws.amazon.com/neuroncore", "Neuron"),
+                                         ("gpu.intel.com/i915", "Intel-GPU")])
+def test_every_other_accelerator_is_counted_with_its_family(key: str, family: str) -> None:
+    j = parse_one(k8s_job({"containers": [{"name": "c", "resources": {"limits": {key: 2}}}]}))
+    assert (j.gpu_count, j.accelerator_family, j.gpu_model) == (2, family, None)
+
+
+def test_trainium_and_inferentia_are_told_apart_by_the_instance_family() -> None:
+    for itype, family in (("trn1.32xlarge", "Trainium"), ("inf2.48xlarge", "Inferentia"), (None, "Neuron")):
+        spec = {"containers": [{"name": "c", "resources": {"limits": {"aws.amazon.com/neuron": 16}}}]}
+        if itype:
+            spec["nodeSelector"] = {"node.kubernetes.io/instance-type": itype}
+        j = parse_one(k8s_job(spec))
+        assert j.accelerator_family == family
+
+
+def test_kueue_objects_alone_are_no_workloads_and_an_unknown_queue_places_nothing(tmp_path: Path) -> None:
+    text = (FIXTURES / "kueue/queued-job-spot.yaml").read_text()
+    flavors, job = text.split("---\napiVersion: batch/v1")[0], "apiVersion: batch/v1" + \
+        text.split("---\napiVersion: batch/v1")[1].split("---")[0]
+    (tmp_path / "queues.yaml").write_text(flavors)
+    assert load_jobs([tmp_path / "queues.yaml"], CATALOG).jobs == []
+    (tmp_path / "job.yaml").write_text(job)
+    alone = load_jobs([tmp_path / "job.yaml"], CATALOG)
+    assert [(j.spot, j.gpu_model) for j in alone.jobs] == [(False, None)]  # where it runs is not in the file
+    both = load_jobs([tmp_path / "queues.yaml", tmp_path / "job.yaml"], CATALOG)  # the queues in another file
+    assert [(j.spot, j.gpu_model) for j in both.jobs] == [(True, "A100")]
+
+
+def test_a_serving_runtime_carries_the_gpus_its_services_do_not_ask_for(tmp_path: Path) -> None:
+    runtime = {"apiVersion": "serving.kserve.io/v1alpha1", "kind": "ServingRuntime",
+               "metadata": {"name": "vllm-runtime", "namespace": "nlp"},
+               "spec": {"supportedModelFormats": [{"name": "huggingface"}],
+                        "nodeSelector": {"cloud.google.com/gke-accelerator": "nvidia-l4"},
+                        "containers": [{"name": "kserve-container", "image": "vllm/vllm-openai",
+                                        "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}
+    service = {"apiVersion": "serving.kserve.io/v1beta1", "kind": "InferenceService",
+               "metadata": {"name": "chat", "namespace": "nlp"},
+               "spec": {"predictor": {"model": {"modelFormat": {"name": "huggingface"}, "runtime": "vllm-runtime"}}}}
+    j = parse_one(runtime)
+    assert (j.kind, j.gpu_model, j.gpu_count, j.manifest_kind) == ("server", "L4", 1, "ServingRuntime")
+    service["spec"]["predictor"]["model"]["resources"] = {"limits": {"nvidia.com/gpu": "2"}}
+    f = tmp_path / "both.yaml"
+    f.write_text(yaml.safe_dump_all([runtime, service]))
+    assert [(j.manifest_kind, j.gpu_count) for j in load_jobs([f], CATALOG).jobs] == [("InferenceService", 2)]
+
+
+def test_an_embedded_manifest_that_cannot_be_read_is_named_with_its_field(tmp_path: Path) -> None:
+    f = tmp_path / "wf.yaml"
+    f.write_text("apiVersion: argoproj.io/v1alpha1\nkind: Workflow\nmetadata: {name: w}\nspec:\n  templates:\n"
+                 "    - name: t\n      resource:\n        action: create\n        manifest: |\n"
+                 "          apiVersion: kubeflow.org/v1\n          kind: PyTorchJob\n          spec: [\n")
+    [e] = load_jobs([f], CATALOG).failures
+    assert e.line == 1 and "spec.templates[0].resource.manifest: the manifest it holds cannot be read: not valid " \
+        "YAML" in str(e)
+
+
+def test_a_placeholder_in_shell_text_is_the_shells_and_azure_bindings_are_azures() -> None:
+    """`${VAR}` in a command, an argument or an environment value is expanded by the shell in the container, and
+    Azure ML's `${{inputs.x}}` by Azure ML: neither is an unrendered template."""
+    spec = {"containers": [{"name": "c", "command": ["bash", "-c", "python train.py --out ${OUT_DIR}"],
+                            "env": [{"name": "RUN", "value": "${RUN_ID}"}],
+                            "resources": {"limits": {"nvidia.com/gpu": 1}}}]}
+    assert parse_one(k8s_job(spec)).gpu_count == 1
+    assert [j.id for j in jobs_of("azureml/pipeline.yml")] == ["azureml:detector-pipeline/train"]
+
+
+def test_vertex_pools_and_sagemaker_groups_count_their_own_accelerators() -> None:
+    """A Vertex AI chief of 1 A100 and 4 workers of 8 are 33 GPUs; a TPU pool is a TPU, not an unknown GPU; a
+    SageMaker Trainium instance is Trainium."""
+    pools = {"workerPoolSpecs": [
+        {"machineSpec": {"machineType": "a2-highgpu-1g", "acceleratorType": "NVIDIA_TESLA_A100", "acceleratorCount": 1},
+         "replicaCount": 1, "containerSpec": {"imageUri": "x"}},
+        {"machineSpec": {"machineType": "a2-highgpu-8g", "acceleratorType": "NVIDIA_TESLA_A100", "acceleratorCount": 8},
+         "replicaCount": 4, "containerSpec": {"imageUri": "x"}}]}
+    j = parse_one({"displayName": "mixed", "jobSpec": pools})
+    assert (j.instance_count, j.gpu_count, j.gpus_in_all()) == (5, 8, 33)
+    tpu = {"workerPoolSpecs": [{"machineSpec": {"machineType": "ct5lp-hightpu-4t", "tpuTopology": "2x2"},
+                                "replicaCount": 1, "containerSpec": {"imageUri": "x"}}]}
+    j = parse_one({"displayName": "tpu", "jobSpec": tpu})
+    assert (j.accelerator_family, j.gpu_model) == ("TPU", None)
+    j = parse_one({"TrainingJobName": "trn", "AlgorithmSpecification": {"TrainingImage": "x"},
+                   "ResourceConfig": {"InstanceType": "ml.trn1.32xlarge", "InstanceCount": 2}})
+    assert (j.accelerator_family, j.accelerator, j.instance_count) == ("Trainium", "ml.trn1.32xlarge", 2)
+
+
+def test_skypilot_fills_in_its_own_envs_elsewhere_an_unset_one_is_unrendered(tmp_path: Path) -> None:
+    f = tmp_path / "task.yaml"
+    task = ("name: ft\nenvs: {BUCKET: nlp-ckpt}\nresources: {accelerators: A100:8, use_spot: true}\n"
+            "file_mounts:\n  /ckpt: {name: '${BUCKET}', mode: MOUNT}\nrun: python train.py --checkpoint-dir /ckpt\n")
+    f.write_text(task)
+    loaded = load_jobs([f], CATALOG)
+    assert loaded.failures == [] and [j.gpu_count for j in loaded.jobs] == [8]
+    f.write_text(task.replace("accelerators: A100:8", "accelerators: '${GPU}:8'"))
+    [e] = load_jobs([f], CATALOG).failures
+    assert "resources.accelerators: '${GPU}' is an unrendered template placeholder" in str(e)
+
+
+def test_an_argo_step_that_deletes_a_job_starts_nothing(tmp_path: Path) -> None:
+    text = (FIXTURES / "operators/argo-resource-pytorchjob.yaml").read_text()
+    f = tmp_path / "wf.yaml"
+    f.write_text(text.replace("action: create", "action: delete"))
+    loaded = load_jobs([f], CATALOG)
+    assert loaded.jobs == [] and loaded.failures == []
+    f.write_text(text.replace("action: create", "action: apply"))
+    assert [j.id for j in load_jobs([f], CATALOG).jobs] == ["k8s:nlp/PyTorchJob/llama-ft"]
+
+
+def test_a_reference_to_an_object_is_no_embedded_manifest() -> None:
+    """A KEDA ScaledObject names its Deployment ({apiVersion, kind, name}); it carries no manifest, so it stays an
+    unknown kind, named; a wrapper that carries a GPU job whole is judged by that job."""
+    ref = {"apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "metadata": {"name": "s"},
+           "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "chat"}}}
+    with pytest.raises(UnknownKind):
+        parse(Document(ref, "<test>", 1), CATALOG)
+    wrapper = {"apiVersion": "example.com/v1", "kind": "JobTemplate", "metadata": {"name": "w"},
+               "spec": {"job": k8s_job({"containers": [GPU_CONTAINER]}, namespace="ml")}}
+    assert [j.id for j in parse(Document(wrapper, "<test>", 1), CATALOG)] == ["k8s:ml/Job/j"]
+
+
+def test_a_queue_with_an_on_demand_and_a_spot_flavor_may_place_on_spot(tmp_path: Path) -> None:
+    """Kueue admits to the first flavor with quota left, then the next: a job whose ClusterQueue lists a spot
+    flavor may run on spot. The queue named by the older annotation counts too."""
+    text = (FIXTURES / "kueue/queued-job-spot.yaml").read_text()
+    on_demand = ("apiVersion: kueue.x-k8s.io/v1beta1\nkind: ResourceFlavor\nmetadata: {name: on-demand-a100}\n"
+                 "spec:\n  nodeLabels: {cloud.google.com/gke-accelerator: nvidia-tesla-a100}\n---\n")
+    text = on_demand + text.replace("      flavors:\n", "      flavors:\n        - name: on-demand-a100\n"
+                                    "          resources: [{name: nvidia.com/gpu, nominalQuota: 8}]\n")
+    text = text.replace("  labels:\n    kueue.x-k8s.io/queue-name: user-queue\n",
+                        "  annotations: {kueue.x-k8s.io/queue-name: user-queue}\n  labels:\n")
+    assert "annotations: {kueue.x-k8s.io/queue-name" in text and "- name: on-demand-a100" in text
+    f = tmp_path / "q.yaml"
+    f.write_text(text)
+    assert [(j.spot, j.gpu_model) for j in load_jobs([f], CATALOG).jobs] == [(True, "A100")]

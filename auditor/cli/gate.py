@@ -30,9 +30,11 @@ def gate(manifests, policy_path, fmt, output, fail_on, warn_only, skip_unknown, 
     \b
     MANIFEST files or folders (*.yaml, *.yml, *.json): Kubernetes workloads,
     Kubeflow (training jobs, Trainer, Katib), KubeRay, JobSet, LeaderWorkerSet,
-    Argo, Tekton, SageMaker training and tuning requests, Vertex AI custom and
-    tuning jobs, Azure ML command and sweep jobs, SkyPilot tasks and pipelines.
-    Every file is read; each one that cannot be read is named in the output.
+    Argo (and the objects its resource steps create), Tekton, KServe, Kueue
+    placement, SageMaker training and tuning requests, Vertex AI custom and
+    tuning jobs, Azure ML command, sweep, automl, finetuning and pipeline jobs,
+    SkyPilot tasks, pipelines and job groups. Every file is read; each one that
+    cannot be read is named in the output and on stderr.
     Exit codes: 0 pass, 1 a finding at or above --fail-on, 2 usage or input
     error (any file that could not be read).
 
@@ -50,9 +52,11 @@ def gate(manifests, policy_path, fmt, output, fail_on, warn_only, skip_unknown, 
     content = render(result, fmt)
     if output:
         write_output(output, content, follow_symlinks)
-        for e in result.failures:  # the file holds them too; the log should not need it opened
-            click.echo(f"gpu-auditor: error: {mask(str(e))}", err=True)
-        click.echo(summary_line(result), err=True)
     else:
         click.echo(content, nl=False)
+    if output or fmt != "text":  # the report holds them too; a CI log should not need it opened or parsed
+        for e in result.failures:
+            click.echo(f"gpu-auditor: error: {mask(str(e))}", err=True)
+    if output:
+        click.echo(summary_line(result), err=True)
     sys.exit(result.exit_code)

@@ -97,6 +97,7 @@ def as_json(r: GateResult) -> str:
         "jobs": [{"id": j.id, "name": j.name, "platform": j.platform, "kind": j.manifest_kind, "file": j.source_file,
                   "line": j.source_line, "provider": j.provider, "region": j.region, "instance_type": j.instance_type,
                   "instance_count": j.instance_count, "gpu_model": j.gpu_model, "gpu_count": j.gpu_count,
+                  "gpus_in_all": j.gpus_in_all(), "accelerator_family": j.accelerator_family,
                   "accelerator": j.accelerator, "spot": j.spot, "checkpoint_uri": j.checkpoint_uri,
                   "max_runtime_s": j.max_runtime_s, "workload": j.workload, "job_kind": j.kind,
                   **({"sweep": {"max_trials": j.sweep_max_trials, "parallel_trials": j.sweep_parallel_trials,

@@ -128,9 +128,7 @@ def _read(spark, s, view: str, scratch: str, path: str) -> None:
         df = spark.read.json(path)
     else:
         reader = spark.read.option("header", True).option("inferSchema", False).option("multiLine", False) \
-            .option("escape", '"').option("encoding", "UTF-8")
-        if s.format.startswith("focus"):
-            reader = reader.option("nullValue", "NULL")
+            .option("escape", '"').option("encoding", "UTF-8").option("nullValue", "NULL")  # as csv_dialect.NULLS
         df = reader.csv(path)
         if s.has_bom and df.columns:
             df = df.withColumnRenamed(df.columns[0], s.columns[0])

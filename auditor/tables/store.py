@@ -23,7 +23,7 @@ import duckdb
 
 from auditor.errors import InputError, OutOfMemory
 from auditor.files import sha256_of
-from auditor.providers.billing import aws, azure, focus, gcp
+from auditor.providers.billing import aws, azure, csv_dialect, focus, gcp
 from auditor.providers.billing.columns import Columns, check_types
 from auditor.providers.billing.detect import Sniffed, expand, sniff
 from auditor.providers.catalog import Catalog, load_catalog
@@ -41,7 +41,6 @@ PARALLEL_FILES = 4
 
 READERS = {"aws-cur": aws.select, "aws-cur2": aws.select, "focus-1.0": focus.select, "focus-1.1": focus.select,
            "focus-1.2": focus.select, "focus-1.3": focus.select, "gcp-billing": gcp.select, "azure-cost": azure.select}
-NULL_STRINGS = {f: ["", "NULL"] for f in ("focus-1.0", "focus-1.1", "focus-1.2", "focus-1.3")}
 
 
 @dataclass
@@ -213,12 +212,13 @@ class Store:
         [pair] = self._read([(sniff(path, self.con), digest or sha256_of(path))], self.con)
         return self._register_all([pair])[0]
 
-    def _read(self, batch: list[tuple[Sniffed, str]],
-              con: duckdb.DuckDBPyConnection) -> list[tuple[SourceFile, Callable[[], str]]]:
+    def _read(self, batch: list[tuple[Sniffed, str]], con: duckdb.DuckDBPyConnection,
+              copy: csv_dialect.Normalized | None = None) -> list[tuple[SourceFile, Callable[[], str]]]:
         """Read, group and classify a batch of files (of one format and columns) into `costs` on `con`, in one
         transaction and one scan; with the SELECT of each file's lines, for the `lines` view. Should the batch
         fail, or its files share lines, its files are read one by one, as files read alone are: that names the
-        file, line and column at fault, and finds a file delivered twice."""
+        file, line and column at fault, and finds a file delivered twice. A CSV file DuckDB refuses is read
+        again from its normalized `copy` where it has one (mixed line endings, a repeated header: csv_dialect)."""
         sniffed = batch[0][0]
         paths = [str(s.path) for s, _ in batch]
         cols = Columns(sniffed.columns, sniffed.fields, sniffed.types)
@@ -226,9 +226,15 @@ class Store:
         check_types(cols, checks, paths[0])  # a BOOLEAN cost column: refused, not summed as 1 a line
         cost_column = next((c for c, kind in checks if kind == "money"), None)
         many = len(batch) > 1
-        relation = self._relation(sniffed, paths if many else None)
+        if copy and (note := csv_dialect.copy_note(paths[0], copy)):
+            self.warnings.append(note)
+        relation = self._relation(sniffed, paths if many else None, copy.path if copy else None)
         first_row = 2 if sniffed.container == "csv" else 1  # CSV rows are counted as lines, after the header
         one_by_one = lambda: [pair for one in batch for pair in self._read([one], con)]  # noqa: E731
+        if sniffed.container == "csv" and "" in sniffed.columns:  # a delimiter ends every line
+            if many:
+                return one_by_one()
+            csv_dialect.check_trailing(con, relation, first_row, paths[0], copy)
         figures: dict[str, parts.FileFigures] = {}
         if many:
             try:
@@ -266,7 +272,12 @@ class Store:
                     continue  # two keys shared a hash: group by the key columns themselves
                 if many:  # which file? each on its own says
                     return one_by_one()
-                raise diagnose(con, sniffed, cols, relation, checks, first_row, e) from None
+                if sniffed.container == "csv" and copy is None and (copy := csv_dialect.normalized(
+                        sniffed.path, sniffed.compression, sniffed.columns, self._spill.name)):
+                    return self._read(batch, con, copy)
+                error = diagnose(con, sniffed, cols, relation, checks, first_row, e)
+                error.line = copy.original_line(error.line) if copy else error.line
+                raise error from None
             except InputError:
                 con.execute("ROLLBACK")
                 raise
@@ -343,9 +354,10 @@ class Store:
             self.warnings.append(f"{source.path}: {new:,} line(s) charged after today (the last on "
                                  f"{last.date().isoformat()}); read as they are: check the export's dates")
 
-    def _relation(self, s: Sniffed, paths: list[str] | None = None) -> str:
-        """The read of a sniffed file; or of several like it, as one scan naming each line's file (FILE)."""
-        p = lit(str(s.path)) if paths is None else "[" + ", ".join(lit(x) for x in paths) + "]"
+    def _relation(self, s: Sniffed, paths: list[str] | None = None, copy: str | None = None) -> str:
+        """The read of a sniffed file (from its normalized `copy` where it has one: csv_dialect.py); or of several
+        like it, as one scan naming each line's file (FILE)."""
+        p = lit(copy or str(s.path)) if paths is None else "[" + ", ".join(lit(x) for x in paths) + "]"
         named = "" if paths is None else f", filename = {lit(FILE)}"
         if s.container == "parquet":
             return f"read_parquet({p}, file_row_number = true{named})"
@@ -355,12 +367,13 @@ class Store:
             from auditor.providers.billing.avro import to_parquet
 
             return f"read_parquet({lit(str(to_parquet(s.path, self._spill.name)))})"
-        nulls = "[" + ", ".join(lit(n) for n in NULL_STRINGS.get(s.format, [""])) + "]"
+        nulls = "[" + ", ".join(lit(n) for n in csv_dialect.NULLS) + "]"
         # The header was read already; naming the columns turns DuckDB's sniffer off, so a ragged or
         # unquoted row is an error with its line rather than a guess.
-        columns = "{" + ", ".join(f"{lit(c)}: 'VARCHAR'" for c in s.columns) + "}"
+        columns = "{" + ", ".join(f"{lit(c)}: 'VARCHAR'" for c in csv_dialect.read_names(s.columns)) + "}"
+        compression = lit("none" if copy else s.compression)
         return (f"read_csv({p}, header = true, auto_detect = false, columns = {columns}, delim = ',', "
-                f"quote = '\"', escape = '\"', nullstr = {nulls}, compression = {lit(s.compression)}, "
+                f"quote = '\"', escape = '\"', nullstr = {nulls}, compression = {compression}, "
                 f"strict_mode = true, encoding = 'utf-8'{', parallel = false' if s.serial else ''}{named})")
 
     def lines(self) -> duckdb.DuckDBPyConnection:

@@ -14,7 +14,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from auditor.errors import InputError
-from auditor.providers.billing import avro
+from auditor.providers.billing import avro, csv_dialect
 from auditor.readable import files_under, kind_of
 
 DATA_SUFFIXES = (".csv", ".csv.gz", ".gz", ".parquet", ".txt", ".json", ".jsonl", ".ndjson", ".avro")
@@ -136,13 +136,13 @@ def _read_header(path: Path, gz: bool) -> tuple[list[str], bool]:
         raise InputError("the file is UTF-16; save it as UTF-8", path=str(path), line=1)
     if b"\x00" in head:
         raise InputError("the file is binary, not CSV text", path=str(path))
-    first_line = head.split(b"\n", 1)[0]
+    first_line = csv_dialect.header_line(head)
     try:
         text = first_line.decode("utf-8")  # later lines are checked as DuckDB reads them
     except UnicodeDecodeError:
         raise InputError("the header is not UTF-8 text; save the file as UTF-8", path=str(path), line=1) from None
     first = next(csv.reader(io.StringIO(text)), [])
-    return [c.strip() for c in first], bom
+    return csv_dialect.header_names([c.strip() for c in first], str(path)), bom
 
 
 def _nested_columns(path: Path, con, reader: str) -> tuple[list[str], list[tuple[str, str]], list[tuple[str, str]]]:
@@ -234,8 +234,10 @@ def sniff(path: Path, con) -> Sniffed:
         raise InputError(f"not a billing export gpu-auditor reads (header: {shown}); it reads AWS Cost and "
                          "Usage Reports, FOCUS 1.0-1.2, GCP BigQuery billing exports and Azure cost details",
                          path=str(path), line=header)
-    long_lines = container == "csv" and compression == "none" and has_long_line(path)
-    if long_lines and (line := first_line_over(path, MAX_LINE)):
+    plain_csv = container == "csv" and compression == "none"
+    eol = csv_dialect.line_break(path) if plain_csv and path.stat().st_size >= 2 << 20 else b"\n"  # has_long_line
+    long_lines = plain_csv and has_long_line(path, eol=eol)
+    if long_lines and (line := first_line_over(path, MAX_LINE, eol=eol)):
         raise InputError(f"cannot read the file: the line is longer than {MAX_LINE:,} bytes, the longest line "
                          "gpu-auditor reads", path=str(path), line=line)
     serial = container == "csv" and (compression == "gzip" or long_lines)
@@ -246,7 +248,7 @@ def _clip(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + "..."
 
 
-def has_long_line(path: Path, block: int = 1 << 20) -> bool:
+def has_long_line(path: Path, block: int = 1 << 20, eol: bytes = b"\n") -> bool:
     """Whether a stretch of `block` bytes holds no line break, that is, a line of at least a MiB (every line
     over 2 MiB leaves such a stretch). DuckDB's parallel CSV reader drops a last line longer than its 32 MB
     buffer without a word (DuckDB 2.0), so such a file goes to the single-threaded reader, which stops at any
@@ -259,13 +261,13 @@ def has_long_line(path: Path, block: int = 1 << 20) -> bool:
     if size < 2 * block:
         return False
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        return any(mm.find(b"\n", pos, pos + block) < 0 for pos in range(0, size - block + 1, block))
+        return any(mm.find(eol, pos, pos + block) < 0 for pos in range(0, size - block + 1, block))
 
 
 MAX_LINE = 2_000_000  # bytes: DuckDB's max_line_size, the longest CSV line read
 
 
-def first_line_over(path: Path, limit: int, block: int = 1 << 20) -> int | None:
+def first_line_over(path: Path, limit: int, block: int = 1 << 20, eol: bytes = b"\n") -> int | None:
     """The number of the first line of a plain file longer than `limit` bytes, or None. Found before DuckDB
     reads the file, which holds a whole line in memory before refusing it (a 2 GB line ran out of memory
     rather than naming its line). Only stretches without a line break are looked at, each no further than
@@ -275,12 +277,12 @@ def first_line_over(path: Path, limit: int, block: int = 1 << 20) -> int | None:
     with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
         skip = 0
         for pos in range(0, len(mm) - block + 1, block):
-            if pos < skip or mm.find(b"\n", pos, pos + block) >= 0:
+            if pos < skip or mm.find(eol, pos, pos + block) >= 0:
                 continue
-            start = mm.rfind(b"\n", 0, pos) + 1
-            end = mm.find(b"\n", start, start + limit + 1)
+            start = mm.rfind(eol, 0, pos) + 1
+            end = mm.find(eol, start, start + limit + 1)
             if end < 0 and len(mm) - start > limit:
-                return 1 + sum(mm[i:min(i + (8 << 20), start)].count(b"\n") for i in range(0, start, 8 << 20))
+                return 1 + sum(mm[i:min(i + (8 << 20), start)].count(eol) for i in range(0, start, 8 << 20))
             skip = end if end >= 0 else len(mm)
     return None
 

@@ -27,7 +27,7 @@ from auditor.providers.manifests.common import (
     gpu_model_named,
     runtime_hours,
 )
-from auditor.providers.manifests.documents import Document, UnknownKind, expand, read_documents
+from auditor.providers.manifests.documents import Document, UnknownKind, expand, read_documents, unrendered
 
 __all__ = ["ANNOTATION_PREFIX", "INTERVAL_KEY", "PARSERS", "Context", "Document", "Loaded", "UnknownKind",
            "checkpoint_of", "expand", "gpu_model_named", "load_jobs", "parse", "platform_of", "read_documents"]
@@ -52,20 +52,22 @@ def platform_of(doc: Document) -> str:
         if any(k in d for k in ("jobSpec", "job_spec", "workerPoolSpecs", "worker_pool_specs", "studySpec",
                                 "study_spec", "trialJobSpec", "trial_job_spec")):
             return "vertex"
-        if "azureml" in str(d.get("$schema", "")).lower() or \
-                (d.get("type") in ("command", "sweep") and any(k in d for k in ("command", "trial", "compute"))):
+        if "azureml" in str(d.get("$schema", "")).lower() or (d.get("type") in azureml.KINDS and any(
+                k in d for k in ("command", "trial", "compute", "task", "jobs", "model", "resources"))):
             return "azureml"
         if skypilot.is_task(d):
             return "skypilot"
     raise doc.error("unknown manifest kind: not a Kubernetes or Kubeflow object, SageMaker CreateTrainingJob or "
                     "CreateHyperParameterTuningJob request, Vertex AI CustomJob or HyperparameterTuningJob, Azure ML "
-                    "command or sweep job, or SkyPilot task", UnknownKind)
+                    "command, sweep, automl, finetuning or pipeline job, or SkyPilot task", UnknownKind)
 
 
 def parse(doc: Document, ctx: Context | Catalog) -> list[Job]:
     """The jobs of one document; [] for a Kubernetes object that runs nothing on a GPU."""
     ctx = ctx if isinstance(ctx, Context) else Context(ctx)
-    return PARSERS[platform_of(doc)](doc, ctx)
+    platform = platform_of(doc)
+    unrendered(doc)
+    return PARSERS[platform](doc, ctx)
 
 
 @dataclass
@@ -114,13 +116,14 @@ def load_jobs(paths: Iterable[str | Path], catalog: Catalog, skip_unknown: bool 
 def _file_jobs(docs: list[Document], ctx: Context, skip_unknown: bool) -> tuple[list[Job], list[str]]:
     """The jobs of one file, all or nothing: a file with a bad document is a failure of its own."""
     pipeline = skypilot.pipeline_name(docs)
-    if pipeline is not None:
-        tasks = [j for doc in docs[1:] for j in skypilot.parse(doc, ctx, pipeline)]
-        return [j for j in tasks if j.accelerator or j.gpu_model], []  # a CPU step runs nothing on a GPU
     jobs, skipped = [], []
-    for doc in docs:
+    for doc in docs[1:] if pipeline is not None else docs:
         try:
-            parsed = parse(doc, ctx)
+            if pipeline is not None:  # a SkyPilot pipeline or job group: its tasks, less those on no GPU
+                unrendered(doc)
+                parsed = [j for j in skypilot.parse(doc, ctx, pipeline) if j.accelerator or j.gpu_model]
+            else:
+                parsed = parse(doc, ctx)
         except UnknownKind as e:
             if not skip_unknown:
                 raise

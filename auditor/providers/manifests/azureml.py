@@ -1,4 +1,5 @@
-"""Azure ML command and sweep jobs, as the CLI v2 YAML writes them."""
+"""Azure ML jobs as the CLI v2 YAML writes them: command and sweep jobs, AutoML jobs (a sweep of trials),
+fine-tuning jobs, and pipeline jobs (each step a job of its own, on the pipeline's default compute)."""
 
 from __future__ import annotations
 
@@ -22,24 +23,55 @@ from auditor.providers.manifests.common import (
 )
 from auditor.providers.manifests.documents import Document, UnknownKind
 
+KINDS = ("command", "sweep", "automl", "finetuning", "pipeline")
+PIPELINE_INHERITS = ("compute", "resources", "queue_settings", "tags")  # what a step takes from its pipeline
+
 
 def parse(doc: Document, ctx: Context) -> list[Job]:
+    if str(doc.data.get("type")) == "pipeline":
+        return _pipeline(doc, ctx.catalog)
     return [_job(doc, ctx.catalog)]
+
+
+def _pipeline(doc: Document, catalog: Catalog) -> list[Job]:
+    """A pipeline job: each step under `jobs` a job of its own (named pipeline/step), on the pipeline's default
+    compute unless it names its own; a step that asks for no GPU is not the gate's business."""
+    d = doc.data
+    name = str(d.get("name") or d.get("display_name") or Path(doc.path).stem)
+    settings = as_map(d.get("settings"), doc, "settings")
+    base = {k: d[k] for k in PIPELINE_INHERITS if k in d}
+    if settings.get("default_compute"):
+        base["compute"] = settings["default_compute"]
+    jobs = []
+    for step, spec in as_map(d.get("jobs"), doc, "jobs").items():
+        spec = as_map(spec, doc, f"jobs.{step}")
+        if str(spec.get("type") or "command") == "pipeline":
+            raise doc.error(f"jobs.{step}: a pipeline inside a pipeline; the gate reads its steps from its own file",
+                            UnknownKind)
+        job = _job(doc.part({**base, **spec, "name": f"{name}/{step}"}), catalog)
+        if job.accelerator or job.gpu_model:
+            jobs.append(job)
+    return jobs
 
 
 def _job(doc: Document, catalog: Catalog) -> Job:
     d = doc.data
     kind = str(d.get("type") or "command")
-    if kind not in ("command", "sweep"):
-        raise doc.error(f"unknown manifest kind: Azure ML {kind} job (the gate reads command and sweep jobs)",
-                        UnknownKind)
+    if kind not in KINDS:
+        raise doc.error(f"unknown manifest kind: Azure ML {kind} job (the gate reads command, sweep, automl, "
+                        "finetuning and pipeline jobs)", UnknownKind)
     trial = as_map(d.get("trial"), doc, "trial") if kind == "sweep" else d
     resources = as_map(d.get("resources") or trial.get("resources"), doc, "resources")
-    instance_type = resources.get("instance_type")
+    types = as_list(resources.get("instance_types"), doc, "resources.instance_types")  # fine-tuning: a choice
+    instance_type = resources.get("instance_type") or (types[0] if types else None)
     instance_type = str(instance_type) if instance_type else None
     count = as_int(resources.get("instance_count"), doc, "resources.instance_count") or 1
     limits = as_map(d.get("limits"), doc, "limits")
     timeout = as_int(limits.get("timeout"), doc, "limits.timeout")
+    if kind == "automl":  # trials of an AutoML search, max_concurrent_trials at once; its timeout in minutes
+        minutes = as_int(limits.get("timeout_minutes"), doc, "limits.timeout_minutes")
+        timeout = minutes * 60 if minutes is not None else timeout
+        count *= as_int(limits.get("max_concurrent_trials"), doc, "limits.max_concurrent_trials") or 1
     if kind == "sweep":  # trials at once x nodes each; the sweep's own timeout, else trials x trial timeout
         concurrent = as_int(limits.get("max_concurrent_trials"), doc, "limits.max_concurrent_trials") or 1
         total = as_int(limits.get("max_total_trials"), doc, "limits.max_total_trials")
@@ -66,12 +98,28 @@ def _job(doc: Document, catalog: Catalog) -> Job:
         name=name, instance_type=instance_type, instance_count=count, gpu_model=model, gpu_count=gpus,
         spot=str(as_map(d.get("queue_settings"), doc, "queue_settings").get("job_tier", "")).lower() == "spot",
         checkpoint_uri=checkpoint, checkpoint_interval_min=interval_of(tags, {}, doc), max_runtime_s=timeout,
-        tags=tags, source_file=doc.path, source_line=doc.line, workload="training", manifest_kind=kind,
+        tags=tags, source_file=doc.path, source_line=doc.line,
+        workload="fine-tuning" if kind == "finetuning" else "training", manifest_kind=kind,
         accelerator=instance_type if instance_type and (model or looks_gpu("azure", instance_type)) else None,
         annotations=own_keys(tags))
     if kind == "sweep":
         _sweep(job, d, limits, doc)
+    elif kind == "automl":
+        _automl(job, d, limits, doc)
     return job
+
+
+def _automl(job: Job, d: dict, limits: dict, doc: Document) -> None:
+    """An AutoML job is a sweep: max_trials in all (1 unless set), max_concurrent_trials at once, and the early
+    termination and sampling of its `sweep` section (image tasks)."""
+    sweep = as_map(d.get("sweep"), doc, "sweep")
+    early = as_map(sweep.get("early_termination"), doc, "sweep.early_termination").get("type")
+    sampling = sweep.get("sampling_algorithm")
+    job.kind = "sweep"
+    job.sweep_max_trials = as_int(limits.get("max_trials"), doc, "limits.max_trials") or 1
+    job.sweep_parallel_trials = as_int(limits.get("max_concurrent_trials"), doc, "limits.max_concurrent_trials") or 1
+    job.sweep_early_stopping = str(early).lower() if early else None
+    job.sweep_algorithm = str(sampling).lower() if sampling else None
 
 
 def _sweep(job: Job, d: dict, limits: dict, doc: Document) -> None:

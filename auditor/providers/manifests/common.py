@@ -29,6 +29,12 @@ class Context:
     runtimes: dict[tuple[str, str, str], Document] = field(default_factory=dict)  # (kind, namespace, name)
     runtime_refs: set[tuple[str, str, str]] = field(default_factory=set)  # the runtimes some TrainJob names
     budgets: list[tuple[str, str, dict]] = field(default_factory=list)  # (namespace, name, selector)
+    # Kueue: where a queued workload may run. ResourceFlavor name -> its pod spec (nodeSelector, tolerations);
+    # ClusterQueue name -> its flavors, in order; (namespace, LocalQueue name) -> its ClusterQueue
+    flavors: dict[str, dict] = field(default_factory=dict)
+    cluster_queues: dict[str, list[str]] = field(default_factory=dict)
+    local_queues: dict[tuple[str, str], str] = field(default_factory=dict)
+    serving_runtimes: set[str] = field(default_factory=set)  # the KServe runtimes some InferenceService names
 
 
 def runtime_hours(hours: str, doc: Document) -> int:
@@ -124,6 +130,19 @@ def gpu_model_named(catalog: Catalog, name: str | None) -> str | None:
     return None
 
 
+# Accelerators that are not NVIDIA GPUs, as SkyPilot, Vertex AI and the clouds name them: tpu-v5e-8, TPU_V5_LITEPOD,
+# Trainium, Inferentia2, Gaudi2, MI300X -> their family (the policy's name for them; pods.py reads Kubernetes').
+OTHER_NAMES = [(re.compile(r"^(?:cloud-)?tpu|^ct\d+[a-z]*-", re.I), "TPU"),
+               (re.compile(r"^trainium|^trn\d", re.I), "Trainium"),
+               (re.compile(r"^inferentia|^inf\d", re.I), "Inferentia"), (re.compile(r"^gaudi", re.I), "Gaudi"),
+               (re.compile(r"^(?:amd[-_ ]?)?(?:instinct[-_ ]?)?mi\d", re.I), "AMD-Instinct")]
+
+
+def family_named(name: str | None) -> str | None:
+    """The family of an accelerator named in a manifest that is no NVIDIA GPU; None for any other name."""
+    return next((f for pattern, f in OTHER_NAMES if pattern.match(name.strip())), None) if name else None
+
+
 def instance_of(catalog: Catalog, provider: str | None, instance_type: str | None):
     """The catalog type and its provider, searching every provider when the manifest does not say."""
     if not instance_type:
@@ -213,8 +232,8 @@ def as_sweep(trial: Job, *, max_trials: int | None, parallel: int | None, early_
     """A tuning job from the job one trial runs: `parallel` trials at once (so their instances), and at most
     `max_trials` in all (a grid search without a cap runs every point), so it runs at most ceil(trials /
     parallel) trial runtimes, or the sweep's own limit where that is shorter."""
-    parallel = parallel or 1
     total = max_trials if max_trials is not None else grid_size
+    parallel = min(parallel or 1, total) if total else parallel or 1  # never more at once than in all
     runtime = None
     if total is not None and trial.max_runtime_s is not None:
         runtime = math.ceil(total / parallel) * trial.max_runtime_s
@@ -222,6 +241,7 @@ def as_sweep(trial: Job, *, max_trials: int | None, parallel: int | None, early_
         runtime = min(runtime, sweep_runtime_s) if runtime is not None else sweep_runtime_s
     trial.kind = "sweep"
     trial.instance_count = trial.instance_count * parallel
+    trial.gpu_total = trial.gpu_total * parallel if trial.gpu_total is not None else None
     trial.max_runtime_s = runtime
     trial.sweep_max_trials, trial.sweep_parallel_trials = total, parallel
     trial.sweep_early_stopping = early_stopping.lower() if early_stopping else None

@@ -4,6 +4,7 @@ with its file and the line it starts on."""
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -74,10 +75,10 @@ def read_documents(path: str | Path) -> list[Document]:
         raise InputError(f"cannot read: {e.strerror}", path=name) from None
     if name.lower().endswith(".json"):
         return _json_documents(text, name)
-    return _yaml_documents(text, name)
+    return yaml_documents(text, name)
 
 
-def _yaml_documents(text: str, path: str) -> list[Document]:
+def yaml_documents(text: str, path: str) -> list[Document]:
     loader = _Loader(text)
     docs = []
     try:
@@ -90,6 +91,11 @@ def _yaml_documents(text: str, path: str) -> list[Document]:
         mark = e.problem_mark or e.context_mark
         context = f" ({e.context} from line {e.context_mark.line + 1})" if e.context and e.context_mark else ""
         line = min(mark.line + 1, text.count("\n") or 1) if mark else None  # the end of the stream is no line
+        held = text.splitlines()[line - 1] if line and text.strip() else ""
+        if m := PLACEHOLDER.search(held):  # `gpus: {{ .Values.gpus }}`: a Helm template, not YAML until rendered
+            key = re.match(r"^\s*(?:-\s+)?([^\s:{}]+)\s*:", held)
+            raise InputError(_unrendered_message(m.group(0), key.group(1) if key else "a value"), path=path,
+                             line=line) from None
         raise InputError(f"not valid YAML: {e.problem or e.context}{context}", path=path, line=line) from None
     except yaml.YAMLError as e:
         raise InputError(f"not valid YAML: {e}", path=path) from None
@@ -134,3 +140,49 @@ def _depth(data: Any) -> int:
             deepest = max(deepest, level)
             stack += [(v, level + 1) for v in (value.values() if isinstance(value, dict) else value)]
     return deepest
+
+
+# A value still holding a template's placeholder: `${NAME}` (envsubst, Terraform, Katib's trial parameters) or
+# `{{ name }}` (Helm, Jinja, Argo parameters). Not Azure ML's and GitHub's `${{ ... }}` bindings, which the platform
+# fills in at run time. Text the shell or the platform evaluates at run time keeps its placeholders, and the gate
+# reads none of it as a count or a type: commands, arguments, scripts, environment variables, inputs and
+# parameters, and Argo's conditions and loops.
+PLACEHOLDER = re.compile(r"\$\{(?!\{)[^}]*\}|(?<!\$)\{\{.*?\}\}")
+SHELL_KEYS = {"command", "args", "script", "run", "setup", "source", "env", "envs", "environment_variables",
+              "environment", "code", "inputs", "outputs", "search_space", "trialParameters", "parameters",
+              "arguments", "when", "withParam", "withItems", "withSequence", "expression", "depends",
+              "successCondition", "failureCondition"}
+
+
+def unrendered(doc: Document) -> None:
+    """Refuse a document holding a template's placeholder where the gate reads values, naming the first such field:
+    the same message for a GPU count, a GPU type, a node label or a name. A SkyPilot task fills in its own `envs`
+    (and SKYPILOT_ variables) wherever they appear: those are rendered by the platform."""
+    data = doc.data
+    own = set(map(str, data["envs"])) if isinstance(data, dict) and isinstance(data.get("envs"), dict) else set()
+
+    def held(text: str) -> str | None:
+        for m in PLACEHOLDER.finditer(text):
+            name = m.group(0)[2:-1].strip() if m.group(0).startswith("${") else None
+            if name is None or (name not in own and not name.startswith("SKYPILOT_")):
+                return m.group(0)
+        return None
+
+    stack: list[tuple[Any, str]] = [(data, "")]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, dict):
+            for k, v in reversed(list(value.items())):
+                if isinstance(k, str) and (found := held(k)):
+                    raise doc.error(_unrendered_message(found, f"{path}.{k}".lstrip(".")))
+                if k not in SHELL_KEYS:
+                    stack.append((v, f"{path}.{k}"))
+        elif isinstance(value, list):
+            stack += [(v, f"{path}[{i}]") for i, v in reversed(list(enumerate(value)))]
+        elif isinstance(value, str) and (found := held(value)):
+            raise doc.error(_unrendered_message(found, path.lstrip(".")))
+
+
+def _unrendered_message(placeholder: str, field: str) -> str:
+    return (f"{field}: {placeholder[:60]!r} is an unrendered template placeholder; render the manifest (helm "
+            "template, kustomize, envsubst) and check what would be applied")

@@ -2,16 +2,21 @@
 
 Core workloads (Pod, Job, CronJob, Deployment, StatefulSet, ReplicaSet, ReplicationController, DaemonSet) are read
 here, Kubeflow's in kubeflow.py, the operators' (Volcano, KubeRay, JobSet, LeaderWorkerSet, Argo, Tekton) in
-operators.py; `KINDS` maps (API group, kind) to each reader. A Katib Experiment wraps any of them as its trial.
+operators.py, KServe's in kserve.py; `KINDS` maps (API group, kind) to each reader. A Katib Experiment wraps any of
+them as its trial; any object that carries another whole (an Argo `resource:` step) is read for the one it carries
+(`embedded`). Kueue's objects place the workloads queued to them (kueue.py).
 Any other object that asks for a GPU somewhere is named, never passed: its kind is not read.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
+from typing import Any
 
+from auditor.errors import InputError
 from auditor.model import Job
-from auditor.providers.manifests import kubeflow, operators
+from auditor.providers.manifests import kserve, kubeflow, kueue, operators
 from auditor.providers.manifests.common import (
     RUNTIME_KEY,
     Context,
@@ -25,7 +30,7 @@ from auditor.providers.manifests.common import (
     runtime_hours,
     tags_of,
 )
-from auditor.providers.manifests.documents import Document, UnknownKind
+from auditor.providers.manifests.documents import Document, UnknownKind, unrendered, yaml_documents
 from auditor.providers.manifests.pods import Workload, build_job, gpu_request_path
 
 # API groups whose kinds the gate does not read and that run nothing of their own (Service, ConfigMap, PVC,
@@ -35,9 +40,19 @@ QUIET_GROUPS = {"", "apps", "batch", "policy", "autoscaling", "networking.k8s.io
                 "coordination.k8s.io", "node.k8s.io", "discovery.k8s.io", "certificates.k8s.io",
                 "karpenter.sh", "karpenter.k8s.aws", "trainer.kubeflow.org", "batch.volcano.sh",
                 "scheduling.volcano.sh"}
-QUIET_KINDS = {("kubeflow.org", "Profile"), ("kubeflow.org", "PodDefault")}  # a Kubeflow kind not read is named
+# kinds of groups the gate reads that run nothing of their own (a Kubeflow kind not read is named); KServe's
+# graphs route to InferenceServices, its trained models load onto one, its storage and caches hold models
+QUIET_KINDS = {("kubeflow.org", "Profile"), ("kubeflow.org", "PodDefault")} | \
+    {("serving.kserve.io", k) for k in ("InferenceGraph", "TrainedModel", "ClusterStorageContainer",
+                                        "LocalModelCache", "LocalModelNodeGroup", "ClusterLocalModel")}
+# Objects that say where other workloads run, never workloads: Kueue's queues and flavors (and its Workload, which
+# Kueue makes from a queued job: the job itself is judged).
+PLACEMENT_GROUPS = {"kueue.x-k8s.io"}
 SERVING_KINDS = {("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "ReplicaSet"), ("apps", "DaemonSet"),
                  ("", "ReplicationController")}
+
+CREATING = ("create", "apply", "replace")  # an Argo resource step's actions that start what its manifest holds
+MANIFEST_TEXT = re.compile(r"^\s*apiVersion\s*:", re.M)  # YAML text that holds a Kubernetes object
 
 Reader = Callable[[Document, dict, Context], "list[Workload] | None"]
 
@@ -83,6 +98,8 @@ KINDS: dict[tuple[str, str], Reader] = {
     ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"): operators.leader_worker_set,
     **{("argoproj.io", k): operators.argo for k in operators.ARGO_KINDS},
     ("tekton.dev", "PipelineRun"): operators.pipeline_run, ("tekton.dev", "TaskRun"): operators.task_run,
+    ("serving.kserve.io", "InferenceService"): kserve.inference_service,
+    **{("serving.kserve.io", k): kserve.serving_runtime for k in kserve.RUNTIME_KINDS},
 }
 
 
@@ -101,21 +118,55 @@ def parse(doc: Document, ctx: Context) -> list[Job]:
     spec = as_map(d.get("spec"), doc, "spec")
     if (group, kind) == ("kubeflow.org", "Experiment"):
         return _katib(doc, meta, spec, ctx)
+    if group in PLACEMENT_GROUPS:  # read before parsing (collect) for where the workloads they queue run
+        return []
+    inner = [j for part in embedded(doc) for j in parse(part, ctx)]
     reader = KINDS.get((group, kind))
     if reader is None:
+        if inner:  # a wrapper of other objects: judged by what it wraps
+            return inner
         if where := gpu_request_path(d):
             raise doc.error(f"unknown manifest kind {kind} ({api}): it asks for GPUs at {where}, and the gate does "
                             "not read this kind", UnknownKind)
-        if group in QUIET_GROUPS or (group, kind) in QUIET_KINDS:
+        if group in QUIET_GROUPS or (group, kind) in QUIET_KINDS or embedded(doc):
             return []
         raise doc.error(f"unknown manifest kind {kind} ({api})", UnknownKind)
     workloads = reader(doc, spec, ctx)
     if workloads is None:  # judged through the objects that use it
-        return []
-    jobs = [j for w in workloads if (j := build_job(doc, ctx, w))]
+        return inner
+    jobs = [j for w in workloads if (j := build_job(doc, ctx, w))] + inner
     if not jobs and (where := gpu_request_path(d)):
         raise doc.error(f"{kind} ({api}) asks for GPUs at {where}, a place the gate does not read", UnknownKind)
     return jobs
+
+
+def embedded(doc: Document) -> list[Document]:
+    """The Kubernetes objects another object carries inside it, as documents of their own: an Argo `resource:`
+    step's `manifest` (YAML text, or an object), any CRD that wraps a workload whole. Not descended into: what
+    they carry in turn is found when they are parsed."""
+    out: list[Document] = []
+    stack: list[tuple[Any, str]] = [(v, k) for k, v in doc.data.items() if k not in ("metadata", "status")]
+    while stack:
+        value, path = stack.pop()
+        if isinstance(value, dict):
+            if isinstance(value.get("apiVersion"), str) and isinstance(value.get("kind"), str) and \
+                    ("spec" in value or "metadata" in value):  # an object, not a reference ({apiVersion, kind, name})
+                out.append(doc.part(value))
+                continue
+            if str(value.get("action", "create")).lower() not in CREATING:
+                continue  # an Argo step that deletes, patches or waits on an object runs nothing new
+            stack += [(v, f"{path}.{k}") for k, v in value.items()]
+        elif isinstance(value, list):
+            stack += [(v, f"{path}[{i}]") for i, v in enumerate(value)]
+        elif isinstance(value, str) and MANIFEST_TEXT.search(value) and "\n" in value.strip():
+            try:
+                parts = [d.data for d in yaml_documents(value, doc.path)]
+            except InputError as e:
+                raise doc.error(f"{path}: the manifest it holds cannot be read: {e.message}") from None
+            out += [doc.part(p) for p in parts if isinstance(p, dict) and "apiVersion" in p and "kind" in p]
+    for part in out:
+        unrendered(part)
+    return out
 
 
 def collect(doc: Document, ctx: Context) -> None:
@@ -132,6 +183,10 @@ def collect(doc: Document, ctx: Context) -> None:
         ctx.runtimes[kubeflow.runtime_key(d)] = doc
     elif group == "trainer.kubeflow.org" and kind == "TrainJob" and (ref := kubeflow.runtime_ref(d)):
         ctx.runtime_refs.add(ref)
+    elif group == "kueue.x-k8s.io":
+        kueue.collect(d, ctx)
+    elif group == "serving.kserve.io" and kind == "InferenceService":
+        ctx.serving_runtimes.update(kserve.runtimes_named(d))
     elif group == "policy" and kind == "PodDisruptionBudget" and isinstance(d.get("spec"), dict):
         spec, meta = d["spec"], d.get("metadata") if isinstance(d.get("metadata"), dict) else {}
         protects = str(spec.get("minAvailable", "1")) not in ("0", "0%") and \

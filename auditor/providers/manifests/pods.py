@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from auditor.model import Job
+from auditor.providers.manifests import kueue
 from auditor.providers.manifests.common import (
     Context,
     as_int,
@@ -39,8 +40,19 @@ TYPE_LABELS = ("node.kubernetes.io/instance-type", "beta.kubernetes.io/instance-
 GPU_LABELS = ("cloud.google.com/gke-accelerator", "karpenter.k8s.aws/instance-gpu-name", "nvidia.com/gpu.product",
               "accelerator")
 FAMILY_LABEL = "karpenter.k8s.aws/instance-family"
-OTHER_ACCELERATORS = re.compile(r"^(amd\.com/gpu|gpu\.intel\.com/.+|habana\.ai/gaudi|aws\.amazon\.com/neuron.*|"
-                                r"google\.com/tpu)$")
+# Accelerators that are not NVIDIA GPUs: resource key -> the family a policy names them by (`allowed` in the
+# gpu_types clause). Counted like GPUs, judged by the same spot and tuning rules; not "unknown GPU types".
+OTHER_ACCELERATORS = {"google.com/tpu": "TPU", "habana.ai/gaudi": "Gaudi", "amd.com/gpu": "AMD-Instinct",
+                      "aws.amazon.com/neuron": "Neuron", "aws.amazon.com/neuroncore": "Neuron",
+                      "aws.amazon.com/neurondevice": "Neuron"}
+OTHER_PREFIXES = {"gpu.intel.com/": "Intel-GPU"}
+NEURON_FAMILIES = {"trn": "Trainium", "inf": "Inferentia"}  # AWS Neuron by instance family (trn1, trn2, inf2)
+TPU_LABEL = "cloud.google.com/gke-tpu-accelerator"  # tpu-v5p-slice, tpu-v6e-slice, ...
+
+
+def other_family(key: str) -> str | None:
+    """The family of an accelerator resource that is not an NVIDIA GPU; None for any other resource."""
+    return OTHER_ACCELERATORS.get(key) or next((f for p, f in OTHER_PREFIXES.items() if key.startswith(p)), None)
 # MIG profiles that exist only on the 40 GB A100; the others are shared by several GPUs and need a node label.
 A100_40GB_MIG = {"1g.5gb", "2g.10gb", "3g.20gb", "4g.20gb", "7g.40gb"}
 DURABLE_VOLUMES = ("awsElasticBlockStore", "gcePersistentDisk", "azureDisk", "azureFile", "cephfs", "glusterfs",
@@ -101,7 +113,8 @@ def read_pod(replicas: int, spec: dict, claim_templates: set, doc: Document, lab
             elif key.startswith("nvidia.com/mig-"):
                 own += as_int(value, doc, f"resources {key}") or 0
                 mig = key.removeprefix("nvidia.com/mig-")
-            elif OTHER_ACCELERATORS.match(key):
+            elif other_family(key):
+                own += as_int(value, doc, f"resources {key}") or 0
                 other = key
         gpus = max(gpus, own) if sequential else gpus + own
         for e in as_list(c.get("env"), doc, "env"):
@@ -188,8 +201,12 @@ def build_job(doc: Document, ctx: Context, w: Workload) -> Job | None:
     gpu_pods = [p for p in pods if p.gpus or p.other]
     if not gpu_pods and not w.always:
         return None  # no GPU asked for: not the gate's business
+    namespace = str(meta.get("namespace") or "default")
+    # a workload queued to Kueue: the flavors it may be admitted to add their node labels and tolerations
+    flavors = [read_pod(0, placement, set(), doc)  # the queue by label (or by annotation, as Kueue first read it)
+               for placement in kueue.placements(annotations | labels, namespace, ctx)]
     nodes: dict[str, list[str]] = {}
-    for p in gpu_pods or pods:
+    for p in (gpu_pods or pods) + flavors[:1]:
         for k, v in p.nodes.items():
             nodes.setdefault(k, v)
     catalog = ctx.catalog
@@ -208,10 +225,14 @@ def build_job(doc: Document, ctx: Context, w: Workload) -> Job | None:
     if model is None and mig:
         model = "A100" if mig in A100_40GB_MIG else None
         accelerator = accelerator or f"nvidia.com/mig-{mig}"
+    family = None
     if other:
-        model, accelerator = None, other
+        model, family, accelerator = None, other_family(other), other
+        if family == "Neuron":
+            machine = (instance_type or (nodes.get(FAMILY_LABEL) or [""])[0]).removeprefix("ml.").split(".")[0]
+            family = next((f for prefix, f in NEURON_FAMILIES.items() if machine.startswith(prefix)), family)
+        accelerator = (nodes.get(TPU_LABEL) or [family])[0] if family == "TPU" else family
     name = str(meta.get("name") or (f"{meta['generateName']}*" if meta.get("generateName") else Path(doc.path).stem))
-    namespace = str(meta.get("namespace") or "default")
     deadline = w.deadline or next((p.deadline for p in pods if p.deadline), None)
     id_kind = "VolcanoJob" if w.platform == "volcano" else kind  # not to be taken for a batch/v1 Job
     serving = gpu_pods or pods
@@ -226,11 +247,13 @@ def build_job(doc: Document, ctx: Context, w: Workload) -> Job | None:
         name=name + (f"/{w.part}" if w.part else ""),
         instance_type=instance_type, instance_count=sum(p.replicas for p in gpu_pods) or 1,
         gpu_model=model, gpu_count=max((p.gpus for p in gpu_pods), default=None) or None,
-        spot=any(p.spot for p in pods), checkpoint_uri=next((p.checkpoint for p in pods if p.checkpoint), None),
+        spot=any(p.spot for p in pods + flavors),
+        checkpoint_uri=next((p.checkpoint for p in pods if p.checkpoint), None),
         checkpoint_interval_min=interval_of(labels, annotations, doc), max_runtime_s=deadline,
         tags=labels, source_file=doc.path, source_line=doc.line, workload=w.workload, manifest_kind=kind,
         accelerator=accelerator, mig_profile=mig, annotations=annotations | own_keys(labels), kind=w.kind,
-        grace_period_s=None if None in graces else min(graces, default=None), disruption_budget=budget)
+        grace_period_s=None if None in graces else min(graces, default=None), disruption_budget=budget,
+        gpu_total=sum(p.replicas * p.gpus for p in gpu_pods) or None, accelerator_family=family)
 
 
 def _selects(selector: dict, labels: dict[str, str]) -> bool:

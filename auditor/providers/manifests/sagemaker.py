@@ -14,6 +14,7 @@ from auditor.providers.manifests.common import (
     as_list,
     as_map,
     as_sweep,
+    family_named,
     gpu_from_type,
     grid_points,
     interval_of,
@@ -33,15 +34,21 @@ def _training_job(doc: Document, d: dict, catalog: Catalog) -> Job:
     name = str(d.get("TrainingJobName") or Path(doc.path).stem)
     rc = as_map(d.get("ResourceConfig"), doc, "ResourceConfig")
     groups = [as_map(g, doc, "InstanceGroups[]") for g in as_list(rc.get("InstanceGroups"), doc, "InstanceGroups")]
-    if groups:  # heterogeneous cluster: the GPU group (the first, if several) with every instance counted
-        gpu_groups = [g for g in groups if gpu_from_type(catalog, "aws", g.get("InstanceType"))[1]] or groups
+    total = None
+    if groups:  # heterogeneous cluster: the GPU groups (the first names the type), each with its own GPUs
+        gpu_groups = [g for g in groups if gpu_from_type(catalog, "aws", g.get("InstanceType"))[1] or
+                      family_named(str(g.get("InstanceType") or "").removeprefix("ml."))] or groups
         instance_type = gpu_groups[0].get("InstanceType")
-        count = sum(as_int(g.get("InstanceCount"), doc, "InstanceGroups[].InstanceCount") or 1 for g in gpu_groups)
+        counts = [as_int(g.get("InstanceCount"), doc, "InstanceGroups[].InstanceCount") or 1 for g in gpu_groups]
+        count = sum(counts)
+        each = [gpu_from_type(catalog, "aws", g.get("InstanceType"))[2] for g in gpu_groups]
+        total = sum(n * g for n, g in zip(counts, each, strict=True)) if None not in each else None
     else:
         instance_type = rc.get("InstanceType")
         count = as_int(rc.get("InstanceCount"), doc, "ResourceConfig.InstanceCount") or 1
     instance_type = str(instance_type) if instance_type else None
     _, model, gpus = gpu_from_type(catalog, "aws", instance_type)
+    family = family_named(instance_type.removeprefix("ml.")) if instance_type and model is None else None
     stop = as_map(d.get("StoppingCondition"), doc, "StoppingCondition")
     tags = {}
     for t in as_list(d.get("Tags"), doc, "Tags"):
@@ -61,8 +68,8 @@ def _training_job(doc: Document, d: dict, catalog: Catalog) -> Job:
         max_wait_s=as_int(stop.get("MaxWaitTimeInSeconds"), doc, "StoppingCondition.MaxWaitTimeInSeconds"),
         tags=tags, source_file=doc.path, source_line=doc.line, workload="training",
         manifest_kind="CreateTrainingJob",
-        accelerator=instance_type if instance_type and (model or looks_gpu("aws", instance_type)) else None,
-        annotations=own_keys(tags))
+        accelerator=instance_type if instance_type and (model or family or looks_gpu("aws", instance_type)) else None,
+        annotations=own_keys(tags), accelerator_family=family, gpu_total=total)
 
 
 

@@ -14,6 +14,7 @@ from auditor.providers.manifests.common import (
     as_list,
     as_map,
     checkpoint_of,
+    family_named,
     gpu_from_type,
     gpu_model_named,
     interval_of,
@@ -27,6 +28,7 @@ from auditor.providers.manifests.documents import Document
 SKYPILOT_KEYS = {"name", "workdir", "num_nodes", "resources", "envs", "secrets", "file_mounts", "volumes", "setup",
                  "run", "config", "service", "event_callback", "inputs", "outputs", "experimental", "pool"}
 CLOUDS = {"aws": "aws", "gcp": "gcp", "azure": "azure"}
+CANDIDATES = ("any_of", "ordered", "candidates")  # several placements, SkyPilot tries them in this order
 
 
 def _accelerator(value: Any, doc: Document) -> tuple[str | None, int | None]:
@@ -56,9 +58,12 @@ def is_task(data: object) -> bool:
 
 
 def pipeline_name(docs: list[Document]) -> str | None:
-    """The name of a multi-task file (a pipeline): a first document that only names it, then the tasks."""
+    """The name of a multi-task file: a pipeline (a first document that only names it, then the tasks, run one
+    after another) or a job group (a header with its name and `execution: parallel`, then the tasks, run at
+    once)."""
     first = docs[0].data if docs else None
-    if len(docs) > 1 and isinstance(first, dict) and set(first) == {"name"} and all(is_task(d.data) for d in docs[1:]):
+    if len(docs) > 1 and isinstance(first, dict) and "name" in first and not set(first) & {"resources", "run"} \
+            and all(is_task(d.data) for d in docs[1:]):
         return str(first["name"])
     return None
 
@@ -66,9 +71,10 @@ def pipeline_name(docs: list[Document]) -> str | None:
 def _task(doc: Document, catalog: Catalog, pipeline: str | None) -> Job:
     d = doc.data
     res = as_map(d.get("resources"), doc, "resources")
-    candidates = as_list(res.get("any_of") or res.get("ordered"), doc, "resources.any_of")
+    key = next((k for k in CANDIDATES if res.get(k)), "any_of")
+    candidates = as_list(res.get(key), doc, f"resources.{key}")
     if candidates:  # several placements: judge the first, as SkyPilot tries it first
-        res = {k: v for k, v in res.items() if k not in ("any_of", "ordered")} | as_map(candidates[0], doc, "any_of[]")
+        res = {k: v for k, v in res.items() if k not in CANDIDATES} | as_map(candidates[0], doc, f"{key}[]")
     infra = str(res.get("infra") or "").split("/")
     provider = CLOUDS.get(str(res.get("cloud") or infra[0]).lower())
     region = res.get("region") or (infra[1] if len(infra) > 1 and provider else None)
@@ -110,4 +116,5 @@ def _task(doc: Document, catalog: Catalog, pipeline: str | None) -> Job:
         gpu_count=acc_count or type_gpus, spot=bool(res.get("use_spot")), checkpoint_uri=checkpoint,
         checkpoint_interval_min=interval_of(labels, {}, doc), tags=labels, source_file=doc.path,
         source_line=doc.line, workload="inference" if "service" in d else "training", manifest_kind="task",
-        accelerator=accelerator, annotations=own_keys(labels))
+        accelerator=accelerator, annotations=own_keys(labels),
+        accelerator_family=family_named(acc_name) if model is None else None)

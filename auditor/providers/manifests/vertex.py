@@ -15,6 +15,7 @@ from auditor.providers.manifests.common import (
     as_map,
     as_sweep,
     checkpoint_of,
+    family_named,
     get,
     gpu_from_type,
     gpu_model_named,
@@ -35,8 +36,8 @@ def parse(doc: Document, ctx: Context) -> list[Job]:
 def _custom_job(doc: Document, d: dict, catalog: Catalog) -> Job:
     spec = as_map(get(d, "jobSpec"), doc, "jobSpec") if get(d, "jobSpec") is not None else d
     pools = [as_map(p, doc, "workerPoolSpecs[]") for p in as_list(get(spec, "workerPoolSpecs"), doc, "workerPoolSpecs")]
-    machine_type = accelerator = model = None
-    gpus, count, env, words = 0, 0, {}, []
+    machine_type = accelerator = model = family = None
+    gpus, total, count, env, words = 0, 0, 0, {}, []
     for pool in pools:
         if not pool:  # an empty pool keeps the places of the pools after it
             continue
@@ -45,14 +46,17 @@ def _custom_job(doc: Document, d: dict, catalog: Catalog) -> Job:
         acc_count = as_int(get(ms, "acceleratorCount"), doc, "machineSpec.acceleratorCount") or 0
         mt = get(ms, "machineType")
         _, type_model, type_gpus = gpu_from_type(catalog, "gcp", mt)
-        if (acc_type and acc_type != "ACCELERATOR_TYPE_UNSPECIFIED") or type_model:
+        other = family_named(acc_type) or family_named(mt)  # a TPU (TPU_V5_LITEPOD, ct5lp-hightpu-4t)
+        if (acc_type and acc_type != "ACCELERATOR_TYPE_UNSPECIFIED") or type_model or other:
             replicas = as_int(get(pool, "replicaCount"), doc, "replicaCount") or 1
             count += replicas
             gpus = max(gpus, acc_count or type_gpus or 0)
+            total += replicas * (acc_count or type_gpus or 0)  # each pool its own accelerators
             if machine_type is None:
                 machine_type = mt
                 accelerator = acc_type or mt
                 model = gpu_model_named(catalog, acc_type) if acc_type else type_model
+                family = other if model is None else None
         for key in ("containerSpec", "pythonPackageSpec"):
             c = as_map(get(pool, key), doc, key)
             for e in as_list(c.get("env"), doc, "env"):
@@ -81,7 +85,7 @@ def _custom_job(doc: Document, d: dict, catalog: Catalog) -> Job:
         checkpoint_interval_min=interval_of(labels, {}, doc),
         max_runtime_s=seconds(scheduling.get("timeout"), doc, "scheduling.timeout"), tags=labels,
         source_file=doc.path, source_line=doc.line, workload="training", manifest_kind="CustomJob",
-        accelerator=accelerator)
+        accelerator=accelerator, accelerator_family=family, gpu_total=total or None)
 
 
 

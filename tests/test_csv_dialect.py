@@ -1,0 +1,246 @@
+"""Billing CSVs as people have them (auditor/providers/billing/csv_dialect.py): every public sample in
+../shared/samples/billing (the `samples` fixture), rewritten as spreadsheets, editors and mirrors write files,
+reads to the same rows and cents as the original; what stays ambiguous is refused in one line naming the file,
+the line and why. The variants are written to tmp_path; the samples are read in place."""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import io
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+
+from auditor.errors import InputError
+from auditor.tables.store import Store
+
+SAMPLES = ["aws_cur_legacy/focus_converters__sample-anonymous-aws-export-dataset.csv",
+           "azure/finops-toolkit__EA_ActualCost_Small.csv",
+           "focus/FOCUS-Sample-Data__FOCUS-1.0__focus_sample.csv",
+           "gcp_bigquery/koku__gcp__2022-08-01_5.csv"]
+CUR = SAMPLES[0]
+FOCUS_SAMPLE = SAMPLES[2]
+COST = {"aws-cur": "lineItem/UnblendedCost"}
+BOM = b"\xef\xbb\xbf"
+
+
+def _lines(raw: bytes) -> list[bytes]:
+    """The sample's lines without their endings (none of the samples holds a line break inside a value)."""
+    return raw.removeprefix(BOM).splitlines()
+
+
+def _variant(raw: bytes, kind: str) -> bytes:
+    ls = _lines(raw)
+    if kind == "mixed CRLF and LF":
+        return b"".join(line + (b"\r\n" if i % 2 else b"\n") for i, line in enumerate(ls))
+    if kind == "LF then CRLF (two files joined)":
+        half = len(ls) // 2
+        return b"\n".join(ls[:half]) + b"\n" + b"\r\n".join(ls[half:]) + b"\r\n"
+    if kind == "CR only (Excel for Mac)":
+        return b"\r".join(ls) + b"\r"
+    if kind == "BOM and CRLF":
+        return BOM + b"\r\n".join(ls) + b"\r\n"
+    if kind == "BOM, mixed endings":
+        return BOM + b"".join(line + (b"\r\n" if i % 3 else b"\n") for i, line in enumerate(ls))
+    if kind == "trailing comma on every line":
+        return b"".join(line + b",\r\n" for line in ls)
+    if kind == "header repeated (concatenated)":
+        half = len(ls) // 2
+        return b"\n".join(ls[:half] + [ls[0]] + ls[half:]) + b"\n"
+    if kind == "concatenated with BOMs, CRLF":
+        half = len(ls) // 2
+        return BOM + b"\r\n".join(ls[:half]) + b"\r\n" + BOM + b"\r\n".join([ls[0]] + ls[half:]) + b"\r\n"
+    if kind == "every value quoted":
+        rows = list(csv.reader(io.StringIO(raw.removeprefix(BOM).decode("utf-8"))))
+        out = io.StringIO()
+        csv.writer(out, quoting=csv.QUOTE_ALL, lineterminator="\r\n").writerows(rows)
+        return out.getvalue().encode("utf-8")
+    if kind == "gzip, CR only, trailing comma":
+        return gzip.compress(b"\r".join(line + b"," for line in ls) + b"\r")
+    if kind == "gzip, mixed endings":
+        return gzip.compress(_variant(raw, "mixed CRLF and LF"))
+    raise AssertionError(kind)
+
+
+VARIANTS = ["mixed CRLF and LF", "LF then CRLF (two files joined)", "CR only (Excel for Mac)", "BOM and CRLF",
+            "BOM, mixed endings", "trailing comma on every line", "header repeated (concatenated)",
+            "concatenated with BOMs, CRLF", "every value quoted", "gzip, CR only, trailing comma",
+            "gzip, mixed endings"]
+
+
+def _read(path: Path) -> tuple[Store, list]:
+    store = Store()
+    return store, store.load_billing([path])
+
+
+def _figures(store: Store, sources: list) -> tuple[str, int, dict, dict, list]:
+    """Format, lines, billed and effective cost per currency (to the cent and beyond), and every line's amounts
+    and tags in order."""
+    [s] = sources
+    lines = store.lines().execute("SELECT BilledCost, EffectiveCost, ResourceId, Tags FROM lines "
+                                  "ORDER BY x_SourceRow").fetchall()
+    return s.format, s.rows, s.stats["billed_cost"], s.stats["effective_cost"], lines
+
+
+@pytest.fixture(scope="module")
+def originals(samples) -> dict[str, tuple]:
+    return {name: _figures(*_read(samples / name)) for name in SAMPLES}
+
+
+@pytest.mark.parametrize("kind", VARIANTS)
+@pytest.mark.parametrize("name", SAMPLES)
+def test_every_sample_reads_the_same_in_every_dialect(name, kind, samples, originals, tmp_path):
+    raw = (samples / name).read_bytes()
+    path = tmp_path / (Path(name).stem + (".csv.gz" if kind.startswith("gzip") else ".csv"))
+    path.write_bytes(_variant(raw, kind))
+    store, sources = _read(path)
+    fmt, rows, billed, effective, lines = _figures(store, sources)
+    want = originals[name]
+    assert (fmt, rows) == want[:2]
+    assert billed == want[2] and effective == want[3]
+    if "repeated" not in kind and "concatenated" not in kind:
+        assert lines == want[4]  # the same amounts, ids and tags, line by line, no CR left in a value
+    else:
+        assert sorted(map(repr, lines)) == sorted(map(repr, want[4]))
+    assert not any("\r" in str(cell) for line in lines for cell in line)
+
+
+def test_a_repeated_header_is_named_in_a_warning(samples, tmp_path):
+    ls = _lines((samples / CUR).read_bytes())
+    path = tmp_path / "joined.csv"
+    path.write_bytes(b"\n".join(ls[:10] + [ls[0]] + ls[10:]) + b"\n")
+    store, _ = _read(path)
+    assert any(w.startswith(f"{path}: the header is repeated at line(s) 11 ") for w in store.warnings), \
+        store.warnings
+
+
+def test_a_bad_value_after_a_repeated_header_names_its_own_line(samples, tmp_path):
+    header = _lines((samples / CUR).read_bytes())[0]
+    # line 40 of the file is the bad one; the repeated header is line 20 of the file, mixed endings throughout
+    rows = list(csv.reader(io.StringIO((samples / CUR).read_text(encoding="utf-8"))))
+    col = rows[0].index(COST["aws-cur"])
+    rows[38][col] = "12.5 USD"  # line 39 of the sample, line 40 once the header is repeated above it
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    ls = out.getvalue().encode("utf-8").split(b"\n")[:-1]
+    ls = ls[:19] + [header] + ls[19:]
+    path = tmp_path / "cur.csv"
+    path.write_bytes(b"".join(x + (b"\r\n" if i % 2 else b"\n") for i, x in enumerate(ls)))
+    with pytest.raises(InputError) as e:
+        _read(path)
+    assert str(e.value) == f"{path}:40: column 'lineItem/UnblendedCost': '12.5 USD' is not a number"
+
+
+@pytest.mark.parametrize("cost, read", [("NULL", None), ('"0.25"', Decimal("0.25"))])
+def test_null_literals_and_quoted_numbers(cost, read, samples, tmp_path):
+    """`NULL` is an empty value in every export (and a line needs a cost, so it is named); a quoted number is the
+    number."""
+    text = (samples / CUR).read_text(encoding="utf-8").split("\n")
+    rows = list(csv.reader(text[:2]))
+    col = rows[0].index(COST["aws-cur"])
+    fields = next(csv.reader([text[1]]))
+    fields[col] = "@@"
+    out = io.StringIO()
+    csv.writer(out, lineterminator="").writerow(fields)
+    text[1] = out.getvalue().replace("@@", cost)
+    path = tmp_path / "cur.csv"
+    path.write_text("\n".join(text), encoding="utf-8")
+    if read is None:
+        with pytest.raises(InputError) as e:
+            _read(path)
+        assert str(e.value) == f"{path}:2: the cost is empty; every billing line needs a cost and a start time"
+    else:
+        store, _ = _read(path)
+        assert store.lines().execute("SELECT BilledCost FROM lines WHERE x_SourceRow = 2").fetchone()[0] == read
+
+
+@pytest.mark.parametrize("bad, message", [
+    # a spreadsheet's date: the month or the day first? Refused, as before
+    (("lineItem/UsageStartDate", "9/18/2024"), "'9/18/2024' is not a UTC time like 2026-07-01T00:00:00Z"),
+    # thousands separators: 1,234.50 or 1.234,50?
+    (("lineItem/UnblendedCost", "1,234.50"), "'1,234.50' is not a number"),
+])
+def test_ambiguous_values_stay_refused_in_every_dialect(bad, message, samples, tmp_path):
+    column, value = bad
+    rows = list(csv.reader(io.StringIO((samples / CUR).read_text(encoding="utf-8"))))
+    rows[6][rows[0].index(column)] = value
+    for ending in ("\n", "\r\n", "\r"):
+        out = io.StringIO()
+        csv.writer(out, lineterminator=ending).writerows(rows)
+        path = tmp_path / "cur.csv"
+        path.write_bytes(b"".join(x + (b"\n" if i == 3 else b"") for i, x in
+                                  enumerate(out.getvalue().encode("utf-8").splitlines(keepends=True))))
+        with pytest.raises(InputError) as e:
+            _read(path)
+        assert str(e.value) == f"{path}:7: column {column!r}: {message}", ending
+
+
+def test_a_header_column_without_a_name_is_refused(samples, tmp_path):
+    text = (samples / CUR).read_text(encoding="utf-8")
+    path = tmp_path / "cur.csv"
+    path.write_text(text.replace(",", ",,", 1), encoding="utf-8")
+    with pytest.raises(InputError) as e:
+        _read(path)
+    assert str(e.value) == f"{path}:1: column 2 of the header has no name"
+
+
+def test_a_value_past_the_header_is_refused(samples, tmp_path):
+    """A line with one field more than the header: an empty one is a trailing comma, a value has no column."""
+    ls = _lines((samples / CUR).read_bytes())
+    path = tmp_path / "cur.csv"
+    path.write_bytes(b"\n".join(ls[:5] + [ls[5] + b",0.5"] + ls[6:]) + b"\n")
+    with pytest.raises(InputError) as e:
+        _read(path)
+    assert str(e.value).startswith(f"{path}:6: cannot read the file: the line has ")
+    path.write_bytes(b"\n".join(ls[:5] + [ls[5] + b","] + ls[6:]) + b"\n")
+    assert _read(path)[1][0].rows == len(ls) - 1
+
+
+def test_a_value_under_the_unnamed_last_column_is_refused(samples, tmp_path):
+    """With a delimiter ending every line, the header's last column has no name: a value there has no meaning."""
+    ls = _lines((samples / CUR).read_bytes())
+    lines = [x + b"," for x in ls]
+    lines[8] += b"7.5"
+    path = tmp_path / "cur.csv"
+    path.write_bytes(b"\r\n".join(lines) + b"\r\n")
+    with pytest.raises(InputError) as e:
+        _read(path)
+    assert str(e.value) == (f"{path}:9: a value past the header's last column, which has no name (the header ends "
+                            "in a delimiter)")
+
+
+def test_cr_only_and_trailing_comma_through_the_command_line(samples, tmp_path):
+    """Excel for Mac's CR-only file with a comma ending every line: `inspect` reads it, no internal error."""
+    from click.testing import CliRunner
+
+    from auditor.cli import cli
+
+    path = tmp_path / "cur.csv"
+    path.write_bytes(b"\r".join(x + b"," for x in _lines((samples / CUR).read_bytes())) + b"\r")
+    result = CliRunner().invoke(cli, ["inspect", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "internal error" not in result.output and "1,281" in result.output
+
+
+def test_a_cr_only_file_over_two_mib_is_no_long_line(samples, tmp_path):
+    """The long-line checks look for the file's own line break: a 3 MB file of CR-only lines is 3,843 lines of
+    under a KiB, not one line over the 2,000,000-byte limit."""
+    ls = _lines((samples / CUR).read_bytes())
+    path = tmp_path / "cur.csv"
+    path.write_bytes(b"\r".join([ls[0]] + ls[1:] * 3) + b"\r")
+    assert path.stat().st_size > 3_000_000
+    _, sources = _read(path)
+    assert sources[0].rows == 3 * (len(ls) - 1)
+
+
+def test_a_stray_quote_in_a_file_of_mixed_endings_names_its_line(samples, tmp_path):
+    """What Python's csv cannot read either is refused naming the line (DuckDB's own word for it named none)."""
+    ls = _lines((samples / FOCUS_SAMPLE).read_bytes())
+    ls[7] = ls[7].replace(b'","', b'"x"', 1)
+    path = tmp_path / "focus.csv"
+    path.write_bytes(b"".join(x + (b"\r\n" if i % 2 else b"\n") for i, x in enumerate(ls)))
+    with pytest.raises(InputError) as e:
+        _read(path)
+    assert str(e.value).startswith(f"{path}:8: cannot read the file: not comma-separated values (")
