@@ -125,7 +125,8 @@ def run_module(module: str, mutmut: str, known: list[dict]) -> dict:
 
 
 def write_scores(results: list[dict]) -> None:
-    rows = ["| module | mutants | killed | equivalent (explained) | surviving | score |", "|---|---:|---:|---:|---:|---:|"]
+    rows = ["| module | mutants | killed | equivalent (explained) | surviving | score |",
+            "|---|---:|---:|---:|---:|---:|"]
     for r in results:
         if "error" in r:
             rows.append(f"| `{r['module']}` | | | | | not run: {r['error']} |")
