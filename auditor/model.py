@@ -300,8 +300,8 @@ class Commitment:
 
 @dataclass
 class SteadyGpuSpend:
-    """On-demand GPU compute of one instance family in one region and currency, day by day over the window: the
-    floor a commitment would cover (the least spent on any day, as an hourly amount) against the total."""
+    """On-demand GPU compute of one instance family in one region and currency, hour by hour over the window: the
+    floor a commitment would cover (the least spent in any hour) against the total."""
 
     id: str  # provider:region:family:currency
     provider: str
@@ -312,10 +312,13 @@ class SteadyGpuSpend:
     currency: str = "USD"
     days: int = 0  # days of billing in the window
     days_billed: int = 0  # of those, days this family ran on demand
-    floor_per_hour: Decimal = Decimal(0)  # the least day's on-demand spend / 24 (0 when a day had none)
+    floor_per_hour: Decimal = Decimal(0)  # the least HOUR's on-demand spend (0 when an hour had none)
     on_demand: Decimal = Decimal(0)  # its on-demand spend in the window
     committed: Decimal = Decimal(0)  # its spend already covered by a commitment
     tags: dict[str, str] = field(default_factory=dict)
+    hours: int = 0  # hours of the window with billing (of the days with any line, up to the billing's end)
+    hours_billed: int = 0  # of those, hours this family ran on demand
+    floor_at: datetime | None = None  # the least hour (its start, UTC)
 
 
 @dataclass

@@ -60,7 +60,7 @@ class ForgottenGpuInBilling(Rule):
         "min_billed_days_pct": Field("number", default=90, minimum=0, maximum=100,
                                      doc="share of the window's days with billing the machine must be billed on"),
         "min_days": Field("number", default=7, minimum=1, doc="fewest days billed before a machine is judged"),
-        "job_tags": Field("list", item=Field("str"), default=["job", "job-name", "job_name", "training-job"],
+        "job_tags": Field("list", item=Field("tag"), default=["job", "job-name", "job_name", "training-job"],
                           doc="tag keys whose presence on a machine's lines says a job ran on it"),
         "flat_rate_tolerance_pct": Field("number", default=5, minimum=0, maximum=100,
                                          doc="largest spread of its full days' cost, percent, still a flat rate"),

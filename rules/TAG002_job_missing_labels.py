@@ -37,7 +37,7 @@ class JobMissingLabels(Rule):
     entity = Job
     clause = "tagging"
     options = {
-        "required_tags": Field("list", item=Field("str"), default=["team", "owner", "project"],
+        "required_tags": Field("list", item=Field("tag"), default=["team", "owner", "project"],
                                doc="tag keys every resource must carry"),
     }
 

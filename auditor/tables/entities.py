@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import fields
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
@@ -360,28 +360,71 @@ def commitments(store: Store, window: Window, policy: Policy) -> list[Commitment
 
 @builds(SteadyGpuSpend)
 def steady_gpu_spend(store: Store, window: Window, policy: Policy) -> list[SteadyGpuSpend]:
-    """On-demand GPU compute per provider, region, instance family and currency, summed per UTC day (the grain of
-    the `costs` table): the least day is the floor a commitment would cover; a day it did not run makes it 0."""
+    """On-demand GPU compute per provider, region, instance family and currency, and its floor: the least it cost
+    in any hour of the window's billing (hourly_floors), which a commitment of that size would always use."""
     on_demand = ("COALESCE(PricingCategory, '') NOT IN ('Dynamic', 'Committed') AND CommitmentDiscountId IS NULL "
                  "AND CommitmentDiscountStatus IS NULL")
+    gpu = (f"{window.where()} AND x_CostCategory = 'gpu_compute' AND ChargeCategory = 'Usage' "
+           "AND x_InstanceType IS NOT NULL")
+    family = family_sql("x_Provider", "x_InstanceType")
     rows = store.con.execute(f"""
         WITH days AS (SELECT count(DISTINCT date_trunc('day', ChargePeriodStart)) AS n FROM costs
                       WHERE {window.where()}),
-             g AS (SELECT x_Provider AS provider, RegionId AS region,
-                          {family_sql('x_Provider', 'x_InstanceType')} AS family, BillingCurrency AS cur,
+             g AS (SELECT x_Provider AS provider, RegionId AS region, {family} AS family, BillingCurrency AS cur,
                           date_trunc('day', ChargePeriodStart) AS day,
                           sum(BilledCost) FILTER (WHERE {on_demand}) AS od,
                           sum(BilledCost) FILTER (WHERE NOT ({on_demand}) AND PricingCategory <> 'Dynamic') AS cm,
                           list(DISTINCT x_InstanceType) AS types, max(x_GpuModel) AS model
-                   FROM costs WHERE {window.where()} AND x_CostCategory = 'gpu_compute' AND ChargeCategory = 'Usage'
-                     AND x_InstanceType IS NOT NULL GROUP BY ALL)
+                   FROM costs WHERE {gpu} GROUP BY ALL)
         SELECT provider, region, family, cur, (SELECT n FROM days), count(*) FILTER (WHERE od > 0),
-               CASE WHEN count(*) FILTER (WHERE od > 0) = (SELECT n FROM days) THEN min(od) ELSE 0 END,
                COALESCE(sum(od), 0), COALESCE(sum(cm), 0), list_sort(flatten(list(types))), max(model)
         FROM g GROUP BY ALL HAVING sum(od) > 0 ORDER BY 1, 2, 3, 4""").fetchall()
-    return [SteadyGpuSpend(f"{provider}:{region or 'global'}:{family}:{cur}", provider, region, family,
-                           list(dict.fromkeys(types or [])), model, cur, days, billed, Decimal(floor) / 24, od, cm)
-            for provider, region, family, cur, days, billed, floor, od, cm, types, model in rows]
+    floors = hourly_floors(store, window, f"{gpu} AND {on_demand}", family)
+    out = []
+    for provider, region, family_name, cur, days, billed, od, cm, types, model in rows:
+        hours, ran, floor, at = floors.get((provider, region, family_name, cur), (0, 0, Decimal(0), None))
+        out.append(SteadyGpuSpend(f"{provider}:{region or 'global'}:{family_name}:{cur}", provider, region,
+                                  family_name, list(dict.fromkeys(types or [])), model, cur, days, billed, floor, od,
+                                  cm, hours=hours, hours_billed=ran, floor_at=at))
+    return out
+
+
+def hourly_floors(store: Store, window: Window, where: str, family: str) -> dict[tuple, tuple]:
+    """(provider, region, family, currency) -> (hours of billing, hours it ran, least hour's cost, that hour).
+
+    The `costs` table sums a resource's lines per UTC day, keeping the first start, the last end and the hours
+    consumed. A row whose hours fill its span ran every hour of it, at its cost / span an hour (an hourly export's
+    machine that ran 08-20 UTC adds to those 12 hours only). A row with fewer hours than its span (a day with
+    gaps, or a daily export's part day) may have been off in any given hour, so it adds to none: the floor is
+    never more than what ran in its least hour. The hours of billing are those of the days with any line, up to
+    the billing's last end; an hour nothing of the family ran in makes the floor 0."""
+    rows = store.con.execute(f"""
+        WITH r AS (SELECT x_Provider AS p, RegionId AS reg, {family} AS fam, BillingCurrency AS cur,
+                          ChargePeriodStart AS s, ChargePeriodEnd AS e, BilledCost AS c,
+                          CASE WHEN {HOURS} THEN ConsumedQuantity END AS q,
+                          (epoch(ChargePeriodEnd) - epoch(ChargePeriodStart)) / 3600 AS span
+                   FROM costs WHERE {where} AND ChargePeriodEnd > ChargePeriodStart),
+             h AS (SELECT p, reg, fam, cur, unnest(range(date_trunc('hour', s), e, INTERVAL 1 HOUR)) AS hour,
+                          CAST(round(span * 3600) AS BIGINT) AS secs, c
+                   FROM r WHERE q IS NULL OR q >= span - 0.01)
+        SELECT p, reg, fam, cur, hour, secs, sum(c) FROM h GROUP BY ALL""").fetchall()
+    ends = store.con.execute(f"""
+        SELECT list(DISTINCT date_trunc('day', ChargePeriodStart)), max(ChargePeriodEnd) FROM costs
+        WHERE {window.where()}""").fetchone()
+    days, data_end = ends if ends and ends[0] else ([], None)
+    end = min(data_end, window.end) if data_end else window.end
+    covered = [d + timedelta(hours=i) for d in days for i in range(24) if d + timedelta(hours=i) < end]
+    per_hour: dict[tuple, dict[datetime, Decimal]] = {}
+    for p, reg, fam, cur, hour, secs, cost in rows:
+        spent = per_hour.setdefault((p, reg, fam, cur), {})
+        spent[hour] = spent.get(hour, Decimal(0)) + cost * 3600 / secs  # Decimal: 28 digits, no float
+    out = {}
+    for key, spent in per_hour.items():
+        at = min(covered, key=lambda t: (spent.get(t, Decimal(0)), t)) if covered else None
+        ran = sum(1 for t in covered if spent.get(t, 0) > 0)
+        out[key] = (len(covered), ran, spent.get(at, Decimal(0)) if at else Decimal(0), at)
+    return out
+
 
 @builds(StorageGrowth)
 def storage_growth(store: Store, window: Window, policy: Policy) -> list[StorageGrowth]:
