@@ -179,7 +179,10 @@ class GpuCapacity(GpuAsset):
     data_end: datetime | None = None  # end of the last billing line in the window, of any resource
     storage_cost: dict[str, Decimal] = field(default_factory=dict)  # disks named after it (Azure, GCP)
     storage_resources: list[str] = field(default_factory=list)
-    jobs_seen: int | None = None  # jobs on its provider, account, region and instance type (nodes, clusters)
+    jobs_seen: int | None = None  # jobs on its provider, account, region and instance type
+    jobs_read: bool = False  # any job was read (inventory, manifests): jobs_seen 0 means something
+    billing_tags: dict[str, str] = field(default_factory=dict)  # every tag key of its billing lines, latest value
+    split_resources: list[str] = field(default_factory=list)  # pods or tasks the provider split its cost to
 
 
 @dataclass(slots=True)
@@ -216,6 +219,9 @@ class BilledGpuMachine:
     scope_pulled: bool = False  # the inventory holds machines of its provider, account and region
     usage_hours: float | None = None  # its utilisation in the inventory (None: not there, or no metrics)
     mean_util_pct: float | None = None
+    inventory_tags: dict[str, str] = field(default_factory=dict)  # its tags (a node's labels) in the inventory
+    kind: str | None = None  # its kind in the inventory (vm, node, cluster, notebook)
+    jobs_read: bool = False  # any job was read (inventory, manifests): jobs_seen 0 means something
 
 
 @dataclass

@@ -12,6 +12,7 @@ from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
+from auditor.evidence import billing_tags
 from auditor.model import (
     BilledGpuMachine,
     CapacityReservation,
@@ -265,17 +266,31 @@ def gpu_capacity(store: Store, window: Window, policy: Policy) -> list[GpuCapaci
              LEFT JOIN disks USING (id)""").fetchall()
     data_end = store.con.execute(f"SELECT max(ChargePeriodEnd) FROM costs WHERE {window.where()}").fetchone()[0]
     by_id = {r[0]: r[1:] for r in rows}
+    # What the bill says of each machine (every line's tags, the pods its cost was split to): evidence of an owner
+    # or a job that its inventory entry may lack.
+    billed: dict[str, BilledGpuMachine] = {}
+    for m in build(store, window, policy, BilledGpuMachine):
+        billed.setdefault(m.id.lower(), m)
+        billed.setdefault(re.split(r"[/:]", m.id.lower())[-1], m)
+    jobs_read = _jobs_read(store)
     out = []
     for a in assets:
         first, last, last_usage, disks, jobs = by_id.get(a.id, (None, None, None, None, 0))
         storage: dict[str, Decimal] = {}
         for d in disks or []:
             storage[d["cur"]] = storage.get(d["cur"], Decimal(0)) + d["cost"]
+        m = billed.get(a.id.lower())
         out.append(GpuCapacity(
             **{f.name: getattr(a, f.name) for f in fields(GpuAsset)}, first_billed_at=first, last_billed_at=last,
             last_usage_at=last_usage, data_end=data_end, storage_cost=storage,
-            storage_resources=list(dict.fromkeys(d["rid"] for d in disks or [])), jobs_seen=int(jobs)))
+            storage_resources=list(dict.fromkeys(d["rid"] for d in disks or [])), jobs_seen=int(jobs),
+            jobs_read=jobs_read, billing_tags=billing_tags(m.tags, m.tags_seen) if m else {},
+            split_resources=m.split_resources if m else []))
     return out
+
+
+def _jobs_read(store: Store) -> bool:
+    return bool(store.con.execute("SELECT count(*) FROM jobs").fetchone()[0])
 
 @builds(TeamSpend)
 def team_spend(store: Store, window: Window, policy: Policy) -> list[TeamSpend]:
@@ -593,6 +608,7 @@ def billed_gpu_machines(store: Store, window: Window, policy: Policy) -> list[Bi
     by_id = {a.id.lower(): a for a in assets}
     scopes = {(p, acct, reg) for p, acct, reg in store.con.execute(
         "SELECT DISTINCT provider, account, region FROM assets").fetchall()}
+    jobs_read = _jobs_read(store)
     out = []
     for (rid, provider, account, region, itype, gpu, gpus, cur, costs, hours, n, weekend, full_days, full_min,
          full_max, first, last, tags, seen, jobs_seen, pods) in rows:
@@ -604,7 +620,8 @@ def billed_gpu_machines(store: Store, window: Window, policy: Policy) -> list[Bi
             {k: list(v) for k, v in (seen or {}).items()}, int(jobs_seen), list(dict.fromkeys(pods or [])),
             loaded, asset is not None,
             asset is not None or (provider, account, region) in scopes,
-            asset.usage_hours if asset else None, asset.mean_util_pct if asset else None))
+            asset.usage_hours if asset else None, asset.mean_util_pct if asset else None,
+            asset.tags if asset else {}, asset.kind if asset else None, jobs_read))
     return out
 
 
