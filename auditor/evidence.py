@@ -27,6 +27,12 @@ if TYPE_CHECKING:
 
 LEVELS = ("low", "medium", "high")
 SOURCES = ("billing", "inventory", "jobs", "utilisation")
+# How a finding's confidence is judged, as the report says it beside the findings that state one.
+HOW_JUDGED = ("A machine is called forgotten only when none of the sources read (its billing lines' tags, its "
+              "inventory tags or node labels, jobs, the provider's cost split, its utilisation) shows an owner or a "
+              "job. Confidence: high when its utilisation was measured and shows it unused; medium when it is in the "
+              "inventory without metrics, or the bill alone shows it billed around the clock at one rate; low from "
+              "the bill alone otherwise. Each such finding lists the sources it checked and those it lacked.")
 
 
 @dataclass

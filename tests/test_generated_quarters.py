@@ -94,3 +94,16 @@ def test_the_commitment_floor_is_the_least_hour(quarter):
     _, audits = quarter
     [f] = [f for f in audits[True].findings if f.resource == "aws:us-east-1:p4d:USD"]
     assert f.evidence["floor_per_hour"] == "32.7726"
+
+
+def test_the_report_says_how_confidence_is_judged(quarter, tmp_path):
+    from auditor.outputs.report import write_outputs
+
+    _, audits = quarter
+    write_outputs(audits[False], tmp_path)
+    html = (tmp_path / "report.html").read_text(encoding="utf-8")
+    md = (tmp_path / "report.md").read_text(encoding="utf-8")
+    assert "Confidence: high when its utilisation was measured and shows it unused" in html
+    assert "Confidence: high when its utilisation was measured and shows it unused" in md
+    assert "sources lacked: inventory (not in an inventory read)" in html
+    assert "confidence: medium" in html and "bill alone: yes" in html
