@@ -107,3 +107,23 @@ def test_the_report_says_how_confidence_is_judged(quarter, tmp_path):
     assert "Confidence: high when its utilisation was measured and shows it unused" in md
     assert "sources lacked: inventory (not in an inventory read)" in html
     assert "confidence: medium" in html and "bill alone: yes" in html
+
+
+@pytest.fixture(scope="module")
+def demo_audits():
+    demo = REPO / "fixtures" / "demo"
+    policy = load_policy(demo / "policy.yml")
+    return {inv: run_audit(policy, [demo / "billing"], demo / "inventory.json" if inv else None,
+                           parse_quarter("2026-Q3"), date(2026, 10, 15)) for inv in (True, False)}
+
+
+def test_the_demo_calls_no_owned_or_busy_machine_forgotten(demo_audits):
+    """Issue 26: without the inventory the demo called 9 tagged machines (some 55-75 % busy) forgotten and the
+    savings rose from $57,442.57 to $88,063.78. Every machine of the demo carries an owner or is busy, but for
+    one parked VM whose disk still bills."""
+    for inventory, audit in demo_audits.items():
+        accused = {f.resource for f in audit.findings if f.rule in ("GPU005", "GPU006")
+                   and f.evidence.get("forgotten", True) and f.monthly_savings}
+        parked = {f.resource for f in audit.findings if f.rule == "GPU005" and "still bill" in f.message}
+        assert accused == parked, (inventory, sorted(accused))
+    assert high_waste(demo_audits[False]) <= high_waste(demo_audits[True])
