@@ -137,6 +137,22 @@ def test_a_day_with_gaps_adds_to_no_hour(tmp_path):
     assert a100.floor_per_hour == Decimal("3.00")
 
 
+def test_several_gpus_hours_on_lines_with_gaps_add_to_no_hour(tmp_path):
+    """An 8-GPU VM billed in GPU-hours (8 an hour) at 00-04 and 20-24: 64 hours consumed over a 24-hour span is
+    more than the span, yet its 8 lines leave 16 hours unaccounted for; it adds to no hour."""
+    rows = []
+    for day in range(3):
+        start = datetime(2026, 8, 1 + day)
+        rows += [hourly_line(start + timedelta(hours=h), 1, A100, "vm-a", "3.00") for h in range(24)]
+        rows += [{**hourly_line(start + timedelta(hours=h), 1, A100, "vm-8gpu", "40.00"), "ConsumedQuantity": "8"}
+                 for h in (*range(4), *range(20, 24))]
+    store = Store()
+    store.load_billing([write_csv(tmp_path / "gpus.csv", FOCUS_HEADER, rows)])
+    policy = load_policy(REPO / "fixtures" / "demo" / "policy.yml")
+    [a100] = build(store, AUGUST, policy, SteadyGpuSpend)
+    assert a100.floor_per_hour == Decimal("3.00")
+
+
 def test_com004_on_the_hourly_floor_with_a_dated_rate_writes_every_output(day_and_night, tmp_path):
     """The saving is 65.55 x 730 x 30% = 14,355.45 (the least day / 24 would say 81.93 x 730 x 30% = 17,943.67);
     `discount_as_of`, a date, is written to audit.json as the day it is."""
