@@ -21,7 +21,7 @@ sys.path.insert(0, str(REPO / "fixtures" / "quarters"))
 import generate  # noqa: E402
 
 SEEDS = (1, 2, 3)
-RULES = ("GPU001", "GPU005", "GPU006", "COM004", "SPOT001", "TAG001", "BUD001")
+RULES = ("GPU001", "GPU005", "GPU006", "COM002", "COM004", "SPOT001", "TAG001", "BUD001")
 
 
 @pytest.fixture(scope="module", params=SEEDS, ids=[f"seed{s}" for s in SEEDS])
