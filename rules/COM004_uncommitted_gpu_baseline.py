@@ -52,7 +52,7 @@ class UncommittedGpuBaseline(Rule):
     entity = SteadyGpuSpend
     clause = "commitment_coverage"
     options = {
-        "min_floor_per_hour": Field("number", default=5, minimum=0,
+        "min_floor_per_hour": Field("money", default=5, minimum=0,
                                     doc="least steady on-demand spend an hour (in its currency) worth a commitment"),
         "commit_pct": Field("number", default=100, minimum=0, maximum=100,
                             doc="share of the floor to commit to, percent"),
