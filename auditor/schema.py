@@ -31,6 +31,7 @@ class Field:
     minimum: float | None = None
     maximum: float | None = None
     item: Field | None = None  # list items and map values
+    keys: Field | None = None  # map keys (text), checked as a value of this field
     fields: dict[str, Field] = field(default_factory=dict)  # record keys
     doc: str = ""
 
@@ -88,6 +89,9 @@ class Validator:
         if kind == "map":
             if not isinstance(value, dict):
                 raise self.fail(path, f"expected a mapping, got {_kind_of(value)}")
+            if spec.keys:
+                for k in value:
+                    self._part(str(k), spec.keys, path + (str(k),))
             return {str(k): self._part(v, spec.item, path + (str(k),)) if spec.item else v
                     for k, v in value.items()}
         return self._scalar(value, spec, path)

@@ -57,6 +57,7 @@ class UncommittedGpuBaseline(Rule):
         "commit_pct": Field("number", default=100, minimum=0, maximum=100,
                             doc="share of the floor to commit to, percent"),
         "discount_pct": Field("map", item=Field("number", minimum=0, maximum=100), default={},
+                              keys=Field("str", choices=("aws", "gcp", "azure")),
                               doc="discount of the commitment you would buy per provider (aws, gcp, azure), "
                                   "percent, from your price sheet; none: no saving stated"),
         "term": Field("duration", default="1y", doc="the term of the commitment the discount is for (1y, 3y)"),
@@ -69,7 +70,7 @@ class UncommittedGpuBaseline(Rule):
             return
         covered = s.floor_per_hour * Decimal(str(self.opt("commit_pct"))) / 100
         monthly = covered * HOURS_PER_MONTH
-        rates = {k.lower(): v for k, v in (self.opt("discount_pct") or {}).items()}
+        rates = self.opt("discount_pct") or {}  # keyed by provider: the policy refuses any other key
         rate = rates.get(s.provider)
         term = self.opt("term")
         where = f"{s.family} in {s.region or 'every region'}"

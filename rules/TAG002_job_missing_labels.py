@@ -44,7 +44,7 @@ class JobMissingLabels(Rule):
     options = {
         "required_tags": Field("list", item=Field("tag"), default=["team", "owner", "project"],
                                doc="tag keys every resource must carry"),
-        "label_patterns": Field("map", default={}, item=Field("regex"),
+        "label_patterns": Field("map", default={}, item=Field("regex"), keys=Field("tag"),
                                 doc="label -> regular expression its whole value must match, e.g. owner: "
                                     "'[a-z.]+@example\\.com'"),
     }
