@@ -1,9 +1,9 @@
 """Evidence before accusation: who owns a machine and whether anything runs on it, read from every source the
 audit has, and how sure a finding that calls it forgotten can be.
 
-A machine is forgotten only when none of the sources shows an owner or a job: an owner (or team, or a project
-the policy maps to a team) known anywhere is an owner, a job seen anywhere is a job, and measured utilisation at
-or above the rule's threshold is use. The sources, in the order a finding lists them:
+A machine is forgotten only when none of the sources shows an owner or a job: an owner, team or project tag (a
+project no team lists included) known anywhere is an owner, a job seen anywhere is a job, and measured utilisation
+at or above the rule's threshold is use. The sources, in the order a finding lists them:
 
 - `billing`: the tags of every one of its billing lines (not only the latest), its job tags, and the pods or
   tasks the provider split its cost to;

@@ -20,7 +20,7 @@ class ForgottenGpuCapacity(Rule):
     ## What it does
     Flags a GPU machine of the inventory (VM, node, notebook, cluster) that
     - has been billed for at least `min_days` days in the audit window, and none of the sources the
-      audit has shows an owner or a job: no owner, team or mapped project tag (the policy's
+      audit has shows an owner or a job: no owner, team or project tag (the policy's
       `attribution`) in its inventory tags or node labels nor on any of its billing lines, no job tag
       (`attribution.job_tags`) on its lines, no pod or task the provider split its cost to, no job of
       the inventory or manifests on its provider, account, region and instance type, and no measured

@@ -17,7 +17,7 @@ class ForgottenGpuInBilling(Rule):
     Reads every GPU machine in the billing export, inventory or not, billed on at least
     `min_billed_days_pct` percent of the window's days with billing (and at least `min_days` days),
     and flags one that none of the sources the audit has shows an owner or a job ("with none of"):
-    - no owner, team or mapped project tag (the policy's `attribution`) on any of its billing
+    - no owner, team or project tag (the policy's `attribution`) on any of its billing
       lines, nor in its inventory tags or node labels where it is in the inventory;
     - no job: none of `job_tags` or `attribution.job_tags` on its lines, no pod or task the
       provider split its cost to (AWS split cost allocation, FOCUS allocated charges), and no job of
