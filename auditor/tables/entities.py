@@ -431,7 +431,7 @@ def hourly_floors(store: Store, window: Window, where: str, family: str) -> dict
         WHERE {window.where()}""").fetchone()
     days, data_end = ends if ends and ends[0] else ([], None)
     end = min(data_end, window.end) if data_end else window.end
-    covered = [d + timedelta(hours=i) for d in days for i in range(24) if d + timedelta(hours=i) < end]
+    covered = [t for d in days for t in (d + timedelta(hours=i) for i in range(24)) if window.start <= t < end]
     per_hour: dict[tuple, dict[datetime, Decimal]] = {}
     for p, reg, fam, cur, hour, secs, cost in rows:
         spent = per_hour.setdefault((p, reg, fam, cur), {})
