@@ -220,3 +220,19 @@ def test_an_unreadable_end_time_names_its_line(tmp_path):
         Store().load_billing([ri_export(tmp_path, "next spring")])
     assert str(e.value) == (f"{tmp_path / 'cur.csv'}:7: column 'reservation/EndTime': 'next spring' is not a UTC "
                             "time like 2026-07-01T00:00:00Z")
+
+
+def test_the_hourly_floor_of_an_export_split_into_parts_is_that_of_the_whole(day_and_night, tmp_path):
+    """The hourly lines of one export dealt into two parts alternately: each part holds every VM's days with
+    gaps, the two together hold them whole, and the floor is that of the whole file."""
+    with open(day_and_night, encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    parts = []
+    for i in range(2):  # in folders of their own: read apart, not as one scan of a folder's parts
+        (tmp_path / f"p{i}").mkdir()
+        parts.append(write_csv(tmp_path / f"p{i}" / "part.csv", FOCUS_HEADER, rows[i::2]))
+    store = Store()
+    store.load_billing(parts)
+    policy = load_policy(REPO / "fixtures" / "demo" / "policy.yml")
+    [a100] = build(store, AUGUST, policy, SteadyGpuSpend)
+    assert a100.floor_per_hour == Decimal("65.55")

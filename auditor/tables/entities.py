@@ -407,20 +407,22 @@ def steady_gpu_spend(store: Store, window: Window, policy: Policy) -> list[Stead
 def hourly_floors(store: Store, window: Window, where: str, family: str) -> dict[tuple, tuple]:
     """(provider, region, family, currency) -> (hours of billing, hours it ran, least hour's cost, that hour).
 
-    The `costs` table sums a resource's lines per UTC day, keeping the first start, the last end, the hours
-    consumed and the number of lines. A row that fills its span ran every hour of it, at its cost / span an hour
-    (an hourly export's machine that ran 08-20 UTC adds to those 12 hours only): hourly lines as many as its hours,
-    hours consumed equal to its span, or one line over the span (a daily line, its hours at least the span). Any
-    other row (a day with gaps, a daily export's part day, several GPUs' hours on lines with gaps) may have been
-    off in any given hour, so it adds to none: the floor is never more than what ran in its least hour. The hours
-    of billing are those of the days with any line, up to the billing's last end; an hour nothing of the family
-    ran in makes the floor 0."""
+    The `costs` table sums lines per UTC day, keeping the first start, the last end, the hours consumed and the
+    number of lines; a resource's usage type's day is taken whole here, whatever files or rows it was read in (a
+    split export gives the floor of the whole). A day that fills its span ran every hour of it, at its cost /
+    span an hour (an hourly export's machine that ran 08-20 UTC adds to those 12 hours only): hourly lines as
+    many as its hours, hours consumed equal to its span, or one line over the span (a daily line, its hours at
+    least the span). Any other day (one with gaps, a daily export's part day, several GPUs' hours on lines with
+    gaps) may have been off in any given hour, so it adds to none: the floor is never more than what ran in its
+    least hour. The hours of billing are those of the days with any line, up to the billing's last end; an hour
+    nothing of the family ran in makes the floor 0."""
     rows = store.con.execute(f"""
         WITH r AS (SELECT x_Provider AS p, RegionId AS reg, {family} AS fam, BillingCurrency AS cur,
-                          ChargePeriodStart AS s, ChargePeriodEnd AS e, BilledCost AS c,
-                          CASE WHEN {HOURS} THEN ConsumedQuantity END AS q, x_Lines AS n,
-                          (epoch(ChargePeriodEnd) - epoch(ChargePeriodStart)) / 3600 AS span
-                   FROM costs WHERE {where} AND ChargePeriodEnd > ChargePeriodStart),
+                          min(ChargePeriodStart) AS s, max(ChargePeriodEnd) AS e, sum(BilledCost) AS c,
+                          sum(CASE WHEN {HOURS} THEN ConsumedQuantity END) AS q, sum(x_Lines) AS n,
+                          (epoch(max(ChargePeriodEnd)) - epoch(min(ChargePeriodStart))) / 3600 AS span
+                   FROM costs WHERE {where} AND ChargePeriodEnd > ChargePeriodStart
+                   GROUP BY p, reg, fam, cur, lower(ResourceId), x_UsageType, date_trunc('day', ChargePeriodStart)),
              h AS (SELECT p, reg, fam, cur, unnest(range(date_trunc('hour', s), e, INTERVAL 1 HOUR)) AS hour,
                           CAST(round(span * 3600) AS BIGINT) AS secs, c
                    FROM r WHERE n >= span - 0.01 OR abs(q - span) < 0.01
