@@ -147,6 +147,8 @@ def _jsonable(v: Any, decimal: Callable[[Decimal], str] = _cents, masked: bool =
         return decimal(v)
     if isinstance(v, datetime):
         return v.isoformat() + "Z"
+    if isinstance(v, date):  # a dated policy option (discount_as_of): the day as written
+        return v.isoformat()
     if isinstance(v, dict):
         out = {}
         for k, x in v.items():

@@ -191,7 +191,10 @@ class GpuCapacity(GpuAsset):
     data_end: datetime | None = None  # end of the last billing line in the window, of any resource
     storage_cost: dict[str, Decimal] = field(default_factory=dict)  # disks named after it (Azure, GCP)
     storage_resources: list[str] = field(default_factory=list)
-    jobs_seen: int | None = None  # jobs on its provider, account, region and instance type (nodes, clusters)
+    jobs_seen: int | None = None  # jobs on its provider, account, region and instance type
+    jobs_read: bool = False  # any job was read (inventory, manifests): jobs_seen 0 means something
+    billing_tags: dict[str, str] = field(default_factory=dict)  # every tag key of its billing lines, latest value
+    split_resources: list[str] = field(default_factory=list)  # pods or tasks the provider split its cost to
 
 
 @dataclass(slots=True)
@@ -228,6 +231,9 @@ class BilledGpuMachine:
     scope_pulled: bool = False  # the inventory holds machines of its provider, account and region
     usage_hours: float | None = None  # its utilisation in the inventory (None: not there, or no metrics)
     mean_util_pct: float | None = None
+    inventory_tags: dict[str, str] = field(default_factory=dict)  # its tags (a node's labels) in the inventory
+    kind: str | None = None  # its kind in the inventory (vm, node, cluster, notebook)
+    jobs_read: bool = False  # any job was read (inventory, manifests): jobs_seen 0 means something
 
 
 @dataclass
@@ -312,8 +318,8 @@ class Commitment:
 
 @dataclass
 class SteadyGpuSpend:
-    """On-demand GPU compute of one instance family in one region and currency, day by day over the window: the
-    floor a commitment would cover (the least spent on any day, as an hourly amount) against the total."""
+    """On-demand GPU compute of one instance family in one region and currency, hour by hour over the window: the
+    floor a commitment would cover (the least spent in any hour) against the total."""
 
     id: str  # provider:region:family:currency
     provider: str
@@ -324,10 +330,13 @@ class SteadyGpuSpend:
     currency: str = "USD"
     days: int = 0  # days of billing in the window
     days_billed: int = 0  # of those, days this family ran on demand
-    floor_per_hour: Decimal = Decimal(0)  # the least day's on-demand spend / 24 (0 when a day had none)
+    floor_per_hour: Decimal = Decimal(0)  # the least HOUR's on-demand spend (0 when an hour had none)
     on_demand: Decimal = Decimal(0)  # its on-demand spend in the window
     committed: Decimal = Decimal(0)  # its spend already covered by a commitment
     tags: dict[str, str] = field(default_factory=dict)
+    hours: int = 0  # hours of the window with billing (of the days with any line, up to the billing's end)
+    hours_billed: int = 0  # of those, hours this family ran on demand
+    floor_at: datetime | None = None  # the least hour (its start, UTC)
 
 
 @dataclass

@@ -141,10 +141,10 @@ def policy_schema() -> Field:
         rates=RATES,
         rates_file=Field("str", doc="a YAML file of rates (date, source, per_unit), relative to the policy"),
         attribution=record(
-            team_tags=Field("list", item=Field("str"), default=["team"]),
-            owner_tags=Field("list", item=Field("str"), default=["owner"]),
-            project_tags=Field("list", item=Field("str"), default=["project"]),
-            job_tags=Field("list", item=Field("str"), default=list(JOB_TAGS),
+            team_tags=Field("list", item=Field("tag"), default=["team"]),
+            owner_tags=Field("list", item=Field("tag"), default=["owner"]),
+            project_tags=Field("list", item=Field("tag"), default=["project"]),
+            job_tags=Field("list", item=Field("tag"), default=list(JOB_TAGS),
                            doc="billing labels that name the training job a line paid for (Vertex AI, Azure ML)"),
         ),
         teams=Field("map", default={}, item=record(

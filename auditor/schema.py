@@ -8,9 +8,11 @@ from __future__ import annotations
 
 import contextlib
 import difflib
+import fnmatch
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal, InvalidOperation
 from typing import Any
 
@@ -22,13 +24,14 @@ MAX_AMOUNT = Decimal(10) ** 20  # what DECIMAL(38,18), the type of every amount,
 
 @dataclass(frozen=True)
 class Field:
-    kind: str  # str, scalar, int, number, money, bool, date, datetime, list, map, record, any
+    kind: str  # str, scalar, int, number, money, bool, date, datetime, list, map, record, any, or a TYPED text kind
     required: bool = False
     default: Any = None
     choices: tuple[str, ...] = ()
     minimum: float | None = None
     maximum: float | None = None
     item: Field | None = None  # list items and map values
+    keys: Field | None = None  # map keys (text), checked as a value of this field
     fields: dict[str, Field] = field(default_factory=dict)  # record keys
     doc: str = ""
 
@@ -86,6 +89,9 @@ class Validator:
         if kind == "map":
             if not isinstance(value, dict):
                 raise self.fail(path, f"expected a mapping, got {_kind_of(value)}")
+            if spec.keys:
+                for k in value:
+                    self._part(str(k), spec.keys, path + (str(k),))
             return {str(k): self._part(v, spec.item, path + (str(k),)) if spec.item else v
                     for k, v in value.items()}
         return self._scalar(value, spec, path)
@@ -113,6 +119,13 @@ class Validator:
                 near = difflib.get_close_matches(value, spec.choices, n=1)
                 hint = f"; did you mean {near[0]!r}?" if near else ""
                 raise self.fail(path, f"{value!r} is not one of {', '.join(spec.choices)}{hint}")
+            return value
+        if kind in TYPED:  # text with a meaning, checked here so that every command refuses it alike
+            if not isinstance(value, str):
+                raise self.fail(path, f"expected {TYPED[kind][0]}, got {_kind_of(value)} {value!r}")
+            problem = TYPED[kind][1](value)
+            if problem:
+                raise self.fail(path, f"{value!r} {problem}")
             return value
         if kind == "scalar":  # text, or a number meant as text (`version: 2026.3`)
             if isinstance(value, dict | list):
@@ -160,6 +173,71 @@ class Validator:
             return parse_datetime(value, lambda: self.fail(path, f"expected a UTC time like "
                                                                  f"2026-07-01T00:00:00Z, got {value!r}"))
         raise AssertionError(f"unknown field kind {kind}")
+
+
+DURATION = re.compile(r"(\d+(?:\.\d+)?)\s*(y|mo|w|d|h|min|m|s)")
+DURATION_UNITS = {"y": 365 * 86400, "mo": 30 * 86400, "w": 7 * 86400, "d": 86400, "h": 3600, "min": 60, "m": 60,
+                  "s": 1}
+TAG_KEY = re.compile(r"[\w .:/=+\-@]{1,128}")  # AWS tag keys (GCP label keys and Azure tag names are narrower)
+REGION = re.compile(r"[a-z0-9*?\[\]-]{2,40}")
+
+
+def parse_duration(text: str) -> timedelta:
+    """`90m`, `1h30m`, `7d`, `1y` (365 days), `6mo` (30 days each) as a timedelta; ValueError otherwise."""
+    compact = text.strip().lower().replace(" ", "")
+    parts = DURATION.findall(compact)
+    if not compact or "".join(n + u for n, u in parts) != compact:
+        raise ValueError(text)
+    return timedelta(seconds=sum(float(n) * DURATION_UNITS[u] for n, u in parts))
+
+
+def _duration_problem(text: str) -> str | None:
+    try:
+        return None if parse_duration(text) > timedelta(0) else "is no time; give one like 90m, 12h, 7d or 1y"
+    except ValueError:
+        return "is not a duration like 90m, 1h30m, 7d or 1y (units y, mo, w, d, h, m, s)"
+
+
+def _regex_problem(text: str) -> str | None:
+    try:
+        re.compile(text)
+    except re.error as e:
+        return f"is not a valid regular expression: {e.msg} at position {e.pos}"
+    return None
+
+
+def _tag_problem(text: str) -> str | None:
+    if text != text.strip() or not TAG_KEY.fullmatch(text):
+        return ("is not a tag key: 1 to 128 letters, digits, spaces and _ . : / = + - @, "
+                "without leading or trailing spaces")
+    return None
+
+
+def _gpu_problem(text: str) -> str | None:
+    from auditor.providers.catalog import load_catalog  # the catalog is read only when a GPU option is written
+
+    models = list(load_catalog().gpus)
+    pattern = text.strip().lower()
+    if any(fnmatch.fnmatchcase(m.lower(), pattern) for m in models):
+        return None
+    near = difflib.get_close_matches(text.strip(), models, n=1)
+    return f"names no GPU model of the catalog{f'; did you mean {near[0]!r}?' if near else ''}"
+
+
+def _region_problem(text: str) -> str | None:
+    if not REGION.fullmatch(text.strip().lower()):
+        return "is not a region code like us-east-1, europe-west4 or eastus (a glob such as eu-* is allowed)"
+    return None
+
+
+# Kinds of text with a meaning: (what it is, for errors; its check: why a value is refused, or None).
+TYPED: dict[str, tuple[str, Callable[[str], str | None]]] = {
+    "regex": ("a regular expression", _regex_problem),
+    "duration": ("a duration like 90m or 7d", _duration_problem),
+    "tag": ("a tag key", _tag_problem),
+    "gpu": ("a GPU model such as A100 (a glob such as A100* is allowed)", _gpu_problem),
+    "region": ("a region code such as us-east-1", _region_problem),
+}
 
 
 def parse_datetime(value: Any, error: Callable[[], Exception]) -> datetime:

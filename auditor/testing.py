@@ -13,6 +13,10 @@ A case file `fixtures/rules/<ID>.yml`:
       options: {max_mean_util_pct: 5}       # per-case options (optional)
       entities: [...]
       fail: []
+    negative_threshold_is_refused:
+      options: {max_mean_util_pct: -1}
+      refused: "must be at least 0"         # the policy with these options is refused when it loads, so
+                                            # saying (no entities needed)
 
 Entity fields are those of the rule's entity class (auditor.model); money maps such as
 `cost: {USD: "812.40"}` become Decimals. The window is 2026-Q3 unless a case sets `window: 2026-Q2`.
@@ -38,7 +42,7 @@ from auditor.registry import get_rule
 from auditor.schema import parse_datetime
 from auditor.window import parse_quarter
 
-CASE_KEYS = {"entities", "fail", "options", "message_contains", "window", "description", "rates"}
+CASE_KEYS = {"entities", "fail", "options", "message_contains", "window", "description", "rates", "refused"}
 POLICY = ("policy: rule test policy\nowner: owner@example.com\n"
           "teams:\n  vision: {lead: lead@example.com, projects: [detector]}\n")
 
@@ -55,6 +59,7 @@ class Case:
     window: str = "2026-Q3"
     path: str = ""
     rates: dict[str, Any] | None = None  # the policy's rates.per_unit for the case (the policy is in USD)
+    refused: str | None = None  # the policy with these options is refused when it loads, with this message
 
 
 def load_cases(folder: str | Path) -> list[Case]:
@@ -69,7 +74,7 @@ def load_cases(folder: str | Path) -> list[Case]:
                 raise ValueError(f"{path}: case {name}: unknown keys {sorted(unknown)}")
             cases.append(Case(f"{rule}-{name}", rule, name, body.get("entities") or [], set(body.get("fail") or []),
                               {**defaults, **(body.get("options") or {})}, body.get("message_contains"),
-                              body.get("window", "2026-Q3"), str(path), body.get("rates")))
+                              body.get("window", "2026-Q3"), str(path), body.get("rates"), body.get("refused")))
     return cases
 
 
@@ -104,6 +109,18 @@ def context(window: str = "2026-Q3", rates: dict[str, Any] | None = None) -> Con
         per_unit = ", ".join(f"{c}: {r}" for c, r in rates.items())
         policy += f"rates: {{date: 2026-09-30, source: rule test rates, per_unit: {{{per_unit}}}}}\n"
     return Context(load_catalog(), parse_policy(policy, "<rule-test-policy>"), parse_quarter(window))
+
+
+def policy_with(case: Case) -> str:
+    """The rule-test policy with the case's options written under the rule's clause, as a user would write them."""
+    clause = {get_rule(case.rule).clause: {"text": "the case's clause", **case.options}}
+    return POLICY + yaml.safe_dump({"clauses": clause}, sort_keys=False, allow_unicode=True)
+
+
+def load_options(case: Case) -> None:
+    """Load the policy holding the case's options, as `policy validate` and every command do: InputError if one
+    is refused."""
+    parse_policy(policy_with(case), f"<{case.id} policy>")
 
 
 def run_case(case: Case) -> list[Finding]:

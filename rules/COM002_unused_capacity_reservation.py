@@ -54,7 +54,7 @@ class UnusedCapacityReservation(Rule):
     options = {
         "max_unused_pct": Field("number", default=10, minimum=0, maximum=100,
                                 doc="largest unused share of a capacity reservation's cost, percent"),
-        "min_unused_cost": Field("number", default=50, minimum=0,
+        "min_unused_cost": Field("money", default=50, minimum=0,
                                  doc="unused cost in the window below which a reservation is not flagged"),
         "gpu_only": Field("bool", default=True, doc="judge only reservations of GPU instance types"),
     }

@@ -46,7 +46,7 @@ class CommitmentExpiring(Rule):
     clause = "commitment_renewal"
     options = {
         "within_days": Field("int", default=92, minimum=1, doc="days after the audit window to look ahead"),
-        "min_covered_per_month": Field("number", default=100, minimum=0,
+        "min_covered_per_month": Field("money", default=100, minimum=0,
                                        doc="usage a month a commitment must cover to be listed"),
         "gpu_only": Field("bool", default=True, doc="judge only commitments for GPU instance types"),
     }

@@ -51,7 +51,7 @@ class OversizedGpu(Rule):
                                      doc="memory kept free above the observed peak"),
         "max_target_util_pct": Field("number", default=80, minimum=1, maximum=100,
                                      doc="the busiest the smaller GPU may be expected to run"),
-        "min_monthly_savings": Field("number", default=50, minimum=0,
+        "min_monthly_savings": Field("money", default=50, minimum=0,
                                      doc="smallest monthly saving worth a finding"),
         "min_mean_util_pct": Field("number", default=10, minimum=0, maximum=100,
                                    doc="below this a machine is idle (GPU001), not oversized"),

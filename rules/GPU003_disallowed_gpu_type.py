@@ -46,15 +46,15 @@ class DisallowedGpuType(Rule):
     entity = Job
     clause = "gpu_types"
     options = {
-        "allowed": Field("map", default={}, item=Field("list", item=Field("str")),
+        "allowed": Field("map", default={}, item=Field("list", item=Field("gpu")),
                          doc="workload -> GPU models allowed for it; '*' for any other workload; empty allows all"),
-        "workload_tags": Field("list", item=Field("str"), default=["workload"],
+        "workload_tags": Field("list", item=Field("tag"), default=["workload"],
                                doc="tags or labels that name a job's workload"),
         "default_workload": Field("str", default="training",
                                   doc="workload of a job that neither a label nor its platform names"),
-        "approval_required": Field("list", item=Field("str"), default=[],
+        "approval_required": Field("list", item=Field("gpu"), default=[],
                                    doc="GPU models a job may use only with an approval label"),
-        "approval_tags": Field("list", item=Field("str"), default=["gpu-approval"],
+        "approval_tags": Field("list", item=Field("tag"), default=["gpu-approval"],
                                doc="tags or labels whose non-empty value records the approval"),
     }
 

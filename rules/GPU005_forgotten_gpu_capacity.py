@@ -3,6 +3,7 @@ from __future__ import annotations
 from datetime import timedelta
 from decimal import Decimal
 
+from auditor.evidence import stewardship
 from auditor.model import GpuCapacity, Severity, fmt_money, primary
 from auditor.registry import register
 from auditor.rule import Rule
@@ -14,38 +15,46 @@ GONE = ("terminat", "delet")
 
 @register
 class ForgottenGpuCapacity(Rule):
-    """GPU capacity nobody looks after: running without an owner, metrics or jobs, or stopped and still billed.
+    """GPU capacity nobody looks after: running with no owner and no job in any source, or stopped and still billed.
 
     ## What it does
-    Flags a GPU machine (VM, node, notebook, cluster) that has been billed for at least `min_days`
-    days in the audit window and
-    - has no owner tag (the policy's `attribution.owner_tags`; off with `require_owner` false), or
-    - has had no utilisation data for `min_days` days while it was billed (none at all, or none
-      since its metrics stopped), or
-    - is a node or cluster on whose provider, account, region and instance type no job ran, or
+    Flags a GPU machine of the inventory (VM, node, notebook, cluster) that
+    - has been billed for at least `min_days` days in the audit window, and none of the sources the
+      audit has shows an owner or a job: no owner, team or project tag (the policy's
+      `attribution`) in its inventory tags or node labels nor on any of its billing lines, no job tag
+      (`attribution.job_tags`) on its lines, no pod or task the provider split its cost to, no job of
+      the inventory or manifests on its provider, account, region and instance type, and no measured
+      GPU utilisation at or above `max_mean_util_pct` (a machine in use is looked after); or
     - is stopped (stopped, deallocated, suspended) and still pays: for compute billed up to the
       end of the billing (an Azure VM stopped but not deallocated, a reservation or capacity
       block), or for the disks named after it (Azure and GCP name a machine's disks after it).
-    The cost is what the machine and its disks were billed in the window. The saving, for a stopped
-    machine, is what it still pays as a monthly run rate; for a running one nobody can vouch for,
-    its billed cost as a monthly run rate, since the first question is whether it is needed at all.
+    A machine with an owner anywhere is owned, and one with a job anywhere is in use: neither is
+    forgotten (TAG001 asks for missing tags). Each finding lists the sources it checked and those it
+    lacked, and its confidence: high when its utilisation was measured and is under the threshold,
+    medium when it has no metrics (`has never reported GPU utilisation` or none for `min_days` days is
+    then one of its reasons). A stopped machine that still pays is a fact of the bill: high. With
+    `require_owner` false, ownership is not judged and only stopped machines that still pay are
+    flagged. The cost is what the machine and its disks were billed in the window. The saving, for a
+    stopped machine, is what it still pays as a monthly run rate; for a forgotten running one, its
+    billed cost as a monthly run rate, since the first question is whether it is needed at all.
 
     ## Why it matters
-    A GPU machine without an owner or metrics is one nobody will notice idling: an 8x A100 node
+    A GPU machine nobody owns and nothing runs on is one nobody will notice idling: an 8x A100 node
     costs about $16,000 a month whether anyone uses it or not. Stopping a VM does not stop its
-    disks or its reservation from billing.
+    disks or its reservation from billing. Calling an owned, busy machine forgotten costs the
+    audit its readers' trust, so every source is read before it is said.
 
     ## Example
     ```yaml
-    - {id: i-0nometrics, provider: aws, instance_type: g6.xlarge, gpu_count: 1, state: running,
-       tags: {team: nlp, owner: kenji@example.com}, billed_hours: 2208,
+    - {id: i-0forgotten, provider: aws, instance_type: g6.xlarge, gpu_count: 1, state: running,
+       tags: {Name: scratch}, billed_hours: 2208, usage_hours: 2208, mean_util_pct: 0.4,
        first_billed_at: 2026-07-01T00:00:00Z, last_billed_at: 2026-10-01T00:00:00Z,
-       cost: {USD: "1776.99"}}
+       cost: {USD: "1776.99"}, jobs_read: true}
     ```
 
     ## How to fix
-    Find the owner, tag the machine, and install the metrics agent (CloudWatch agent, DCGM exporter,
-    Azure Monitor); stop or delete what nobody claims. Delete or snapshot the disks of a stopped
+    Find who launched it (CloudTrail, the Activity Log, Cloud Audit Logs), tag it with its owner and
+    team, and stop or delete it if nobody claims it. Delete or snapshot the disks of a stopped
     machine, and deallocate (not just stop) an Azure VM.
     """
 
@@ -57,7 +66,11 @@ class ForgottenGpuCapacity(Rule):
     options = {
         "min_days": Field("number", default=7, minimum=0,
                           doc="days a machine must be billed, or without metrics, before it counts as forgotten"),
-        "require_owner": Field("bool", default=True, doc="a running GPU machine without an owner tag is forgotten"),
+        "require_owner": Field("bool", default=True,
+                               doc="judge ownership: a running machine with no owner and no job in any source is "
+                                   "forgotten (false: only stopped machines that still pay are flagged)"),
+        "max_mean_util_pct": Field("number", default=10, minimum=0, maximum=100,
+                                   doc="measured mean GPU utilisation at or above which a machine is in use"),
     }
 
     def check(self, a: GpuCapacity, ctx):
@@ -71,6 +84,8 @@ class ForgottenGpuCapacity(Rule):
         compute_cost = a.cost.get(currency, Decimal(0))
         storage_cost = a.storage_cost.get(currency, Decimal(0))
         reasons: list[str] = []
+        evidence: dict = {}
+        confidence = "high"  # a stopped machine that still pays: a fact of the bill
         if any(s in state for s in STOPPED):
             still_billed = a.last_billed_at is not None and self._end(a, ctx) - a.last_billed_at <= timedelta(days=1)
             if still_billed:
@@ -82,30 +97,37 @@ class ForgottenGpuCapacity(Rule):
                 return
             monthly = ctx.monthly(storage_cost) + (ctx.monthly(compute_cost, a.billed_hours) if still_billed else 0)
             basis = "what it still pays (disks, and compute billed while stopped) as a monthly run rate"
+            evidence = {"confidence": confidence, "sources_checked": ["billing", "inventory"],
+                        "sources_lacked": [], "bill_alone": False}
         else:
             billed_days = Decimal(str(a.billed_hours or 0)) / 24
-            if billed_days < days or not billed or billed[1] <= 0:
+            if not self.opt("require_owner") or billed_days < days or not billed or billed[1] <= 0:
                 return
-            _, owner = ctx.attribute(a.tags)
-            if owner is None and self.opt("require_owner"):
-                reasons.append("has no owner tag")
+            seen = stewardship(ctx, billing_tags=a.billing_tags, inventory_tags=a.tags, kind=a.kind,
+                               jobs_seen=a.jobs_seen, jobs_read=a.jobs_read, split_resources=a.split_resources,
+                               mean_util_pct=a.mean_util_pct if a.usage_hours else None,
+                               busy_pct=self.opt("max_mean_util_pct"))
+            if not seen.forgotten:
+                return
+            reasons.append("has no owner, team or project tag in its inventory tags or on its billing lines")
+            reasons.append("no job seen on it" if a.jobs_read else "no job tag or cost split on its billing lines")
             dark = self._days_without_metrics(a)
             if dark is not None and dark >= days:
                 reasons.append("has never reported GPU utilisation" if a.last_usage_at is None else
                                f"has reported no GPU utilisation for {dark:.0f} days")
-            if a.kind in ("node", "cluster") and a.jobs_seen == 0:
-                reasons.append("ran no job")
-            if not reasons:
-                return
+            elif a.mean_util_pct is not None and a.usage_hours:
+                reasons.append(f"{a.mean_util_pct:.1f}% mean GPU utilisation")
+            confidence = seen.confidence()
             monthly = ctx.monthly(compute_cost, a.billed_hours) + ctx.monthly(storage_cost)
             basis = "billed cost as a monthly run rate, if nobody claims it"
+            evidence = seen.as_evidence(confidence)
         total = compute_cost + storage_cost
         gpus = f"{a.gpu_count or '?'}x {a.gpu_model or 'GPU'}"
         yield self.finding(
             a, ctx,
-            f"{a.instance_type or a.kind} {a.name or a.id} ({gpus}) {'; '.join(reasons)}; "
+            f"{a.instance_type or a.kind} {a.name or a.id} ({gpus}) {'; '.join(reasons)}; confidence {confidence}; "
             f"{fmt_money(total, currency)} billed in {ctx.window.label}",
-            evidence={"state": a.state, "kind": a.kind, "reasons": reasons,
+            evidence={**evidence, "state": a.state, "kind": a.kind, "reasons": reasons,
                       "billed_hours": a.billed_hours,
                       "first_billed_at": a.first_billed_at.isoformat() if a.first_billed_at else None,
                       "last_billed_at": a.last_billed_at.isoformat() if a.last_billed_at else None,

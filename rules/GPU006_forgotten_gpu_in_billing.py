@@ -2,40 +2,45 @@ from __future__ import annotations
 
 from decimal import Decimal
 
+from auditor.evidence import LEVELS, billing_tags, stewardship
 from auditor.model import BilledGpuMachine, Severity, fmt_money
 from auditor.registry import register
 from auditor.rule import Rule
 from auditor.schema import Field
 
-LEVELS = ("low", "medium", "high")
-
 
 @register
 class ForgottenGpuInBilling(Rule):
-    """A GPU machine the bill alone shows running with nobody behind it, or missing from the inventory.
+    """A GPU machine the bill shows running with nobody behind it in any source, or missing from the inventory.
 
     ## What it does
-    Reads every GPU machine in the billing export, inventory or not, and flags one billed on at
-    least `min_billed_days_pct` percent of the window's days with billing (and at least `min_days`
-    days) that shows signs nobody looks after it:
-    - no owner and no team tag (the policy's `attribution` tags) on its lines;
-    - no job attributed to it: no job of the inventory or manifests on its provider, account,
-      region and instance type, no pod or task the provider split its cost to (AWS split cost
-      allocation, FOCUS allocated charges), and none of `job_tags` on its lines;
-    - billed around the clock at a flat rate: 23 hours or more on every day but its first and
-      last, on `min_billed_days_pct` percent of the weekend days, its full days' cost within
-      `flat_rate_tolerance_pct` percent of each other.
-    With an inventory, its utilisation counts too: a machine averaging `max_mean_util_pct` or more
-    is in use and not flagged; one below it has a further sign. One sign gives a low confidence,
-    two medium, three or more high; a machine is flagged at `min_confidence` or above. Where an
-    inventory was read and the machine is not in it, it is flagged whatever its confidence, as a
-    gap: its account or region was not pulled (or it was gone by the pull). The saving is its
-    billed cost as a monthly run rate over the hours it was billed.
+    Reads every GPU machine in the billing export, inventory or not, billed on at least
+    `min_billed_days_pct` percent of the window's days with billing (and at least `min_days` days),
+    and flags one that none of the sources the audit has shows an owner or a job ("with none of"):
+    - no owner, team or project tag (the policy's `attribution`) on any of its billing
+      lines, nor in its inventory tags or node labels where it is in the inventory;
+    - no job: none of `job_tags` or `attribution.job_tags` on its lines, no pod or task the
+      provider split its cost to (AWS split cost allocation, FOCUS allocated charges), and no job of
+      the inventory or manifests on its provider, account, region and instance type;
+    - where the inventory has its utilisation, a mean under `max_mean_util_pct` (at or above it,
+      it is in use).
+    A machine with team, owner or project tags but no job tag is owned, not forgotten. The finding
+    lists the sources it checked and those it lacked, and its confidence: high when the inventory
+    measured its utilisation under the threshold; medium when the inventory has it without metrics,
+    or the bill alone shows it billed around the clock at a flat rate (23 hours or more on every day
+    but its first and last, on `min_billed_days_pct` percent of the weekend days, its full days' cost
+    within `flat_rate_tolerance_pct` percent of each other); low from the bill alone otherwise. A
+    finding from the bill alone says so and is never high. A machine is flagged at `min_confidence`
+    or above. Where an inventory was read and the machine is not in it, it is flagged whatever its
+    confidence, as a gap: its account or region was not pulled (or it was gone by the pull); an owned
+    or busy machine's gap states no saving. The saving of a forgotten machine is its billed cost as a
+    monthly run rate over the hours it was billed.
 
     ## Why it matters
     The forgotten GPU is the one nobody pulled: a g5.12xlarge billed every hour of a quarter is
     $12,500 that no inventory-based rule sees when its account was not in the pull. The bill
-    alone shows its hours, its tags and whether anything ran on it.
+    alone shows its hours, its tags and whether anything ran on it; what the bill cannot show (its
+    utilisation) is why a finding from the bill alone is one to check.
 
     ## Example
     ```yaml
@@ -60,14 +65,15 @@ class ForgottenGpuInBilling(Rule):
         "min_billed_days_pct": Field("number", default=90, minimum=0, maximum=100,
                                      doc="share of the window's days with billing the machine must be billed on"),
         "min_days": Field("number", default=7, minimum=1, doc="fewest days billed before a machine is judged"),
-        "job_tags": Field("list", item=Field("str"), default=["job", "job-name", "job_name", "training-job"],
+        "job_tags": Field("list", item=Field("tag"), default=["job", "job-name", "job_name", "training-job"],
                           doc="tag keys whose presence on a machine's lines says a job ran on it"),
         "flat_rate_tolerance_pct": Field("number", default=5, minimum=0, maximum=100,
                                          doc="largest spread of its full days' cost, percent, still a flat rate"),
         "max_mean_util_pct": Field("number", default=10, minimum=0, maximum=100,
                                    doc="with an inventory, mean GPU utilisation at or above which it is in use"),
         "min_confidence": Field("str", default="medium", choices=LEVELS,
-                                doc="least confidence (low: one sign, medium: two, high: three) to flag"),
+                                doc="least confidence to flag (high: utilisation measured; medium: in the inventory "
+                                    "without metrics, or billed around the clock; low: the bill alone)"),
     }
 
     def check(self, m: BilledGpuMachine, ctx):
@@ -75,48 +81,53 @@ class ForgottenGpuInBilling(Rule):
         if m.billed_days < self.opt("min_days") or not m.data_days or m.billed_days * 100 < pct * m.data_days:
             return
         cost = m.cost.get(m.currency, Decimal(0))
-        if m.mean_util_pct is not None and m.mean_util_pct >= self.opt("max_mean_util_pct"):
-            return
-        signs: list[str] = []
-        team, owner = ctx.attribute(m.tags)
-        if team is None and owner is None:
-            signs.append("no owner or team tag")
-        job_keys = {k.strip().lower() for k in self.opt("job_tags")}
-        tagged_jobs = sorted(k for k in m.tags_seen if k.strip().lower() in job_keys)
-        if not m.jobs_seen and not m.split_resources and not tagged_jobs:
-            signs.append("no job seen on it")
+        seen = stewardship(ctx, billing_tags=billing_tags(m.tags, m.tags_seen),
+                           inventory_tags=m.inventory_tags if m.in_inventory else None, kind=m.kind,
+                           jobs_seen=m.jobs_seen, jobs_read=m.jobs_read, split_resources=m.split_resources,
+                           mean_util_pct=m.mean_util_pct if m.usage_hours else None,
+                           busy_pct=self.opt("max_mean_util_pct"), job_tags=self.opt("job_tags"))
         flat = self._flat(m)
-        if flat:
-            signs.append(flat)
-        if m.mean_util_pct is not None:
-            signs.append(f"{m.mean_util_pct:.1f}% mean GPU utilisation")
-        confidence = LEVELS[min(len(signs), 3) - 1] if signs else None
+        confidence = seen.confidence(left_running=flat is not None)
         gap = self._gap(m)
         wanted = LEVELS.index(self.opt("min_confidence"))
-        if gap is None and (confidence is None or LEVELS.index(confidence) < wanted):
+        accused = seen.forgotten and LEVELS.index(confidence) >= wanted
+        if not accused and gap is None:
             return
+        if seen.forgotten:
+            signs = ["no owner, team or project tag on its billing lines" +
+                     (" or in the inventory" if m.in_inventory else ""), "no job seen on it"]
+            signs += [flat] if flat else []
+            signs += [f"{m.mean_util_pct:.1f}% mean GPU utilisation"] if seen.measured_idle else []
+            signs += ["from the bill alone"] if seen.checked == ["billing"] else []
+        else:
+            signs = [f"{seen.owner} ({seen.owner_source})" if seen.owner else seen.busy or
+                     f"{seen.job} ({seen.job_source})"]
         reasons = signs + ([gap] if gap else [])
+        saving = ctx.monthly(cost, m.billed_hours) if seen.forgotten and cost > 0 else None
         gpus = f"{m.gpu_count or '?'}x {m.gpu_model or 'GPU'}"
         yield self.finding(
             m, ctx,
             f"{m.instance_type or 'GPU machine'} {m.id} ({gpus}) billed on {m.billed_days} of {m.data_days} days: "
-            f"{'; '.join(reasons)}; confidence {confidence or 'low'}; {fmt_money(cost, m.currency)} billed in "
+            f"{'; '.join(reasons)}; confidence {confidence}; {fmt_money(cost, m.currency)} billed in "
             f"{ctx.window.label}",
-            evidence={"signs": signs, "inventory_gap": gap, "confidence": confidence or "low",
+            evidence={**seen.as_evidence(confidence), "signs": signs, "inventory_gap": gap,
+                      "forgotten": seen.forgotten,
                       "billed_days": m.billed_days, "data_days": m.data_days,
                       "billed_hours": str(m.billed_hours) if m.billed_hours is not None else None,
                       "full_days": m.full_days, "weekend_days": m.weekend_days,
                       "data_weekend_days": m.data_weekend_days,
                       "full_day_cost_min": str(m.full_day_cost_min) if m.full_day_cost_min is not None else None,
                       "full_day_cost_max": str(m.full_day_cost_max) if m.full_day_cost_max is not None else None,
-                      "tags": m.tags, "tag_keys_seen": sorted(m.tags_seen), "job_tags_seen": tagged_jobs,
+                      "tags": m.tags, "tag_keys_seen": sorted(m.tags_seen),
                       "jobs_seen": m.jobs_seen, "split_resources": m.split_resources[:5],
                       "in_inventory": m.in_inventory if m.inventory_loaded else None,
                       "mean_util_pct": m.mean_util_pct,
                       "first_billed_at": m.first_billed_at.isoformat() if m.first_billed_at else None,
                       "last_billed_at": m.last_billed_at.isoformat() if m.last_billed_at else None,
-                      "savings_basis": "billed cost as a monthly run rate over its billed hours, if nobody claims it"},
-            cost=cost, monthly_savings=ctx.monthly(cost, m.billed_hours) if cost > 0 else None, currency=m.currency)
+                      "savings_basis": "billed cost as a monthly run rate over its billed hours, if nobody claims it"
+                      if saving is not None else "none: it is owned or in use; only its absence from the "
+                      "inventory is reported"},
+            cost=cost, monthly_savings=saving, currency=m.currency)
 
     def _flat(self, m: BilledGpuMachine) -> str | None:
         """`around the clock ...` when it ran every night and nearly every weekend at one daily cost, else None."""

@@ -39,7 +39,7 @@ class RegionNotAllowed(Rule):
     entity = Job
     clause = "regions"
     options = {
-        "allowed_regions": Field("list", item=Field("str"), default=[],
+        "allowed_regions": Field("list", item=Field("region"), default=[],
                                  doc="region codes (or globs) jobs may run in; empty allows all"),
     }
 

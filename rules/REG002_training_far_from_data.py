@@ -45,7 +45,7 @@ class TrainingFarFromData(Rule):
     options = {
         "min_gb_per_month": Field("number", default=100, minimum=0,
                                   doc="inter-region GB a month below which a flow is not judged"),
-        "min_gpu_cost": Field("number", default=100, minimum=0,
+        "min_gpu_cost": Field("money", default=100, minimum=0,
                               doc="GPU compute in the destination region, in the window, that makes it a GPU region"),
     }
 

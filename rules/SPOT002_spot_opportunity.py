@@ -47,7 +47,7 @@ class SpotOpportunity(Rule):
     options = {
         "require_checkpoint": Field("bool", default=True,
                                     doc="only jobs that write checkpoints are fault-tolerant enough for spot"),
-        "min_monthly_savings": Field("number", default=50, minimum=0,
+        "min_monthly_savings": Field("money", default=50, minimum=0,
                                      doc="smallest estimated saving a month (a run, for a manifest) worth a finding"),
     }
     NOT_TRAINING = ("inference", "notebook")

@@ -52,7 +52,7 @@ class CheckpointStorageGrowth(Rule):
         "min_months": Field("int", default=3, minimum=2, doc="months of growth needed to judge"),
         "min_growth_pct_per_month": Field("number", default=5, minimum=0,
                                           doc="average growth a month, percent, that counts"),
-        "min_monthly_cost": Field("number", default=20, minimum=0,
+        "min_monthly_cost": Field("money", default=20, minimum=0,
                                   doc="last month's storage cost below which a store is not flagged"),
     }
 

@@ -37,9 +37,9 @@ class MissingRequiredTags(Rule):
     entity = ResourceSpend
     clause = "tagging"
     options = {
-        "required_tags": Field("list", item=Field("str"), default=["team", "owner", "project"],
+        "required_tags": Field("list", item=Field("tag"), default=["team", "owner", "project"],
                                doc="tag keys every resource must carry"),
-        "min_cost": Field("number", default=1, minimum=0, doc="smallest untagged cost worth a finding"),
+        "min_cost": Field("money", default=1, minimum=0, doc="smallest untagged cost worth a finding"),
     }
 
     def check(self, spend: ResourceSpend, ctx):

@@ -1,5 +1,8 @@
 from __future__ import annotations
 
+import functools
+import re
+
 from auditor.model import Job, Severity
 from auditor.registry import register
 from auditor.rule import Rule
@@ -14,8 +17,10 @@ class JobMissingLabels(Rule):
     Flags a job (from a manifest, or from the inventory) that lacks any of `required_tags` among
     its tags or labels: a key that is absent or has an empty value; keys match ignoring case.
     Kubernetes labels of the object and of its pod template, SageMaker `Tags`, Vertex AI `labels`,
-    Azure ML `tags` and SkyPilot `resources.labels` all count. The rule shares the `tagging` clause
-    with TAG001, so one sentence of the policy governs resources and jobs alike.
+    Azure ML `tags` and SkyPilot `resources.labels` all count. A label named in `label_patterns`
+    whose value does not match its regular expression (the whole value, case-sensitive) is flagged
+    too. The rule shares the `tagging` clause with TAG001, so one sentence of the policy governs
+    resources and jobs alike.
 
     ## Why it matters
     A job launched without team and owner labels bills to nobody: its spend turns up as untagged
@@ -37,15 +42,29 @@ class JobMissingLabels(Rule):
     entity = Job
     clause = "tagging"
     options = {
-        "required_tags": Field("list", item=Field("str"), default=["team", "owner", "project"],
+        "required_tags": Field("list", item=Field("tag"), default=["team", "owner", "project"],
                                doc="tag keys every resource must carry"),
+        "label_patterns": Field("map", default={}, item=Field("regex"), keys=Field("tag"),
+                                doc="label -> regular expression its whole value must match, e.g. owner: "
+                                    "'[a-z.]+@example\\.com'"),
     }
 
     def check(self, job: Job, ctx):
         missing = [k for k in self.opt("required_tags") if ctx.tag(job.tags, [k]) is None]
-        if not missing:
+        patterns = self.opt("label_patterns") or {}
+        wrong = {k: v for k, p in patterns.items()
+                 if (v := ctx.tag(job.tags, [k])) is not None and not _pattern(p).fullmatch(v)}
+        if not missing and not wrong:
             return
+        problems = ([f"lacks required labels {', '.join(missing)}"] if missing else []) + \
+            [f"label {k} {v!r} does not match '{patterns[k]}'" for k, v in wrong.items()]
         yield self.finding(
-            job, ctx, f"{job.platform} job {job.name or job.id} lacks required labels {', '.join(missing)}",
+            job, ctx, f"{job.platform} job {job.name or job.id} {'; '.join(problems)}",
             evidence={"missing_tags": missing, "tags": dict(job.tags), "required_tags": list(self.opt("required_tags")),
-                      "manifest_kind": job.manifest_kind})
+                      "labels_not_matching": wrong, "manifest_kind": job.manifest_kind})
+
+
+@functools.cache
+def _pattern(text: str) -> re.Pattern:
+    """A label pattern compiled once (the policy checked it when it loaded: schema.TYPED)."""
+    return re.compile(text)

@@ -46,7 +46,7 @@ class UntaggedSpendShare(Rule):
                                       doc="largest share of the spend that may belong to no team, percent"),
         "scope": Field("str", default="gpu", choices=("gpu", "all"),
                        doc="gpu: GPU compute spend; all: every billing line but tax"),
-        "min_cost": Field("number", default=100, minimum=0, doc="unattributed spend below this is not flagged"),
+        "min_cost": Field("money", default=100, minimum=0, doc="unattributed spend below this is not flagged"),
     }
     policy_keys = ("attribution.team_tags", "attribution.project_tags", "teams.<team>.projects")
 

@@ -94,8 +94,13 @@ def test_audit_without_inventory_names_the_forgotten_machine_and_the_empty_reser
     assert sorted(gpu) == ["i-0forgotten000001"]
     f = gpu["i-0forgotten000001"]
     assert money(f.cost) == D("12523.78") and money(f.monthly_savings) == D("4140.56")  # x 730 / 2,208 h
-    assert f.evidence["confidence"] == "high" and f.evidence["inventory_gap"] is None
-    assert f.evidence["signs"][:2] == ["no owner or team tag", "no job seen on it"]
+    # From the bill alone, never high: billed around the clock at a flat rate makes it medium, a finding to check.
+    assert f.evidence["confidence"] == "medium" and f.evidence["inventory_gap"] is None
+    assert f.evidence["bill_alone"] and f.evidence["sources_checked"] == ["billing"]
+    assert f.evidence["sources_lacked"] == ["inventory (not in an inventory read)",
+                                            "jobs (no inventory or manifests with jobs read)",
+                                            "utilisation (not in an inventory read)"]
+    assert f.evidence["signs"][:2] == ["no owner, team or project tag on its billing lines", "no job seen on it"]
     com = findings(audit, "COM002")
     assert sorted(com) == [CR_Q3]
     r = com[CR_Q3]
@@ -122,8 +127,10 @@ def test_with_inventory_utilisation_counts_and_machines_missing_from_it_are_gaps
     assert sorted(gpu) == ["i-0daytime00000004", "i-0forgotten000001"]
     assert gpu["i-0forgotten000001"].evidence["inventory_gap"] == (
         "absent from the inventory, though account 222222222222, region us-east-1 was pulled (gone before the pull?)")
-    assert gpu["i-0daytime00000004"].evidence["confidence"] == "low"  # one sign (no job), flagged as a gap
-    assert gpu["i-0daytime00000004"].team == "nlp"
+    # Owned (team nlp on its lines): not forgotten, flagged only as a gap, with no saving.
+    daytime = gpu["i-0daytime00000004"]
+    assert daytime.evidence["forgotten"] is False and daytime.monthly_savings is None
+    assert daytime.evidence["confidence"] == "low" and daytime.team == "nlp"
 
 
 # --- the provider's own split, and capacity reservations in CUR 2.0 ---------------------------------------------

@@ -533,3 +533,18 @@ def test_policy_init_into_missing_folder(tmp_path):
     line = one_error_line(result)
     assert "internal error" not in line
     assert str(target) in line
+
+
+@pytest.mark.parametrize("command", [["policy", "validate"], ["gate", "--policy"]])
+def test_a_malformed_option_is_refused_alike_by_validate_and_the_gate(tmp_path, command):
+    """A regular expression that does not compile is refused when the policy loads, by `policy validate` and by
+    the gate alike, naming the file and the option's line; the gate checks no manifest."""
+    policy = tmp_path / "policy.yml"
+    policy.write_text("policy: p\nowner: o@example.com\nclauses:\n  tagging:\n    text: jobs carry an owner\n"
+                      "    label_patterns:\n      owner: '[A-Z+-('\n", encoding="utf-8")
+    manifests = [str(REPO / "fixtures" / "manifests" / "kubernetes")] if command[0] == "gate" else []
+    result = run(*command, policy, *manifests)
+    assert result.exit_code == 2
+    assert one_error_line(result) == (
+        f"gpu-auditor: error: {policy}:7: clauses.tagging.label_patterns.owner: '[A-Z+-(' is not a valid regular "
+        "expression: bad character range +-( at position 4")

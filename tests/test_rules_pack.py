@@ -321,8 +321,10 @@ def demo_audit(demo_policy):
     return run_audit(demo_policy, [DEMO / "billing"], DEMO / "inventory.json", Q3, date(2026, 10, 15))
 
 
+# GPU005: the sandbox L4 without metrics is tagged team, owner and project, and the untagged T4 is 30 % busy:
+# owned or in use, neither is forgotten (issue 26). The parked Azure A100 still pays for its disk.
 PLANTED = {
-    "GPU002": {BATCH_G5X8}, "GPU005": {SANDBOX_L4, PARKED_AZ_A100, UNTAGGED_T4}, "COM001": {RESERVATION},
+    "GPU002": {BATCH_G5X8}, "GPU005": {PARKED_AZ_A100}, "COM001": {RESERVATION},
     "SPOT002": {JOB + "vision-detector-v3-train-0805"},
     "SPOT003": {JOB + "nlp-distill-spot-0903", JOB + "vision-sam-ft-spot-0909"},
     "BUD001": {"nlp", "vision"}, "TAG003": {"org:gpu:USD"}, "REG002": {FLOW}, "STO001": {"nlp-training-checkpoints"},

@@ -10,6 +10,7 @@ from datetime import date
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from auditor.evidence import HOW_JUDGED
 from auditor.figures import TOP_ACTIONS
 from auditor.model import HOURS_PER_MONTH
 from auditor.outputs import charts
@@ -421,6 +422,7 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
         "machines": machines[:MACHINES_SHOWN], "machines_total": len(machines) if team else fleet.get(
             "machines_total", len(machines)), "idle_oversized": idle_oversized, "idle_rest": idle_rest,
         "by_rule": list(by_rule.values()), "by_team": team_rows,
+        "confidence_note": HOW_JUDGED if any("confidence" in (f.get("evidence") or {}) for f in every) else None,
         "waivers": waivers, "expiring": expiring, "expiring_days": EXPIRING_DAYS,
         "forecast": forecast, "trend": trend,
         "sources": [{"duplicate_of": None, "period_start": None, "period_end": None, "billed_cost": {}, **b}

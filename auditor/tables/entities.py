@@ -8,10 +8,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import fields
-from datetime import datetime
+from datetime import datetime, timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
+from auditor.evidence import billing_tags
 from auditor.model import (
     BilledGpuMachine,
     CapacityReservation,
@@ -265,17 +266,31 @@ def gpu_capacity(store: Store, window: Window, policy: Policy) -> list[GpuCapaci
              LEFT JOIN disks USING (id)""").fetchall()
     data_end = store.con.execute(f"SELECT max(ChargePeriodEnd) FROM costs WHERE {window.where()}").fetchone()[0]
     by_id = {r[0]: r[1:] for r in rows}
+    # What the bill says of each machine (every line's tags, the pods its cost was split to): evidence of an owner
+    # or a job that its inventory entry may lack.
+    billed: dict[str, BilledGpuMachine] = {}
+    for m in build(store, window, policy, BilledGpuMachine):
+        billed.setdefault(m.id.lower(), m)
+        billed.setdefault(re.split(r"[/:]", m.id.lower())[-1], m)
+    jobs_read = _jobs_read(store)
     out = []
     for a in assets:
         first, last, last_usage, disks, jobs = by_id.get(a.id, (None, None, None, None, 0))
         storage: dict[str, Decimal] = {}
         for d in disks or []:
             storage[d["cur"]] = storage.get(d["cur"], Decimal(0)) + d["cost"]
+        m = billed.get(a.id.lower())
         out.append(GpuCapacity(
             **{f.name: getattr(a, f.name) for f in fields(GpuAsset)}, first_billed_at=first, last_billed_at=last,
             last_usage_at=last_usage, data_end=data_end, storage_cost=storage,
-            storage_resources=list(dict.fromkeys(d["rid"] for d in disks or [])), jobs_seen=int(jobs)))
+            storage_resources=list(dict.fromkeys(d["rid"] for d in disks or [])), jobs_seen=int(jobs),
+            jobs_read=jobs_read, billing_tags=billing_tags(m.tags, m.tags_seen) if m else {},
+            split_resources=m.split_resources if m else []))
     return out
+
+
+def _jobs_read(store: Store) -> bool:
+    return bool(store.con.execute("SELECT count(*) FROM jobs").fetchone()[0])
 
 @builds(TeamSpend)
 def team_spend(store: Store, window: Window, policy: Policy) -> list[TeamSpend]:
@@ -360,28 +375,76 @@ def commitments(store: Store, window: Window, policy: Policy) -> list[Commitment
 
 @builds(SteadyGpuSpend)
 def steady_gpu_spend(store: Store, window: Window, policy: Policy) -> list[SteadyGpuSpend]:
-    """On-demand GPU compute per provider, region, instance family and currency, summed per UTC day (the grain of
-    the `costs` table): the least day is the floor a commitment would cover; a day it did not run makes it 0."""
+    """On-demand GPU compute per provider, region, instance family and currency, and its floor: the least it cost
+    in any hour of the window's billing (hourly_floors), which a commitment of that size would always use."""
     on_demand = ("COALESCE(PricingCategory, '') NOT IN ('Dynamic', 'Committed') AND CommitmentDiscountId IS NULL "
                  "AND CommitmentDiscountStatus IS NULL")
+    gpu = (f"{window.where()} AND x_CostCategory = 'gpu_compute' AND ChargeCategory = 'Usage' "
+           "AND x_InstanceType IS NOT NULL")
+    family = family_sql("x_Provider", "x_InstanceType")
     rows = store.con.execute(f"""
         WITH days AS (SELECT count(DISTINCT date_trunc('day', ChargePeriodStart)) AS n FROM costs
                       WHERE {window.where()}),
-             g AS (SELECT x_Provider AS provider, RegionId AS region,
-                          {family_sql('x_Provider', 'x_InstanceType')} AS family, BillingCurrency AS cur,
+             g AS (SELECT x_Provider AS provider, RegionId AS region, {family} AS family, BillingCurrency AS cur,
                           date_trunc('day', ChargePeriodStart) AS day,
                           sum(BilledCost) FILTER (WHERE {on_demand}) AS od,
                           sum(BilledCost) FILTER (WHERE NOT ({on_demand}) AND PricingCategory <> 'Dynamic') AS cm,
                           list(DISTINCT x_InstanceType) AS types, max(x_GpuModel) AS model
-                   FROM costs WHERE {window.where()} AND x_CostCategory = 'gpu_compute' AND ChargeCategory = 'Usage'
-                     AND x_InstanceType IS NOT NULL GROUP BY ALL)
+                   FROM costs WHERE {gpu} GROUP BY ALL)
         SELECT provider, region, family, cur, (SELECT n FROM days), count(*) FILTER (WHERE od > 0),
-               CASE WHEN count(*) FILTER (WHERE od > 0) = (SELECT n FROM days) THEN min(od) ELSE 0 END,
                COALESCE(sum(od), 0), COALESCE(sum(cm), 0), list_sort(flatten(list(types))), max(model)
         FROM g GROUP BY ALL HAVING sum(od) > 0 ORDER BY 1, 2, 3, 4""").fetchall()
-    return [SteadyGpuSpend(f"{provider}:{region or 'global'}:{family}:{cur}", provider, region, family,
-                           list(dict.fromkeys(types or [])), model, cur, days, billed, Decimal(floor) / 24, od, cm)
-            for provider, region, family, cur, days, billed, floor, od, cm, types, model in rows]
+    floors = hourly_floors(store, window, f"{gpu} AND {on_demand}", family)
+    out = []
+    for provider, region, family_name, cur, days, billed, od, cm, types, model in rows:
+        hours, ran, floor, at = floors.get((provider, region, family_name, cur), (0, 0, Decimal(0), None))
+        out.append(SteadyGpuSpend(f"{provider}:{region or 'global'}:{family_name}:{cur}", provider, region,
+                                  family_name, list(dict.fromkeys(types or [])), model, cur, days, billed, floor, od,
+                                  cm, hours=hours, hours_billed=ran, floor_at=at))
+    return out
+
+
+def hourly_floors(store: Store, window: Window, where: str, family: str) -> dict[tuple, tuple]:
+    """(provider, region, family, currency) -> (hours of billing, hours it ran, least hour's cost, that hour).
+
+    The `costs` table sums lines per UTC day, keeping the first start, the last end, the hours consumed and the
+    number of lines; a resource's usage type's day is taken whole here, whatever files or rows it was read in (a
+    split export gives the floor of the whole). A day that fills its span ran every hour of it, at its cost /
+    span an hour (an hourly export's machine that ran 08-20 UTC adds to those 12 hours only): hourly lines as
+    many as its hours, hours consumed equal to its span, or one line over the span (a daily line, its hours at
+    least the span). Any other day (one with gaps, a daily export's part day, several GPUs' hours on lines with
+    gaps) may have been off in any given hour, so it adds to none: the floor is never more than what ran in its
+    least hour. The hours of billing are those of the days with any line, up to the billing's last end; an hour
+    nothing of the family ran in makes the floor 0."""
+    rows = store.con.execute(f"""
+        WITH r AS (SELECT x_Provider AS p, RegionId AS reg, {family} AS fam, BillingCurrency AS cur,
+                          min(ChargePeriodStart) AS s, max(ChargePeriodEnd) AS e, sum(BilledCost) AS c,
+                          sum(CASE WHEN {HOURS} THEN ConsumedQuantity END) AS q, sum(x_Lines) AS n,
+                          (epoch(max(ChargePeriodEnd)) - epoch(min(ChargePeriodStart))) / 3600 AS span
+                   FROM costs WHERE {where} AND ChargePeriodEnd > ChargePeriodStart
+                   GROUP BY p, reg, fam, cur, lower(ResourceId), x_UsageType, date_trunc('day', ChargePeriodStart)),
+             h AS (SELECT p, reg, fam, cur, unnest(range(date_trunc('hour', s), e, INTERVAL 1 HOUR)) AS hour,
+                          CAST(round(span * 3600) AS BIGINT) AS secs, c
+                   FROM r WHERE n >= span - 0.01 OR abs(q - span) < 0.01
+                                OR (n = 1 AND (q IS NULL OR q >= span - 0.01)))
+        SELECT p, reg, fam, cur, hour, secs, sum(c) FROM h GROUP BY ALL""").fetchall()
+    ends = store.con.execute(f"""
+        SELECT list(DISTINCT date_trunc('day', ChargePeriodStart)), max(ChargePeriodEnd) FROM costs
+        WHERE {window.where()}""").fetchone()
+    days, data_end = ends if ends and ends[0] else ([], None)
+    end = min(data_end, window.end) if data_end else window.end
+    covered = [t for d in days for t in (d + timedelta(hours=i) for i in range(24)) if window.start <= t < end]
+    per_hour: dict[tuple, dict[datetime, Decimal]] = {}
+    for p, reg, fam, cur, hour, secs, cost in rows:
+        spent = per_hour.setdefault((p, reg, fam, cur), {})
+        spent[hour] = spent.get(hour, Decimal(0)) + cost * 3600 / secs  # Decimal: 28 digits, no float
+    out = {}
+    for key, spent in per_hour.items():
+        at = min(covered, key=lambda t: (spent.get(t, Decimal(0)), t)) if covered else None
+        ran = sum(1 for t in covered if spent.get(t, 0) > 0)
+        out[key] = (len(covered), ran, spent.get(at, Decimal(0)) if at else Decimal(0), at)
+    return out
+
 
 @builds(StorageGrowth)
 def storage_growth(store: Store, window: Window, policy: Policy) -> list[StorageGrowth]:
@@ -550,6 +613,7 @@ def billed_gpu_machines(store: Store, window: Window, policy: Policy) -> list[Bi
     by_id = {a.id.lower(): a for a in assets}
     scopes = {(p, acct, reg) for p, acct, reg in store.con.execute(
         "SELECT DISTINCT provider, account, region FROM assets").fetchall()}
+    jobs_read = _jobs_read(store)
     out = []
     for (rid, provider, account, region, itype, gpu, gpus, cur, costs, hours, n, weekend, full_days, full_min,
          full_max, first, last, tags, seen, jobs_seen, pods) in rows:
@@ -561,7 +625,8 @@ def billed_gpu_machines(store: Store, window: Window, policy: Policy) -> list[Bi
             {k: list(v) for k, v in (seen or {}).items()}, int(jobs_seen), list(dict.fromkeys(pods or [])),
             loaded, asset is not None,
             asset is not None or (provider, account, region) in scopes,
-            asset.usage_hours if asset else None, asset.mean_util_pct if asset else None))
+            asset.usage_hours if asset else None, asset.mean_util_pct if asset else None,
+            asset.tags if asset else {}, asset.kind if asset else None, jobs_read))
     return out
 
 
