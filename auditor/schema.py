@@ -215,10 +215,16 @@ def _tag_problem(text: str) -> str | None:
 
 def _gpu_problem(text: str) -> str | None:
     from auditor.providers.catalog import load_catalog  # the catalog is read only when a GPU option is written
+    from auditor.providers.manifests.common import OTHER_NAMES, family_named
+    from auditor.providers.manifests.pods import OTHER_ACCELERATORS, OTHER_PREFIXES
 
     models = list(load_catalog().gpus)
     pattern = text.strip().lower()
     if any(fnmatch.fnmatchcase(m.lower(), pattern) for m in models):
+        return None
+    # Accelerators that are not NVIDIA GPUs are named by their family (TPU, Inferentia) or their own name (tpu-v5p*).
+    families = {f for _, f in OTHER_NAMES} | set(OTHER_ACCELERATORS.values()) | set(OTHER_PREFIXES.values())
+    if any(fnmatch.fnmatchcase(f.lower(), pattern) for f in families) or family_named(pattern.rstrip("*")):
         return None
     near = difflib.get_close_matches(text.strip(), models, n=1)
     return f"names no GPU model of the catalog{f'; did you mean {near[0]!r}?' if near else ''}"
