@@ -319,6 +319,22 @@ class SteadyGpuSpend:
 
 
 @dataclass
+class GpuSpendSeries:
+    """GPU compute of one team, account or instance family in one currency, day by day (UTC) over the window,
+    with the daily spend of its costliest resources (to name what drove a day) and the jobs among them."""
+
+    id: str  # gpu-spend/<dimension>/<key>/<currency>
+    dimension: str  # team, account or family
+    key: str  # the team's name, `provider account`, `provider family`
+    currency: str = "USD"
+    start: date | None = None  # the window's first UTC day: days[0]
+    days: list[Decimal | None] = field(default_factory=list)  # spend per day; None: no billing that day at all
+    resources: dict[str, dict[int, Decimal]] = field(default_factory=dict)  # resource -> {day index: spend}
+    jobs: dict[str, str] = field(default_factory=dict)  # resource -> the name of the job it is
+    tags: dict[str, str] = field(default_factory=dict)  # a team's series: the team as a tag, for attribution
+
+
+@dataclass
 class StorageGrowth:
     """A bucket, volume or storage account, month by month: average GB stored and cost, and what the billing
     says of its storage classes."""
@@ -447,7 +463,7 @@ class NodeGpuAllocation:
 
 Entity = (GpuAsset | Job | ResourceSpend | TransferFlow | GpuCapacity | TeamSpend | UnattributedSpend | Commitment
           | SteadyGpuSpend | StorageGrowth | RemoteDataFlow | WaiverStatus | GpuSlice | NodeGpuAllocation
-          | BilledGpuMachine | CapacityReservation)
+          | BilledGpuMachine | CapacityReservation | GpuSpendSeries)
 
 
 @dataclass

@@ -19,6 +19,7 @@ from auditor.model import (
     GpuAsset,
     GpuCapacity,
     GpuSlice,
+    GpuSpendSeries,
     Job,
     NodeGpuAllocation,
     RemoteDataFlow,
@@ -31,7 +32,7 @@ from auditor.model import (
 )
 from auditor.providers.catalog import family_sql
 from auditor.sql import lit
-from auditor.tables import shared_gpus, stats
+from auditor.tables import daily, shared_gpus, stats
 from auditor.tables.sql import GB, GB_MONTHS, GPU_HOURS, HOURS, TIERED, spend_team_sql, team_sql
 from auditor.tables.store import Store
 from auditor.window import Window, quarter_of
@@ -382,6 +383,11 @@ def steady_gpu_spend(store: Store, window: Window, policy: Policy) -> list[Stead
     return [SteadyGpuSpend(f"{provider}:{region or 'global'}:{family}:{cur}", provider, region, family,
                            list(dict.fromkeys(types or [])), model, cur, days, billed, Decimal(floor) / 24, od, cm)
             for provider, region, family, cur, days, billed, floor, od, cm, types, model in rows]
+
+@builds(GpuSpendSeries)
+def gpu_spend_series(store: Store, window: Window, policy: Policy) -> list[GpuSpendSeries]:
+    """GPU compute day by day per team, account and instance family (tables/daily.py)."""
+    return daily.spend_series(store, window, policy)
 
 @builds(StorageGrowth)
 def storage_growth(store: Store, window: Window, policy: Policy) -> list[StorageGrowth]:
