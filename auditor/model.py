@@ -335,6 +335,30 @@ class GpuSpendSeries:
 
 
 @dataclass
+class InteractiveGpu:
+    """A notebook or dev machine with GPUs (SageMaker notebook instance, Vertex AI Workbench instance, Azure ML
+    compute instance, a machine or pod labelled interactive), with the spans in which its GPUs sat at nil
+    utilisation, from utilisation samples of an hour or less."""
+
+    id: str
+    provider: str
+    platform: str  # what makes it interactive: sagemaker-notebook, vertex-workbench, azureml-compute-instance, ...
+    account: str | None = None
+    region: str | None = None
+    name: str | None = None
+    instance_type: str | None = None
+    gpu_model: str | None = None
+    gpu_count: int | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+    sampled_hours: float = 0.0  # hours covered by samples of an hour or less in the window
+    observed_from: datetime | None = None  # the first such sample's start ...
+    observed_to: datetime | None = None  # ... and the last one's end
+    idle_spans: list[tuple[datetime, datetime]] = field(default_factory=list)  # nil utilisation, merged, UTC
+    cost: dict[str, Decimal] = field(default_factory=dict)  # billed in the window
+    billed_hours: Decimal | None = None
+
+
+@dataclass
 class StorageGrowth:
     """A bucket, volume or storage account, month by month: average GB stored and cost, and what the billing
     says of its storage classes."""
@@ -463,7 +487,7 @@ class NodeGpuAllocation:
 
 Entity = (GpuAsset | Job | ResourceSpend | TransferFlow | GpuCapacity | TeamSpend | UnattributedSpend | Commitment
           | SteadyGpuSpend | StorageGrowth | RemoteDataFlow | WaiverStatus | GpuSlice | NodeGpuAllocation
-          | BilledGpuMachine | CapacityReservation | GpuSpendSeries)
+          | BilledGpuMachine | CapacityReservation | GpuSpendSeries | InteractiveGpu)
 
 
 @dataclass

@@ -20,6 +20,7 @@ from auditor.model import (
     GpuCapacity,
     GpuSlice,
     GpuSpendSeries,
+    InteractiveGpu,
     Job,
     NodeGpuAllocation,
     RemoteDataFlow,
@@ -32,7 +33,7 @@ from auditor.model import (
 )
 from auditor.providers.catalog import family_sql
 from auditor.sql import lit
-from auditor.tables import daily, shared_gpus, stats
+from auditor.tables import daily, interactive, shared_gpus, stats
 from auditor.tables.sql import GB, GB_MONTHS, GPU_HOURS, HOURS, TIERED, spend_team_sql, team_sql
 from auditor.tables.store import Store
 from auditor.window import Window, quarter_of
@@ -388,6 +389,11 @@ def steady_gpu_spend(store: Store, window: Window, policy: Policy) -> list[Stead
 def gpu_spend_series(store: Store, window: Window, policy: Policy) -> list[GpuSpendSeries]:
     """GPU compute day by day per team, account and instance family (tables/daily.py)."""
     return daily.spend_series(store, window, policy)
+
+@builds(InteractiveGpu)
+def interactive_gpus(store: Store, window: Window, policy: Policy) -> list[InteractiveGpu]:
+    """Notebooks and dev machines with GPUs and their spans of nil utilisation (tables/interactive.py)."""
+    return interactive.interactive_gpus(store, window, build(store, window, policy, GpuAsset))
 
 @builds(StorageGrowth)
 def storage_growth(store: Store, window: Window, policy: Policy) -> list[StorageGrowth]:
