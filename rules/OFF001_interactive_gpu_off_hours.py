@@ -58,14 +58,15 @@ class InteractiveGpuOffHours(Rule):
     Reads the interactive GPU machines of the inventory: SageMaker notebook instances, Vertex AI Workbench
     instances and Azure ML compute instances (by their ids), machines of the kind `notebook`, and machines
     labelled interactive (`workload: interactive`, `notebook`, `dev` or `devbox`; `interactive: "true"`;
-    `role: notebook`). From their utilisation samples of an hour or less, it counts the hours at nil GPU
-    utilisation (a mean under 1%) that fall outside working hours in the `time_zone` (IANA name) of the policy
-    clause: before `work_start` and from `work_end` on the `work_days`, and all of other days and of the
-    `holidays`. Flags a machine with at least `min_idle_off_hours` such hours, an owner (`require_owner`: an
-    owner tag, as the policy's attribution reads it) and a saving of at least `min_monthly_savings`. The
-    saving is what a schedule that stops it in those hours saves: the idle off-hours x its billed hourly rate
-    (billed cost / billed hours), as a monthly run rate over the span its samples cover. Hours nobody
-    measured are not counted.
+    `role: notebook`), and Kubernetes pods with GPUs labelled so (their cost: their share of the node). From
+    their utilisation samples of an hour or less (a pod's: its GPU slice's engine activity), it counts the
+    hours at nil GPU utilisation (a mean under 1%) that fall outside working hours in the `time_zone` (IANA
+    name) of the policy clause: before `work_start` and from `work_end` on the `work_days`, and all of other
+    days and of the `holidays`. Flags a machine with at least `min_idle_off_hours` such hours, an owner
+    (`require_owner`: an owner tag, as the policy's attribution reads it) and a saving of at least
+    `min_monthly_savings`. The saving is what a schedule that stops it in those hours saves: the idle
+    off-hours x its billed hourly rate (billed cost / billed hours), as a monthly run rate over the span its
+    samples cover. Hours nobody measured are not counted.
 
     ## Why it matters
     A notebook with a GPU is started for a day's work and left running: a SageMaker ml.g5.2xlarge notebook

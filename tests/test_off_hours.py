@@ -67,3 +67,64 @@ def test_the_compute_instance_is_flagged_with_the_stated_saving(findings):
     assert Decimal(f["monthly_savings"]) == Decimal("1803.49")
     assert Decimal(f["cost"]) == Decimal("617.06")  # 7 x $88.152, billed in the window
     assert "for 113.0 off-hours" in f["message"] and "billed at $3.67/h" in f["message"]
+
+
+@pytest.fixture(scope="module")
+def pod_findings(tmp_path_factory) -> list[dict]:
+    """A Kubernetes node (the same VM size, launched Monday 2026-07-06, billed every day to the quarter's end:
+    87 x $88.152) whose one GPU a pod labelled `workload: interactive` holds from launch on, so the pod's share is
+    the node's whole cost, 2,088 h at $3.673. Its slice reports the same pattern as above for the first week:
+    113 idle off-hours of 168 measured, $1,803.49 a month. A second pod, labelled for training, is not flagged."""
+    folder = tmp_path_factory.mktemp("offhours-pods")
+    with (DEMO / "billing" / "focus-azure-2026-q3.csv").open(newline="", encoding="utf-8") as fh:
+        template = next(csv.DictReader(fh))
+    node = "/subscriptions/s/resourcegroups/mc/providers/microsoft.compute/virtualmachines/aks-gpu-0"
+    nodes = [node, node + "b"]
+    charges = []
+    for rid in nodes:
+        day = MONDAY
+        while day < datetime(2026, 10, 1):
+            charges.append({**template, "ResourceId": rid, "Tags": "{}",
+                            "ChargePeriodStart": f"{day:%Y-%m-%dT%H:%M:%SZ}",
+                            "ChargePeriodEnd": f"{day + timedelta(days=1):%Y-%m-%dT%H:%M:%SZ}"})
+            day += timedelta(days=1)
+    pods = {"jupyter-ana": {"workload": "interactive", "owner": "ana@example.com"},
+            "trainer": {"workload": "training", "owner": "ana@example.com"}}
+    usage = []
+    for pod in pods:
+        for h in range(168):
+            t = MONDAY + timedelta(hours=h)
+            working = t.weekday() < 5 and 8 <= t.hour < 19
+            usage.append({"asset_id": nodes[0] if pod == "jupyter-ana" else nodes[1], "gpu": "0", "uuid": f"GPU-{pod}",
+                          "namespace": "nb", "pod": pod, "window_start": f"{t:%Y-%m-%dT%H:%M:%SZ}",
+                          "window_end": f"{t + timedelta(hours=1):%Y-%m-%dT%H:%M:%SZ}", "samples": 60,
+                          "mean_active_pct": 40.0 if working else 0.0, "source": "test"})
+    inventory = {
+        "version": 1, "jobs": [],
+        "assets": [{"id": rid, "provider": "azure", "kind": "node", "instance_type": "Standard_NC24ads_A100_v4",
+                    "launch_time": f"{MONDAY:%Y-%m-%dT%H:%M:%SZ}", "tags": {}} for rid in nodes],
+        "gpu_units": [{"asset_id": rid, "resource": "nvidia.com/gpu", "sharing": "none", "count": 1, "slices": 1,
+                       "slices_per_gpu": 1} for rid in nodes],
+        "gpu_allocations": [{"id": f"nb/{pod}", "asset_id": nodes[0] if pod == "jupyter-ana" else nodes[1],
+                             "resource": "nvidia.com/gpu", "units": 1, "namespace": "nb", "pod": pod,
+                             "state": "Running", "start_time": f"{MONDAY:%Y-%m-%dT%H:%M:%SZ}", "tags": tags}
+                            for pod, tags in pods.items()],
+        "slice_usage": usage,
+    }
+    billing = folder / "billing.csv"
+    with billing.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, list(template))
+        w.writeheader()
+        w.writerows(charges)
+    (folder / "inventory.json").write_text(json.dumps(inventory))
+    doc = run_audit(load_policy(DEMO / "policy.yml"), [billing], folder / "inventory.json", parse_quarter("2026-Q3"),
+                    date(2026, 10, 15), select=["OFF001"]).to_dict()
+    return [f for f in doc["findings"] if f["rule"] == "OFF001"]
+
+
+def test_an_interactive_pod_is_flagged_with_the_stated_saving(pod_findings):
+    [f] = pod_findings
+    assert f["resource"] == "nb/jupyter-ana" and f["evidence"]["platform"] == "kubernetes-pod"
+    assert f["evidence"]["idle_off_hours"] == 113 and f["evidence"]["sampled_hours"] == 168
+    assert Decimal(f["cost"]) == Decimal("7669.22")  # 87 x $88.152
+    assert Decimal(f["monthly_savings"]) == Decimal("1803.49")

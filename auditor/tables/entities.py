@@ -393,7 +393,8 @@ def gpu_spend_series(store: Store, window: Window, policy: Policy) -> list[GpuSp
 @builds(InteractiveGpu)
 def interactive_gpus(store: Store, window: Window, policy: Policy) -> list[InteractiveGpu]:
     """Notebooks and dev machines with GPUs and their spans of nil utilisation (tables/interactive.py)."""
-    return interactive.interactive_gpus(store, window, build(store, window, policy, GpuAsset))
+    return interactive.interactive_gpus(store, window, build(store, window, policy, GpuAsset),
+                                        build(store, window, policy, GpuSlice))
 
 @builds(StorageGrowth)
 def storage_growth(store: Store, window: Window, policy: Policy) -> list[StorageGrowth]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
+from decimal import Decimal
 from typing import TYPE_CHECKING
 
 from auditor.model import InteractiveGpu
@@ -53,30 +54,45 @@ def merge(samples: list[tuple[datetime, datetime]]) -> list[tuple[datetime, date
     return out
 
 
-def interactive_gpus(store: Store, window: Window, assets: list) -> list[InteractiveGpu]:
-    """The interactive ones among the GPU assets (entities.GpuAsset, with their cost), with their idle spans."""
-    picked = {a.id: (a, p) for a in assets if (p := platform_of(a.id, a.kind, a.tags))}
-    if not picked:
-        return []
+def _samples(store: Store, window: Window, table: str, key: str, util: str, keys: list[str]
+             ) -> dict[str, list[tuple[datetime, datetime, bool]]]:
+    """Samples of an hour or less in the window, per key: (start, end, at nil utilisation)."""
+    if not keys:
+        return {}
     ws, we = lit(window.start.isoformat(" ")), lit(window.end.isoformat(" "))
     rows = store.con.execute(f"""
-        SELECT asset_id, greatest(window_start, TIMESTAMP {ws}), least(window_end, TIMESTAMP {we}),
-               mean_util_pct < {NIL_PCT}
-        FROM gpu_usage
-        WHERE asset_id IN ({', '.join(lit(i) for i in sorted(picked))}) AND mean_util_pct IS NOT NULL
+        SELECT {key}, greatest(window_start, TIMESTAMP {ws}), least(window_end, TIMESTAMP {we}), {util} < {NIL_PCT}
+        FROM {table}
+        WHERE {key} IN ({', '.join(lit(i) for i in sorted(keys))}) AND {util} IS NOT NULL
           AND epoch(window_end) - epoch(window_start) <= {SAMPLE_S}
           AND window_start < TIMESTAMP {we} AND window_end > TIMESTAMP {ws}
         ORDER BY 1, 2""").fetchall()
-    samples: dict[str, list[tuple[datetime, datetime, bool]]] = {}
-    for rid, start, end, nil in rows:
-        samples.setdefault(rid, []).append((start, end, nil))
-    out = []
-    for rid, (a, platform) in sorted(picked.items()):
-        mine = samples.get(rid, [])
-        covered = merge([(s, e) for s, e, _ in mine])
-        out.append(InteractiveGpu(
-            a.id, a.provider, platform, a.account, a.region, a.name, a.instance_type, a.gpu_model, a.gpu_count,
-            a.tags, sum((e - s).total_seconds() for s, e in covered) / 3600,
-            covered[0][0] if covered else None, covered[-1][1] if covered else None,
-            merge([(s, e) for s, e, nil in mine if nil]), a.cost, a.billed_hours))
+    out: dict[str, list[tuple[datetime, datetime, bool]]] = {}
+    for k, start, end, nil in rows:
+        out.setdefault(k, []).append((start, end, nil))
+    return out
+
+
+def _spans(mine: list[tuple[datetime, datetime, bool]]) -> tuple[float, datetime | None, datetime | None, list]:
+    """(hours sampled, first sample's start, last one's end, the spans at nil utilisation)."""
+    covered = merge([(s, e) for s, e, _ in mine])
+    return (sum((e - s).total_seconds() for s, e in covered) / 3600, covered[0][0] if covered else None,
+            covered[-1][1] if covered else None, merge([(s, e) for s, e, nil in mine if nil]))
+
+
+def interactive_gpus(store: Store, window: Window, assets: list, slices: list) -> list[InteractiveGpu]:
+    """The interactive ones among the GPU assets (entities.GpuAsset, with their billed cost) and the Kubernetes
+    pods holding GPUs (GpuSlice, with their share of the node: shared_gpus.py) labelled interactive, with the
+    spans in which their GPUs (the pod's slice: its DCGM engine activity) sat at nil utilisation."""
+    picked = {a.id: (a, p) for a in assets if (p := platform_of(a.id, a.kind, a.tags))}
+    samples = _samples(store, window, "gpu_usage", "asset_id", "mean_util_pct", list(picked))
+    out = [InteractiveGpu(a.id, a.provider, platform, a.account, a.region, a.name, a.instance_type, a.gpu_model,
+                          a.gpu_count, a.tags, *_spans(samples.get(rid, [])), a.cost, a.billed_hours)
+           for rid, (a, platform) in sorted(picked.items())]
+    pods = {f"{s.namespace}/{s.pod}": s for s in slices if s.pod and platform_of("", None, s.tags)}
+    used = _samples(store, window, "slice_usage", "namespace || '/' || pod", "mean_active_pct", list(pods))
+    out += [InteractiveGpu(s.id, s.provider, "kubernetes-pod", s.account, s.region, s.pod, s.instance_type,
+                           s.gpu_model, s.units, s.tags, *_spans(used.get(key, [])), s.cost,
+                           Decimal(str(s.hours)) if s.hours else None)
+            for key, s in sorted(pods.items())]
     return out
