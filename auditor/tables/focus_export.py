@@ -41,7 +41,7 @@ def _case(column: str, mapping: dict[str, str], default: str = "NULL") -> str:
     return f"CASE {column} {whens} ELSE {default} END"
 
 
-def columns(policy: Policy, text_times: bool) -> dict[str, str]:
+def columns(text_times: bool) -> dict[str, str]:
     """Each column of the dataset, in order, as SQL over the window's attributed `costs` rows."""
     def when(col: str) -> str:
         return f"strftime({col}, {lit(TIME)})" if text_times else col
@@ -101,9 +101,9 @@ def columns(policy: Policy, text_times: bool) -> dict[str, str]:
     }
 
 
-def _rows(store: Store, window: Window, policy: Policy, text_times: bool) -> str:
+def _rows(window: Window, policy: Policy, text_times: bool) -> str:
     team, project = spend_team_sql(policy), tag_sql(policy.project_tags)
-    cols = ", ".join(f"{sql} AS {name}" for name, sql in columns(policy, text_times).items())
+    cols = ", ".join(f"{sql} AS {name}" for name, sql in columns(text_times).items())
     return f"""
         WITH j AS (SELECT lower(id) AS jid, COALESCE(name, id) AS job FROM jobs),
              c AS (SELECT *, COALESCE({team}, {lit(UNATTRIBUTED)}) AS team, {project} AS project,
@@ -123,7 +123,7 @@ def export(store: Store, window: Window, policy: Policy) -> dict[str, bytes]:
     with tempfile.TemporaryDirectory(prefix="gpu-auditor-focus-") as tmp:
         for name, fmt, text in (("focus.csv", "FORMAT CSV, HEADER", True), ("focus.parquet", "FORMAT PARQUET", False)):
             path = os.path.join(tmp, name)
-            store.con.execute(f"COPY ({_rows(store, window, policy, text)}) TO {lit(path)} ({fmt})")
+            store.con.execute(f"COPY ({_rows(window, policy, text)}) TO {lit(path)} ({fmt})")
             out[name] = Path(path).read_bytes()
     return out
 
