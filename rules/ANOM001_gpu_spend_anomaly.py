@@ -11,6 +11,7 @@ from auditor.schema import Field
 
 MAD_SCALE = Decimal("1.4826")  # MAD x 1.4826 estimates the standard deviation of normal data
 MEAN_AD_SCALE = Decimal("1.2533")  # mean absolute deviation x 1.2533 does, where the MAD is 0
+DIMENSIONS = ("team", "account", "family")  # the series of tables/daily.py
 
 
 def is_weekend(day) -> bool:
@@ -86,7 +87,7 @@ class GpuSpendAnomaly(Rule):
         "min_excess": Field("number", default=500, minimum=0,
                             doc="least excess over the baseline for an anomaly, in the policy's currency"),
         "drivers": Field("int", default=5, minimum=1, maximum=50, doc="resources named per anomalous day"),
-        "dimensions": Field("list", item=Field("str"), default=["team", "account", "family"],
+        "dimensions": Field("list", item=Field("str", choices=DIMENSIONS), default=list(DIMENSIONS),
                             doc="the series judged: team, account and/or family"),
     }
 

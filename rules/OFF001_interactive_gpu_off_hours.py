@@ -107,13 +107,18 @@ class InteractiveGpuOffHours(Rule):
         "require_owner": Field("bool", default=True, doc="flag only machines with an owner tag"),
     }
 
-    def check(self, gpu: InteractiveGpu, ctx):
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        # checked when the rule is configured, before anything is read or written, not at its first machine
         try:
-            zone = ZoneInfo(self.opt("time_zone"))
+            self.zone = ZoneInfo(self.opt("time_zone"))
         except (ZoneInfoNotFoundError, ValueError):
             raise InputError(f"clauses.off_hours.time_zone: unknown time zone {self.opt('time_zone')!r} "
                              "(an IANA name such as Europe/Berlin)") from None
-        work = (_clock(self.opt("work_start"), "work_start"), _clock(self.opt("work_end"), "work_end"))
+        self.work = (_clock(self.opt("work_start"), "work_start"), _clock(self.opt("work_end"), "work_end"))
+
+    def check(self, gpu: InteractiveGpu, ctx):
+        zone, work = self.zone, self.work
         owner = ctx.attribute(gpu.tags)[1]
         if (self.opt("require_owner") and not owner) or not gpu.idle_spans or not gpu.observed_from:
             return

@@ -128,3 +128,20 @@ def test_an_interactive_pod_is_flagged_with_the_stated_saving(pod_findings):
     assert f["evidence"]["idle_off_hours"] == 113 and f["evidence"]["sampled_hours"] == 168
     assert Decimal(f["cost"]) == Decimal("7669.22")  # 87 x $88.152
     assert Decimal(f["monthly_savings"]) == Decimal("1803.49")
+
+
+@pytest.mark.parametrize("option, value, message", [
+    ("time_zone", "Mars/Olympus", "clauses.off_hours.time_zone: unknown time zone 'Mars/Olympus'"),
+    ("work_end", "7pm", "clauses.off_hours.work_end: '7pm' is not a time of day (HH:MM)"),
+])
+def test_a_bad_clause_is_one_line_before_anything_is_written(tmp_path, option, value, message):
+    from click.testing import CliRunner
+
+    from auditor.cli import cli
+
+    policy = tmp_path / "policy.yml"
+    policy.write_text(f"policy: t\nowner: o@example.com\nclauses:\n  off_hours:\n    {option}: {value!r}\n")
+    result = CliRunner().invoke(cli, ["audit", "--policy", str(policy), "--quarter", "2026-Q3", "-q", "--out",
+                                      str(tmp_path / "out"), str(DEMO / "billing")])
+    assert result.exit_code == 2 and message in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "out").exists()
