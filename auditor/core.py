@@ -153,6 +153,7 @@ def run_audit(policy: Policy, billing: list[Path | str], inventory: Path | None 
     from auditor.tables.jobcost import job_costs, job_totals
     from auditor.tables.store import Store
     from auditor.tables.summary import summarize
+    from auditor.tables.unitcost import unit_costs
 
     # URIs (s3a://bucket/prefix) are read by --engine spark through the cluster's file systems (tables/spark.py),
     # after the local files and snapshots.
@@ -197,6 +198,7 @@ def run_audit(policy: Policy, billing: list[Path | str], inventory: Path | None 
     summary = summarize(store, policy, window, findings)
     jobs = job_costs(store, window, policy, findings + known)
     summary["jobs"] = job_totals(jobs)
+    summary["unit_costs"] = unit_costs(store, policy, window.label, jobs, previous["doc"] if previous else None)
     warnings = list(store.warnings) + inputs.warnings
     store.close()
     if summary["rows"] == 0:

@@ -340,6 +340,46 @@ class SteadyGpuSpend:
 
 
 @dataclass
+class GpuSpendSeries:
+    """GPU compute of one team, account or instance family in one currency, day by day (UTC) over the window,
+    with the daily spend of its costliest resources (to name what drove a day) and the jobs among them."""
+
+    id: str  # gpu-spend/<dimension>/<key>/<currency>
+    dimension: str  # team, account or family
+    key: str  # the team's name, `provider account`, `provider family`
+    currency: str = "USD"
+    start: date | None = None  # the window's first UTC day: days[0]
+    days: list[Decimal | None] = field(default_factory=list)  # spend per day; None: no billing that day at all
+    resources: dict[str, dict[int, Decimal]] = field(default_factory=dict)  # resource -> {day index: spend}
+    jobs: dict[str, str] = field(default_factory=dict)  # resource -> the name of the job it is
+    tags: dict[str, str] = field(default_factory=dict)  # a team's series: the team as a tag, for attribution
+
+
+@dataclass
+class InteractiveGpu:
+    """A notebook or dev machine with GPUs (SageMaker notebook instance, Vertex AI Workbench instance, Azure ML
+    compute instance, a machine or pod labelled interactive), with the spans in which its GPUs sat at nil
+    utilisation, from utilisation samples of an hour or less."""
+
+    id: str
+    provider: str
+    platform: str  # what makes it interactive: sagemaker-notebook, vertex-workbench, azureml-compute-instance, ...
+    account: str | None = None
+    region: str | None = None
+    name: str | None = None
+    instance_type: str | None = None
+    gpu_model: str | None = None
+    gpu_count: int | None = None
+    tags: dict[str, str] = field(default_factory=dict)
+    sampled_hours: float = 0.0  # hours covered by samples of an hour or less in the window
+    observed_from: datetime | None = None  # the first such sample's start ...
+    observed_to: datetime | None = None  # ... and the last one's end
+    idle_spans: list[tuple[datetime, datetime]] = field(default_factory=list)  # nil utilisation, merged, UTC
+    cost: dict[str, Decimal] = field(default_factory=dict)  # billed in the window
+    billed_hours: Decimal | None = None
+
+
+@dataclass
 class StorageGrowth:
     """A bucket, volume or storage account, month by month: average GB stored and cost, and what the billing
     says of its storage classes."""
@@ -468,7 +508,7 @@ class NodeGpuAllocation:
 
 Entity = (GpuAsset | Job | ResourceSpend | TransferFlow | GpuCapacity | TeamSpend | UnattributedSpend | Commitment
           | SteadyGpuSpend | StorageGrowth | RemoteDataFlow | WaiverStatus | GpuSlice | NodeGpuAllocation
-          | BilledGpuMachine | CapacityReservation)
+          | BilledGpuMachine | CapacityReservation | GpuSpendSeries | InteractiveGpu)
 
 
 @dataclass

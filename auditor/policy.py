@@ -58,6 +58,8 @@ class Waiver:
 # Billing labels that name the job a line paid for: a label the team puts on its Vertex AI or Azure ML job, which the
 # provider copies onto the job's billing lines.
 JOB_TAGS = ("job", "job-name", "job_name", "job-id", "job_id")
+TOKEN_TAGS = ("tokens", "train_tokens", "training_tokens")  # a job's label or annotation: tokens it trained on
+SAMPLE_TAGS = ("samples", "train_samples", "training_samples")
 
 
 @dataclass
@@ -91,6 +93,8 @@ class Policy:
     rates: Rates | None = None
     mask_secrets: bool = True  # outputs.mask_secrets: mask credential-shaped text in every output
     job_tags: list[str] = field(default_factory=lambda: list(JOB_TAGS))
+    token_tags: list[str] = field(default_factory=lambda: list(TOKEN_TAGS))
+    sample_tags: list[str] = field(default_factory=lambda: list(SAMPLE_TAGS))
 
     def convert(self, amount: Decimal, currency: str) -> Decimal | None:
         """An amount in the policy's currency: as it is, or converted at the rate the user gave; None where no
@@ -146,6 +150,10 @@ def policy_schema() -> Field:
             project_tags=Field("list", item=Field("tag"), default=["project"]),
             job_tags=Field("list", item=Field("tag"), default=list(JOB_TAGS),
                            doc="billing labels that name the training job a line paid for (Vertex AI, Azure ML)"),
+            token_tags=Field("list", item=Field("str"), default=list(TOKEN_TAGS),
+                             doc="a job's labels or annotations that give the tokens it trained on (unit costs)"),
+            sample_tags=Field("list", item=Field("str"), default=list(SAMPLE_TAGS),
+                              doc="a job's labels or annotations that give the samples it trained on (unit costs)"),
         ),
         teams=Field("map", default={}, item=record(
             lead=Field("str", required=True),
@@ -354,7 +362,9 @@ def _build(doc: dict, lines: _Lines, path: str) -> Policy:
         owner_tags=attribution.get("owner_tags") or ["owner"],
         project_tags=attribution.get("project_tags") or ["project"], path=path,
         mask_secrets=(doc.get("outputs") or {}).get("mask_secrets", True) is not False,
-        job_tags=attribution.get("job_tags") or list(JOB_TAGS))
+        job_tags=attribution.get("job_tags") or list(JOB_TAGS),
+        token_tags=attribution.get("token_tags") or list(TOKEN_TAGS),
+        sample_tags=attribution.get("sample_tags") or list(SAMPLE_TAGS))
 
 
 

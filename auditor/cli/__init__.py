@@ -6,7 +6,7 @@ from __future__ import annotations
 import click
 
 from auditor import __version__
-from auditor.cli import audit, gate, mail, policy, pull, rules
+from auditor.cli import audit, export, gate, mail, policy, pull, rules
 from auditor.cli.base import AuditorGroup
 
 
@@ -25,7 +25,7 @@ def cli(ctx: click.Context, debug: bool) -> None:
 
 
 for command in (audit.inspect, audit.audit, pull.pull_command, audit.report, mail.email, rules.rules,
-                policy.policy, gate.gate):
+                policy.policy, gate.gate, export.export):
     cli.add_command(command)
 
 

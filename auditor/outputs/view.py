@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 from auditor.evidence import HOW_JUDGED
 from auditor.figures import TOP_ACTIONS
 from auditor.model import HOURS_PER_MONTH
-from auditor.outputs import charts
+from auditor.outputs import anomalies, charts
 from auditor.outputs.jobs import jobs_view
 from auditor.secret_patterns import mask_deep
 
@@ -412,6 +412,7 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
         "compliance": compliance, "clauses": clauses, "change": change,
         "top": [{**_finding(f), "spark": charts.sparkline(s, f["resource"])} for f in top],
         "weekly": charts.weekly(s, cur, team),
+        "anomalies": anomalies.charts(every),
         "band_keys": charts.band_keys(),
         "categories": category_rows, "breakdowns": breakdowns, "budgets": budgets, "budget_hours": budget_hours,
         "budget_quarter": next((b["quarter"] for b in (s.get("teams") or {}).values() if b.get("quarter")), None),

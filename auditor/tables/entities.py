@@ -20,6 +20,8 @@ from auditor.model import (
     GpuAsset,
     GpuCapacity,
     GpuSlice,
+    GpuSpendSeries,
+    InteractiveGpu,
     Job,
     NodeGpuAllocation,
     RemoteDataFlow,
@@ -32,7 +34,7 @@ from auditor.model import (
 )
 from auditor.providers.catalog import family_sql
 from auditor.sql import lit
-from auditor.tables import shared_gpus, stats
+from auditor.tables import daily, interactive, shared_gpus, stats
 from auditor.tables.sql import GB, GB_MONTHS, GPU_HOURS, HOURS, TIERED, spend_team_sql, team_sql
 from auditor.tables.store import Store
 from auditor.window import Window, quarter_of
@@ -445,6 +447,17 @@ def hourly_floors(store: Store, window: Window, where: str, family: str) -> dict
         out[key] = (len(covered), ran, spent.get(at, Decimal(0)) if at else Decimal(0), at)
     return out
 
+
+@builds(GpuSpendSeries)
+def gpu_spend_series(store: Store, window: Window, policy: Policy) -> list[GpuSpendSeries]:
+    """GPU compute day by day per team, account and instance family (tables/daily.py)."""
+    return daily.spend_series(store, window, policy)
+
+@builds(InteractiveGpu)
+def interactive_gpus(store: Store, window: Window, policy: Policy) -> list[InteractiveGpu]:
+    """Notebooks and dev machines with GPUs and their spans of nil utilisation (tables/interactive.py)."""
+    return interactive.interactive_gpus(store, window, build(store, window, policy, GpuAsset),
+                                        build(store, window, policy, GpuSlice))
 
 @builds(StorageGrowth)
 def storage_growth(store: Store, window: Window, policy: Policy) -> list[StorageGrowth]:

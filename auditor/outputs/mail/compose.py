@@ -21,7 +21,7 @@ import jinja2
 from auditor.auditfile import read_audit
 from auditor.errors import InputError
 from auditor.model import fmt_money
-from auditor.outputs import charts
+from auditor.outputs import anomalies, charts
 from auditor.outputs.mail.outbox import PENDING, now, slug
 from auditor.outputs.mail.route import Letter, Section, added, amounts, clean, mail_address, route
 from auditor.outputs.view import shown_findings
@@ -120,6 +120,7 @@ def view(audit: dict[str, Any], letter: Letter, owner: str) -> dict[str, Any]:
         "total_savings": amounts(audit["summary"].get("monthly_savings")),
         "weekly": lambda team=None: charts.weekly(audit["summary"], p.get("currency") or currency, team),
         "band_keys": charts.band_keys(),
+        "anomalies": lambda: anomalies.charts(audit.get("findings", [])),
     }
 
 

@@ -1,0 +1,66 @@
+"""`export`: the audit's attributed costs as a dataset another FinOps tool loads (`--focus`: FOCUS)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from auditor.cli.base import FOLLOW_SYMLINKS, PATH
+from auditor.errors import InputError
+from auditor.outputs.terminal import safe
+from auditor.window import from_options
+
+
+@click.command()
+@click.argument("billing", nargs=-1, required=True, type=PATH)
+@click.option("--focus", "focus_dir", type=PATH, required=True,
+              help="Folder for focus.csv and focus.parquet: one row per charge, FOCUS columns, then the audit's "
+                   "allocation (x_Team, x_Project, x_Namespace, x_Job).")
+@click.option("--policy", "policy_path", required=True, type=PATH, help="The GPU policy: its team attribution.")
+@click.option("--inventory", type=PATH, help="Inventory snapshot (JSON): its jobs name the charges that are jobs.")
+@click.option("--quarter", help="Window as a calendar quarter, e.g. 2026-Q3.")
+@click.option("--since", help="Window start (UTC date, inclusive).")
+@click.option("--until", help="Window end (UTC date, exclusive).")
+@FOLLOW_SYMLINKS
+def export(billing: tuple[Path, ...], focus_dir: Path, policy_path: Path, inventory: Path | None,
+           quarter: str | None, since: str | None, until: str | None, follow_symlinks: bool) -> None:
+    """Write the billing in the window, each charge allocated to its team, project, namespace and job, as a
+    FOCUS dataset (CSV and Parquet) that adds up to the bill exactly.
+
+    \b
+    Example:
+      gpu-auditor export --focus chargeback --policy fixtures/demo/policy.yml \\
+        --inventory fixtures/demo/inventory.json --quarter 2026-Q3 fixtures/demo/billing
+    """
+    from auditor.atomic import target, write_files
+    from auditor.model import fmt_money
+    from auditor.policy import load_policy
+    from auditor.providers.live.inputs import audit_inputs
+    from auditor.tables import focus_export
+    from auditor.tables.store import Store
+    from auditor.window import Window
+
+    window = from_options(quarter, since, until)
+    policy = load_policy(policy_path)
+    folder = target(focus_dir, follow_symlinks)
+    store = Store()
+    inputs = audit_inputs(list(billing), inventory)
+    store.load_billing(inputs.billing)
+    if inputs.inventory is not None:
+        store.load_snapshot(inputs.inventory)
+    window = window or inputs.window
+    if window is None:
+        data = store.data_window()
+        if data is None:
+            raise InputError("no billing lines to export")
+        window = Window.of(data.start, data.end)
+    files = focus_export.export(store, window, policy)
+    totals = focus_export.totals(store, window)
+    written = write_files(folder, files, what="FOCUS export")
+    rows = store.con.execute(f"SELECT count(*) FROM costs WHERE {window.where()}").fetchone()[0]
+    click.echo(f"FOCUS {focus_export.FOCUS_VERSION} dataset, {window.label}: {rows:,} charges, BilledCost "
+               + ", ".join(fmt_money(v, c) for c, v in totals.items()))
+    for w in store.warnings + inputs.warnings:
+        click.echo(f"warning: {safe(w, policy.mask_secrets)}", err=True)
+    click.echo(f"wrote {', '.join(safe(p) for p in written)}")

@@ -1,0 +1,53 @@
+"""The spend-anomaly charts' view of audit.json: each open ANOM001 finding's daily GPU spend as bars (table cells,
+as reports/charts.html.j2 draws them, so they show in mail clients), its anomalous days marked, and the table of
+those days with their baseline, excess and drivers beside it (reports/anomalies.*.j2)."""
+
+from __future__ import annotations
+
+from datetime import date, timedelta
+from decimal import Decimal
+from typing import Any
+
+RULE = "ANOM001"
+CHARTS = 6  # series charted; the rest are in the findings
+BAR_PX = 40  # the tallest day's height
+DRIVERS = 3  # drivers shown per day
+COLOURS = {"day": "#0969da", "anomaly": "#cf222e", "none": "#d0d7de"}
+ORDER = {"team": 0, "account": 1, "family": 2}
+LABELS = {"team": "Team", "account": "Account", "family": "Instance family"}
+
+
+def _bars(days: list[Any], marked: set[int]) -> list[dict[str, Any]]:
+    """One bar per day (2 px wide; days of the same height and kind drawn as one cell)."""
+    values = [None if v is None else Decimal(v) for v in days]
+    peak = max((v for v in values if v is not None), default=Decimal(0))
+    out: list[dict[str, Any]] = []
+    for i, v in enumerate(values):
+        kind = "none" if v is None else "anomaly" if i in marked else "day"
+        height = 0 if not v or v <= 0 or peak <= 0 else max(1, int(v * BAR_PX / peak))
+        if out and out[-1]["height"] == height and out[-1]["kind"] == kind and kind != "anomaly":
+            out[-1]["width"] += 2
+        else:
+            out.append({"height": height, "kind": kind, "colour": COLOURS[kind], "width": 2})
+    return out
+
+
+def charts(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The open ANOM001 findings (teams first, then accounts, then instance families; the largest excess first),
+    at most CHARTS, each as {title, currency, start, end, bars, days: [anomalous days], excess, resource}."""
+    open_ = [f for f in findings if f["rule"] == RULE and not f["waived"] and f.get("evidence", {}).get("days")]
+    open_.sort(key=lambda f: (ORDER.get(f["evidence"]["dimension"], 3), -Decimal(f["cost"] or 0), f["resource"]))
+    out = []
+    for f in open_[:CHARTS]:
+        e = f["evidence"]
+        start = date.fromisoformat(e["start"])
+        marked = {(date.fromisoformat(a["date"]) - start).days for a in e["anomalies"]}
+        out.append({
+            "title": f"{LABELS.get(e['dimension'], e['dimension'])} {e['key']}", "currency": f["currency"],
+            "resource": f["resource"], "start": e["start"],
+            "end": (start + timedelta(days=len(e["days"]) - 1)).isoformat(), "excess": f["cost"],
+            "bars": _bars(e["days"], marked),
+            "days": [{**a, "drivers": [{"name": d.get("job") or d["resource"], "change": d["change"],
+                                        "job": bool(d.get("job"))} for d in a["drivers"][:DRIVERS]]}
+                     for a in e["anomalies"]]})
+    return out

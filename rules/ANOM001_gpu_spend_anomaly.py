@@ -1,0 +1,155 @@
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+from statistics import median
+
+from auditor.model import GpuSpendSeries, Severity, fmt_money, money
+from auditor.registry import register
+from auditor.rule import Rule
+from auditor.schema import Field
+
+MAD_SCALE = Decimal("1.4826")  # MAD x 1.4826 estimates the standard deviation of normal data
+MEAN_AD_SCALE = Decimal("1.2533")  # mean absolute deviation x 1.2533 does, where the MAD is 0
+DIMENSIONS = ("team", "account", "family")  # the series of tables/daily.py
+
+
+def is_weekend(day) -> bool:
+    return day.weekday() >= 5
+
+
+def baseline_of(days: list[Decimal | None], i: int, start, window: int) -> list[int]:
+    """The days before day i, at most `window` back, of the same kind (a weekday for a weekday, a Saturday or
+    Sunday for a weekend day) and with billing, from the series' first day with spend."""
+    weekend = is_weekend(start + timedelta(days=i))
+    return [j for j in range(max(0, i - window), i)
+            if days[j] is not None and is_weekend(start + timedelta(days=j)) == weekend]
+
+
+def score(value: Decimal, base: list[Decimal]) -> tuple[Decimal, Decimal | None]:
+    """The median of the baseline and how many robust standard deviations `value` is above it (None: the
+    baseline does not vary at all, so any rise is out of line)."""
+    mid = median(base)
+    deviations = [abs(b - mid) for b in base]
+    spread = median(deviations) * MAD_SCALE or sum(deviations) / len(deviations) * MEAN_AD_SCALE
+    return mid, (value - mid) / spread if spread else None
+
+
+@register
+class GpuSpendAnomaly(Rule):
+    """Day on which a team's, account's or instance family's GPU spend rose far above its own baseline.
+
+    ## What it does
+    Reads GPU compute usage (not the purchases and fees of commitments: COM001-COM004's) day by day
+    (UTC) per team, per account and per instance family (the `dimensions` judged), in each currency.
+    Each day is judged against its baseline: the same series over the `baseline_days` days before it,
+    weekday-aware (a weekday against the weekdays of that span, a Saturday or Sunday against the weekend
+    days), from the series' first day with spend, once there are at least `min_baseline_days` such days;
+    days without any billing line (before the export starts, after it ends) are neither judged nor part of
+    a baseline. The baseline is their median, its spread the median absolute deviation (MAD) x 1.4826, or,
+    where the MAD is 0, the mean absolute deviation x 1.2533. A day is an anomaly when its spend is at
+    least `threshold` spreads above the median (any rise counts where the baseline does not vary at all)
+    and at least `min_excess` above it, in the policy's currency. One finding per series: its anomalous
+    days, each with its spend, baseline and excess, and the `drivers` resources (jobs named as jobs) whose
+    spend that day rose most above their own median over the same baseline days. The finding's cost is
+    the sum of the excess; it claims no saving: a spike may be a planned run.
+
+    ## Why it matters
+    A quarterly total hides the week a team's GPU spend tripled: a runaway sweep, a cluster scaled up and
+    not down, a job restarted in a loop. The days and the machines and jobs behind them are the first
+    thing a team lead asks for.
+
+    ## Example
+    ```yaml
+    - {id: gpu-spend/team/nlp/USD, dimension: team, key: nlp, start: 2026-07-01,
+       days: [100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 900],
+       resources: {i-0big: {14: 800}}, tags: {team: nlp}}
+    ```
+
+    ## How to fix
+    Open the drivers of each day: stop what should not have run (a sweep without limits, a node pool left
+    scaled up), cap what may run again (a job cost cap, a sweep's trial limit, an autoscaler's maximum),
+    or, for a planned run, waive the finding with its reason.
+    """
+
+    id = "ANOM001"
+    name = "gpu-spend-anomaly"
+    severity = Severity.MEDIUM
+    entity = GpuSpendSeries
+    clause = "spend_anomalies"
+    options = {
+        "baseline_days": Field("int", default=28, minimum=7, maximum=366,
+                               doc="days before a day that make its baseline (those of the same kind)"),
+        "min_baseline_days": Field("int", default=6, minimum=3,
+                                   doc="days of the same kind needed in the baseline before a day is judged"),
+        "threshold": Field("number", default=3.5, minimum=0,
+                           doc="robust standard deviations (MAD x 1.4826) above the median that make an anomaly"),
+        "min_excess": Field("number", default=500, minimum=0,
+                            doc="least excess over the baseline for an anomaly, in the policy's currency"),
+        "drivers": Field("int", default=5, minimum=1, maximum=50, doc="resources named per anomalous day"),
+        "dimensions": Field("list", item=Field("str", choices=DIMENSIONS), default=list(DIMENSIONS),
+                            doc="the series judged: team, account and/or family"),
+    }
+
+    def check(self, series: GpuSpendSeries, ctx):
+        if series.dimension not in self.opt("dimensions") or series.start is None:
+            return
+        days = [None if d is None else Decimal(str(d)) for d in series.days]
+        first = next((i for i, d in enumerate(days) if d), None)
+        if first is None:
+            return
+        days = [None] * first + days[first:]  # the days before its first spend are no baseline of it
+        anomalies, excess_total = [], Decimal(0)
+        for i, value in enumerate(days):
+            if value is None:
+                continue
+            base = baseline_of(days, i, series.start, self.opt("baseline_days"))
+            if len(base) < self.opt("min_baseline_days"):
+                continue
+            mid, z = score(value, [days[j] for j in base])
+            excess = value - mid
+            if excess <= 0 or self.short_of(excess, series.currency, "min_excess", ctx):
+                continue
+            if z is not None and z < Decimal(str(self.opt("threshold"))):
+                continue
+            excess_total += money(excess)
+            anomalies.append({
+                "date": (series.start + timedelta(days=i)).isoformat(), "spend": money(value),
+                "baseline": money(mid), "excess": money(excess),
+                "score": None if z is None else round(float(z), 1), "baseline_days": len(base),
+                "drivers": self._drivers(series, i, base)})
+        if not anomalies:
+            return
+        worst = max(anomalies, key=lambda a: (a["excess"], a["date"]))
+        cur = series.currency
+        more = len(anomalies) - 1
+        names = ", ".join(f"{d['job'] or d['resource']} +{fmt_money(d['change'], cur)}" for d in worst["drivers"][:2])
+        label = {"team": "team", "account": "account", "family": "instance family"}[series.dimension]
+        yield self.finding(
+            series, ctx,
+            f"GPU spend of {label} {series.key} was {fmt_money(worst['spend'], cur)} on {worst['date']} against a "
+            f"baseline of {fmt_money(worst['baseline'], cur)} (+{fmt_money(worst['excess'], cur)})"
+            + (f"; driven by {names}" if names else "")
+            + (f"; {more} more anomalous day{'s' if more > 1 else ''}" if more else ""),
+            evidence={"dimension": series.dimension, "key": series.key, "start": series.start.isoformat(),
+                      "days": [None if d is None else str(money(d)) for d in series.days],
+                      "anomalies": [{**a, "spend": str(a["spend"]), "baseline": str(a["baseline"]),
+                                     "excess": str(a["excess"]),
+                                     "drivers": [{**d, "spend": str(d["spend"]), "baseline": str(d["baseline"]),
+                                                  "change": str(d["change"])} for d in a["drivers"]]}
+                                    for a in anomalies],
+                      "threshold": self.opt("threshold"), "baseline_window_days": self.opt("baseline_days")},
+            cost=excess_total, currency=cur)
+
+    def _drivers(self, series: GpuSpendSeries, i: int, base: list[int]) -> list[dict]:
+        """The resources whose spend on day i rose most above their median over the same baseline days."""
+        out = []
+        for rid, per in series.resources.items():
+            amounts = {int(k): Decimal(str(v)) for k, v in per.items()}
+            spend = amounts.get(i, Decimal(0))
+            mid = median([amounts.get(j, Decimal(0)) for j in base])
+            if spend - mid > 0:
+                out.append({"resource": rid, "job": series.jobs.get(rid), "spend": money(spend),
+                            "baseline": money(mid), "change": money(spend - mid)})
+        out.sort(key=lambda d: (-d["change"], d["resource"]))
+        return out[:self.opt("drivers")]

@@ -1,0 +1,92 @@
+"""GPU spend anomalies end to end (tables/daily.py, ANOM001, outputs/anomalies.py) on a quarter written for the
+test: team nlp runs one A100 VM at $88.152 a day all of 2026-Q3; on Tuesday 2026-08-18 a second VM and a job
+billed as its own resource add $1,000 and $500. The right answer, from the rule's docs: one anomalous day for
+team nlp, its account and its instance family, $1,500 above a baseline of $88.15, driven by the job ($500) and
+the second VM ($1,000); no other day is out of line."""
+
+from __future__ import annotations
+
+import csv
+import json
+from datetime import date, timedelta
+from decimal import Decimal
+from pathlib import Path
+
+import pytest
+from conftest import REPO
+
+from auditor.core import run_audit
+from auditor.outputs.report import render_html, render_md
+from auditor.policy import load_policy
+from auditor.window import parse_quarter
+
+DEMO = REPO / "fixtures" / "demo"
+VM = "/subscriptions/s/resourcegroups/rg/providers/microsoft.compute/virtualmachines/"
+JOB = "/subscriptions/s/resourcegroups/rg/providers/microsoft.machinelearningservices/workspaces/w/jobs/sweep-42"
+SPIKE = date(2026, 8, 18)
+
+
+@pytest.fixture(scope="module")
+def audit(tmp_path_factory) -> dict:
+    folder = tmp_path_factory.mktemp("anomaly")
+    with (DEMO / "billing" / "focus-azure-2026-q3.csv").open(newline="", encoding="utf-8") as fh:
+        template = next(csv.DictReader(fh))
+    charges = []
+    day = date(2026, 7, 1)
+    while day < date(2026, 10, 1):
+        spend = [(VM + "nlp-a100-01", "88.152")]
+        if day == SPIKE:
+            spend += [(VM + "nlp-a100-02", "1000"), (JOB, "500")]
+        for resource, cost in spend:
+            charges.append({**template, "BilledCost": cost, "EffectiveCost": cost, "ListCost": cost,
+                            "ContractedCost": cost, "ResourceId": resource, "Tags": json.dumps({"team": "nlp"}),
+                            "ChargePeriodStart": f"{day}T00:00:00Z",
+                            "ChargePeriodEnd": f"{day + timedelta(days=1)}T00:00:00Z"})
+        day += timedelta(days=1)
+    billing = folder / "billing.csv"
+    with billing.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, list(template))
+        w.writeheader()
+        w.writerows(charges)
+    inventory = folder / "inventory.json"
+    inventory.write_text(json.dumps({"version": 1, "assets": [], "jobs": [{"id": "sweep-42", "platform": "azureml",
+                                                             "name": "sweep-42", "provider": "azure"}]}))
+    return run_audit(load_policy(DEMO / "policy.yml"), [billing], inventory, parse_quarter("2026-Q3"),
+                     date(2026, 10, 15), select=["ANOM001"]).to_dict()
+
+
+def test_the_one_spike_is_found_in_each_series(audit):
+    found = {f["evidence"]["dimension"]: f for f in audit["findings"] if f["rule"] == "ANOM001"}
+    assert set(found) == {"team", "account", "family"}
+    for f in found.values():
+        [day] = f["evidence"]["anomalies"]
+        assert day["date"] == "2026-08-18"
+        assert (day["spend"], day["baseline"], day["excess"]) == ("1588.15", "88.15", "1500.00")
+        assert [(d["resource"], d["change"]) for d in day["drivers"]] == [(VM.lower() + "nlp-a100-02", "1000.00"),
+                                                                         (JOB.lower(), "500.00")]
+        assert [d["job"] for d in day["drivers"]] == [None, "sweep-42"]
+        assert Decimal(f["cost"]) == Decimal("1500.00") and f["monthly_savings"] is None
+        assert len(f["evidence"]["days"]) == 92
+    assert found["team"]["team"] == "nlp"
+
+
+def test_the_report_charts_the_spike(audit):
+    md = render_md(audit)
+    assert "## Spend anomalies" in md
+    assert "| Team nlp | 2026-08-18 | $1,588.15 | $88.15 | +$1,500.00 |" in md
+    html = render_html(audit)
+    assert html.count('class="anomaly"') == 3  # one red day in each of the three series
+
+
+def test_the_team_report_has_its_own_series_only(audit):
+    md = render_md(audit, team="nlp")
+    assert "| Team nlp | 2026-08-18 |" in md and "Account " not in md.split("## Spend anomalies")[1][:2000]
+
+
+def test_the_owners_email_charts_it(audit, tmp_path: Path):
+    from auditor.outputs.mail.compose import html_part, view
+    from auditor.outputs.mail.route import route
+
+    owner = next(letter for letter in route(audit, load_policy(DEMO / "policy.yml")) if letter.is_owner)
+    html = html_part(audit, owner, view(audit, owner, "finops@example.com"))
+    assert "Spend anomalies" in html and html.count('class="anomaly"') == 3
