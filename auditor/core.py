@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 from auditor.audit import Audit
 from auditor.context import Context
 from auditor.errors import InputError
-from auditor.figures import mark_overlaps, savings_by, sum_money
+from auditor import running
+from auditor.figures import actions, savings_by, sum_money
 from auditor.model import Finding, WaiverStatus
 from auditor.policy import Policy
 from auditor.providers.billing.detect import URI_NEEDS_SPARK, is_uri
@@ -193,8 +194,8 @@ def run_audit(policy: Policy, billing: list[Path | str], inventory: Path | None 
             f.in_baseline = f.fingerprint in prints
         known = [f for f in findings if f.in_baseline]
         findings = [f for f in findings if not f.in_baseline]
-    mark_overlaps([f for f in findings if not f.waived])
-    summary = summarize(store, policy, window, findings)
+    running.judge(findings, store.con, window)  # savings only for what still runs at the window's end
+    summary = summarize(store, policy, window, findings, actions([f for f in findings if not f.waived]))
     jobs = job_costs(store, window, policy, findings + known)
     summary["jobs"] = job_totals(jobs)
     warnings = list(store.warnings) + inputs.warnings

@@ -57,8 +57,12 @@ DIMENSIONS = {"provider": "provider", "account": "account", "region": "region", 
 PRICING = {"on_demand": "On-demand", "spot": "Spot", "committed": "Committed (reserved, savings plans)"}
 BANDS = charts.BAND_LABELS
 UNATTRIBUTED = "(unattributed)"
-SAVINGS_DEFINITION = ("Savings found: what the open findings would save a month (730 hours), each resource counted "
-                      "once, with its largest saving; a quarter is three such months.")
+SAVINGS_DEFINITION = ("Savings found: what acting on the open findings would save a month (730 hours) from now on: "
+                      "one action per resource, with its largest saving, counted once; only for what still runs "
+                      "at the window's end (billed in its last day, or running in the inventory) and only where "
+                      "the finding's confidence is high (the rest: to check). A quarter is the next quarter's "
+                      "hours of them, as in the forecast. Wasted: what the window spent on the waste found, "
+                      "whether or not it still runs.")
 MACHINES_SHOWN = 25
 
 
@@ -112,6 +116,18 @@ def _rule_savings(findings: list[dict[str, Any]]) -> dict[str, Any]:
         into = overlaps.setdefault(f["counted_under"], {}) if f.get("counted_under") else counted
         into[f["currency"]] = into.get(f["currency"], Decimal(0)) + _d(f["monthly_savings"])
     return {"savings": counted, "overlaps": overlaps}
+
+
+def _actions(s: dict[str, Any], team: str | None) -> dict[str, Any]:
+    """The audit's actions (summary.actions: one per resource, ranked), for the organisation or one team: the
+    first TOP_ACTIONS ready to show, and the totals of them all, whose savings are the headline."""
+    acts = [a for a in s.get("actions") or [] if team is None or (a.get("team") or UNATTRIBUTED) == team]
+    top = [{**a, "team_label": a.get("team") or UNATTRIBUTED, "spark": charts.sparkline(s, a["resource"]),
+            "also": [r for r in a["reasons"] if r["rule"] != a["rule"]]} for a in acts[:TOP_ACTIONS]]
+    rest = acts[TOP_ACTIONS:]
+    return {"top": top, "count": len(acts), "rest": len(rest), "rest_saving": _money_sum(rest, "saving"),
+            "rest_to_check": _money_sum(rest, "to_check"), "saving": _money_sum(acts, "saving"),
+            "to_check": _money_sum(acts, "to_check"), "wasted": _money_sum(acts, "wasted")}
 
 
 def _money_sum(findings: list[dict[str, Any]], key: str) -> dict[str, Decimal]:
@@ -337,8 +353,7 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
                  savings=_team_savings(s, t["team"], mine), cost=_money_sum(mine, "cost"),
                  rules=sorted({f["rule"] for f in mine}))
     team_rows = sorted(by_team.values(), key=lambda t: (-_d(t["savings"].get(cur)), -t["open"], t["team"]))
-    top = sorted((f for f in open_ if f.get("monthly_savings") is not None),
-                 key=lambda f: (-_d(f["monthly_savings"]), f["rule"], f["resource"]))[:TOP_ACTIONS]
+    actions = _actions(s, team)
 
     # waivers, and those that end within EXPIRING_DAYS of the as-of date
     as_of = date.fromisoformat(doc.get("as_of") or doc["generated_at"][:10])
@@ -404,12 +419,15 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
         "effective": s.get("effective_cost", {}) if team is None else None, "rows": s.get("rows"),
         "savings_definition": SAVINGS_DEFINITION,
         "savings": savings, "savings_quarter": (s.get("quarterly_savings") if team is None else None)
-        or {c: _d(v) * 3 for c, v in savings.items()},
+        or {c: _d(v) * (_d(fc["next"]["hours"]) if fc else 3 * HOURS_PER_MONTH) / HOURS_PER_MONTH
+            for c, v in savings.items()},
         "findings_count": {"open": len(open_), "waived": len(every) - len(open_),
                            "by_severity": {sev: sum(1 for f in open_ if f["severity"] == sev)
                                            for sev in ("critical", "high", "medium", "low", "info")}},
         "compliance": compliance, "clauses": clauses, "change": change,
-        "top": [{**_finding(f), "spark": charts.sparkline(s, f["resource"])} for f in top],
+        "top": actions["top"], "actions": actions,
+        "wasted": s.get("wasted", {}) if team is None else actions["wasted"],
+        "to_check": s.get("savings_to_check", {}) if team is None else actions["to_check"],
         "weekly": charts.weekly(s, cur, team),
         "band_keys": charts.band_keys(),
         "categories": category_rows, "breakdowns": breakdowns, "budgets": budgets, "budget_hours": budget_hours,

@@ -1,0 +1,102 @@
+"""What still runs at the end of the audit window: the one definition every saving goes by.
+
+A finding's saving is a monthly run rate going forward, so it exists only for what still bills: a resource is
+still running when its billing has a line in the last day of the window (the 24 hours before the end of its
+provider's last billing line in the window: a quarter still in progress ends where its billing does), or when
+the inventory saw it running. A machine terminated mid-quarter saves nothing more; what it wasted in the window
+stays shown as waste (`Finding.wasted`). The same question, asked the same way, for every kind of resource:
+
+- a machine, a node, a bucket or volume, a reservation, a commitment: its own resource id (or an ARN or path
+  that ends with it) in the billing, or `running` in the inventory;
+- a Kubernetes slice (a pod's GPUs): the node it runs on;
+- a job: the job's own billing lines (a SageMaker ARN), or a state the inventory calls running;
+- a data flow (egress, training far from its data): the resources its transfer was billed to.
+
+A family's commitment baseline (COM004) needs spend on every day of the window, the last one included, so it
+is still running by construction. Rules judge entities; this module judges, once, after the rules, the findings
+that carry a saving (core.run_audit), so the gate (no billing) is never asked.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from decimal import Decimal
+from typing import Any
+
+from auditor.model import Finding, GpuSlice, Job, RemoteDataFlow, SteadyGpuSpend, TransferFlow
+from auditor.window import Window
+
+LAST_DAY = timedelta(days=1)
+RUNNING_STATES = {"running", "inprogress", "in_progress", "pending", "starting", "stopping", "ready",
+                  "active", "provisioning", "queued", "training"}
+
+
+def billing_ids(entity: Any) -> tuple[str, ...]:
+    """The resource ids whose billing lines say whether the entity still runs (see the module's list)."""
+    if isinstance(entity, SteadyGpuSpend):
+        return ()
+    if isinstance(entity, GpuSlice):
+        return (entity.node,) if entity.node else ()
+    if isinstance(entity, TransferFlow | RemoteDataFlow):
+        return tuple(entity.top_resources)
+    return (entity.id,) if getattr(entity, "id", None) else ()
+
+
+def seen_running(entity: Any) -> bool:
+    """The inventory saw it running at its end (a machine's or a job's state); a COM004 baseline always is."""
+    if isinstance(entity, SteadyGpuSpend):
+        return True
+    if isinstance(entity, Job) and entity.state and entity.end_time is None:
+        return _state(entity.state) in RUNNING_STATES
+    state = getattr(entity, "state", None)
+    return bool(state) and _state(state) in RUNNING_STATES
+
+
+def _state(text: str) -> str:
+    return text.strip().lower().replace(" ", "_").replace("-", "_")
+
+
+def billed_last_day(con: Any, window: Window, ids: set[str]) -> set[str]:
+    """The ids (lower case) with a billing line in the last day of the window: a line (matched by the billing's
+    resource id, or the last segment of an ARN or path) that ends after the 24 hours before the end of the last
+    line of its provider in the window."""
+    out: set[str] = set()
+    if ids:
+        con.execute("CREATE OR REPLACE TEMP TABLE running_ids (id VARCHAR)")
+        con.executemany("INSERT INTO running_ids VALUES (?)", [(i,) for i in sorted(ids)])
+        rows = con.execute(f"""
+            WITH b AS (SELECT lower(ResourceId) AS rid, regexp_extract(lower(ResourceId), '[^/:]+$') AS tail,
+                              x_Provider AS provider, max(ChargePeriodEnd) AS last
+                       FROM costs WHERE {window.where()} AND ResourceId IS NOT NULL GROUP BY ALL)
+            SELECT k.id, b.provider, max(b.last) FROM running_ids k JOIN b ON b.rid = k.id OR b.tail = k.id
+            GROUP BY ALL""").fetchall()
+        con.execute("DROP TABLE running_ids")
+        providers = dict(con.execute(f"SELECT x_Provider, max(ChargePeriodEnd) FROM costs WHERE {window.where()} "
+                                     "GROUP BY 1").fetchall())
+        for rid, provider, last in rows:
+            end = min(providers.get(provider) or window.end, window.end)
+            if last is not None and last > end - LAST_DAY:
+                out.add(rid)
+    return out
+
+
+def judge(findings: list[Finding], con: Any, window: Window) -> None:
+    """Each finding with a saving: still running (its saving stands), or not (no saving going forward; what it
+    wasted in the window stays). Sets `still_running` and, where it stopped, says so in the evidence."""
+    asked = [f for f in findings if f.monthly_savings is not None or f.wasted is not None]
+    ids = {i.lower() for f in asked if not f.seen_running for i in f.billing_ids}
+    running = billed_last_day(con, window, ids)
+    for f in asked:
+        f.still_running = f.seen_running or any(i.lower() in running for i in f.billing_ids)
+        if not f.still_running and f.monthly_savings is not None:
+            f.evidence = {**f.evidence, "still_running": False,
+                          "saving_if_still_running": str(f.monthly_savings)}
+            f.monthly_savings = None
+
+
+def wasted_of(cost: Decimal | None, monthly: Decimal | None, wasted: Decimal | None) -> Decimal | None:
+    """A finding's waste in the window: as the rule states it, else (a rule whose saving is the resource's whole
+    run rate: idle, forgotten, unused, egress) its cost in the window."""
+    if wasted is not None:
+        return wasted
+    return cost if monthly is not None else None
