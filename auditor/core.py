@@ -10,10 +10,10 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from auditor import running
 from auditor.audit import Audit
 from auditor.context import Context
 from auditor.errors import InputError
-from auditor import running
 from auditor.figures import actions, savings_by, sum_money
 from auditor.model import Finding, WaiverStatus
 from auditor.policy import Policy

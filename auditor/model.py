@@ -503,7 +503,8 @@ class Finding:
                 "currency": self.currency, "remediation": self.remediation, "clause": self.clause,
                 "file": self.file, "line": self.line, "waiver": self.waiver, "in_baseline": self.in_baseline,
                 "counted_under": self.counted_under, "wasted": _num(self.wasted),
-                "still_running": self.still_running, "confidence": self.confidence, "fingerprint": self.fingerprint, "waived": self.waived}
+                "still_running": self.still_running, "confidence": self.confidence,
+                "fingerprint": self.fingerprint, "waived": self.waived}
 
 
 def _num(value: Decimal | None) -> str | None:

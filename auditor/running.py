@@ -7,7 +7,8 @@ the inventory saw it running. A machine terminated mid-quarter saves nothing mor
 stays shown as waste (`Finding.wasted`). The same question, asked the same way, for every kind of resource:
 
 - a machine, a node, a bucket or volume, a reservation, a commitment: its own resource id (or an ARN or path
-  that ends with it) in the billing, or `running` in the inventory;
+  that ends with it) in the billing, or `running` in the inventory; a parked machine (GPU005) also the disks
+  billed under its name;
 - a Kubernetes slice (a pod's GPUs): the node it runs on;
 - a job: the job's own billing lines (a SageMaker ARN), or a state the inventory calls running;
 - a data flow (egress, training far from its data): the resources its transfer was billed to.
@@ -23,7 +24,7 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
-from auditor.model import Finding, GpuSlice, Job, RemoteDataFlow, SteadyGpuSpend, TransferFlow
+from auditor.model import Finding, GpuCapacity, GpuSlice, Job, RemoteDataFlow, SteadyGpuSpend, TransferFlow
 from auditor.window import Window
 
 LAST_DAY = timedelta(days=1)
@@ -39,6 +40,8 @@ def billing_ids(entity: Any) -> tuple[str, ...]:
         return (entity.node,) if entity.node else ()
     if isinstance(entity, TransferFlow | RemoteDataFlow):
         return tuple(entity.top_resources)
+    if isinstance(entity, GpuCapacity):  # a parked machine still bills for the disks named after it
+        return (entity.id, *entity.storage_resources)
     return (entity.id,) if getattr(entity, "id", None) else ()
 
 

@@ -109,7 +109,7 @@ def summary_lines(result: Audit) -> list[str]:
            f"  GPU compute       {fmt_money(s['gpu_cost'])}",
            f"  savings / month   {fmt_money(s['monthly_savings'])}"]
     if s.get("savings_to_check"):
-        out.append(f"  to check / month  {fmt_money(s['savings_to_check'])} (confidence below high: not in the savings)")
+        out.append(f"  to check / month  {fmt_money(s['savings_to_check'])} (confidence below high)")
     if s.get("wasted"):
         out.append(f"  wasted in window  {fmt_money(s['wasted'])}")
     out.append(f"  open findings     {s['findings']['total']} ({s['findings']['waived']} waived)")
@@ -143,15 +143,16 @@ def _action_rows(acts: list[dict[str, Any]], masking: bool) -> list[str]:
                         f" ({a['team'] or '(unattributed)'})", masking))
     if rest:
         saving = action_totals(rest, "saving")
-        out.append(f"  {len(rest)} more action{'s' if len(rest) > 1 else ''}: {fmt_money(saving) if saving else '$0.00'}"
-                   " a month")
+        out.append(f"  {len(rest)} more action{'s' if len(rest) > 1 else ''}: "
+                   f"{fmt_money(saving) if saving else '$0.00'} a month")
     return out
 
 
 def _rule_rows(result: Audit) -> list[str]:
     rows: dict[str, dict[str, Any]] = {}
     for f in result.active():
-        r = rows.setdefault(f.rule, {"name": f.name, "n": 0, "sev": f.severity, "save": {}, "elsewhere": {}, "check": {}})
+        r = rows.setdefault(f.rule, {"name": f.name, "n": 0, "sev": f.severity, "save": {}, "elsewhere": {},
+                                     "check": {}})
         r["n"] += 1
         if f.monthly_savings is not None:  # a saving another rule counts on the same resource is shown apart
             into = r["elsewhere"] if f.counted_under else r["save"] if counts(f) else r["check"]
