@@ -250,8 +250,9 @@ def test_json_round_trips(hostile_audit):
 def test_write_outputs_writes_all_four_and_the_jobs(demo_audit, tmp_path):
     out = tmp_path / "nested" / "report"
     written = write_outputs(demo_audit, out)
-    assert [p.name for p in written] == ["audit.json", "report.html", "report.md", "findings.csv", "jobs.csv"]
-    assert sorted(p.name for p in out.iterdir()) == sorted([*FILE_NAMES.values(), "jobs.csv"])
+    assert [p.name for p in written] == ["audit.json", "report.html", "report.md", "findings.csv", "jobs.csv",
+                                         "actions.csv"]
+    assert sorted(p.name for p in out.iterdir()) == sorted([*FILE_NAMES.values(), "jobs.csv", "actions.csv"])
     assert (out / "report.html").read_text(encoding="utf-8") == render_html(demo_audit)
     assert json.loads((out / "audit.json").read_text(encoding="utf-8"))["window"]["label"] == "2026-Q3"
 
@@ -348,7 +349,7 @@ def test_written_files_respect_the_umask(tmp_path, umask, mode):
     proc = subprocess.run(cmd, preexec_fn=lambda: os.umask(umask), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     files = sorted(out.iterdir())
-    assert [p.name for p in files] == sorted([*FILE_NAMES.values(), "jobs.csv"])
+    assert [p.name for p in files] == sorted([*FILE_NAMES.values(), "jobs.csv", "actions.csv"])
     for p in files:
         assert p.stat().st_mode & 0o777 == mode, (p.name, oct(p.stat().st_mode))
 

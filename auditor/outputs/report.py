@@ -20,6 +20,7 @@ from markupsafe import Markup
 from auditor.atomic import target, write_files
 from auditor.model import fmt_money
 from auditor.outputs import audit_json
+from auditor.outputs.actions import ACTIONS_CSV, write_actions_csv
 from auditor.outputs.jobs import JOBS_CSV, write_jobs_csv
 from auditor.outputs.view import audit_doc, build_view, fmt_num, team_of
 from auditor.text import md_escape, printable, safe_cell
@@ -33,7 +34,8 @@ FORMATS = ("json", "html", "md", "csv")
 FILE_NAMES = {"json": "audit.json", "html": "report.html", "md": "report.md", "csv": "findings.csv"}
 CSV_FIELDS = ("severity", "rule", "name", "resource", "team", "owner", "provider", "account", "region",
               "currency", "cost", "monthly_savings", "waived", "message", "remediation", "fingerprint",
-              "clause", "evidence", "waiver_reason", "waiver_owner", "waiver_expires", "counted_under")
+              "clause", "evidence", "waiver_reason", "waiver_owner", "waiver_expires", "counted_under", "wasted",
+              "still_running", "confidence")
 
 
 def inline_code(value: Any) -> markupsafe.Markup:
@@ -150,8 +152,9 @@ def write_outputs(audit: Audit | dict[str, Any], out_dir: Path, formats: tuple[s
     streamed: dict[str, Any] = {"json": lambda fh: write_json(doc, fh), "csv": lambda fh: write_csv(doc, fh, team)}
     view = build_view(doc, team) if {"html", "md"} & set(formats) else {}
     rendered = {FILE_NAMES[f]: streamed.get(f) or _render(f, view) for f in formats}
-    if "csv" in formats:  # the jobs beside the findings, written row by row
+    if "csv" in formats:  # the jobs and the actions beside the findings, written row by row
         rendered[JOBS_CSV] = lambda fh: write_jobs_csv(doc, fh, team)
+        rendered[ACTIONS_CSV] = lambda fh: write_actions_csv(doc, fh, team)
     return write_files(target(out_dir, follow_symlinks), rendered, "report")
 
 

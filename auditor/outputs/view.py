@@ -118,7 +118,7 @@ def _rule_savings(findings: list[dict[str, Any]]) -> dict[str, Any]:
     return {"savings": counted, "overlaps": overlaps}
 
 
-def _actions(s: dict[str, Any], team: str | None) -> dict[str, Any]:
+def actions_view(s: dict[str, Any], team: str | None) -> dict[str, Any]:
     """The audit's actions (summary.actions: one per resource, ranked), for the organisation or one team: the
     first TOP_ACTIONS ready to show, and the totals of them all, whose savings are the headline."""
     acts = [a for a in s.get("actions") or [] if team is None or (a.get("team") or UNATTRIBUTED) == team]
@@ -353,7 +353,7 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
                  savings=_team_savings(s, t["team"], mine), cost=_money_sum(mine, "cost"),
                  rules=sorted({f["rule"] for f in mine}))
     team_rows = sorted(by_team.values(), key=lambda t: (-_d(t["savings"].get(cur)), -t["open"], t["team"]))
-    actions = _actions(s, team)
+    actions = actions_view(s, team)
 
     # waivers, and those that end within EXPIRING_DAYS of the as-of date
     as_of = date.fromisoformat(doc.get("as_of") or doc["generated_at"][:10])
