@@ -18,6 +18,15 @@ from auditor.model import CENT, Finding, money
 
 K = TypeVar("K", bound=Hashable)
 TOP_ACTIONS = 5  # the actions a report lists first (and their sparklines)
+ORGANISATION = "(organisation)"
+# entities that are the organisation's, not a resource of one team: a family's commitment baseline, the share
+# of spend no team owns, a waiver of the policy. Their findings are the organisation's, never "unattributed".
+ORG_WIDE = frozenset({"SteadyGpuSpend", "UnattributedSpend", "WaiverStatus"})
+
+
+def finding_team(entity_type: str, team: str | None) -> str | None:
+    """The team a finding is counted under: its resource's (attributed as its spend is), or the organisation."""
+    return ORGANISATION if entity_type in ORG_WIDE else team
 
 
 def sum_money(findings: list[Finding], attr: str) -> dict[str, Decimal]:
@@ -69,7 +78,7 @@ def actions(findings: list[Finding]) -> list[dict[str, Any]]:
         out.append({
             "resource": resource, "currency": currency, "rule": take.rule, "name": take.name,
             "message": take.message, "severity": max(f.severity for f in group),
-            "team": next((f.team for f in group if f.team), None),
+            "team": finding_team(take.entity_type, next((f.team for f in group if f.team), None)),
             "owner": next((f.owner for f in group if f.owner), None),
             "saving": saving if counts(take) else None, "to_check": None if counts(take) else saving,
             "confidence": take.confidence, "wasted": max(waste) if waste and counts(take) else None,

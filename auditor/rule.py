@@ -29,6 +29,9 @@ class Rule:
     entity: ClassVar[type]
     clause: ClassVar[str]
     options: ClassVar[dict[str, Field]] = {}
+    # its findings say to stop or shrink a machine: the audit leaves those machines out of the baseline that
+    # commitments are sized on (SteadyGpuSpend, COM004), so that it never advises committing to them
+    frees_capacity: ClassVar[bool] = False
 
     def __init__(self, options: dict[str, Any] | None = None, severity: Severity | None = None):
         self.opts = {k: f.default for k, f in self.options.items()}

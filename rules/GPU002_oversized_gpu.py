@@ -46,6 +46,7 @@ class OversizedGpu(Rule):
     severity = Severity.MEDIUM
     entity = GpuAsset
     clause = "rightsizing"
+    frees_capacity = True
     options = {
         "memory_headroom_pct": Field("number", default=20, minimum=0, maximum=500,
                                      doc="memory kept free above the observed peak"),

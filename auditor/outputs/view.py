@@ -10,7 +10,7 @@ from datetime import date
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
-from auditor.figures import TOP_ACTIONS
+from auditor.figures import TOP_ACTIONS, finding_team
 from auditor.model import HOURS_PER_MONTH
 from auditor.outputs import charts
 from auditor.outputs.jobs import jobs_view
@@ -118,6 +118,15 @@ def _rule_savings(findings: list[dict[str, Any]]) -> dict[str, Any]:
     return {"savings": counted, "overlaps": overlaps}
 
 
+def _left_out(machines: list[str]) -> str:
+    """What the commitment baseline left out (summary.baseline_left_out), said where the forecast is."""
+    if not machines:
+        return ""
+    shown = ", ".join(machines[:5]) + (f" and {len(machines) - 5} more" if len(machines) > 5 else "")
+    return (f" Commitments (COM004) are sized without the {len(machines)} machine{'s' if len(machines) > 1 else ''}"
+            f" that findings say to stop or shrink ({shown}): no commitment is advised on them.")
+
+
 def actions_view(s: dict[str, Any], team: str | None) -> dict[str, Any]:
     """The audit's actions (summary.actions: one per resource, ranked), for the organisation or one team: the
     first TOP_ACTIONS ready to show, and the totals of them all, whose savings are the headline."""
@@ -128,6 +137,20 @@ def actions_view(s: dict[str, Any], team: str | None) -> dict[str, Any]:
     return {"top": top, "count": len(acts), "rest": len(rest), "rest_saving": _money_sum(rest, "saving"),
             "rest_to_check": _money_sum(rest, "to_check"), "saving": _money_sum(acts, "saving"),
             "to_check": _money_sum(acts, "to_check"), "wasted": _money_sum(acts, "wasted")}
+
+
+def _resource_cost(findings: list[dict[str, Any]]) -> dict[str, Decimal]:
+    """The cost in the window of the resources the findings are on, each resource once (two findings on one
+    machine are one machine's cost), per currency."""
+    most: dict[tuple[str, str], Decimal] = {}
+    for f in findings:
+        if f.get("cost") is not None:
+            key = (f["resource"], f["currency"])
+            most[key] = max(most.get(key, Decimal(0)), _d(f["cost"]))
+    out: dict[str, Decimal] = {}
+    for (_, cur), amount in most.items():
+        out[cur] = out.get(cur, Decimal(0)) + amount
+    return out
 
 
 def _money_sum(findings: list[dict[str, Any]], key: str) -> dict[str, Decimal]:
@@ -343,14 +366,15 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
         shown, g["rest"] = shown_findings(g["findings"], ranked=True)  # thousands: the costliest, the rest summed
         g["findings"] = [_finding(f) for f in shown]
     by_team: dict[str, dict[str, Any]] = {}
-    for f in every:
-        t = by_team.setdefault(team_of(f), {"team": team_of(f), "findings": []})
+    for f in every:  # the organisation's findings (a family's baseline, unowned spend) apart from unattributed
+        key = finding_team(f["entity_type"], f.get("team")) or UNATTRIBUTED
+        t = by_team.setdefault(key, {"team": key, "findings": []})
         t["findings"].append(f)
     for t in by_team.values():
         mine = [f for f in t["findings"] if not f["waived"]]
         b = (s.get("teams") or {}).get(t["team"]) or {}
         t.update(lead=b.get("lead"), open=len(mine), waived=len(t["findings"]) - len(mine),
-                 savings=_team_savings(s, t["team"], mine), cost=_money_sum(mine, "cost"),
+                 savings=_team_savings(s, t["team"], mine), cost=_resource_cost(mine),
                  rules=sorted({f["rule"] for f in mine}))
     team_rows = sorted(by_team.values(), key=lambda t: (-_d(t["savings"].get(cur)), -t["open"], t["team"]))
     actions = actions_view(s, team)
@@ -376,7 +400,9 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
                         else {c: _d(v) * hours / HOURS_PER_MONTH for c, v in savings.items()})
         forecast = {"basis": fc["basis"], "next": fc["next"], "run_rate": run_rate, "definition": (
                         f"Forecast savings over {fc['next']['label']}: the savings found a month, over its "
-                        f"{fmt_num(hours)} hours in 730-hour months, taken off the run rate."),
+                        f"{fmt_num(hours)} hours in 730-hour months, taken off the run rate."
+                        + _left_out([m for m in s.get("baseline_left_out") or []
+                                     if team is None or m in {f["resource"].lower() for f in every}])),
                     "gpu": fc.get("gpu_cost") if team is None else None, "savings": next_savings,
                     "with_savings": {c: max(_d(v) - next_savings.get(c, Decimal(0)), Decimal(0))
                                      for c, v in run_rate.items()}}

@@ -361,9 +361,15 @@ def commitments(store: Store, window: Window, policy: Policy) -> list[Commitment
 @builds(SteadyGpuSpend)
 def steady_gpu_spend(store: Store, window: Window, policy: Policy) -> list[SteadyGpuSpend]:
     """On-demand GPU compute per provider, region, instance family and currency, summed per UTC day (the grain of
-    the `costs` table): the least day is the floor a commitment would cover; a day it did not run makes it 0."""
+    the `costs` table): the least day is the floor a commitment would cover; a day it did not run makes it 0.
+    The machines findings say to stop or shrink (store.freed, core.run_audit) are left out: no commitment is
+    sized on a machine the same audit says to stop."""
     on_demand = ("COALESCE(PricingCategory, '') NOT IN ('Dynamic', 'Committed') AND CommitmentDiscountId IS NULL "
                  "AND CommitmentDiscountStatus IS NULL")
+    freed = ", ".join(lit(i) for i in sorted(store.freed))
+    if freed:
+        on_demand += (f" AND (ResourceId IS NULL OR (lower(ResourceId) NOT IN ({freed}) "
+                      f"AND regexp_extract(lower(ResourceId), '[^/:]+$') NOT IN ({freed})))")
     rows = store.con.execute(f"""
         WITH days AS (SELECT count(DISTINCT date_trunc('day', ChargePeriodStart)) AS n FROM costs
                       WHERE {window.where()}),

@@ -76,6 +76,7 @@ def summarize(store: Store, policy: Policy, window: Window, findings: list[Findi
         "fleet": {"by_model": breakdown.gpu_by_model(per_team), "utilisation": fleet.total_bands(util),
                   "machines": machines[:fleet.MACHINES], "machines_total": len(machines)},
         "forecast": breakdown.forecast(store, window, team_key, savings),
+        "baseline_left_out": sorted(store.freed),  # machines to stop or shrink: no commitment sized on them
         "previous_window": breakdown.previous_spend(store, window),
         "coverage": coverage,
         "kubernetes_gpus": shared_gpus.summary(build(store, window, policy, NodeGpuAllocation),
