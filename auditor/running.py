@@ -28,6 +28,14 @@ from auditor.model import Finding, GpuCapacity, GpuSlice, Job, RemoteDataFlow, S
 from auditor.window import Window
 
 LAST_DAY = timedelta(days=1)
+# what `rules explain` says of every rule's saving
+DEFINITION = ("A saving is a monthly run rate (730 hours) from the end of the window on, and only for what still "
+              "runs then: a resource billed in the last day of the window (the 24 hours before its provider's "
+              "last billing line in the window), or seen running in the inventory. A machine, reservation, "
+              "commitment, slice or job that stopped billing before saves nothing; what it wasted in the window "
+              "is shown as wasted. The same definition holds for every rule. One action per resource: where "
+              "several findings are on one resource, its largest saving is counted once; only savings of high "
+              "confidence count in the headline, the others are shown as \"to check\".")
 RUNNING_STATES = {"running", "inprogress", "in_progress", "pending", "starting", "stopping", "ready",
                   "active", "provisioning", "queued", "training"}
 

@@ -140,7 +140,7 @@ def _action_rows(acts: list[dict[str, Any]], masking: bool) -> list[str]:
                   else fmt_money(a["to_check"], a["currency"]) + "?" if a["to_check"] is not None else "–")
         also = "".join(f" +{r['rule']}" for r in a["reasons"] if r["rule"] != a["rule"])
         out.append(safe(f"  {i}. {amount:>12}  {a['severity']:<7}{a['rule']}{also} {a['resource']}"
-                        f" ({a['team'] or '(unattributed)'})", masking))
+                        f" · {a['team'] or '(unattributed)'}", masking))
     if rest:
         saving = action_totals(rest, "saving")
         out.append(f"  {len(rest)} more action{'s' if len(rest) > 1 else ''}: "
