@@ -478,9 +478,8 @@ class Finding:
     wasted: Decimal | None = None  # in the audit window: spent on the waste, whether or not it still runs
     still_running: bool | None = None  # running.py: billed in the window's last day or running in the inventory
     confidence: str = "high"  # high: counted in the savings headline; low or medium: savings "to check"
-    # the ids whose billing says whether it still runs (running.py), and whether the inventory saw it running
+    # the ids whose billing, or state in the inventory, says whether it still runs (running.py)
     billing_ids: tuple[str, ...] = field(default=(), repr=False, compare=False)
-    seen_running: bool = field(default=False, repr=False, compare=False)
 
     @property
     def fingerprint(self) -> str:

@@ -83,8 +83,7 @@ class Rule:
             currency=currency, remediation=self.remediation(), clause=self.clause,
             file=getattr(entity, "source_file", None), line=getattr(entity, "source_line", None), key=key,
             wasted=money(running.wasted_of(cost, monthly_savings, wasted)),
-            confidence=evidence.get("confidence") or "high", billing_ids=running.billing_ids(entity),
-            seen_running=running.seen_running(entity))
+            confidence=evidence.get("confidence") or "high", billing_ids=running.billing_ids(entity))
 
 
 @functools.cache

@@ -7,15 +7,16 @@ the inventory saw it running. A machine terminated mid-quarter saves nothing mor
 stays shown as waste (`Finding.wasted`). The same question, asked the same way, for every kind of resource:
 
 - a machine, a node, a bucket or volume, a reservation, a commitment: its own resource id (or an ARN or path
-  that ends with it) in the billing, or `running` in the inventory; a parked machine (GPU005) also the disks
-  billed under its name;
-- a Kubernetes slice (a pod's GPUs): the node it runs on;
+  that ends with it) in the billing, or a running state in the inventory (a Kubernetes node `ready`); a
+  parked machine (GPU005) also the disks billed under its name;
+- a Kubernetes slice (a pod's GPUs): the node it runs on (nodes priced from the catalog have no billing: the
+  inventory decides);
 - a job: the job's own billing lines (a SageMaker ARN), or a state the inventory calls running;
 - a data flow (egress, training far from its data): the resources its transfer was billed to.
 
 A family's commitment baseline (COM004) needs spend on every day of the window, the last one included, so it
-is still running by construction. Rules judge entities; this module judges, once, after the rules, the findings
-that carry a saving (core.run_audit), so the gate (no billing) is never asked.
+is still running by construction: it is not asked. Rules judge entities; this module judges, once, after the
+rules, the findings that carry a saving (core.run_audit), so the gate (no billing) is never asked.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
-from auditor.model import Finding, GpuCapacity, GpuSlice, Job, RemoteDataFlow, SteadyGpuSpend, TransferFlow
+from auditor.model import Finding, GpuCapacity, GpuSlice, RemoteDataFlow, SteadyGpuSpend, TransferFlow
 from auditor.window import Window
 
 LAST_DAY = timedelta(days=1)
@@ -36,8 +37,8 @@ DEFINITION = ("A saving is a monthly run rate (730 hours) from the end of the wi
               "is shown as wasted. The same definition holds for every rule. One action per resource: where "
               "several findings are on one resource, its largest saving is counted once; only savings of high "
               "confidence count in the headline, the others are shown as \"to check\".")
-RUNNING_STATES = {"running", "inprogress", "in_progress", "pending", "starting", "stopping", "ready",
-                  "active", "provisioning", "queued", "training"}
+RUNNING_STATES = {"running", "inprogress", "in_progress", "pending", "starting", "ready", "active", "provisioning",
+                  "queued", "training"}
 
 
 def billing_ids(entity: Any) -> tuple[str, ...]:
@@ -53,18 +54,18 @@ def billing_ids(entity: Any) -> tuple[str, ...]:
     return (entity.id,) if getattr(entity, "id", None) else ()
 
 
-def seen_running(entity: Any) -> bool:
-    """The inventory saw it running at its end (a machine's or a job's state); a COM004 baseline always is."""
-    if isinstance(entity, SteadyGpuSpend):
-        return True
-    if isinstance(entity, Job) and entity.state and entity.end_time is None:
-        return _state(entity.state) in RUNNING_STATES
-    state = getattr(entity, "state", None)
-    return bool(state) and _state(state) in RUNNING_STATES
-
-
 def _state(text: str) -> str:
     return text.strip().lower().replace(" ", "_").replace("-", "_")
+
+
+def seen_running(con: Any, ids: set[str]) -> set[str]:
+    """The ids (lower case) the inventory saw running at its end: a machine or node in a running state (a
+    Kubernetes node `ready`), a job in a running state that has not ended."""
+    if not ids:
+        return set()
+    states = con.execute("SELECT lower(id), state FROM assets WHERE state IS NOT NULL UNION ALL "
+                         "SELECT lower(id), state FROM jobs WHERE state IS NOT NULL AND end_time IS NULL").fetchall()
+    return {i for i, state in states if i in ids and _state(state) in RUNNING_STATES}
 
 
 def billed_last_day(con: Any, window: Window, ids: set[str]) -> set[str]:
@@ -93,12 +94,13 @@ def billed_last_day(con: Any, window: Window, ids: set[str]) -> set[str]:
 
 def judge(findings: list[Finding], con: Any, window: Window) -> None:
     """Each finding with a saving: still running (its saving stands), or not (no saving going forward; what it
-    wasted in the window stays). Sets `still_running` and, where it stopped, says so in the evidence."""
-    asked = [f for f in findings if f.monthly_savings is not None or f.wasted is not None]
-    ids = {i.lower() for f in asked if not f.seen_running for i in f.billing_ids}
-    running = billed_last_day(con, window, ids)
+    wasted in the window stays). Sets `still_running` and, where it stopped, says so in the evidence. A finding
+    with no resource to ask of (COM004's family baseline) is not judged: `still_running` stays None."""
+    asked = [f for f in findings if (f.monthly_savings is not None or f.wasted is not None) and f.billing_ids]
+    ids = {i.lower() for f in asked for i in f.billing_ids}
+    running = billed_last_day(con, window, ids) | seen_running(con, ids)
     for f in asked:
-        f.still_running = f.seen_running or any(i.lower() in running for i in f.billing_ids)
+        f.still_running = any(i.lower() in running for i in f.billing_ids)
         if not f.still_running and f.monthly_savings is not None:
             f.evidence = {**f.evidence, "still_running": False,
                           "saving_if_still_running": str(f.monthly_savings)}

@@ -550,7 +550,7 @@ def test_finding_dict_has_every_field_in_order():
     f = Finding(rule="TAG001", name="missing-required-tags", severity=Severity.HIGH, resource="i-1", message="m",
                 entity_type="ResourceSpend", evidence={"gb": Decimal("1.5")}, cost=Decimal("1.005"), key="k")
     d = f.to_dict()
-    # billing_ids and seen_running are the rules' hints to running.judge, not the finding's data (repr=False)
+    # billing_ids is the rules' hint to running.judge, not the finding's data (repr=False)
     assert list(d) == [x.name for x in fields(Finding) if x.name != "key" and x.repr] + ["fingerprint", "waived"]
     assert (d["severity"], d["cost"], d["monthly_savings"], d["waived"]) == ("high", "1.00", None, False)
     assert d["fingerprint"] == f.fingerprint and d["evidence"] == {"gb": Decimal("1.5")}
