@@ -127,10 +127,11 @@ def _left_out(machines: list[str]) -> str:
             f" that findings say to stop or shrink ({shown}): no commitment is advised on them.")
 
 
-def actions_view(s: dict[str, Any], team: str | None) -> dict[str, Any]:
-    """The audit's actions (summary.actions: one per resource, ranked), for the organisation or one team: the
-    first TOP_ACTIONS ready to show, and the totals of them all, whose savings are the headline."""
-    acts = [a for a in s.get("actions") or [] if team is None or (a.get("team") or UNATTRIBUTED) == team]
+def actions_view(s: dict[str, Any], team: str | tuple[str, ...] | None) -> dict[str, Any]:
+    """The audit's actions (summary.actions: one per resource, ranked), for the organisation or one team (or
+    several): the first TOP_ACTIONS ready to show, and the totals of them all, whose savings are the headline."""
+    teams = (team,) if isinstance(team, str) else team
+    acts = [a for a in s.get("actions") or [] if teams is None or (a.get("team") or UNATTRIBUTED) in teams]
     top = [{**a, "team_label": a.get("team") or UNATTRIBUTED, "spark": charts.sparkline(s, a["resource"]),
             "also": [r for r in a["reasons"] if r["rule"] != a["rule"]]} for a in acts[:TOP_ACTIONS]]
     rest = acts[TOP_ACTIONS:]

@@ -20,6 +20,7 @@ import jinja2
 
 from auditor.auditfile import read_audit
 from auditor.errors import InputError
+from auditor.figures import ORGANISATION
 from auditor.model import fmt_money
 from auditor.outputs import charts
 from auditor.outputs.mail.outbox import PENDING, now, slug
@@ -119,7 +120,8 @@ def view(audit: dict[str, Any], letter: Letter, owner: str) -> dict[str, Any]:
         "section_groups": lambda s: _by_rule(s, clauses),
         "total_savings": amounts(audit["summary"].get("monthly_savings")),
         # a section's actions (one per resource; their savings add up to its savings found), or all of them
-        "actions": lambda s=None: actions_view(audit["summary"], None if s is None else s.team or UNATTRIBUTED),
+        "actions": lambda s=None: actions_view(audit["summary"], None if s is None else s.team
+                                               or (UNATTRIBUTED, ORGANISATION)),
         "weekly": lambda team=None: charts.weekly(audit["summary"], p.get("currency") or currency, team),
         "band_keys": charts.band_keys(),
     }
