@@ -25,7 +25,7 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
-from auditor.model import Finding, GpuCapacity, GpuSlice, RemoteDataFlow, SteadyGpuSpend, TransferFlow
+from auditor.model import Finding, GpuCapacity, GpuSlice, RemoteDataFlow, SteadyGpuSpend, TransferFlow, fmt_money
 from auditor.window import Window
 
 LAST_DAY = timedelta(days=1)
@@ -105,6 +105,9 @@ def judge(findings: list[Finding], con: Any, window: Window) -> None:
             f.evidence = {**f.evidence, "still_running": False,
                           "saving_if_still_running": str(f.monthly_savings)}
             f.monthly_savings = None
+            f.message += ("; it stopped billing before the window's last day: nothing left to save, "
+                          f"{fmt_money(f.wasted, f.currency)} wasted" if f.wasted is not None else
+                          "; it stopped billing before the window's last day: nothing left to save")
 
 
 def wasted_of(cost: Decimal | None, monthly: Decimal | None, wasted: Decimal | None) -> Decimal | None:
