@@ -74,8 +74,7 @@ def billed_last_day(con: Any, window: Window, ids: set[str]) -> set[str]:
     line of its provider in the window."""
     out: set[str] = set()
     if ids:
-        con.execute("CREATE OR REPLACE TEMP TABLE running_ids (id VARCHAR)")
-        con.executemany("INSERT INTO running_ids VALUES (?)", [(i,) for i in sorted(ids)])
+        con.execute("CREATE OR REPLACE TEMP TABLE running_ids AS SELECT unnest(?::VARCHAR[]) AS id", [sorted(ids)])
         rows = con.execute(f"""
             WITH b AS (SELECT lower(ResourceId) AS rid, regexp_extract(lower(ResourceId), '[^/:]+$') AS tail,
                               x_Provider AS provider, max(ChargePeriodEnd) AS last
