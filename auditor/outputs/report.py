@@ -39,8 +39,10 @@ CSV_FIELDS = ("severity", "rule", "name", "resource", "team", "owner", "provider
 
 
 def inline_code(value: Any) -> markupsafe.Markup:
-    """Rule text written in Markdown (`CheckpointConfig.S3Uri`) for HTML: escaped, then `x` as <code>x</code>."""
-    parts = str(markupsafe.escape("" if value is None else value)).split("`")
+    """Rule text written in Markdown (`CheckpointConfig.S3Uri`) for HTML: escaped, then `x` as <code>x</code>.
+    Its control characters are escaped first (printable), as every other value's are (_finalize): a Markup
+    result is not finalized again, and a finding's message shown with it carries the billing's text."""
+    parts = str(markupsafe.escape(printable("" if value is None else value))).split("`")
     if len(parts) % 2 == 0:  # an odd number of backticks: no pairs to trust
         return markupsafe.Markup("`".join(parts))
     return markupsafe.Markup("".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts)))
