@@ -107,15 +107,18 @@ def _team_savings(s: dict[str, Any], team: str, findings: list[dict[str, Any]]) 
 
 def _rule_savings(findings: list[dict[str, Any]]) -> dict[str, Any]:
     """A rule's open findings' savings: those it counts, and those another rule counts on the same resource
-    ({rule: {currency: amount}}), so that the rules' savings add up to the total without counting one twice."""
+    ({rule: {currency: amount}}), so that the rules' savings add up to the total without counting one twice;
+    and those to check (confidence below high), which the total leaves out."""
     counted: dict[str, Decimal] = {}
+    to_check: dict[str, Decimal] = {}
     overlaps: dict[str, dict[str, Decimal]] = {}
     for f in findings:
         if f.get("monthly_savings") is None:
             continue
-        into = overlaps.setdefault(f["counted_under"], {}) if f.get("counted_under") else counted
+        into = (overlaps.setdefault(f["counted_under"], {}) if f.get("counted_under")
+                else counted if f.get("confidence", "high") == "high" else to_check)
         into[f["currency"]] = into.get(f["currency"], Decimal(0)) + _d(f["monthly_savings"])
-    return {"savings": counted, "overlaps": overlaps}
+    return {"savings": counted, "overlaps": overlaps, "to_check": to_check}
 
 
 def _left_out(machines: list[str]) -> str:
