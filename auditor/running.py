@@ -12,7 +12,8 @@ stays shown as waste (`Finding.wasted`). The same question, asked the same way, 
 - a Kubernetes slice (a pod's GPUs): the node it runs on (nodes priced from the catalog have no billing: the
   inventory decides);
 - a job: the job's own billing lines (a SageMaker ARN), or a state the inventory calls running;
-- a data flow (egress, training far from its data): the resources its transfer was billed to.
+- a data flow (egress, training far from its data): the data transfer lines of the resources its transfer was
+  billed to (a bucket that still stores but no longer sends has stopped sending).
 
 A family's commitment baseline (COM004) needs spend on every day of the window, the last one included, so it
 is still running by construction: it is not asked. Rules judge entities; this module judges, once, after the
@@ -29,6 +30,7 @@ from auditor.model import Finding, GpuCapacity, GpuSlice, RemoteDataFlow, Steady
 from auditor.window import Window
 
 LAST_DAY = timedelta(days=1)
+TRANSFER = "transfer:"  # a billing id asked of its data transfer lines only (a flow's resources)
 # what `rules explain` says of every rule's saving
 DEFINITION = ("A saving is a monthly run rate (730 hours) from the end of the window on, and only for what still "
               "runs then: a resource billed in the last day of the window (the 24 hours before its provider's "
@@ -47,8 +49,8 @@ def billing_ids(entity: Any) -> tuple[str, ...]:
         return ()
     if isinstance(entity, GpuSlice):
         return (entity.node,) if entity.node else ()
-    if isinstance(entity, TransferFlow | RemoteDataFlow):
-        return tuple(entity.top_resources)
+    if isinstance(entity, TransferFlow | RemoteDataFlow):  # their transfer lines, not the bucket's storage
+        return tuple(TRANSFER + r for r in entity.top_resources)
     if isinstance(entity, GpuCapacity):  # a parked machine still bills for the disks named after it
         return (entity.id, *entity.storage_resources)
     return (entity.id,) if getattr(entity, "id", None) else ()
@@ -71,23 +73,29 @@ def seen_running(con: Any, ids: set[str]) -> set[str]:
 def billed_last_day(con: Any, window: Window, ids: set[str]) -> set[str]:
     """The ids (lower case) with a billing line in the last day of the window: a line (matched by the billing's
     resource id, or the last segment of an ARN or path) that ends after the 24 hours before the end of the last
-    line of its provider in the window."""
+    line of its provider in the window. An id written `transfer:<id>` asks of its data transfer lines only."""
     out: set[str] = set()
-    if ids:
-        con.execute("CREATE OR REPLACE TEMP TABLE running_ids AS SELECT unnest(?::VARCHAR[]) AS id", [sorted(ids)])
+    if not ids:
+        return out
+    providers = dict(con.execute(f"SELECT x_Provider, max(ChargePeriodEnd) FROM costs WHERE {window.where()} "
+                                 "GROUP BY 1").fetchall())
+    transfer = {i[len(TRANSFER):] for i in ids if i.startswith(TRANSFER)}
+    for asked, only, prefix in ((ids - {TRANSFER + i for i in transfer}, "", ""),
+                                (transfer, " AND x_CostCategory = 'transfer'", TRANSFER)):
+        if not asked:
+            continue
+        con.execute("CREATE OR REPLACE TEMP TABLE running_ids AS SELECT unnest(?::VARCHAR[]) AS id", [sorted(asked)])
         rows = con.execute(f"""
             WITH b AS (SELECT lower(ResourceId) AS rid, regexp_extract(lower(ResourceId), '[^/:]+$') AS tail,
                               x_Provider AS provider, max(ChargePeriodEnd) AS last
-                       FROM costs WHERE {window.where()} AND ResourceId IS NOT NULL GROUP BY ALL)
+                       FROM costs WHERE {window.where()} AND ResourceId IS NOT NULL{only} GROUP BY ALL)
             SELECT k.id, b.provider, max(b.last) FROM running_ids k JOIN b ON b.rid = k.id OR b.tail = k.id
             GROUP BY ALL""").fetchall()
         con.execute("DROP TABLE running_ids")
-        providers = dict(con.execute(f"SELECT x_Provider, max(ChargePeriodEnd) FROM costs WHERE {window.where()} "
-                                     "GROUP BY 1").fetchall())
         for rid, provider, last in rows:
             end = min(providers.get(provider) or window.end, window.end)
             if last is not None and last > end - LAST_DAY:
-                out.add(rid)
+                out.add(prefix + rid)
     return out
 
 

@@ -46,9 +46,12 @@ SAVING_RULES = {"GPU001", "GPU002", "GPU005", "GPU006", "COM001", "COM002", "KUB
                 "NET001", "REG002", "SPOT002", "SPOT003", "STO001"}
 
 
-COLUMNS = (("ResourceId", "ChargePeriodStart", "BilledCost"),  # FOCUS, the CUR, the CUR's snake-case spelling
-           ("lineItem/ResourceId", "lineItem/UsageStartDate", "lineItem/UnblendedCost"),
-           ("line_item_resource_id", "line_item_usage_start_date", "line_item_unblended_cost"))
+COLUMNS = (("ResourceId", "ChargePeriodStart", "BilledCost", "SkuId"),  # FOCUS, the CUR, its snake-case spelling
+           ("lineItem/ResourceId", "lineItem/UsageStartDate", "lineItem/UnblendedCost", "lineItem/UsageType"),
+           ("line_item_resource_id", "line_item_usage_start_date", "line_item_unblended_cost",
+            "line_item_usage_type"))
+BUCKET = "vision-datasets-use1"  # NET001 and REG002: its transfer to us-west-2; it goes on storing data
+FLOW = "aws:444455556666:inter_region:us-east-1->us-west-2"
 
 
 def _stop(rid: str, start: str, stop: tuple[str, ...], begin: tuple[str, ...]) -> bool:
@@ -58,7 +61,12 @@ def _stop(rid: str, start: str, stop: tuple[str, ...], begin: tuple[str, ...]) -
     return bool(ours and start[:10] >= CUT) or bool(late and start[:10] < CUT)
 
 
-def make_quarter(folder: Path, stop: tuple[str, ...] = (), begin: tuple[str, ...] = ()) -> tuple[Path, Path, dict]:
+def _sends(usage_type: str | None) -> bool:
+    return "-Out-Bytes" in (usage_type or "")
+
+
+def make_quarter(folder: Path, stop: tuple[str, ...] = (), begin: tuple[str, ...] = (),
+                 stop_sending: tuple[str, ...] = ()) -> tuple[Path, Path, dict]:
     """The demo's billing with the lines of `stop` cut from CUT on and those of `begin` before it, its inventory
     with the stopped machines `stopped`; and the billed cost of each resource kept (from the lines written), and
     of a commitment its unused amortised cost (`<id>:unused`)."""
@@ -69,11 +77,14 @@ def make_quarter(folder: Path, stop: tuple[str, ...] = (), begin: tuple[str, ...
         opener = gzip.open if src.suffix == ".gz" else open
         with opener(src, "rt", encoding="utf-8", newline="") as fh:
             rows = list(csv.DictReader(fh))
-        rid_col, start_col, cost_col = next(cols for cols in COLUMNS if cols[0] in rows[0])
-        rows = [r for r in rows if not _stop(r[rid_col] or "", r[start_col], stop, begin)]
+        rid_col, start_col, cost_col, usage_col = next(cols for cols in COLUMNS if cols[0] in rows[0])
+        rows = [r for r in rows if not _stop(r[rid_col] or "", r[start_col], stop, begin)
+                and not (_sends(r.get(usage_col)) and _stop(r[rid_col] or "", r[start_col], stop_sending, ()))]
         for r in rows:
             rid = (r[rid_col] or "").lower()
-            for s in (*stop, *begin):
+            for s in (*stop, *begin, *stop_sending):
+                if s in stop_sending and not _sends(r.get(usage_col)):
+                    continue
                 if rid.endswith(s.lower()):
                     kept[s] = kept.get(s, Decimal(0)) + Decimal(r[cost_col])
                     if r.get("CommitmentDiscountStatus") == "Unused":  # COM001: the unused amortised cost
@@ -107,7 +118,8 @@ def whole(policy):
 
 @pytest.fixture(scope="module")
 def stopped(policy, tmp_path_factory):
-    billing, inventory, kept = make_quarter(tmp_path_factory.mktemp("stopped"), STOPPED + (RESERVATION_ID,))
+    billing, inventory, kept = make_quarter(tmp_path_factory.mktemp("stopped"), STOPPED + (RESERVATION_ID,),
+                                            stop_sending=(BUCKET,))
     return run_audit(policy, [billing], inventory, Q3, date(2026, 10, 15)), kept
 
 
@@ -131,6 +143,12 @@ def test_a_resource_stopped_mid_quarter_saves_nothing_and_its_waste_stays(whole,
                 ratio = Decimal(e["recommended_price_per_hour"]) / Decimal(e["current_price_per_hour"])
                 assert f.wasted == money(money(kept[resource]) * (1 - ratio)), f
             assert Decimal(f.evidence["saving_if_still_running"]) > 0
+    # the bucket stopped sending mid-quarter (it still stores): the flow saves nothing, its transfer is waste
+    flow = {f.rule: f for f in audit.findings if f.resource == FLOW}
+    assert set(flow) == {"NET001", "REG002"}
+    for f in flow.values():
+        assert f.still_running is False and f.monthly_savings is None, f
+        assert f.wasted == f.cost == money(kept[BUCKET]), f
     # the same machines in the whole quarter: a saving each
     for resource in STOPPED:
         assert any(f.monthly_savings for f in _on(whole, resource) if f.rule in SAVING_RULES), resource
@@ -138,7 +156,7 @@ def test_a_resource_stopped_mid_quarter_saves_nothing_and_its_waste_stays(whole,
 
 def test_everything_else_keeps_its_saving_and_the_headline_drops_by_the_stopped_ones(whole, stopped):
     audit, _ = stopped
-    gone = {*STOPPED, RESERVATION_ID}
+    gone = {*STOPPED, RESERVATION_ID, FLOW}
 
     def savings(a):
         return {(f.rule, f.resource): f.monthly_savings for f in a.findings
