@@ -36,11 +36,14 @@ BATCH_G5X8 = "i-0e1d3b5f7a9c0e2d4"  # GPU002: oversized
 SANDBOX_L4 = "i-0a2c4e6f8b0d1f3a5"  # GPU005: no owner
 RESERVATION_ID = "9c1e3a5b-7d9f-4b2d-a6c8-0e2f4a6c8e1b"  # COM001: unused all quarter (Azure, FOCUS)
 EVAL_A100 = "i-0c2e4a6b8d0f13579"  # GPU002: starts mid-quarter in the second quarter made here
-STOPPED = (IDLE_H100, BATCH_G5X8, SANDBOX_L4)
+CHECKPOINTS = "nlp-training-checkpoints"  # STO001: a checkpoint bucket growing month on month
+STOPPED = (IDLE_H100, BATCH_G5X8, SANDBOX_L4, CHECKPOINTS)
 # what each stopped resource is still found for. By their docs, GPU005 flags a stopped machine only while it
-# still bills and GPU006 a machine billed on most days of the window, so the sandbox and the H100 billed half of
-# it are no such finding at all: they save nothing either way
-STILL_FOUND = {IDLE_H100: {"GPU001"}, BATCH_G5X8: {"GPU002"}, SANDBOX_L4: set(), RESERVATION_ID: {"COM001"}}
+# still bills, GPU006 a machine billed on most days of the window and STO001 a store growing over its months,
+# so the sandbox, the H100 billed half of it and the bucket deleted mid-quarter are no such finding at all:
+# they save nothing either way
+STILL_FOUND = {IDLE_H100: {"GPU001"}, BATCH_G5X8: {"GPU002"}, SANDBOX_L4: set(), CHECKPOINTS: set(),
+               RESERVATION_ID: {"COM001"}}
 WHOLE_COST = {"GPU001", "GPU005", "GPU006", "COM001"}  # the saving is the resource's whole run rate
 SAVING_RULES = {"GPU001", "GPU002", "GPU005", "GPU006", "COM001", "COM002", "KUBE001", "KUBE002", "KUBE003",
                 "NET001", "REG002", "SPOT002", "SPOT003", "STO001"}
