@@ -234,3 +234,14 @@ def test_no_commitment_on_a_machine_flagged_to_stop(whole):
     families = {f.resource.split(":")[2] for f in commitments if f.resource.startswith("aws:us-east-1:")}
     assert "p5" not in families
     assert "g5.48xlarge" in types and not any("g5.48xlarge" in f.evidence["instance_types"] for f in commitments)
+
+
+def test_an_audit_written_before_the_actions_still_shows_them(whole):
+    """`gpu-auditor report` on an audit.json without summary.actions: one action per resource, from the
+    findings' `counted_under`, adding up to the headline it was written with."""
+    doc = json.loads(json.dumps(whole.to_dict(), default=str))
+    del doc["summary"]["actions"]
+    md = render_md(doc)
+    headline = Decimal(doc["summary"]["monthly_savings"]["USD"])
+    opened = {(f["resource"], f["currency"]) for f in doc["findings"] if not f["waived"]}
+    assert f"All {len(opened)} actions, one per resource: {_money(str(headline))} a month" in md

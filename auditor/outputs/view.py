@@ -130,11 +130,26 @@ def _left_out(machines: list[str]) -> str:
             f" that findings say to stop or shrink ({shown}): no commitment is advised on them.")
 
 
+def _old_actions(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The actions of an audit.json written before the summary had them: per resource, the finding that counts
+    its saving (not `counted_under` another), largest saving first; every saving counted as the headline did."""
+    by_resource: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for f in findings:
+        by_resource.setdefault((f["resource"], f["currency"]), []).append(f)
+    out = []
+    for group in by_resource.values():
+        take = next((f for f in group if f.get("monthly_savings") is not None and not f.get("counted_under")),
+                    group[0])
+        out.append({**take, "saving": take.get("monthly_savings"), "to_check": None, "wasted": None,
+                    "reasons": group})
+    return sorted(out, key=lambda a: (-_d(a["saving"]), -_d(a.get("cost")), a["resource"]))
+
+
 def actions_view(s: dict[str, Any], team: str | tuple[str, ...] | None) -> dict[str, Any]:
     """The audit's actions (summary.actions: one per resource, ranked), for the organisation or one team (or
     several): the first TOP_ACTIONS ready to show, and the totals of them all, whose savings are the headline."""
     teams = (team,) if isinstance(team, str) else team
-    acts = [a for a in s.get("actions") or [] if teams is None or (a.get("team") or UNATTRIBUTED) in teams]
+    acts = [a for a in s.get("actions", []) if teams is None or (a.get("team") or UNATTRIBUTED) in teams]
     top = [{**a, "team_label": a.get("team") or UNATTRIBUTED, "spark": charts.sparkline(s, a["resource"]),
             "also": [r for r in a["reasons"] if r["rule"] != a["rule"]]} for a in acts[:TOP_ACTIONS]]
     rest = acts[TOP_ACTIONS:]
@@ -381,7 +396,7 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
                  savings=_team_savings(s, t["team"], mine), cost=_resource_cost(mine),
                  rules=sorted({f["rule"] for f in mine}))
     team_rows = sorted(by_team.values(), key=lambda t: (-_d(t["savings"].get(cur)), -t["open"], t["team"]))
-    actions = actions_view(s, team)
+    actions = actions_view(s if "actions" in s else {**s, "actions": _old_actions(open_)}, team)
 
     # waivers, and those that end within EXPIRING_DAYS of the as-of date
     as_of = date.fromisoformat(doc.get("as_of") or doc["generated_at"][:10])
