@@ -24,6 +24,7 @@ from auditor.core import run_audit
 from auditor.figures import TOP_ACTIONS
 from auditor.model import money
 from auditor.outputs.report import render_csv, render_html, render_md, write_outputs
+from auditor.outputs.view import build_view
 from auditor.outputs.terminal import summary_lines
 from auditor.policy import load_policy
 from auditor.window import parse_quarter
@@ -245,3 +246,20 @@ def test_an_audit_written_before_the_actions_still_shows_them(whole):
     headline = Decimal(doc["summary"]["monthly_savings"]["USD"])
     opened = {(f["resource"], f["currency"]) for f in doc["findings"] if not f["waived"]}
     assert f"All {len(opened)} actions, one per resource: {_money(str(headline))} a month" in md
+
+
+@pytest.mark.parametrize("inventory", [True, False])
+def test_findings_by_team_follow_the_spend(policy, inventory):
+    """The findings of a team are on resources whose spend is that team's: each resource's cost counted once,
+    they never add up to more than the team spent; the organisation's findings (a family's commitment
+    baseline, the spend no team owns, a waiver) are apart. On the demo every unattributed dollar is on a
+    resource some finding names (untagged storage, an unowned machine, an unused reservation)."""
+    audit = run_audit(policy, [DEMO / "billing"], DEMO / "inventory.json" if inventory else None, Q3,
+                      date(2026, 10, 15))
+    rows = {t["team"]: t for t in build_view(audit)["by_team"]}
+    spend = audit.summary["by_team"]
+    for team, row in rows.items():
+        if team != "(organisation)" and row["cost"]:
+            assert row["cost"]["USD"] <= spend[team]["USD"], team
+    assert rows["(unattributed)"]["cost"]["USD"] == spend["(unattributed)"]["USD"] == Decimal("9496.68")
+    assert "TAG003" in rows["(organisation)"]["rules"]  # COM004 too, where a family still has a floor
