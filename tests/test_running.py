@@ -24,8 +24,8 @@ from auditor.core import run_audit
 from auditor.figures import TOP_ACTIONS
 from auditor.model import money
 from auditor.outputs.report import render_csv, render_html, render_md, write_outputs
-from auditor.outputs.view import build_view
 from auditor.outputs.terminal import summary_lines
+from auditor.outputs.view import build_view
 from auditor.policy import load_policy
 from auditor.window import parse_quarter
 
