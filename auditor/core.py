@@ -10,11 +10,12 @@ from decimal import Decimal
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from auditor import running
 from auditor.audit import Audit
 from auditor.context import Context
 from auditor.errors import InputError
-from auditor.figures import mark_overlaps, savings_by, sum_money
-from auditor.model import Finding, WaiverStatus
+from auditor.figures import actions, savings_by, sum_money
+from auditor.model import Finding, SteadyGpuSpend, WaiverStatus
 from auditor.policy import Policy
 from auditor.providers.billing.detect import URI_NEEDS_SPARK, is_uri
 from auditor.providers.catalog import load_catalog
@@ -96,6 +97,14 @@ def load_baseline(path: Path) -> tuple[set[str], dict[str, Any]]:
     prints.discard(None)
     return prints, {"path": str(path), "sha256": saved.sha256,
                     "window": (doc.get("window") or {}).get("label")}
+
+
+def freed(findings: list[Finding], policy: Policy, today: date) -> set[str]:
+    """The machines (ids, lower case) that findings not waived say to stop or shrink (Rule.frees_capacity)."""
+    live = [w for w in policy.waivers if not w.expired(today)]
+    frees = {cls.id for cls in all_rules() if cls.frees_capacity}
+    return {f.resource.lower() for f in findings
+            if f.rule in frees and not any(w.matches(f.rule, f.resource) for w in live)}
 
 
 def apply_waivers(findings: list[Finding], policy: Policy, today: date) -> list[dict[str, Any]]:
@@ -181,9 +190,14 @@ def run_audit(policy: Policy, billing: list[Path | str], inventory: Path | None 
         progress(f"running the rules over {window.label}")
     rules = configured_rules(policy, select)
     needed = {r.entity for r in rules}
-    entities = {t: build(store, window, policy, t) for t in BUILDERS if t in needed}
-    findings = run_rules(rules, entities, ctx)
+    # The commitment baseline is built last, without the machines the other rules say to stop or shrink.
+    entities = {t: build(store, window, policy, t) for t in BUILDERS if t in needed and t is not SteadyGpuSpend}
     today = today or date.today()
+    findings = run_rules([r for r in rules if r.entity is not SteadyGpuSpend], entities, ctx)
+    store.freed = freed(findings, policy, today)
+    if SteadyGpuSpend in needed:
+        findings += run_rules([r for r in rules if r.entity is SteadyGpuSpend],
+                              {SteadyGpuSpend: build(store, window, policy, SteadyGpuSpend)}, ctx)
     waivers = apply_waivers(findings, policy, today)
     # Expired waivers are findings themselves (POL001), judged once the waivers have been applied.
     findings = sorted(findings + run_rules(rules, {WaiverStatus: waiver_statuses(policy, waivers, findings, today)},
@@ -194,8 +208,8 @@ def run_audit(policy: Policy, billing: list[Path | str], inventory: Path | None 
             f.in_baseline = f.fingerprint in prints
         known = [f for f in findings if f.in_baseline]
         findings = [f for f in findings if not f.in_baseline]
-    mark_overlaps([f for f in findings if not f.waived])
-    summary = summarize(store, policy, window, findings)
+    running.judge(findings, store.con, window)  # savings only for what still runs at the window's end
+    summary = summarize(store, policy, window, findings, actions([f for f in findings if not f.waived]))
     jobs = job_costs(store, window, policy, findings + known)
     summary["jobs"] = job_totals(jobs)
     summary["unit_costs"] = unit_costs(store, policy, window.label, jobs, previous["doc"] if previous else None)

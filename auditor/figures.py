@@ -1,23 +1,32 @@
 """Figures over findings and breakdowns, each computed here once and rendered by every view.
 
-- Savings are counted once per resource: two findings on one resource are alternatives (stop the machine, or
-  downsize it) or one flow seen by two rules (cross-region egress, training far from its data), so the resource
-  counts with its largest saving, under the rule that found it; the other findings' savings are shown as
-  already counted there.
+- One action per resource: two findings on one resource are alternatives (stop the machine, or downsize it)
+  or one flow seen by two rules (cross-region egress, training far from its data), so the resource's action
+  lists them all and counts its largest saving once, under the rule that found it; the other findings' savings
+  are shown as already counted there. The savings headline is the sum of the actions' savings of high
+  confidence; the others' are "to check".
 - A breakdown's parts are rounded so that they add up to the total rounded once (largest remainder).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from decimal import ROUND_FLOOR, Decimal
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from auditor.model import CENT, Finding, money
 
 K = TypeVar("K", bound=Hashable)
-TOP_ACTIONS = 5  # the findings a report lists first, largest saving first (and their sparklines)
-Claim = tuple[str, str, str, Decimal | None]  # (resource, currency, rule, monthly saving) of one open finding
+TOP_ACTIONS = 5  # the actions a report lists first (and their sparklines)
+ORGANISATION = "(organisation)"
+# entities that are the organisation's, not a resource of one team: a family's commitment baseline, the share
+# of spend no team owns, a waiver of the policy. Their findings are the organisation's, never "unattributed".
+ORG_WIDE = frozenset({"SteadyGpuSpend", "UnattributedSpend", "WaiverStatus"})
+
+
+def finding_team(entity_type: str, team: str | None) -> str | None:
+    """The team a finding is counted under: its resource's (attributed as its spend is), or the organisation."""
+    return ORGANISATION if entity_type in ORG_WIDE else team
 
 
 def sum_money(findings: list[Finding], attr: str) -> dict[str, Decimal]:
@@ -30,49 +39,82 @@ def sum_money(findings: list[Finding], attr: str) -> dict[str, Decimal]:
     return out
 
 
-def count_savings(rows: Iterable[Claim]) -> tuple[dict[str, Decimal], list[str | None]]:
-    """`rows`: the open findings' claims. Returns the savings per currency, each resource's largest saving once;
-    and for each row, the rule that counts its saving when that is another finding's (None where the row counts
-    its own, or has none). Ties go to the rule first by ID."""
-    rows = list(rows)
-    holder: dict[tuple[str, str], int] = {}
-    for i, (resource, currency, rule, amount) in enumerate(rows):
-        if amount is None:
-            continue
-        key = (resource, currency)
-        j = holder.get(key)
-        if j is None or amount > rows[j][3] or (amount == rows[j][3] and rule < rows[j][2]):
-            holder[key] = i
-    totals: dict[str, Decimal] = {}
-    for (_, currency), i in holder.items():
-        totals[currency] = totals.get(currency, Decimal(0)) + rows[i][3]
-    under = [None if amount is None or holder[(resource, currency)] == i else rows[holder[(resource, currency)]][2]
-             for i, (resource, currency, _, amount) in enumerate(rows)]
-    return totals, under
+def counts(f: Finding) -> bool:
+    """Whether a finding's saving, were it the one its action takes, counts in the headline: high confidence.
+    The others' are shown apart, "to check"."""
+    return f.confidence == "high"
 
 
-def claims(findings: list[Finding]) -> list[Claim]:
-    return [(f.resource, f.currency, f.rule, f.monthly_savings) for f in findings]
+def _choice(f: Finding) -> tuple:
+    """The finding an action takes: a saving that counts before one to check, the largest, the first rule."""
+    return (f.monthly_savings is None, not counts(f), -(f.monthly_savings or 0), -f.severity, f.rule)
 
 
-def savings_total(findings: list[Finding]) -> dict[str, Decimal]:
-    """Monthly savings per currency of the open findings given, each resource counted once (count_savings)."""
-    return count_savings(claims(findings))[0]
+def _rank(a: dict[str, Any]) -> tuple:
+    """Actions by severity, then dollars (the saving, the saving to check, the cost): a finding without a
+    saving (a team over budget, a job that never checkpoints) ranks beside those with one."""
+    return (-a["severity"], -(a["saving"] or 0), -(a["to_check"] or 0), -(a["cost"] or 0), a["resource"],
+            a["currency"])
 
 
-def mark_overlaps(findings: list[Finding]) -> None:
-    """Set each open finding's `counted_under`: the rule whose finding on the same resource counts its saving,
-    or None where it counts its own (or has none). Every view reads the mark from audit.json."""
-    for f, under in zip(findings, count_savings(claims(findings))[1], strict=True):
-        f.counted_under = under
+def actions(findings: list[Finding]) -> list[dict[str, Any]]:
+    """One action per resource (a machine, a job, a reservation, a team's budget): every open finding on it
+    folded into one, the reasons listed, the finding that saves most taken (see _choice) and its saving counted
+    once, in the headline when its confidence is high, else "to check". Ranked by severity, then dollars.
+    Sets each finding's `counted_under` (the rule whose finding counts its saving, None where it counts its own
+    or has none): every view reads the mark from audit.json."""
+    by_resource: dict[tuple[str, str], list[Finding]] = {}
+    for f in findings:
+        by_resource.setdefault((f.resource, f.currency), []).append(f)
+    out = []
+    for (resource, currency), group in by_resource.items():
+        group.sort(key=_choice)
+        take = group[0]
+        for f in group:
+            f.counted_under = take.rule if f is not take and f.monthly_savings is not None else None
+        saving = take.monthly_savings
+        waste = [f.wasted for f in group if f.wasted is not None]
+        cost = [f.cost for f in group if f.cost is not None]
+        out.append({
+            "resource": resource, "currency": currency, "rule": take.rule, "name": take.name,
+            "message": take.message, "severity": max(f.severity for f in group),
+            "team": finding_team(take.entity_type, next((f.team for f in group if f.team), None)),
+            "owner": next((f.owner for f in group if f.owner), None),
+            "saving": saving if counts(take) else None, "to_check": None if counts(take) else saving,
+            "confidence": take.confidence, "wasted": max(waste) if waste and counts(take) else None,
+            "wasted_to_check": max(waste) if waste and not counts(take) else None,
+            "cost": max(cost) if cost else None, "still_running": take.still_running,
+            "reasons": [{"rule": f.rule, "name": f.name, "severity": f.severity.label, "message": f.message,
+                         "monthly_savings": f.monthly_savings, "confidence": f.confidence,
+                         "fingerprint": f.fingerprint} for f in group]})
+    out.sort(key=_rank)
+    for a in out:
+        a["severity"] = a["severity"].label
+    return out
+
+
+def action_totals(acts: list[dict[str, Any]], field: str) -> dict[str, Decimal]:
+    """An amount of the actions (`saving`, `to_check`, `wasted`) summed per currency: `saving` is the headline."""
+    return action_totals_by(acts, field, lambda a: None).get(None, {})
+
+
+def action_totals_by(acts: list[dict[str, Any]], field: str, key: Callable[[dict[str, Any]], K]
+                     ) -> dict[K, dict[str, Decimal]]:
+    """An amount of the actions summed per `key` (their team) and currency: the groups add up to the total."""
+    out: dict[K, dict[str, Decimal]] = {}
+    for a in acts:
+        if a[field] is not None:
+            into = out.setdefault(key(a), {})
+            into[a["currency"]] = into.get(a["currency"], Decimal(0)) + a[field]
+    return out
 
 
 def savings_by(findings: list[Finding], key: Callable[[Finding], K]) -> dict[K, dict[str, Decimal]]:
-    """The savings that count (see mark_overlaps), per `key` (team, rule) and currency: the groups add up to
-    savings_total, whatever the grouping."""
+    """The savings that count (the actions' taken findings of high confidence; `counted_under` set by
+    actions()), per `key` (team, rule) and currency: the groups add up to the headline, whatever the grouping."""
     out: dict[K, dict[str, Decimal]] = {}
     for f in findings:
-        if f.monthly_savings is not None and f.counted_under is None:
+        if f.monthly_savings is not None and f.counted_under is None and counts(f):
             into = out.setdefault(key(f), {})
             into[f.currency] = into.get(f.currency, Decimal(0)) + f.monthly_savings
     return out

@@ -526,7 +526,7 @@ class Finding:
     team: str | None = None
     evidence: dict[str, Any] = field(default_factory=dict)
     cost: Decimal | None = None  # in the audit window
-    monthly_savings: Decimal | None = None
+    monthly_savings: Decimal | None = None  # going forward: only for what still bills at the window's end
     currency: str = "USD"
     remediation: str = ""
     clause: str | None = None
@@ -536,6 +536,11 @@ class Finding:
     waiver: dict[str, Any] | None = None
     in_baseline: bool = False  # its fingerprint is in the --baseline audit: known, so neither reported nor failing
     counted_under: str | None = None  # its saving is counted under this rule's finding on the same resource
+    wasted: Decimal | None = None  # in the audit window: spent on the waste, whether or not it still runs
+    still_running: bool | None = None  # running.py: billed in the window's last day or running in the inventory
+    confidence: str = "high"  # high: counted in the savings headline; low or medium: savings "to check"
+    # the ids whose billing, or state in the inventory, says whether it still runs (running.py)
+    billing_ids: tuple[str, ...] = field(default=(), repr=False, compare=False)
 
     @property
     def fingerprint(self) -> str:
@@ -557,7 +562,9 @@ class Finding:
                 "evidence": self.evidence, "cost": _num(self.cost), "monthly_savings": _num(self.monthly_savings),
                 "currency": self.currency, "remediation": self.remediation, "clause": self.clause,
                 "file": self.file, "line": self.line, "waiver": self.waiver, "in_baseline": self.in_baseline,
-                "counted_under": self.counted_under, "fingerprint": self.fingerprint, "waived": self.waived}
+                "counted_under": self.counted_under, "wasted": _num(self.wasted),
+                "still_running": self.still_running, "confidence": self.confidence,
+                "fingerprint": self.fingerprint, "waived": self.waived}
 
 
 def _num(value: Decimal | None) -> str | None:

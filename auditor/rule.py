@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from auditor import running
 from auditor.model import Finding, Severity, money
 from auditor.registry import doc_sections
 from auditor.schema import Field
@@ -28,6 +29,9 @@ class Rule:
     entity: ClassVar[type]
     clause: ClassVar[str]
     options: ClassVar[dict[str, Field]] = {}
+    # its findings say to stop or shrink a machine: the audit leaves those machines out of the baseline that
+    # commitments are sized on (SteadyGpuSpend, COM004), so that it never advises committing to them
+    frees_capacity: ClassVar[bool] = False
 
     def __init__(self, options: dict[str, Any] | None = None, severity: Severity | None = None):
         self.opts = {k: f.default for k, f in self.options.items()}
@@ -62,7 +66,12 @@ class Rule:
 
     def finding(self, entity: Any, ctx: Context, message: str, *, evidence: dict[str, Any],
                 cost: Decimal | None = None, monthly_savings: Decimal | None = None,
-                currency: str = "USD", key: str = "", resource: str | None = None) -> Finding:
+                currency: str = "USD", key: str = "", resource: str | None = None,
+                wasted: Decimal | None = None) -> Finding:
+        """`monthly_savings`: the run rate saved were it acted on (running.judge keeps it only for what still
+        runs); `wasted`: what the window spent on the waste, by default the whole `cost` of a finding with a
+        saving (its saving is the resource's whole run rate). A finding's confidence is its evidence's, else
+        high."""
         tags = getattr(entity, "tags", {}) or {}
         team, owner = ctx.attribute(tags)
         # A finding's money is rounded once, here, to the cent every view shows: totals are sums of what is shown.
@@ -72,7 +81,9 @@ class Rule:
             account=getattr(entity, "account", None), region=getattr(entity, "region", None),
             owner=owner, team=team, evidence=evidence, cost=money(cost), monthly_savings=money(monthly_savings),
             currency=currency, remediation=self.remediation(), clause=self.clause,
-            file=getattr(entity, "source_file", None), line=getattr(entity, "source_line", None), key=key)
+            file=getattr(entity, "source_file", None), line=getattr(entity, "source_line", None), key=key,
+            wasted=money(running.wasted_of(cost, monthly_savings, wasted)),
+            confidence=evidence.get("confidence") or "high", billing_ids=running.billing_ids(entity))
 
 
 @functools.cache

@@ -96,4 +96,5 @@ class UncommittedGpuBaseline(Rule):
         yield self.finding(
             s, ctx, f"{s.provider} {where}: at least {fmt_money(s.floor_per_hour, s.currency)} of on-demand GPU "
             f"compute in every hour of {ctx.window.label}: {text}",
-            evidence=evidence, cost=s.on_demand, monthly_savings=saving, currency=s.currency)
+            evidence=evidence, cost=s.on_demand, monthly_savings=saving, currency=s.currency,
+            wasted=saving * ctx.window.hours / HOURS_PER_MONTH if saving is not None else None)

@@ -36,6 +36,7 @@ class IdleGpu(Rule):
     severity = Severity.HIGH
     entity = GpuAsset
     clause = "idle"
+    frees_capacity = True
     options = {
         "max_mean_util_pct": Field("number", default=10, minimum=0, maximum=100,
                                    doc="mean GPU utilisation below which a machine is idle"),

@@ -46,6 +46,7 @@ class OversizedGpu(Rule):
     severity = Severity.MEDIUM
     entity = GpuAsset
     clause = "rightsizing"
+    frees_capacity = True
     options = {
         "memory_headroom_pct": Field("number", default=20, minimum=0, maximum=500,
                                      doc="memory kept free above the observed peak"),
@@ -96,7 +97,7 @@ class OversizedGpu(Rule):
             target_type, memory_only = hint, True
         else:
             target_type, memory_only = best, False
-        currency, cost, monthly, basis = self._saving(asset, ctx, current, target_type)
+        currency, cost, monthly, wasted, basis = self._saving(asset, ctx, current, target_type)
         if self.short_of(monthly, currency, "min_monthly_savings", ctx):
             return
         hint_gpu = ctx.catalog.gpu(hint.gpu_model) if hint else None
@@ -129,7 +130,7 @@ class OversizedGpu(Rule):
                       "needs_memory_reduction": memory_only,
                       "price_region": ctx.catalog.prices[asset.provider].region,
                       "prices": ctx.catalog.prices[asset.provider].source, "savings_basis": basis},
-            cost=cost, monthly_savings=monthly, currency=currency,
+            cost=cost, monthly_savings=monthly, currency=currency, wasted=wasted,
             key=f"memory:{target_type.name}" if memory_only else target_type.name)
 
     @staticmethod
@@ -138,7 +139,7 @@ class OversizedGpu(Rule):
         billed = primary(asset.cost)
         if billed:
             currency, cost = billed
-            return (currency, cost, ctx.monthly(cost, asset.billed_hours) * (1 - ratio),
+            return (currency, cost, ctx.monthly(cost, asset.billed_hours) * (1 - ratio), cost * (1 - ratio),
                     "billed cost as a monthly run rate x the catalog price ratio")
-        return ("USD", None, (current.price_per_hour - to.price_per_hour) * 730,
+        return ("USD", None, (current.price_per_hour - to.price_per_hour) * 730, None,
                 "catalog on-demand price difference x 730 h")

@@ -63,6 +63,7 @@ class ForgottenGpuCapacity(Rule):
     severity = Severity.MEDIUM
     entity = GpuCapacity
     clause = "forgotten_capacity"
+    frees_capacity = True
     options = {
         "min_days": Field("number", default=7, minimum=0,
                           doc="days a machine must be billed, or without metrics, before it counts as forgotten"),

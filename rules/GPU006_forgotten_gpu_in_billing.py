@@ -61,6 +61,7 @@ class ForgottenGpuInBilling(Rule):
     severity = Severity.MEDIUM
     entity = BilledGpuMachine
     clause = "forgotten_in_billing"
+    frees_capacity = True
     options = {
         "min_billed_days_pct": Field("number", default=90, minimum=0, maximum=100,
                                      doc="share of the window's days with billing the machine must be billed on"),

@@ -97,4 +97,5 @@ class OversizedGpuSlice(Rule):
                       "cost_basis": s.cost_basis,
                       "savings_basis": "the slice's cost as a monthly run rate x the compute slices given back"},
             cost=cost, monthly_savings=monthly if monthly else None, currency=currency,
+            wasted=cost * (g - to_g) / g if monthly else None,
             key=f"{to_g}g.{to_mem}gb")

@@ -94,4 +94,5 @@ class SpotOpportunity(Rule):
                       "checkpoint_interval_min": job.checkpoint_interval_min,
                       "typical_spot_discount": str(discount), "prices": prices.source,
                       "saving_per": per, "savings_basis": basis},
-            cost=cost, monthly_savings=saving if per == "a month" else None, currency=currency)
+            cost=cost, monthly_savings=saving if per == "a month" else None, currency=currency,
+            wasted=cost * discount if per == "a month" else None)

@@ -93,7 +93,8 @@ class SpotConfiguration(Rule):
         saving = ctx.monthly(cost * lost_share) if cost is not None and lost_share else None
         spent = f"; {fmt_money(cost, currency)} billed" if cost is not None else ""
         yield self.finding(job, ctx, f"spot {job.platform} job {job.name or job.id} {'; '.join(problems)}{spent}",
-                           evidence=evidence, cost=cost, monthly_savings=saving, currency=currency)
+                           evidence=evidence, cost=cost, monthly_savings=saving, currency=currency,
+                           wasted=cost * lost_share if saving is not None else None)
 
     @staticmethod
     def _lost_share(job: Job) -> Decimal | None:

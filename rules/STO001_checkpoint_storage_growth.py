@@ -84,4 +84,5 @@ class CheckpointStorageGrowth(Rule):
                       "growth_pct_per_month": str(round(growth, 1)), "storage_classes": s.storage_classes,
                       "checkpoint_jobs": s.checkpoint_jobs, "price_per_gb_month": str(round(per_gb, 6)),
                       "savings_basis": "(last month's GB - first month's GB) x the billed price per GB-month"},
-            cost=sum((c for _, _, c in months), Decimal(0)), monthly_savings=saving, currency=s.currency)
+            cost=sum((c for _, _, c in months), Decimal(0)), monthly_savings=saving, currency=s.currency,
+            wasted=sum(((gb - gbs[0]) * per_gb for _, gb, _ in months), Decimal(0)))

@@ -277,7 +277,8 @@ def test_demo_audit_exits_clean_and_writes_its_files(demo):
     result, out, _ = demo
     assert result.exit_code == 0, result.output
     names = {p.name for p in out.iterdir()}
-    assert names == {"audit.json", "report.html", "report.md", "findings.csv", "jobs.csv"}  # and no temp files left
+    assert names == {"audit.json", "report.html", "report.md", "findings.csv", "jobs.csv",
+                     "actions.csv"}  # and no temp files left
     for p in out.iterdir():
         assert p.stat().st_size > 0
     assert "GPU spend audit 2026-Q3 · Example ML GPU policy" in result.stdout

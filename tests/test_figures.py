@@ -6,17 +6,26 @@ from __future__ import annotations
 import random
 from decimal import Decimal as D
 
-from auditor.figures import apportion, apportion_amounts, count_savings
-from auditor.model import money
+from auditor.figures import action_totals, actions, apportion, apportion_amounts
+from auditor.model import Finding, Severity, money
+
+
+def _f(resource, currency, rule, saving, severity=Severity.MEDIUM, confidence="high", cost=None):
+    return Finding(rule=rule, name=rule.lower(), severity=severity, resource=resource, message=f"{rule} {resource}",
+                   entity_type="GpuAsset", monthly_savings=saving, currency=currency, confidence=confidence,
+                   cost=cost)
 
 
 def test_one_resource_is_saved_once_under_the_largest_then_first_rule():
-    rows = [("flow", "USD", "REG002", D("98.10")), ("flow", "USD", "NET001", D("98.10")),
-            ("i-1", "USD", "GPU002", D("500")), ("i-1", "USD", "GPU001", D("900")),
-            ("i-1", "EUR", "GPU002", D("7")), ("bkt", "USD", "TAG001", None)]
-    totals, under = count_savings(rows)
-    assert totals == {"USD": D("998.10"), "EUR": D("7")}
-    assert under == ["NET001", None, "GPU001", None, None, None]
+    found = [_f("flow", "USD", "REG002", D("98.10")), _f("flow", "USD", "NET001", D("98.10")),
+             _f("i-1", "USD", "GPU002", D("500")), _f("i-1", "USD", "GPU001", D("900")),
+             _f("i-1", "EUR", "GPU002", D("7")), _f("bkt", "USD", "TAG001", None)]
+    acts = actions(found)
+    assert action_totals(acts, "saving") == {"USD": D("998.10"), "EUR": D("7")}
+    assert [f.counted_under for f in found] == ["NET001", None, "GPU001", None, None, None]
+    assert len(acts) == 4  # flow, i-1 (USD), i-1 (EUR), bkt
+    i1 = next(a for a in acts if a["resource"] == "i-1" and a["currency"] == "USD")
+    assert (i1["rule"], i1["saving"], [r["rule"] for r in i1["reasons"]]) == ("GPU001", D("900"), ["GPU001", "GPU002"])
 
 
 def test_apportioned_parts_add_up_to_the_rounded_total():

@@ -249,6 +249,42 @@ def test_namespace_costs_include_their_share_of_idle_gpus(audit):
     assert "| inference | search | 494 | $1,355.25 | $225.87 | $1,581.12 |" in audit["_markdown"]
 
 
+def test_slices_and_nodes_save_only_while_their_node_still_runs(audit, snapshot, tmp_path):
+    """One definition of still running (running.py): these nodes have no billing lines (the catalog prices
+    them), so the inventory decides: a node `ready` at its end still runs, and so do the slices on it."""
+    kube = {(f["rule"], f["resource"]): f for f in audit["findings"] if f["rule"].startswith("KUBE")}
+    for f in kube.values():
+        assert f["still_running"] is True and Decimal(f["monthly_savings"]) > 0, f
+    # the waste in the window: the whole cost of an idle slice or of the capacity no pod held; the compute
+    # slices given back of an oversized one (7g.80gb -> 1g.10gb: 6 of 7)
+    for key in [k for k in kube if k[0] in ("KUBE001", "KUBE003")]:
+        assert kube[key]["wasted"] == kube[key]["cost"], key
+    embedder = kube[("KUBE002", "serving/embedder-0")]
+    assert Decimal(embedder["wasted"]) == (Decimal(embedder["cost"]) * 6 / 7).quantize(Decimal("0.01"))
+    # the same snapshot with every node gone not-ready before its end: nothing left to save, the waste stays
+    gone = tmp_path / "snap"
+    gone.mkdir()
+    for item in snapshot.iterdir():
+        if item.is_file():
+            (gone / item.name).write_bytes(item.read_bytes())
+    inventory = json.loads((gone / "inventory.json").read_text())
+    for a in inventory["assets"]:
+        a["state"] = "not_ready"
+    (gone / "inventory.json").write_text(json.dumps(inventory))
+    (tmp_path / "policy.yml").write_text(POLICY)
+    result = CliRunner().invoke(cli, ["audit", "--policy", str(tmp_path / "policy.yml"), "--out", str(tmp_path / "r"),
+                                      str(gone)], catch_exceptions=False)
+    assert result.exit_code in (0, 1), result.output
+    doc = json.loads((tmp_path / "r" / "audit.json").read_text())
+    stopped = {(f["rule"], f["resource"]): f for f in doc["findings"] if f["rule"].startswith("KUBE")}
+    assert set(stopped) == set(kube)
+    for key, f in stopped.items():
+        assert f["still_running"] is False and f["monthly_savings"] is None, f
+        assert f["wasted"] == kube[key]["wasted"]
+        assert f["evidence"]["saving_if_still_running"] == kube[key]["monthly_savings"]
+    assert not any(a["saving"] for a in doc["summary"]["actions"] if a["rule"].startswith("KUBE"))
+
+
 @pytest.mark.parametrize("extra, message", [
     ({"gpu_units": [{"asset_id": "i-nope", "resource": "nvidia.com/gpu", "count": 1}]},
      "gpu_units[0].asset_id: no asset 'i-nope' in assets"),

@@ -180,15 +180,19 @@ def find(tables: list[Table], first: str, *also: str) -> list[Table]:
 # ---- what the figures must be, from audit.json alone -----------------------------------------------------------
 
 
+ORG_WIDE = {"SteadyGpuSpend", "UnattributedSpend", "WaiverStatus"}  # the organisation's, not a team's resource
+
+
 def team_of(f: dict) -> str:
-    return f.get("team") or "(unattributed)"
+    return "(organisation)" if f["entity_type"] in ORG_WIDE else f.get("team") or "(unattributed)"
 
 
 def savings_of(findings: list[dict]) -> dict[str, Decimal]:
-    """Per resource the largest saving (one resource is saved once), summed per currency."""
+    """Per resource the largest saving of high confidence (one resource is saved once; the others are to
+    check), summed per currency."""
     best: dict[tuple[str, str], Decimal] = {}
     for f in findings:
-        if f["monthly_savings"] is not None and not f["waived"]:
+        if f["monthly_savings"] is not None and not f["waived"] and f.get("confidence", "high") == "high":
             k = (f["resource"], f["currency"])
             best[k] = max(best.get(k, Decimal(f["monthly_savings"])), Decimal(f["monthly_savings"]))
     out: dict[str, Decimal] = {}
@@ -368,7 +372,8 @@ def check_csv(doc: dict, text: str, where: str):
         assert (r["cost"] or None) == f["cost"] and (r["monthly_savings"] or None) == f["monthly_savings"], where
         assert (r["counted_under"] or None) == f.get("counted_under"), where
     counted = [{r["currency"]: Decimal(r["monthly_savings"])} for r in rows
-               if r["monthly_savings"] and r["waived"] == "False" and not r["counted_under"]]
+               if r["monthly_savings"] and r["waived"] == "False" and not r["counted_under"]
+               and r["confidence"] == "high"]
     assert total(counted) == plain(doc["summary"]["monthly_savings"]), f"{where}: savings not counted under another"
 
 
@@ -380,8 +385,9 @@ def check_terminal(doc: dict, out: str, where: str):
     assert nz(amounts(figures["GPU compute"])) == plain(s["gpu_cost"]), f"{where}: terminal GPU"
     assert nz(amounts(figures["savings / month"])) == plain(s["monthly_savings"]), f"{where}: terminal savings"
     rows = re.findall(r"^  ([A-Z]+\d{3})\s+\S+\s+\S+\s+\d+\s+(.*)$", out, re.M)
-    # `$98.10*` and `(+$98.10*)`: savings another rule's finding on the same resource already counts
-    counted = [amounts(re.sub(r"\(\+[^)]*\*\)", "", v)) for _, v in rows if not v.rstrip().endswith("*")]
+    # `$98.10*` and `(+$98.10*)`: savings another rule's finding on the same resource already counts; `?`:
+    # savings to check (confidence below high), not in the total
+    counted = [amounts(re.sub(r"\(\+[^)]*[*?]\)", "", v)) for _, v in rows if not v.rstrip().endswith(("*", "?"))]
     assert total(counted) == plain(s["monthly_savings"]), f"{where}: terminal per-rule savings {total(counted)}"
     if any("*" in v for _, v in rows):
         assert re.search(r"^  \* .*counted", out, re.M), f"{where}: an overlap is marked but not explained"

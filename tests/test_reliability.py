@@ -36,7 +36,7 @@ from auditor.cli import cli
 REPO = Path(__file__).resolve().parents[1]
 BAD = REPO / "fixtures" / "bad"
 GPU_FIXTURE = REPO / "fixtures" / "billing" / "cur-gpu-spot.csv"
-OUTPUTS = ("audit.json", "report.html", "report.md", "findings.csv", "jobs.csv")
+OUTPUTS = ("audit.json", "report.html", "report.md", "findings.csv", "jobs.csv", "actions.csv")
 CUR_HEADER = ("identity/LineItemId,lineItem/LineItemType,lineItem/UsageStartDate,lineItem/UsageEndDate,"
               "lineItem/UsageType,lineItem/UsageAmount,lineItem/CurrencyCode,lineItem/UnblendedCost")
 

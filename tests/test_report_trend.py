@@ -174,7 +174,8 @@ def test_report_rerenders_a_saved_audit(previous_file, tmp_path):
     again = tmp_path / "again"
     result = run("report", out / "audit.json", "--out", again)
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in again.iterdir()) == ["findings.csv", "jobs.csv", "report.html", "report.md"]
+    assert sorted(p.name for p in again.iterdir()) == ["actions.csv", "findings.csv", "jobs.csv", "report.html",
+                                                       "report.md"]
     for name in ("findings.csv", "report.html", "report.md"):
         assert (again / name).read_bytes() == (out / name).read_bytes(), name
 

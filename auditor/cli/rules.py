@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 
 import click
 
@@ -45,6 +46,7 @@ def _show(value) -> str:
 def rules_explain(rule_id: str) -> None:
     """Show a rule's documentation: what it does, why it matters, an example, how to fix."""
     from auditor.registry import all_rules, get_rule, policy_keys
+    from auditor.running import DEFINITION
 
     try:
         r = get_rule(rule_id)
@@ -56,6 +58,8 @@ def rules_explain(rule_id: str) -> None:
     click.echo(f"\n{doc['summary']}")
     for section in ("What it does", "Why it matters", "Example", "How to fix"):
         click.echo(f"\n{section}\n{'-' * len(section)}\n{doc[section]}")
+    click.echo("\nSavings and waste (every rule)\n------------------------------")
+    click.echo(textwrap.fill(DEFINITION, 100))
     click.echo("\nOptions (set in the policy clause)\n----------------------------------")
     for k, f in r.options.items():
         click.echo(f"  {k} (default {f.default!r}): {f.doc}")

@@ -20,6 +20,7 @@ from markupsafe import Markup
 from auditor.atomic import target, write_files
 from auditor.model import fmt_money
 from auditor.outputs import audit_json
+from auditor.outputs.actions import ACTIONS_CSV, write_actions_csv
 from auditor.outputs.jobs import JOBS_CSV, write_jobs_csv
 from auditor.outputs.view import audit_doc, build_view, fmt_num, team_of
 from auditor.text import md_escape, printable, safe_cell
@@ -33,12 +34,15 @@ FORMATS = ("json", "html", "md", "csv")
 FILE_NAMES = {"json": "audit.json", "html": "report.html", "md": "report.md", "csv": "findings.csv"}
 CSV_FIELDS = ("severity", "rule", "name", "resource", "team", "owner", "provider", "account", "region",
               "currency", "cost", "monthly_savings", "waived", "message", "remediation", "fingerprint",
-              "clause", "evidence", "waiver_reason", "waiver_owner", "waiver_expires", "counted_under")
+              "clause", "evidence", "waiver_reason", "waiver_owner", "waiver_expires", "counted_under", "wasted",
+              "still_running", "confidence")
 
 
 def inline_code(value: Any) -> markupsafe.Markup:
-    """Rule text written in Markdown (`CheckpointConfig.S3Uri`) for HTML: escaped, then `x` as <code>x</code>."""
-    parts = str(markupsafe.escape("" if value is None else value)).split("`")
+    """Rule text written in Markdown (`CheckpointConfig.S3Uri`) for HTML: escaped, then `x` as <code>x</code>.
+    Its control characters are escaped first (printable), as every other value's are (_finalize): a Markup
+    result is not finalized again, and a finding's message shown with it carries the billing's text."""
+    parts = str(markupsafe.escape(printable("" if value is None else value))).split("`")
     if len(parts) % 2 == 0:  # an odd number of backticks: no pairs to trust
         return markupsafe.Markup("`".join(parts))
     return markupsafe.Markup("".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts)))
@@ -150,8 +154,9 @@ def write_outputs(audit: Audit | dict[str, Any], out_dir: Path, formats: tuple[s
     streamed: dict[str, Any] = {"json": lambda fh: write_json(doc, fh), "csv": lambda fh: write_csv(doc, fh, team)}
     view = build_view(doc, team) if {"html", "md"} & set(formats) else {}
     rendered = {FILE_NAMES[f]: streamed.get(f) or _render(f, view) for f in formats}
-    if "csv" in formats:  # the jobs beside the findings, written row by row
+    if "csv" in formats:  # the jobs and the actions beside the findings, written row by row
         rendered[JOBS_CSV] = lambda fh: write_jobs_csv(doc, fh, team)
+        rendered[ACTIONS_CSV] = lambda fh: write_actions_csv(doc, fh, team)
     return write_files(target(out_dir, follow_symlinks), rendered, "report")
 
 

@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from auditor.figures import TOP_ACTIONS, action_totals, counts
 from auditor.model import fmt_money
 from auditor.secret_patterns import mask
 from auditor.text import one_line
@@ -106,8 +107,12 @@ def summary_lines(result: Audit) -> list[str]:
     out = [safe(f"GPU spend audit {result.window.label} · {policy.name}", masking),
            f"  total spend       {fmt_money(s['billed_cost'])}",
            f"  GPU compute       {fmt_money(s['gpu_cost'])}",
-           f"  savings / month   {fmt_money(s['monthly_savings'])}",
-           f"  open findings     {s['findings']['total']} ({s['findings']['waived']} waived)"]
+           f"  savings / month   {fmt_money(s['monthly_savings'])}"]
+    if s.get("savings_to_check"):
+        out.append(f"  to check / month  {fmt_money(s['savings_to_check'])} (confidence below high)")
+    if s.get("wasted"):
+        out.append(f"  wasted in window  {fmt_money(s['wasted'])}")
+    out.append(f"  open findings     {s['findings']['total']} ({s['findings']['waived']} waived)")
     if policy.rates:
         out.append(f"  rates             {policy.rates.describe(policy.currency)}")
     for src in result.sources:  # thresholds and budgets are in the policy's currency
@@ -120,25 +125,50 @@ def summary_lines(result: Audit) -> list[str]:
                         "not reported"))
     if result.findings:
         out += [""] + _rule_rows(result)
+    if s.get("actions"):
+        out += [""] + _action_rows(s["actions"], masking)
+    return out
+
+
+def _action_rows(acts: list[dict[str, Any]], masking: bool) -> list[str]:
+    """The top actions (figures.actions: one per resource, ranked), then the rest: their savings add up to the
+    savings above."""
+    rest = acts[TOP_ACTIONS:]
+    out = [f"  top actions ({len(acts)} in all, one per resource)"]
+    for i, a in enumerate(acts[:TOP_ACTIONS], 1):
+        amount = (fmt_money(a["saving"], a["currency"]) if a["saving"] is not None
+                  else fmt_money(a["to_check"], a["currency"]) + "?" if a["to_check"] is not None else "–")
+        also = "".join(f" +{r['rule']}" for r in a["reasons"] if r["rule"] != a["rule"])
+        out.append(safe(f"  {i}. {amount:>12}  {a['severity']:<7}{a['rule']}{also} {a['resource']}"
+                        f" · {a['team'] or '(unattributed)'}", masking))
+    if rest:
+        saving = action_totals(rest, "saving")
+        out.append(f"  {len(rest)} more action{'s' if len(rest) > 1 else ''}: "
+                   f"{fmt_money(saving) if saving else '$0.00'} a month")
     return out
 
 
 def _rule_rows(result: Audit) -> list[str]:
     rows: dict[str, dict[str, Any]] = {}
     for f in result.active():
-        r = rows.setdefault(f.rule, {"name": f.name, "n": 0, "sev": f.severity, "save": {}, "elsewhere": {}})
+        r = rows.setdefault(f.rule, {"name": f.name, "n": 0, "sev": f.severity, "save": {}, "elsewhere": {},
+                                     "check": {}})
         r["n"] += 1
         if f.monthly_savings is not None:  # a saving another rule counts on the same resource is shown apart
-            into = r["elsewhere"] if f.counted_under else r["save"]
+            into = r["elsewhere"] if f.counted_under else r["save"] if counts(f) else r["check"]
             into[f.currency] = into.get(f.currency, 0) + f.monthly_savings
     out = [f"  {'rule':<8}{'name':<26}{'severity':<10}{'findings':>9}  {'saving / month':>16}"]
     for rid, r in sorted(rows.items()):
-        save = fmt_money(r["save"]) if r["save"] or not r["elsewhere"] else ""
+        save = fmt_money(r["save"]) if r["save"] or not (r["elsewhere"] or r["check"]) else ""
+        if r["check"]:
+            save = (save + " (+" if save else "") + fmt_money(r["check"]) + ("?)" if save else "?")
         if r["elsewhere"]:
             save = (save + " (+" if save else "") + fmt_money(r["elsewhere"]) + ("*)" if save else "*")
         out.append(f"  {rid:<8}{r['name']:<26}{r['sev'].label:<10}{r['n']:>9}  {save:>16}")
     if any(r["elsewhere"] for r in rows.values()):
         out.append("  * already counted under another rule's finding on the same resource; the total counts it once")
+    if any(r["check"] for r in rows.values()):
+        out.append("  ? to check: confidence below high, not in the total")
     return out
 
 

@@ -11,7 +11,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from auditor.evidence import HOW_JUDGED
-from auditor.figures import TOP_ACTIONS
+from auditor.figures import TOP_ACTIONS, finding_team
 from auditor.model import HOURS_PER_MONTH
 from auditor.outputs import anomalies, charts
 from auditor.outputs.jobs import jobs_view
@@ -58,8 +58,12 @@ DIMENSIONS = {"provider": "provider", "account": "account", "region": "region", 
 PRICING = {"on_demand": "On-demand", "spot": "Spot", "committed": "Committed (reserved, savings plans)"}
 BANDS = charts.BAND_LABELS
 UNATTRIBUTED = "(unattributed)"
-SAVINGS_DEFINITION = ("Savings found: what the open findings would save a month (730 hours), each resource counted "
-                      "once, with its largest saving; a quarter is three such months.")
+SAVINGS_DEFINITION = ("Savings found: what acting on the open findings would save a month (730 hours) from now on: "
+                      "one action per resource, with its largest saving, counted once; only for what still runs "
+                      "at the window's end (billed in its last day, or running in the inventory) and only where "
+                      "the finding's confidence is high (the rest: to check). A quarter is the next quarter's "
+                      "hours of them, as in the forecast. Wasted: what the window spent on the waste found, "
+                      "whether or not it still runs.")
 MACHINES_SHOWN = 25
 
 
@@ -104,15 +108,69 @@ def _team_savings(s: dict[str, Any], team: str, findings: list[dict[str, Any]]) 
 
 def _rule_savings(findings: list[dict[str, Any]]) -> dict[str, Any]:
     """A rule's open findings' savings: those it counts, and those another rule counts on the same resource
-    ({rule: {currency: amount}}), so that the rules' savings add up to the total without counting one twice."""
+    ({rule: {currency: amount}}), so that the rules' savings add up to the total without counting one twice;
+    and those to check (confidence below high), which the total leaves out."""
     counted: dict[str, Decimal] = {}
+    to_check: dict[str, Decimal] = {}
     overlaps: dict[str, dict[str, Decimal]] = {}
     for f in findings:
         if f.get("monthly_savings") is None:
             continue
-        into = overlaps.setdefault(f["counted_under"], {}) if f.get("counted_under") else counted
+        into = (overlaps.setdefault(f["counted_under"], {}) if f.get("counted_under")
+                else counted if f.get("confidence", "high") == "high" else to_check)
         into[f["currency"]] = into.get(f["currency"], Decimal(0)) + _d(f["monthly_savings"])
-    return {"savings": counted, "overlaps": overlaps}
+    return {"savings": counted, "overlaps": overlaps, "to_check": to_check}
+
+
+def _left_out(machines: list[str]) -> str:
+    """What the commitment baseline left out (summary.baseline_left_out), said where the forecast is."""
+    if not machines:
+        return ""
+    shown = ", ".join(machines[:5]) + (f" and {len(machines) - 5} more" if len(machines) > 5 else "")
+    return (f" Commitments (COM004) are sized without the {len(machines)} machine{'s' if len(machines) > 1 else ''}"
+            f" that findings say to stop or shrink ({shown}): no commitment is advised on them.")
+
+
+def _old_actions(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The actions of an audit.json written before the summary had them: per resource, the finding that counts
+    its saving (not `counted_under` another), largest saving first; every saving counted as the headline did."""
+    by_resource: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for f in findings:
+        by_resource.setdefault((f["resource"], f["currency"]), []).append(f)
+    out = []
+    for group in by_resource.values():
+        take = next((f for f in group if f.get("monthly_savings") is not None and not f.get("counted_under")),
+                    group[0])
+        out.append({**take, "saving": take.get("monthly_savings"), "to_check": None, "wasted": None,
+                    "reasons": group})
+    return sorted(out, key=lambda a: (-_d(a["saving"]), -_d(a.get("cost")), a["resource"]))
+
+
+def actions_view(s: dict[str, Any], team: str | tuple[str, ...] | None) -> dict[str, Any]:
+    """The audit's actions (summary.actions: one per resource, ranked), for the organisation or one team (or
+    several): the first TOP_ACTIONS ready to show, and the totals of them all, whose savings are the headline."""
+    teams = (team,) if isinstance(team, str) else team
+    acts = [a for a in s.get("actions", []) if teams is None or (a.get("team") or UNATTRIBUTED) in teams]
+    top = [{**a, "team_label": a.get("team") or UNATTRIBUTED, "spark": charts.sparkline(s, a["resource"]),
+            "also": [r for r in a["reasons"] if r["rule"] != a["rule"]]} for a in acts[:TOP_ACTIONS]]
+    rest = acts[TOP_ACTIONS:]
+    return {"top": top, "count": len(acts), "rest": len(rest), "rest_saving": _money_sum(rest, "saving"),
+            "rest_to_check": _money_sum(rest, "to_check"), "saving": _money_sum(acts, "saving"),
+            "to_check": _money_sum(acts, "to_check"), "wasted": _money_sum(acts, "wasted")}
+
+
+def _resource_cost(findings: list[dict[str, Any]]) -> dict[str, Decimal]:
+    """The cost in the window of the resources the findings are on, each resource once (two findings on one
+    machine are one machine's cost), per currency."""
+    most: dict[tuple[str, str], Decimal] = {}
+    for f in findings:
+        if f.get("cost") is not None:
+            key = (f["resource"], f["currency"])
+            most[key] = max(most.get(key, Decimal(0)), _d(f["cost"]))
+    out: dict[str, Decimal] = {}
+    for (_, cur), amount in most.items():
+        out[cur] = out.get(cur, Decimal(0)) + amount
+    return out
 
 
 def _money_sum(findings: list[dict[str, Any]], key: str) -> dict[str, Decimal]:
@@ -328,18 +386,18 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
         shown, g["rest"] = shown_findings(g["findings"], ranked=True)  # thousands: the costliest, the rest summed
         g["findings"] = [_finding(f) for f in shown]
     by_team: dict[str, dict[str, Any]] = {}
-    for f in every:
-        t = by_team.setdefault(team_of(f), {"team": team_of(f), "findings": []})
+    for f in every:  # the organisation's findings (a family's baseline, unowned spend) apart from unattributed
+        key = finding_team(f["entity_type"], f.get("team")) or UNATTRIBUTED
+        t = by_team.setdefault(key, {"team": key, "findings": []})
         t["findings"].append(f)
     for t in by_team.values():
         mine = [f for f in t["findings"] if not f["waived"]]
         b = (s.get("teams") or {}).get(t["team"]) or {}
         t.update(lead=b.get("lead"), open=len(mine), waived=len(t["findings"]) - len(mine),
-                 savings=_team_savings(s, t["team"], mine), cost=_money_sum(mine, "cost"),
+                 savings=_team_savings(s, t["team"], mine), cost=_resource_cost(mine),
                  rules=sorted({f["rule"] for f in mine}))
     team_rows = sorted(by_team.values(), key=lambda t: (-_d(t["savings"].get(cur)), -t["open"], t["team"]))
-    top = sorted((f for f in open_ if f.get("monthly_savings") is not None),
-                 key=lambda f: (-_d(f["monthly_savings"]), f["rule"], f["resource"]))[:TOP_ACTIONS]
+    actions = actions_view(s if "actions" in s else {**s, "actions": _old_actions(open_)}, team)
 
     # waivers, and those that end within EXPIRING_DAYS of the as-of date
     as_of = date.fromisoformat(doc.get("as_of") or doc["generated_at"][:10])
@@ -362,7 +420,9 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
                         else {c: _d(v) * hours / HOURS_PER_MONTH for c, v in savings.items()})
         forecast = {"basis": fc["basis"], "next": fc["next"], "run_rate": run_rate, "definition": (
                         f"Forecast savings over {fc['next']['label']}: the savings found a month, over its "
-                        f"{fmt_num(hours)} hours in 730-hour months, taken off the run rate."),
+                        f"{fmt_num(hours)} hours in 730-hour months, taken off the run rate."
+                        + _left_out([m for m in s.get("baseline_left_out") or []
+                                     if team is None or m in {f["resource"].lower() for f in every}])),
                     "gpu": fc.get("gpu_cost") if team is None else None, "savings": next_savings,
                     "with_savings": {c: max(_d(v) - next_savings.get(c, Decimal(0)), Decimal(0))
                                      for c, v in run_rate.items()}}
@@ -405,12 +465,15 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
         "effective": s.get("effective_cost", {}) if team is None else None, "rows": s.get("rows"),
         "savings_definition": SAVINGS_DEFINITION,
         "savings": savings, "savings_quarter": (s.get("quarterly_savings") if team is None else None)
-        or {c: _d(v) * 3 for c, v in savings.items()},
+        or {c: _d(v) * (_d(fc["next"]["hours"]) if fc else 3 * HOURS_PER_MONTH) / HOURS_PER_MONTH
+            for c, v in savings.items()},
         "findings_count": {"open": len(open_), "waived": len(every) - len(open_),
                            "by_severity": {sev: sum(1 for f in open_ if f["severity"] == sev)
                                            for sev in ("critical", "high", "medium", "low", "info")}},
         "compliance": compliance, "clauses": clauses, "change": change,
-        "top": [{**_finding(f), "spark": charts.sparkline(s, f["resource"])} for f in top],
+        "top": actions["top"], "actions": actions,
+        "wasted": s.get("wasted", {}) if team is None else actions["wasted"],
+        "to_check": s.get("savings_to_check", {}) if team is None else actions["to_check"],
         "weekly": charts.weekly(s, cur, team),
         "anomalies": anomalies.charts(every),
         "band_keys": charts.band_keys(),

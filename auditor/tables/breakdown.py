@@ -174,6 +174,13 @@ def coverage(store: Store, window: Window) -> dict[str, Any]:
     return {"months": [{"month": mo, "lines": by_month[mo]} for mo in months], "missing": missing}
 
 
+def over_next(window: Window, monthly: dict[str, Decimal]) -> dict[str, Decimal]:
+    """Monthly amounts (730-hour months) over the hours of the next window: the one quarterly savings figure,
+    the forecast's and the summary's alike."""
+    hours = next_window(window).hours
+    return {cur: amount * hours / HOURS_PER_MONTH for cur, amount in monthly.items()}
+
+
 def forecast(store: Store, window: Window, team_key: str,
              monthly_savings: dict[str, Decimal]) -> dict[str, Any] | None:
     """Next window's spend at the current run rate: the billed cost per hour of the window's last calendar month
@@ -208,7 +215,7 @@ def forecast(store: Store, window: Window, team_key: str,
         return {cur: amount * nxt.hours / basis.hours for cur, amount in amounts.items()}
 
     total, gpu, by_team = scale(total), scale(gpu), {t: scale(v) for t, v in by_team.items()}
-    savings = {cur: amount * nxt.hours / HOURS_PER_MONTH for cur, amount in monthly_savings.items()}
+    savings = over_next(window, monthly_savings)
     with_savings = {cur: max(amount - savings.get(cur, Decimal(0)), Decimal(0)) for cur, amount in total.items()}
     return {
         "basis": {"start": basis.start, "end": basis.end, "label": basis.label, "hours": str(basis.hours)},

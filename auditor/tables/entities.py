@@ -378,9 +378,15 @@ def commitments(store: Store, window: Window, policy: Policy) -> list[Commitment
 @builds(SteadyGpuSpend)
 def steady_gpu_spend(store: Store, window: Window, policy: Policy) -> list[SteadyGpuSpend]:
     """On-demand GPU compute per provider, region, instance family and currency, and its floor: the least it cost
-    in any hour of the window's billing (hourly_floors), which a commitment of that size would always use."""
+    in any hour of the window's billing (hourly_floors), which a commitment of that size would always use. The
+    machines findings say to stop or shrink (store.freed, core.run_audit) are left out: no commitment is sized on
+    a machine the same audit says to stop."""
     on_demand = ("COALESCE(PricingCategory, '') NOT IN ('Dynamic', 'Committed') AND CommitmentDiscountId IS NULL "
                  "AND CommitmentDiscountStatus IS NULL")
+    freed = ", ".join(lit(i) for i in sorted(store.freed))
+    if freed:
+        on_demand += (f" AND (ResourceId IS NULL OR (lower(ResourceId) NOT IN ({freed}) "
+                      f"AND regexp_extract(lower(ResourceId), '[^/:]+$') NOT IN ({freed})))")
     gpu = (f"{window.where()} AND x_CostCategory = 'gpu_compute' AND ChargeCategory = 'Usage' "
            "AND x_InstanceType IS NOT NULL")
     family = family_sql("x_Provider", "x_InstanceType")

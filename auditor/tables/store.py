@@ -76,6 +76,8 @@ class Store:
         self.sources: list[SourceFile] = []
         self.warnings: list[str] = []
         self.entities: dict[tuple[type, Window], list] = {}  # built once each (tables/entities.py)
+        # machines (ids, lower case) that findings say to stop or shrink: left out of the commitment baseline
+        self.freed: set[str] = set()
         self.tag_sets: dict[tuple, dict[str, str]] = {}  # one dict per distinct tag set (entities._tag_set)
         # Files read as one scan (the parts of an export): label -> their paths and the figures of them all.
         self.parts: dict[str, dict[str, Any]] = {}

@@ -11,7 +11,7 @@ from decimal import Decimal
 from typing import Any
 
 from auditor.context import Context
-from auditor.figures import apportion_amounts, savings_by, savings_total, sum_money
+from auditor.figures import action_totals, action_totals_by, apportion_amounts, sum_money
 from auditor.model import Finding, GpuAsset, GpuSlice, NodeGpuAllocation, Severity, TeamSpend, money
 from auditor.policy import Policy
 from auditor.tables import breakdown, fleet, shared_gpus, split, stats, weekly
@@ -21,10 +21,12 @@ from auditor.tables.store import Store
 from auditor.window import Window
 
 
-def summarize(store: Store, policy: Policy, window: Window, findings: list[Finding]) -> dict[str, Any]:
+def summarize(store: Store, policy: Policy, window: Window, findings: list[Finding],
+              acts: list[dict[str, Any]]) -> dict[str, Any]:
+    """`acts`: the open findings' actions (figures.actions), whose savings are the headline."""
     figures = stats.window_stats(store.con, window)
     active = [f for f in findings if not f.waived]
-    savings = savings_total(active)
+    savings = action_totals(acts, "saving")
     team_key, project_key = spend_team_sql(policy), tag_sql(policy.project_tags)
     per_team = breakdown.team_spend(store, window, team_key, project_key)
     assets = build(store, window, policy, GpuAsset)
@@ -62,8 +64,11 @@ def summarize(store: Store, policy: Policy, window: Window, findings: list[Findi
         "teams": budgets,
         "findings": {"total": len(active), "waived": len(findings) - len(active), "by_severity": by_severity},
         "monthly_savings": savings,
-        "quarterly_savings": {cur: amount * 3 for cur, amount in savings.items()},  # 3 months of 730 hours
-        "savings_by_team": savings_by(active, lambda f: f.team or breakdown.UNATTRIBUTED),
+        "quarterly_savings": breakdown.over_next(window, savings),  # the forecast's: the next window's hours
+        "savings_to_check": action_totals(acts, "to_check"),
+        "wasted": action_totals(acts, "wasted"),
+        "actions": acts,
+        "savings_by_team": action_totals_by(acts, "saving", lambda a: a["team"] or breakdown.UNATTRIBUTED),
         "findings_cost": sum_money(active, "cost"),
         "breakdown": breakdown.spend_breakdown(store, window, policy.currency, team_key, project_key),
         "gpu_hours_by_pricing": breakdown.gpu_hours_by_pricing(per_team),
@@ -71,6 +76,7 @@ def summarize(store: Store, policy: Policy, window: Window, findings: list[Findi
         "fleet": {"by_model": breakdown.gpu_by_model(per_team), "utilisation": fleet.total_bands(util),
                   "machines": machines[:fleet.MACHINES], "machines_total": len(machines)},
         "forecast": breakdown.forecast(store, window, team_key, savings),
+        "baseline_left_out": sorted(store.freed),  # machines to stop or shrink: no commitment sized on them
         "previous_window": breakdown.previous_spend(store, window),
         "coverage": coverage,
         "kubernetes_gpus": shared_gpus.summary(build(store, window, policy, NodeGpuAllocation),
@@ -79,7 +85,7 @@ def summarize(store: Store, policy: Policy, window: Window, findings: list[Findi
         "allocation": allocation,
         "weekly": weekly.weekly(store, window, team_key, project_key, figures["gpu_cost"],
                                 {a.id: a.gpu_count for a in assets}, {m["id"]: m["team"] for m in machines}),
-        "sparklines": weekly.sparklines(store, window, findings),
+        "sparklines": weekly.sparklines(store, window, acts),
     }
     _round_breakdowns(out)
     return out

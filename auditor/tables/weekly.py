@@ -11,7 +11,7 @@ from decimal import Decimal
 from typing import Any
 
 from auditor.figures import TOP_ACTIONS, apportion_amounts
-from auditor.model import Finding, money
+from auditor.model import money
 from auditor.sql import lit
 from auditor.tables.breakdown import UNATTRIBUTED, attributed, hours_text
 from auditor.tables.fleet import BANDS
@@ -86,21 +86,19 @@ def weekly(store: Store, window: Window, team_key: str, project_key: str, gpu_to
     return {"teams": teams, "weeks": out}
 
 
-def shown_first(findings: list[Finding]) -> list[Finding]:
-    """The findings a report lists first, for the organisation and for each team: open, with savings, the
-    largest first (outputs/report.py's top actions)."""
-    open_ = sorted((f for f in findings if not f.waived and f.monthly_savings is not None),
-                   key=lambda f: (-f.monthly_savings, f.rule, f.resource))
-    out = open_[:TOP_ACTIONS]
-    for team in sorted({f.team or UNATTRIBUTED for f in open_}):
-        out += [f for f in open_ if (f.team or UNATTRIBUTED) == team][:TOP_ACTIONS]
+def shown_first(acts: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The actions a report lists first, for the organisation and for each team (outputs/view.py's top
+    actions): they are ranked already (figures.actions)."""
+    out = acts[:TOP_ACTIONS]
+    for team in sorted({a["team"] or UNATTRIBUTED for a in acts}):
+        out += [a for a in acts if (a["team"] or UNATTRIBUTED) == team][:TOP_ACTIONS]
     return out
 
 
-def sparklines(store: Store, window: Window, findings: list[Finding]) -> dict[str, dict[str, Any]]:
-    """{resource: {currency, start, days: [amount per UTC day of the window]}} for the resources of the findings
-    shown first, in the finding's currency, where the billing has the resource on two days or more; one query."""
-    wanted = {f.resource: f.currency for f in shown_first(findings)}
+def sparklines(store: Store, window: Window, acts: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """{resource: {currency, start, days: [amount per UTC day of the window]}} for the resources of the actions
+    shown first, in the action's currency, where the billing has the resource on two days or more; one query."""
+    wanted = {a["resource"]: a["currency"] for a in shown_first(acts)}
     if not wanted:
         return {}
     rows = store.con.execute(f"""

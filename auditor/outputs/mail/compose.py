@@ -20,11 +20,12 @@ import jinja2
 
 from auditor.auditfile import read_audit
 from auditor.errors import InputError
+from auditor.figures import ORGANISATION
 from auditor.model import fmt_money
 from auditor.outputs import anomalies, charts
 from auditor.outputs.mail.outbox import PENDING, now, slug
 from auditor.outputs.mail.route import Letter, Section, added, amounts, clean, mail_address, route
-from auditor.outputs.view import shown_findings
+from auditor.outputs.view import UNATTRIBUTED, actions_view, shown_findings
 from auditor.policy import Policy
 from auditor.text import one_line
 
@@ -118,6 +119,9 @@ def view(audit: dict[str, Any], letter: Letter, owner: str) -> dict[str, Any]:
         "currency": currency,
         "section_groups": lambda s: _by_rule(s, clauses),
         "total_savings": amounts(audit["summary"].get("monthly_savings")),
+        # a section's actions (one per resource; their savings add up to its savings found), or all of them
+        "actions": lambda s=None: actions_view(audit["summary"], None if s is None else s.team
+                                               or (UNATTRIBUTED, ORGANISATION)),
         "weekly": lambda team=None: charts.weekly(audit["summary"], p.get("currency") or currency, team),
         "band_keys": charts.band_keys(),
         "anomalies": lambda: anomalies.charts(audit.get("findings", [])),

@@ -15,6 +15,7 @@ from auditor.text import one_line
 
 UNATTRIBUTED = "(unattributed)"  # the key audit.json's summary.by_team uses for spend with no team
 TAX = "(tax)"  # and for tax, no team's: the owner's summary counts it in the total
+ORGANISATION = "(organisation)"  # summary.savings_by_team's key for findings on the whole organisation (figures)
 
 
 def mail_address(value: Any, what: str) -> str:
@@ -114,7 +115,10 @@ def route(audit: dict[str, Any], policy: Policy) -> list[Letter]:
         key = UNATTRIBUTED if team is None else team
         spend = amounts(by_team.get(key))
         used = ((audit["summary"].get("teams") or {}).get(key) or {}).get("share_of_budget")
-        return Section(team, lead, in_policy, spend, savings_of(audit["summary"], key, active), clean(active),
+        savings = savings_of(audit["summary"], key, active)
+        if team is None:  # the findings on no team's resource: unattributed ones and the organisation's
+            savings = added(savings, amounts((audit["summary"].get("savings_by_team") or {}).get(ORGANISATION)))
+        return Section(team, lead, in_policy, spend, savings, clean(active),
                        clean([f for f in mine if f["waived"]]), budget, used)
 
     teams = [section(name, mail_address(t.lead, f"the lead of team {one_line(name)!r}"), True,
