@@ -632,19 +632,20 @@ def test_disk_full_keeps_the_previous_report(policy, previous, monkeypatch):
 
 @pytest.mark.parametrize("code", [errno.EROFS, errno.EACCES])
 def test_unwritable_output_folder_keeps_the_previous_report(policy, previous, monkeypatch, code):
-    """Tests run as root, where chmod blocks nothing: the refusal is os.replace's, as a read-only mount or a
-    folder without write permission gives it."""
+    """Tests run as root, where chmod blocks nothing: the refusal is made the system's, as a read-only mount or a
+    folder without write permission gives it to every new file and folder (beside the folder and in it)."""
     out, before = previous
-    real_replace = os.replace
-    calls = []
+    from auditor import atomic
 
-    def replace(src, dst, *args, **kwargs):
-        calls.append(dst)
-        if len(calls) == 2:  # one new file is in place already: it must be put back
-            raise OSError(code, os.strerror(code))
-        return real_replace(src, dst, *args, **kwargs)
+    def refusing(real):
+        def make(*args, dir=None, **kwargs):
+            if dir is not None and Path(dir) in (out, out.parent):
+                raise OSError(code, os.strerror(code))
+            return real(*args, dir=dir, **kwargs)
+        return make
 
-    monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(atomic.tempfile, "mkdtemp", refusing(atomic.tempfile.mkdtemp))
+    monkeypatch.setattr(atomic.tempfile, "mkstemp", refusing(atomic.tempfile.mkstemp))
     result = audit(policy, out, BAD / "cur-credits.csv")
     monkeypatch.undo()
     assert result.exit_code == 2
@@ -861,3 +862,160 @@ def test_gate_names_the_line_of_a_broken_document_among_10000(tmp_path):
     doc = json.loads(output.read_text())
     assert doc["verdict"] == "error" and [(f["file"], f["line"]) for f in doc["failed_files"]] == \
         [(str(manifest), 2 * 4_000 + 1)]
+
+
+# ---- all old or all new: a signal at any step of publishing the outputs ---------------------------------------
+
+def _output_set(tag: str) -> dict[str, str]:
+    return {name: f"{tag} {name}\n" * (1000 if name == "audit.json" else 1) for name in OUTPUTS}
+
+
+OLD_SET, NEW_SET = _output_set("old"), _output_set("new")
+USER_FILES = {"notes.txt": "kept by the user\n", "outbox/state.json": "{}\n"}  # carried into every new set
+# what a fault may interrupt: each write and rename, and each step of making and removing the hidden folder
+FAULT_AT = ("_write", "_exchange", "chmod", "link", "rename", "mkdir", "rmdir", "unlink")
+
+
+def _fault_child(out: Path, nth: int, sig: int) -> None:
+    """In a forked child: publish NEW_SET into `out`, sending itself `sig` at the nth step (a write stops half
+    way); exit 130/143 on the handled interrupt, 0 if the publish ended, 99 if the nth step never came."""
+    from auditor import atomic, scratch
+
+    scratch.handle_sigterm()
+    count = 0
+
+    def faulty(owner, name):
+        real = getattr(owner, name)
+
+        def step(*args, **kwargs):
+            nonlocal count
+            count += 1
+            if count == nth:
+                if name == "_write":  # half the file on disk, then the signal
+                    real(args[0], args[1][: len(args[1]) // 2])
+                os.kill(os.getpid(), sig)
+                if name == "_write":
+                    return None
+            return real(*args, **kwargs)
+
+        setattr(owner, name, step)
+
+    for name in FAULT_AT:
+        faulty(atomic if name.startswith("_") else os, name)
+    code = 0
+    try:
+        atomic.write_files(out, NEW_SET)
+    except KeyboardInterrupt:
+        code = scratch.interrupted_exit_code()
+    except BaseException:  # noqa: BLE001 - any other end is a failure the parent reports
+        code = 3
+    os._exit(code if count >= nth else 99)
+
+
+def _fork(fn, *args) -> int:
+    pid = os.fork()
+    if pid == 0:
+        try:
+            fn(*args)
+        finally:
+            os._exit(98)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def _with_user_files(files: dict[str, str]) -> dict[str, bytes]:
+    return {k: v.encode() for k, v in sorted({**files, **USER_FILES}.items())}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
+def test_a_signal_at_any_step_leaves_the_old_set_or_the_new(tmp_path, sig):
+    """The previous complete set, or the new complete one, whatever step the signal lands on (every write,
+    rename, link, mode change and removal of publishing a set); what a killed run left is removed by the next,
+    and the user's file and folder in the output folder survive every case."""
+    from auditor import atomic
+
+    nth = 0
+    seen = set()
+    while True:
+        nth += 1
+        out = tmp_path / f"case-{nth}" / "out"
+        atomic.write_files(out, OLD_SET)
+        for name, text in USER_FILES.items():
+            (out / name).parent.mkdir(exist_ok=True)
+            (out / name).write_text(text)
+        code = _fork(_fault_child, out, nth, sig)
+        if code == 99:  # the publish has fewer steps than nth: every one was tried
+            break
+        after = files_under(out)
+        if sig == signal.SIGKILL and "outbox/state.json" not in after:
+            # killed in the instant the user's folder is moved into the new set: it lies in the hidden folder
+            # beside `out` until the next run moves it back (asserted below); the set itself is whole
+            after["outbox/state.json"] = USER_FILES["outbox/state.json"].encode()
+        assert after in (_with_user_files(OLD_SET), _with_user_files(NEW_SET)), (nth, sorted(after))
+        seen.add("old" if after == _with_user_files(OLD_SET) else "new")
+        if sig == signal.SIGKILL:
+            assert code == -signal.SIGKILL, (nth, code)
+        else:  # handled: the run cleans up after itself
+            assert code in (128 + sig, 0), (nth, code)
+            assert sorted(p.name for p in out.parent.iterdir()) == ["out"], nth
+        atomic.write_files(out, NEW_SET)  # the next run
+        assert files_under(out) == _with_user_files(NEW_SET), nth
+        assert sorted(p.name for p in out.parent.iterdir()) == ["out"], nth  # no hidden folder left beside it
+    assert nth > 15 and seen == {"old", "new"}, (nth, seen)
+
+
+def test_a_killed_first_publish_leaves_no_folder_or_a_whole_one(tmp_path):
+    from auditor import atomic
+
+    for nth in range(1, 100):
+        out = tmp_path / f"case-{nth}" / "out"
+        out.parent.mkdir()
+        if _fork(_fault_child, out, nth, signal.SIGKILL) == 99:
+            break
+        assert not out.exists() or files_under(out) == {k: v.encode() for k, v in NEW_SET.items()}, nth
+        atomic.write_files(out, OLD_SET)
+        assert sorted(p.name for p in out.parent.iterdir()) == ["out"], nth
+    assert nth > 5
+
+
+def _signal_at_publish(when: str, out: Path, audit_json: Path) -> subprocess.CompletedProcess:
+    """`gpu-auditor report` in a fresh process that sends itself SIGTERM just before, or just after, the step
+    that makes the new set visible (in it, signals are held until the set is in place)."""
+    code = f"""
+import os, signal, sys
+from auditor import atomic
+from auditor.cli import main
+real = atomic.Staging.publish
+def publish(self):
+    if {when == "before"!r}:
+        os.kill(os.getpid(), signal.SIGTERM)
+    real(self)
+    if {when == "after"!r}:
+        os.kill(os.getpid(), signal.SIGTERM)
+atomic.Staging.publish = publish
+sys.argv = ["gpu-auditor", "report", {str(audit_json)!r}, "--out", {str(out)!r}]
+main()
+"""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_sigterm_at_the_publish_step_through_the_cli(policy, tmp_path, when):
+    out = tmp_path / "out"
+    assert audit(policy, out, GPU_FIXTURE).exit_code == 0
+    (out / "report.html").write_text("the previous report\n")
+    before = files_under(out)
+    saved = tmp_path / "audit.json"
+    shutil.copy(out / "audit.json", saved)
+    proc = _signal_at_publish(when, out, saved)
+    assert proc.returncode == 143, proc.stderr
+    assert "Traceback" not in proc.stderr
+    if when == "before":
+        assert proc.stderr.strip().splitlines() == ["gpu-auditor: terminated (SIGTERM); nothing was written"]
+        assert files_under(out) == before
+    else:  # the signal came after the set was in place: it stays, and the message says so
+        assert proc.stderr.strip().splitlines() == [
+            f"gpu-auditor: terminated (SIGTERM) after the outputs were written in full ({out})"]
+        assert (out / "report.html").read_text(encoding="utf-8") != "the previous report\n"
+        assert set(files_under(out)) == set(before)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["audit.json", "out"]

@@ -85,10 +85,14 @@ class AuditorGroup(click.Group):
 def interrupted() -> None:
     """Ctrl-C, or SIGTERM (a cancelled CI job, `timeout`): one line, exit 130 or 143; the outputs were rolled
     back and the scratch folder is removed as the process exits (scratch.py)."""
-    from auditor import scratch
+    from auditor import atomic, scratch
 
     what = "terminated (SIGTERM)" if scratch.received == signal.SIGTERM else "interrupted"
-    click.echo(f"gpu-auditor: {what}; nothing was written", err=True)
+    if atomic.published:  # it came after the outputs were in place, whole: they stay
+        done = ", ".join(str(p) for p in atomic.published)
+        click.echo(f"gpu-auditor: {what} after the outputs were written in full ({safe(done)})", err=True)
+    else:
+        click.echo(f"gpu-auditor: {what}; nothing was written", err=True)
     sys.exit(scratch.interrupted_exit_code())
 
 

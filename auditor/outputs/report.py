@@ -152,7 +152,7 @@ def write_outputs(audit: Audit | dict[str, Any], out_dir: Path, formats: tuple[s
     rendered = {FILE_NAMES[f]: streamed.get(f) or _render(f, view) for f in formats}
     if "csv" in formats:  # the jobs beside the findings, written row by row
         rendered[JOBS_CSV] = lambda fh: write_jobs_csv(doc, fh, team)
-    return write_files(target(out_dir, follow_symlinks), rendered, "report")
+    return write_files(target(out_dir, follow_symlinks, folder=True), rendered, "report")
 
 
 # ---- the view-model: what the templates see, built from the audit.json dict alone -------------------------
