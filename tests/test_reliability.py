@@ -1019,3 +1019,108 @@ def test_sigterm_at_the_publish_step_through_the_cli(policy, tmp_path, when):
         assert (out / "report.html").read_text(encoding="utf-8") != "the previous report\n"
         assert set(files_under(out)) == set(before)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["audit.json", "out"]
+
+
+# ---- only regular files are written -------------------------------------------------------------------------
+
+MANIFESTS = REPO / "fixtures" / "manifests"
+
+
+def _special(kind: str, path: Path) -> None:
+    """Make `path` a file system object that is not a regular file."""
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "socket":
+        import socket
+
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(str(path))
+        sock.close()
+    elif kind == "device":  # a /dev/null of our own: the real one is not put at risk
+        if os.geteuid() != 0:
+            pytest.skip("making a device node needs root")
+        os.mknod(path, 0o666 | __import__("stat").S_IFCHR, os.makedev(1, 3))
+    else:
+        path.mkdir()
+        (path / "inside.txt").write_text("kept\n")
+
+
+def _same(path: Path) -> tuple:
+    st = os.lstat(path)
+    return st.st_ino, st.st_mode, st.st_rdev
+
+
+@pytest.mark.parametrize("kind", ["fifo", "socket", "device", "folder"])
+def test_gate_output_that_is_not_a_regular_file_is_refused(tmp_path, kind):
+    out = tmp_path / "gate.txt"
+    _special(kind, out)
+    before = _same(out)
+    with deadline(60):  # an open of a fifo would block: the refusal must come first
+        result = CliRunner().invoke(cli, ["gate", "--policy", str(MANIFESTS / "policy.yml"), "--output", str(out),
+                                          str(MANIFESTS / "kubernetes")])
+    assert result.exit_code == 2
+    word = {"fifo": "a named pipe", "socket": "a socket", "device": "a device", "folder": "a folder"}[kind]
+    assert the_error(result) == (f"gpu-auditor: error: {out}: is {word}; gpu-auditor writes only regular files "
+                                 "(give a file's path, or - for standard output)")
+    assert _same(out) == before  # the very same node, not a regular file put in its place
+
+
+def test_gate_output_dash_is_standard_output(tmp_path):
+    result = CliRunner().invoke(cli, ["gate", "--policy", str(MANIFESTS / "policy.yml"), "--format", "json",
+                                      "--output", "-", str(MANIFESTS / "kubernetes")], catch_exceptions=False)
+    assert result.exit_code in (0, 1)
+    assert json.loads(result.stdout)  # the whole verdict, on stdout
+    assert not Path("-").exists() and not (REPO / "-").exists()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "folder"])
+def test_report_outputs_that_are_not_regular_files_are_refused(policy, tmp_path, kind):
+    out = tmp_path / "out"
+    assert audit(policy, out, GPU_FIXTURE).exit_code == 0
+    (out / "report.md").unlink()
+    _special(kind, out / "report.md")
+    before = files_under(out)
+    result = audit(policy, out, GPU_FIXTURE)
+    assert result.exit_code == 2
+    assert the_error(result).startswith(f"gpu-auditor: error: {out / 'report.md'}: is a ")
+    assert files_under(out) == before and stat_kind(out / "report.md") == kind
+
+
+def stat_kind(path: Path) -> str:
+    import stat as st
+
+    mode = os.lstat(path).st_mode
+    return "fifo" if st.S_ISFIFO(mode) else "device" if st.S_ISCHR(mode) else "folder" if st.S_ISDIR(mode) \
+        else "file"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "file"])
+def test_an_out_folder_that_is_not_a_folder_is_refused(policy, tmp_path, kind):
+    out = tmp_path / "out"
+    if kind == "file":
+        out.write_text("a file\n")
+    else:
+        _special(kind, out)
+    result = audit(policy, out, GPU_FIXTURE)
+    assert result.exit_code == 2
+    word = "a named pipe" if kind == "fifo" else "a file"
+    assert the_error(result) == (f"gpu-auditor: error: {out}: is {word}, not a folder; the outputs are written "
+                                 "into a folder")
+    assert stat_kind(out) == kind
+
+
+@pytest.mark.parametrize("command", ["policy-init", "outbox"])
+def test_other_outputs_refuse_a_named_pipe(policy, tmp_path, command):
+    target = tmp_path / "target"
+    os.mkfifo(target)
+    if command == "outbox":
+        assert audit(policy, tmp_path / "audit", GPU_FIXTURE).exit_code == 0
+    with deadline(60):
+        if command == "policy-init":
+            result = CliRunner().invoke(cli, ["policy", "init", "--force", str(target)])
+        else:
+            result = CliRunner().invoke(cli, ["email", "--dry-run", "--policy", str(REPO / "fixtures/demo/policy.yml"),
+                                              "--outbox", str(target), str(tmp_path / "audit")])
+    assert result.exit_code == 2
+    assert f"{target}: is a named pipe" in the_error(result)
+    assert stat_kind(target) == "fifo"
