@@ -1124,3 +1124,78 @@ def test_other_outputs_refuse_a_named_pipe(policy, tmp_path, command):
     assert result.exit_code == 2
     assert f"{target}: is a named pipe" in the_error(result)
     assert stat_kind(target) == "fifo"
+
+
+# ---- no raw line break from input in any output a log may print ---------------------------------------------
+
+BREAKS = "\n::error title=forged::one\r\n::warning::two\r::notice::three\u2028::error::four\u0085::error::five"
+HOSTILE_COLUMNS = ("identity/LineItemId", "bill/PayerAccountId", "lineItem/UsageAccountId", "lineItem/ResourceId",
+                   "lineItem/AvailabilityZone", "lineItem/LineItemDescription", "product/ProductName",
+                   "lineItem/Operation", "resourceTags/user:team")
+
+
+def _forged_lines(text: str) -> list[str]:
+    """Lines (split as Python splits them: LF, CR, U+2028, NEL, ...) that start, after white space, as a
+    workflow command does."""
+    return [line for line in text.splitlines() if line.lstrip().startswith("::")]
+
+
+@pytest.fixture(scope="module")
+def line_break_run(tmp_path_factory) -> dict[str, str]:
+    """Every output of an audit whose text columns, file name, policy name and team names hold line breaks
+    followed by workflow commands: the output files, the e-mails' text and HTML parts and headers, `report`'s
+    re-rendering, and what each command printed."""
+    import email
+    import email.policy
+
+    tmp = tmp_path_factory.mktemp("breaks")
+    with open(GPU_FIXTURE, newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    header = rows[0]
+    for row in rows[1:]:
+        for i, name in enumerate(header):
+            if name in HOSTILE_COLUMNS:
+                row[i] += BREAKS
+    billing = tmp / f"cur{BREAKS.replace(chr(0x2028), '').replace(chr(0x85), '')}.csv"
+    with open(billing, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows(rows)
+    policy = tmp / "policy.yml"
+    policy.write_text(f"policy: {json.dumps('Breaks' + BREAKS)}\nowner: finops@example.com\n"
+                      "attribution: {team_tags: [team]}\nteams:\n"
+                      f"  {json.dumps('research' + BREAKS)}: {{lead: lead@example.com}}\n"
+                      f"  vision: {{lead: vision@example.com}}\n", encoding="utf-8")
+    out, again = tmp / "out", tmp / "again"
+    seen: dict[str, str] = {}
+    runs = {"audit": ["audit", "--policy", str(policy), "--out", str(out), str(billing)],
+            "inspect": ["inspect", str(billing)],
+            "report": ["report", str(out / "audit.json"), "--out", str(again)],
+            "email": ["email", "--dry-run", "--policy", str(policy), str(out)]}
+    for name, args in runs.items():
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code in (0, 1), (name, result.output)
+        seen[f"{name} stdout"], seen[f"{name} stderr"] = result.stdout, result.stderr
+    for folder in (out, again):
+        for path in folder.rglob("*"):
+            if path.is_file() and path.suffix != ".eml":
+                seen[str(path.relative_to(tmp))] = path.read_text(encoding="utf-8")
+    emails = sorted((out / "outbox").glob("*.eml"))
+    assert len(emails) == 3  # the owner, research's lead (the team holding the line breaks), vision's lead
+    for eml in emails:
+        msg = email.message_from_bytes(eml.read_bytes(), policy=email.policy.default)
+        seen[f"{eml.name} headers"] = "\n".join(f"{k}: {v}" for k, v in msg.items())
+        for part in msg.walk():
+            if part.get_content_maintype() == "text":
+                seen[f"{eml.name} {part.get_content_type()}"] = part.get_content()
+    return seen
+
+
+def test_no_output_starts_a_line_with_input(line_break_run):
+    forged = {name: _forged_lines(text)[:2] for name, text in line_break_run.items() if _forged_lines(text)}
+    assert forged == {}
+    assert {"out/report.html", "out/report.md", "out/findings.csv", "out/jobs.csv", "out/audit.json",
+            "again/report.html", "audit stdout", "inspect stdout"} <= set(line_break_run)
+    # the values are there, escaped: the reader still sees what the input held
+    assert "research\\n::error title=forged::one\\r\\n" in line_break_run["out/report.html"]
+    assert "Breaks\\n::error" in line_break_run["audit stdout"]
+    html = [text for name, text in line_break_run.items() if name.endswith("text/html")]
+    assert html and all("\\n::error title=forged::one" in text for text in html)

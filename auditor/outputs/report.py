@@ -15,14 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 import jinja2
 import markupsafe
-from markupsafe import Markup
 
 from auditor.atomic import target, write_files
 from auditor.model import fmt_money
 from auditor.outputs import audit_json
 from auditor.outputs.jobs import JOBS_CSV, write_jobs_csv
 from auditor.outputs.view import audit_doc, build_view, fmt_num, team_of
-from auditor.text import md_escape, printable, safe_cell
+from auditor.text import md_escape, safe_cell, template_value
 
 if TYPE_CHECKING:
     from auditor.audit import Audit
@@ -50,20 +49,12 @@ def _env() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("auditor.reports", "."),
                              autoescape=jinja2.select_autoescape(["html", "html.j2"]),
                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined,
-                             finalize=_finalize)
+                             finalize=template_value)
     env.filters["money"] = fmt_money
     env.filters["num"] = fmt_num
     env.filters["md"] = md_escape
     env.filters["code"] = inline_code
     return env
-
-
-def _finalize(value: Any) -> Any:
-    """Every `{{ value }}` of every template: control characters escaped (a line break stays in Markdown text
-    that is meant to have one; the |md filter puts table cells on one line)."""
-    if isinstance(value, str) and not isinstance(value, Markup):
-        return printable(value)
-    return value
 
 
 def render_json(audit: Audit | dict[str, Any]) -> str:
