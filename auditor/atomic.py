@@ -115,18 +115,23 @@ def _write(path: str | Path, data: Data, fd: int | None = None) -> None:
             fh.write(data.encode("utf-8") if isinstance(data, str) else data)
 
 
-def write_file(path: Path, data: str | bytes, mode: int | None = 0o666) -> None:
+def write_file(path: Path, data: str | bytes, mode: int | None = 0o666, what: str = "file") -> None:
     """Write `data` to `path` through a temporary file beside it and a rename. `mode` is masked by the umask
-    as for any new file; None keeps the temporary file's 0600 (messages, state)."""
+    as for any new file; None keeps the temporary file's 0600 (messages, state). An OSError (a full disk, a
+    name too long) becomes one line naming the path; the previous file is left as it was."""
     _refuse_special(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
         _write(tmp, data, fd)
         if mode is not None:
             os.chmod(tmp, mode & ~_UMASK)
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except BaseException as e:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+        if isinstance(e, OSError):
+            raise InputError(f"cannot write the {what}: {e.strerror}", path=str(path)) from None
         raise
 
 

@@ -1199,3 +1199,139 @@ def test_no_output_starts_a_line_with_input(line_break_run):
     assert "Breaks\\n::error" in line_break_run["audit stdout"]
     html = [text for name, text in line_break_run.items() if name.endswith("text/html")]
     assert html and all("\\n::error title=forged::one" in text for text in html)
+
+
+# ---- every input limit is a clear refusal -------------------------------------------------------------------
+
+def _cur(path: Path, *lines: tuple[str, str, str]) -> Path:
+    """A small CUR: (usage type, start time, cost) per line."""
+    rows = [f"li-{i},Usage,{start},{start.replace('T00:', 'T01:')},{usage},1,USD,{cost}"
+            for i, (usage, start, cost) in enumerate(lines)]
+    path.write_text("\n".join([CUR_HEADER, *rows]) + "\n", encoding="utf-8")
+    return path
+
+
+TWENTY_NINES = "9" * 20  # the largest whole amount DECIMAL(38,18) holds
+
+
+@pytest.mark.parametrize(("files", "named", "words"), [
+    # two lines of one file, each within the limit, whose sum is not
+    ([[("BoxUsage:g5.xlarge", "2026-07-01T00:00:00Z", TWENTY_NINES),
+       ("BoxUsage:g5.xlarge", "2026-07-01T00:00:00Z", TWENTY_NINES)]], 0, "the costs add up to more than"),
+    # one line in each of two files: the second is named, with the files before it
+    ([[("BoxUsage:g5.xlarge", "2026-07-01T00:00:00Z", "6" + "0" * 19)],
+      [("BoxUsage:g5.2xlarge", "2026-07-02T00:00:00Z", "6" + "0" * 19)]], 1,
+     "the costs add up with the files read before it to more than"),
+    # costs of both signs: their absolute values add up
+    ([[("BoxUsage:g5.xlarge", "2026-07-01T00:00:00Z", TWENTY_NINES),
+       ("Credit", "2026-07-01T00:00:00Z", "-" + TWENTY_NINES)]], 0, "the costs add up to more than"),
+    ([[("BoxUsage:g5.xlarge", "10000-07-01T00:00:00Z", "1")]], 0, "a line is charged on 10000-07-01, outside the days"),
+    ([[("BoxUsage:g5.xlarge", "1899-12-31T00:00:00Z", "1")]], 0, "a line is charged on 1899-12-31, outside the days"),
+])
+def test_sums_and_dates_beyond_what_the_engine_holds_are_refused(policy, tmp_path, files, named, words):
+    paths = [_cur(tmp_path / f"cur-{i}.csv", *lines) for i, lines in enumerate(files)]
+    result = audit(policy, tmp_path / "out", *paths)
+    assert result.exit_code == 2
+    assert the_error(result).startswith(f"gpu-auditor: error: {paths[named]}: ")
+    assert words in the_error(result)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_sum_just_under_the_limit_is_read_exactly(policy, tmp_path):
+    """Two costs adding up to 97,999,999,999,999,999,999.75: under the limit (0.99 x 10^20), kept to the cent."""
+    billing = _cur(tmp_path / "cur.csv", ("BoxUsage:g5.xlarge", "2026-07-01T00:00:00Z", "49000000000000000000.25"),
+                   ("BoxUsage:g5.xlarge", "2026-07-01T00:00:00Z", "48999999999999999999.50"))
+    result = audit(policy, tmp_path / "out", billing)
+    assert result.exit_code == 0, result.output
+    doc = json.loads((tmp_path / "out" / "audit.json").read_text(encoding="utf-8"))
+    assert doc["summary"]["billed_cost"] == {"USD": "97999999999999999999.75"}
+
+
+@pytest.mark.parametrize(("option", "words"), [
+    (("--quarter", "9999-Q4"), "--quarter '9999-Q4': a quarter from 1900-Q1 to 9998-Q4"),
+    (("--quarter", "1899-Q4"), "--quarter '1899-Q4': a quarter from 1900-Q1 to 9998-Q4"),
+    (("--since", "2026-07-01", "--until", "9999-12-31"), "--until '9999-12-31': a day from 1900-01-01 to 9998-12-31"),
+    (("--as-of", "0001-01-01"), "--as-of '0001-01-01': a day from 1900-01-01 to 9998-12-31"),
+])
+def test_dates_and_quarters_out_of_range_are_refused(policy, tmp_path, option, words):
+    result = audit(policy, tmp_path / "out", GPU_FIXTURE, extra=option)
+    assert result.exit_code == 2
+    assert the_error(result) == f"gpu-auditor: error: {words}"
+
+
+def test_an_out_name_too_long_is_one_line(policy, tmp_path):
+    out = tmp_path / ("a" * 300)
+    result = audit(policy, out, GPU_FIXTURE)
+    assert result.exit_code == 2
+    assert the_error(result) == f"gpu-auditor: error: {out}: File name too long"
+
+
+def test_a_full_disk_under_the_outbox_is_one_line(policy, tmp_path, monkeypatch):
+    from auditor import atomic
+
+    assert audit(policy, tmp_path / "audit", GPU_FIXTURE).exit_code == 0
+    real = atomic._write
+
+    def full(path, data, fd=None):
+        if "outbox" in str(path):
+            if fd is not None:
+                os.close(fd)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(path, data, fd)
+
+    monkeypatch.setattr(atomic, "_write", full)
+    outbox = tmp_path / "outbox"
+    result = CliRunner().invoke(cli, ["email", "--dry-run", "--policy", str(REPO / "fixtures/demo/policy.yml"),
+                                      "--outbox", str(outbox), str(tmp_path / "audit")])
+    assert result.exit_code == 2
+    assert the_error(result).startswith(f"gpu-auditor: error: {outbox}/")
+    assert the_error(result).endswith(": cannot write the file: No space left on device")
+    assert [p.name for p in outbox.iterdir() if p.name.startswith(".")] == [".lock"]  # no temporary file left
+
+
+def test_duplicate_asset_and_job_ids_in_an_inventory_are_refused(policy, tmp_path):
+    doc = json.loads((REPO / "fixtures" / "demo" / "inventory.json").read_text(encoding="utf-8"))
+    for key in ("assets", "jobs"):
+        bad = {**doc, key: [*doc[key], dict(doc[key][0])]}
+        path = tmp_path / f"{key}.json"
+        path.write_text(json.dumps(bad), encoding="utf-8")
+        result = audit(policy, tmp_path / "out", GPU_FIXTURE, extra=("--inventory", str(path)))
+        assert result.exit_code == 2
+        n = len(doc[key])
+        assert the_error(result) == (f"gpu-auditor: error: {path}: {key}[{n}].id: {doc[key][0]['id']!r} is the id "
+                                     f"of {key}[0] too; each id once")
+
+
+@pytest.mark.parametrize(("text", "line", "words"), [
+    ("policy: P\x00\nowner: finops@example.com\n", 1,
+     "not valid YAML: the character U+0000 is not allowed in YAML text"),
+    ("policy: P\nowner: finops@example.com\nteams:\n  [a, b]: {lead: l@example.com}\n", 4,
+     "a key is a list; every key of a policy is a name (text)"),
+    ("policy: P\nowner: finops@example.com\nteams:\n  ? {a: 1}\n  : {lead: l@example.com}\n", 4,
+     "a key is a mapping; every key of a policy is a name (text)"),
+])
+def test_policy_nul_bytes_and_list_keys_are_one_line(tmp_path, text, line, words):
+    path = tmp_path / "policy.yml"
+    path.write_bytes(text.encode("utf-8"))
+    for args in (["policy", "validate", str(path)], ["audit", "-q", "--policy", str(path), "--out",
+                                                     str(tmp_path / "out"), str(GPU_FIXTURE)]):
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 2
+        assert the_error(result) == f"gpu-auditor: error: {path}:{line}: {words}"
+
+
+@pytest.mark.parametrize("command", [
+    ["inspect", str(GPU_FIXTURE)], ["gate", "--policy", str(MANIFESTS / "policy.yml"), str(MANIFESTS / "kubernetes")]])
+def test_standard_output_full_or_closed_is_exit_2(command):
+    if os.path.exists("/dev/full"):  # a device that is always full
+        with open("/dev/full", "w") as device:
+            full = subprocess.run([sys.executable, "-m", "auditor", *command], stdout=device, stderr=subprocess.PIPE,
+                                  text=True, timeout=120, cwd=REPO)
+        assert full.returncode == 2, full.stderr
+        assert full.stderr.strip().splitlines()[-1] == \
+            "gpu-auditor: error: cannot write to standard output: No space left on device"
+        assert "Exception ignored" not in full.stderr
+    closed = subprocess.run([sys.executable, "-m", "auditor", *command], stderr=subprocess.PIPE, text=True,
+                            timeout=120, cwd=REPO, preexec_fn=lambda: os.close(1))
+    assert closed.returncode == 2
+    assert closed.stderr == "gpu-auditor: error: standard output is closed; redirect it (> FILE or > /dev/null)\n"

@@ -30,7 +30,9 @@ for command in (audit.inspect, audit.audit, pull.pull_command, audit.report, mai
 
 
 def main() -> None:
+    from auditor.cli.base import stdout_open
     from auditor.scratch import handle_sigterm
 
+    stdout_open()
     handle_sigterm()
     cli(prog_name="gpu-auditor")

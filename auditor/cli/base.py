@@ -3,6 +3,7 @@ the waiver day, and the progress line."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -69,6 +70,9 @@ class AuditorGroup(click.Group):
             sys.exit(0)
         except KeyboardInterrupt:
             interrupted()
+        except OSError as e:  # a full disk, a name too long, standard output full: one line naming the path
+            click.echo(f"gpu-auditor: error: {safe(_where(e))}{e.strerror or e}", err=True)
+            sys.exit(EXIT_INPUT)
         except Exception as e:  # noqa: BLE001 - the last line of defence against a traceback
             if "Query interrupted" in str(e):  # Ctrl-C arriving inside a DuckDB query
                 interrupted()
@@ -80,6 +84,34 @@ class AuditorGroup(click.Group):
             click.echo(f"gpu-auditor: internal error: {type(e).__name__}: {safe(e)} (rerun with --debug for the "
                        "traceback, and please report it)", err=True)
             sys.exit(EXIT_INPUT)
+
+
+def _where(e: OSError) -> str:
+    """The path an OSError is about, as `PATH: `; `cannot write to standard output: ` when it came from printing
+    (click.echo) to stdout, which then goes to /dev/null so that Python's flush at exit does not fail again."""
+    if e.filename is not None:
+        return f"{os.fsdecode(e.filename)}: "
+    tb = e.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_name == "echo" and frame.f_globals.get("__name__") == "click.utils" \
+                and not frame.f_locals.get("err"):
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, sys.stdout.fileno())
+                os.close(devnull)
+            return "cannot write to standard output: "
+        tb = tb.tb_next
+    return ""
+
+
+def stdout_open() -> None:
+    """Refuse to run with standard output closed (`>&-`): what a command prints would be lost while it exits 0,
+    and the first file it opens would take descriptor 1 and receive it."""
+    if sys.stdout is None:
+        if sys.stderr is not None:
+            sys.stderr.write("gpu-auditor: error: standard output is closed; redirect it (> FILE or > /dev/null)\n")
+        sys.exit(EXIT_INPUT)
 
 
 def interrupted() -> None:

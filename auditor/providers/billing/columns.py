@@ -7,6 +7,8 @@ from auditor.providers.billing.detect import norm
 from auditor.sql import lit, q
 
 MONEY = "DECIMAL(38,18)"
+SUM_TOO_LARGE = ("more than an amount holds (at most 20 digits before the decimal point), though each cost is "
+                 "within it: no bill is this large; check the cost columns")
 
 # The column types (DuckDB's names, from the file's schema) a reader accepts for each kind of value: text is
 # always accepted (its values are checked line by line as they are read), NULL is a column with no value at all.
