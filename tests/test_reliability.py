@@ -1335,3 +1335,79 @@ def test_standard_output_full_or_closed_is_exit_2(command):
                             timeout=120, cwd=REPO, preexec_fn=lambda: os.close(1))
     assert closed.returncode == 2
     assert closed.stderr == "gpu-auditor: error: standard output is closed; redirect it (> FILE or > /dev/null)\n"
+
+
+# ---- ambiguity refused, legality read -----------------------------------------------------------------------
+
+FOCUS_DEMO = REPO / "fixtures" / "demo" / "billing" / "focus-azure-2026-q3.csv"
+
+
+def _focus_as(tmp_path: Path, encoding: str) -> Path:
+    """The demo FOCUS export with its Tags in another encoding the specification or a provider uses."""
+    con = duckdb.connect()
+    src = f"read_csv('{FOCUS_DEMO}', all_varchar = true)"
+    tags = {"parquet-text": "Tags",
+            "parquet-map": "CAST(CAST(Tags AS JSON) AS MAP(VARCHAR, VARCHAR))",
+            "parquet-struct": "json_transform(Tags, '{\"team\": \"VARCHAR\", \"owner\": \"VARCHAR\", "
+                              "\"project\": \"VARCHAR\"}')"}
+    if encoding == "json-object":  # newline-delimited JSON, Tags an object in each line
+        path = tmp_path / "focus.json"
+        con.execute(f"COPY (SELECT * REPLACE (CAST(Tags AS JSON) AS Tags) FROM {src}) TO '{path}' (FORMAT JSON)")
+    else:
+        path = tmp_path / f"focus-{encoding}.parquet"
+        con.execute(f"COPY (SELECT * REPLACE ({tags[encoding]} AS Tags) FROM {src}) TO '{path}' (FORMAT PARQUET)")
+    con.close()
+    return path
+
+
+def _team_spend(policy: Path, out: Path, billing: Path) -> dict:
+    result = audit(policy, out, billing, extra=("--quarter", "2026-Q3"))
+    assert result.exit_code in (0, 1), result.output
+    return json.loads((out / "audit.json").read_text(encoding="utf-8"))["summary"]["by_team"]
+
+
+@pytest.fixture(scope="module")
+def team_policy(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("teams") / "policy.yml"
+    path.write_text("policy: Tags\nowner: finops@example.com\nattribution: {team_tags: [team]}\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def csv_team_spend(team_policy, tmp_path_factory) -> dict:
+    spend = _team_spend(team_policy, tmp_path_factory.mktemp("csv") / "out", FOCUS_DEMO)
+    assert {"nlp", "platform"} <= set(spend)  # the tags are what the figures hang on
+    return spend
+
+
+@pytest.mark.parametrize("encoding", ["parquet-text", "parquet-map", "parquet-struct", "json-object"])
+def test_focus_tags_are_read_in_every_encoding(team_policy, csv_team_spend, tmp_path, encoding):
+    """The spend per team (read from the `team` tag) is the CSV's, to the cent, whatever holds the tags."""
+    assert _team_spend(team_policy, tmp_path / "out", _focus_as(tmp_path, encoding)) == csv_team_spend
+
+
+def test_two_spellings_of_a_money_column_are_refused(policy, tmp_path):
+    billing = tmp_path / "cur.csv"
+    billing.write_text(f"{CUR_HEADER},line_item_unblended_cost\n"
+                       "li-1,Usage,2026-07-01T00:00:00Z,2026-07-01T01:00:00Z,BoxUsage:g5.xlarge,1,USD,1.5,2.5\n",
+                       encoding="utf-8")
+    result = audit(policy, tmp_path / "out", billing)
+    assert result.exit_code == 2
+    assert the_error(result) == (
+        f"gpu-auditor: error: {billing}: column 'lineItem/UnblendedCost': the file has 'lineItem/UnblendedCost' and "
+        "'line_item_unblended_cost', two spellings of one column; gpu-auditor cannot tell which to read (remove one)")
+
+
+def test_two_parquet_columns_of_one_name_are_refused(policy, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "focus.parquet"
+    columns = {"ChargePeriodStart": ["2026-07-01T00:00:00Z"], "ChargePeriodEnd": ["2026-07-01T01:00:00Z"],
+               "BilledCost": [1.5], "BilledCost ": [2.5], "BillingCurrency": ["USD"], "ServiceName": ["Compute"]}
+    table = pa.table(list(map(pa.array, columns.values())), names=[n.strip() for n in columns])
+    pq.write_table(table, path)
+    result = audit(policy, tmp_path / "out", path)
+    assert result.exit_code == 2
+    assert the_error(result) == (f"gpu-auditor: error: {path}: columns 3 and 4 are both named 'BilledCost'; "
+                                 "gpu-auditor cannot tell which to read (remove or rename one)")
