@@ -359,9 +359,10 @@ def _write_in_place(folder: Path, files: dict[str, Data]) -> list[Path]:
                         final.unlink()
                 raise
     finally:
-        for tmp, _ in temps + backups:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-        for backup, _ in backups:
-            os.rmdir(os.path.dirname(backup))
+        with signals_held():  # an interrupt now would leave temporary files to the next run
+            for tmp, _ in temps + backups:
+                if os.path.exists(tmp):
+                    os.unlink(tmp)
+            for backup, _ in backups:
+                os.rmdir(os.path.dirname(backup))
     return [folder / n for n in files]

@@ -892,7 +892,7 @@ def _fault_child(out: Path, nth: int, sig: int) -> None:
             count += 1
             if count == nth:
                 if name == "_write":  # half the file on disk, then the signal
-                    real(args[0], args[1][: len(args[1]) // 2])
+                    real(args[0], args[1][: len(args[1]) // 2], *args[2:])
                 os.kill(os.getpid(), sig)
                 if name == "_write":
                     return None
@@ -975,6 +975,27 @@ def test_a_killed_first_publish_leaves_no_folder_or_a_whole_one(tmp_path):
         assert not out.exists() or files_under(out) == {k: v.encode() for k, v in NEW_SET.items()}, nth
         atomic.write_files(out, OLD_SET)
         assert sorted(p.name for p in out.parent.iterdir()) == ["out"], nth
+    assert nth > 5
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_handled_signal_at_any_step_of_writing_into_the_working_folder(tmp_path, monkeypatch, sig):
+    """`--out .` cannot be exchanged for a new folder (it is where the run is): its files are renamed in one by
+    one, with SIGINT and SIGTERM held off until the last, so a handled signal still leaves one set or the other."""
+    from auditor import atomic
+
+    for nth in range(1, 100):
+        out = tmp_path / f"case-{nth}"
+        atomic.write_files(out, OLD_SET)
+        (out / "notes.txt").write_text(USER_FILES["notes.txt"])
+        monkeypatch.chdir(out)
+        code = _fork(_fault_child, Path("."), nth, sig)
+        if code == 99:
+            break
+        assert code in (128 + sig, 0), (nth, code)
+        sets = [{k: v.encode() for k, v in {**files, "notes.txt": USER_FILES["notes.txt"]}.items()}
+                for files in (OLD_SET, NEW_SET)]
+        assert files_under(out) in sets, (nth, sorted(files_under(out)))
     assert nth > 5
 
 
