@@ -1432,3 +1432,26 @@ def test_two_parquet_columns_of_one_name_are_refused(policy, tmp_path):
     assert result.exit_code == 2
     assert the_error(result) == (f"gpu-auditor: error: {path}: columns 3 and 4 are both named 'BilledCost'; "
                                  "gpu-auditor cannot tell which to read (remove or rename one)")
+
+
+def test_an_out_folder_in_a_parent_the_user_cannot_write_is_written_file_by_file(reachable):
+    """As `nobody`: `--out` is writable but its parent is not, so no folder can be made beside it; the files
+    are renamed in one by one instead (the user's file kept), and a folder that is not writable either is one
+    line, the previous set left as it was."""
+    parent = reachable / "locked"
+    out = parent / "out"
+    out.mkdir(parents=True)
+    (out / "notes.txt").write_text("kept by the user\n")
+    for p in (out, out / "notes.txt"):
+        p.chmod(0o777 if p.is_dir() else 0o666)
+    parent.chmod(0o755)  # root's: nobody may enter it, not add to it
+    result = run_as_nobody("audit", "-q", "--policy", reachable / "policy.yml", "--out", out, reachable / "billing")
+    assert result.exit_code == 0, result.stderr
+    assert sorted(p.name for p in out.iterdir()) == sorted([*OUTPUTS, "notes.txt"])
+    assert sorted(p.name for p in parent.iterdir()) == ["out"]
+    before = files_under(out)
+    out.chmod(0o755)
+    result = run_as_nobody("audit", "-q", "--policy", reachable / "policy.yml", "--out", out, reachable / "billing")
+    assert error_lines(result) == [f"gpu-auditor: error: {out}: cannot write the report: Permission denied; the "
+                                   "previous report is left as it was"]
+    assert files_under(out) == before
