@@ -178,7 +178,7 @@ class Staging:
         parent = out.parent
         remove_leftovers(out)
         while True:
-            self.path = Path(tempfile.mkdtemp(prefix=f".{out.name}{STAGING}", dir=parent))
+            self.path = Path(tempfile.mkdtemp(prefix=_prefix(out, carry), dir=parent))
             self._fd = os.open(self.path, os.O_RDONLY | os.O_DIRECTORY)
             fcntl.flock(self._fd, fcntl.LOCK_EX)  # waits for a run that took it for a leftover, then removed it
             try:
@@ -242,6 +242,12 @@ class Staging:
             os.close(self._fd)
 
 
+def _prefix(out: Path, carry: bool) -> str:
+    """The name of a hidden folder beside `out` starts with this: `c` where folders of `out` may be carried into
+    it (a report's set has none of its own), `s` where its folders are the set's own (a snapshot's)."""
+    return f".{out.name}{STAGING}{'c' if carry else 's'}"
+
+
 def _is_temp(name: str, names: set[str]) -> bool:
     """A temporary file (or backup folder) an earlier run of the file-by-file write left for one of `names`."""
     return any(name.startswith(f".{n}.") for n in names)
@@ -256,7 +262,8 @@ def remove_leftovers(out: Path) -> list[Path]:
     except OSError:
         return removed
     for entry in entries:
-        if not entry.name.startswith(f".{out.name}{STAGING}") or not entry.is_dir(follow_symlinks=False):
+        carried = entry.name.startswith(_prefix(out, carry=True))
+        if not (carried or entry.name.startswith(_prefix(out, carry=False))) or not entry.is_dir(follow_symlinks=False):
             continue
         try:
             fd = os.open(entry.path, os.O_RDONLY | os.O_DIRECTORY)
@@ -265,7 +272,8 @@ def remove_leftovers(out: Path) -> list[Path]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # taken: its run is gone
             for inner in os.scandir(entry.path):
-                if inner.is_dir(follow_symlinks=False) and out.is_dir() and not (out / inner.name).exists():
+                if carried and inner.is_dir(follow_symlinks=False) and out.is_dir() and \
+                        not (out / inner.name).exists():
                     os.rename(inner.path, out / inner.name)  # a folder carried over: back where it was
             shutil.rmtree(entry.path, ignore_errors=True)
             removed.append(Path(entry.path))

@@ -1455,3 +1455,23 @@ def test_an_out_folder_in_a_parent_the_user_cannot_write_is_written_file_by_file
     assert error_lines(result) == [f"gpu-auditor: error: {out}: cannot write the report: Permission denied; the "
                                    "previous report is left as it was"]
     assert files_under(out) == before
+
+
+@pytest.mark.parametrize("carry", [True, False])
+def test_a_dead_runs_hidden_folder_is_removed_and_only_carried_folders_go_back(tmp_path, carry):
+    """A report's hidden folder holds no folder of its own: one in it was carried from `--out` and goes back.
+    A snapshot's holds its own (billing/): they are removed with it, never moved into the previous snapshot."""
+    from auditor import atomic
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "kept.txt").write_text("previous\n")
+    staging = atomic.Staging(out, carry=carry)
+    (staging.path / "inner").mkdir()
+    (staging.path / "inner" / "file").write_text("x\n")
+    alive = atomic.remove_leftovers(out)
+    assert alive == [] and staging.path.exists()  # its run holds the lock: left alone
+    os.close(staging._fd)  # the run dies: its lock goes with it
+    assert atomic.remove_leftovers(out) == [staging.path]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    assert sorted(files_under(out)) == (["inner/file", "kept.txt"] if carry else ["kept.txt"])
