@@ -876,51 +876,55 @@ USER_FILES = {"notes.txt": "kept by the user\n", "outbox/state.json": "{}\n"}  #
 FAULT_AT = ("_write", "_exchange", "chmod", "link", "rename", "mkdir", "rmdir", "unlink")
 
 
-def _fault_child(out: Path, nth: int, sig: int) -> None:
-    """In a forked child: publish NEW_SET into `out`, sending itself `sig` at the nth step (a write stops half
-    way); exit 130/143 on the handled interrupt, 0 if the publish ended, 99 if the nth step never came."""
-    from auditor import atomic, scratch
+# A writer in a fresh process (python -c): publish the set given into `out`, sending itself `sig` at the nth
+# step (a write stops half way); exit 130/143 on the handled interrupt, 0 if the publish ended, 3 on any other
+# exception, 99 if the nth step never came. A fresh process rather than a fork of the test's, which holds
+# DuckDB's threads.
+_FAULT_CHILD = """
+import json, os, sys
+from pathlib import Path
+from auditor import atomic, scratch
 
-    scratch.handle_sigterm()
-    count = 0
+out, nth, sig, files, steps = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4]), \\
+    sys.argv[5].split(",")
+scratch.handle_sigterm()
+count = 0
 
-    def faulty(owner, name):
-        real = getattr(owner, name)
+def faulty(owner, name):
+    real = getattr(owner, name)
 
-        def step(*args, **kwargs):
-            nonlocal count
-            count += 1
-            if count == nth:
-                if name == "_write":  # half the file on disk, then the signal
-                    real(args[0], args[1][: len(args[1]) // 2], *args[2:])
-                os.kill(os.getpid(), sig)
-                if name == "_write":
-                    return None
-            return real(*args, **kwargs)
+    def step(*args, **kwargs):
+        global count
+        count += 1
+        if count == nth:
+            if name == "_write":  # half the file on disk, then the signal
+                real(args[0], args[1][: len(args[1]) // 2], *args[2:])
+            os.kill(os.getpid(), sig)
+            if name == "_write":
+                return None
+        return real(*args, **kwargs)
 
-        setattr(owner, name, step)
+    setattr(owner, name, step)
 
-    for name in FAULT_AT:
-        faulty(atomic if name.startswith("_") else os, name)
-    code = 0
-    try:
-        atomic.write_files(out, NEW_SET)
-    except KeyboardInterrupt:
-        code = scratch.interrupted_exit_code()
-    except BaseException:  # noqa: BLE001 - any other end is a failure the parent reports
-        code = 3
-    os._exit(code if count >= nth else 99)
+for name in steps:
+    faulty(atomic if name.startswith("_") else os, name)
+code = 0
+try:
+    atomic.write_files(out, files)
+except KeyboardInterrupt:
+    code = scratch.interrupted_exit_code()
+except BaseException:
+    code = 3
+os._exit(code if count >= nth else 99)
+"""
 
 
-def _fork(fn, *args) -> int:
-    pid = os.fork()
-    if pid == 0:
-        try:
-            fn(*args)
-        finally:
-            os._exit(98)
-    _, status = os.waitpid(pid, 0)
-    return os.waitstatus_to_exitcode(status)
+def _faulty_publish(out: Path, nth: int, sig: int, cwd: Path = REPO) -> int:
+    """The exit code of the writer above (negative: the signal that killed it)."""
+    proc = subprocess.run([sys.executable, "-c", _FAULT_CHILD, str(out), str(nth), str(sig), json.dumps(NEW_SET),
+                           ",".join(FAULT_AT)], cwd=cwd, capture_output=True, text=True, timeout=60)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc.returncode
 
 
 def _with_user_files(files: dict[str, str]) -> dict[str, bytes]:
@@ -943,7 +947,7 @@ def test_a_signal_at_any_step_leaves_the_old_set_or_the_new(tmp_path, sig):
         for name, text in USER_FILES.items():
             (out / name).parent.mkdir(exist_ok=True)
             (out / name).write_text(text)
-        code = _fork(_fault_child, out, nth, sig)
+        code = _faulty_publish(out, nth, sig)
         if code == 99:  # the publish has fewer steps than nth: every one was tried
             break
         after = files_under(out)
@@ -970,7 +974,7 @@ def test_a_killed_first_publish_leaves_no_folder_or_a_whole_one(tmp_path):
     for nth in range(1, 100):
         out = tmp_path / f"case-{nth}" / "out"
         out.parent.mkdir()
-        if _fork(_fault_child, out, nth, signal.SIGKILL) == 99:
+        if _faulty_publish(out, nth, signal.SIGKILL) == 99:
             break
         assert not out.exists() or files_under(out) == {k: v.encode() for k, v in NEW_SET.items()}, nth
         atomic.write_files(out, OLD_SET)
@@ -979,7 +983,7 @@ def test_a_killed_first_publish_leaves_no_folder_or_a_whole_one(tmp_path):
 
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
-def test_a_handled_signal_at_any_step_of_writing_into_the_working_folder(tmp_path, monkeypatch, sig):
+def test_a_handled_signal_at_any_step_of_writing_into_the_working_folder(tmp_path, sig):
     """`--out .` cannot be exchanged for a new folder (it is where the run is): its files are renamed in one by
     one, with SIGINT and SIGTERM held off until the last, so a handled signal still leaves one set or the other."""
     from auditor import atomic
@@ -988,8 +992,7 @@ def test_a_handled_signal_at_any_step_of_writing_into_the_working_folder(tmp_pat
         out = tmp_path / f"case-{nth}"
         atomic.write_files(out, OLD_SET)
         (out / "notes.txt").write_text(USER_FILES["notes.txt"])
-        monkeypatch.chdir(out)
-        code = _fork(_fault_child, Path("."), nth, sig)
+        code = _faulty_publish(Path("."), nth, sig, cwd=out)
         if code == 99:
             break
         assert code in (128 + sig, 0), (nth, code)
