@@ -1478,3 +1478,19 @@ def test_a_dead_runs_hidden_folder_is_removed_and_only_carried_folders_go_back(t
     assert atomic.remove_leftovers(out) == [staging.path]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
     assert sorted(files_under(out)) == (["inner/file", "kept.txt"] if carry else ["kept.txt"])
+
+
+def test_a_closed_standard_error_takes_no_file_and_ends_no_run(policy, tmp_path):
+    """`2>&-`: the run goes on (its messages to /dev/null), the exit code still says how it ended, and no file
+    it opens takes descriptor 2 (whatever writes there would land in a report)."""
+    out = tmp_path / "out"
+    ok = subprocess.run([sys.executable, "-m", "auditor", "audit", "--policy", str(policy), "--out", str(out),
+                         str(GPU_FIXTURE)], capture_output=True, text=True, timeout=120, cwd=REPO,
+                        preexec_fn=lambda: os.close(2))
+    assert ok.returncode == 0
+    assert sorted(p.name for p in out.iterdir()) == sorted(OUTPUTS)
+    json.loads((out / "audit.json").read_text(encoding="utf-8"))  # nothing but the audit in it
+    bad = subprocess.run([sys.executable, "-m", "auditor", "audit", "--policy", str(tmp_path / "missing.yml"),
+                          "--out", str(out), str(GPU_FIXTURE)], capture_output=True, text=True, timeout=120,
+                         cwd=REPO, preexec_fn=lambda: os.close(2))
+    assert bad.returncode == 2

@@ -105,9 +105,21 @@ def _where(e: OSError) -> str:
     return ""
 
 
-def stdout_open() -> None:
+def standard_streams() -> None:
     """Refuse to run with standard output closed (`>&-`): what a command prints would be lost while it exits 0,
-    and the first file it opens would take descriptor 1 and receive it."""
+    and the first file it opens would take descriptor 1 and receive it. A closed standard input or error is given
+    /dev/null instead, so that no file the run opens takes its descriptor either (a library's message written to
+    descriptor 2 would land in a report)."""
+    for fd in (0, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+    if sys.stderr is None:  # Python found descriptor 2 closed at start: its messages go to /dev/null
+        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115 - the process's own stream
     if sys.stdout is None:
         if sys.stderr is not None:
             sys.stderr.write("gpu-auditor: error: standard output is closed; redirect it (> FILE or > /dev/null)\n")
