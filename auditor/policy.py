@@ -190,6 +190,10 @@ class _Lines:
         if isinstance(node, yaml.MappingNode):
             seen: set[str] = set()
             for k, v in node.value:
+                if not isinstance(k, yaml.ScalarNode):  # `[a, b]: ...`, `? {x: 1}`: YAML allows it, a policy not
+                    kind = "list" if isinstance(k, yaml.SequenceNode) else "mapping"
+                    raise InputError(f"a key is a {kind}; every key of a policy is a name (text)",
+                                     line=k.start_mark.line + 1)
                 key = k.value
                 if key in seen:
                     self.errors.append(InputError(f"duplicate key {key!r}", line=k.start_mark.line + 1))
@@ -224,7 +228,12 @@ def load_policy(path: str | Path) -> Policy:
 
 
 def parse_policy(text: str, path: str = "<policy>") -> Policy:
-    loader = _NoAliasLoader(text)
+    try:
+        loader = _NoAliasLoader(text)
+    except yaml.reader.ReaderError as e:  # a NUL byte, another control character: YAML text holds none
+        code = e.character if isinstance(e.character, int) else ord(e.character)
+        raise InputError(f"not valid YAML: the character U+{code:04X} is not allowed in YAML text", path=path,
+                         line=text[:e.position].count("\n") + 1) from None
     try:
         node = loader.get_single_node()
         if node is None:

@@ -10,6 +10,7 @@ through one of the functions here:
   cells, XML attributes, e-mail headers): every control character, line break included, becomes a visible
   escape (`\\n`, `\\x1b`, `\\u202e`), so the reader still sees that it was there.
 - `printable`: the same, but line breaks and tabs are kept (multi-line text: a JUnit failure's body).
+- `template_value`: every `{{ value }}` of the report and e-mail templates, through `one_line`.
 - `md_escape`: a value in Markdown (one line, and no link, HTML or table syntax).
 """
 
@@ -38,6 +39,15 @@ def one_line(value: Any) -> str:
     """`value` as text on one line: control characters and line breaks shown as escapes, never acted on."""
     text = "" if value is None else str(value)
     return _ONE_LINE.sub(_escape, text)
+
+
+def template_value(value: Any) -> Any:
+    """What every `{{ value }}` of every template (reports, e-mails) prints: text on one line (`one_line`), so a
+    value from input starts no line of a report or an e-mail (`::error` in a CI log); markup the templates
+    built themselves (`__html__`) and other types as they are."""
+    if isinstance(value, str) and not hasattr(value, "__html__"):
+        return one_line(value)
+    return value
 
 
 def printable(value: Any) -> str:

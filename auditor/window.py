@@ -18,6 +18,9 @@ from auditor.errors import InputError
 from auditor.sql import lit, q
 
 MIDNIGHT = datetime.min.time()
+# The days a window, a billing line or a date option may fall on: clouds bill from the 2000s, and the quarter
+# after any window (trends, forecasts) is still a date Python and DuckDB both hold (Python's end with 9999).
+FIRST_DAY, LAST_DAY = datetime(1900, 1, 1), datetime(9998, 12, 31)
 
 
 @dataclass(frozen=True)
@@ -64,7 +67,10 @@ def parse_quarter(text: str) -> Window:
     m = re.fullmatch(r"(\d{4})-?Q([1-4])", text.strip(), re.IGNORECASE)
     if not m:
         raise InputError(f"--quarter {text!r}: use the form 2026-Q3")
-    return quarter_of(date(int(m.group(1)), 3 * int(m.group(2)) - 2, 1))
+    start = datetime(int(m.group(1)), 3 * int(m.group(2)) - 2, 1)
+    if not FIRST_DAY <= start < LAST_DAY:
+        raise InputError(f"--quarter {text!r}: a quarter from {FIRST_DAY.year}-Q1 to {LAST_DAY.year}-Q4")
+    return quarter_of(start.date())
 
 
 def is_quarter(start: datetime, end: datetime) -> bool:
@@ -82,9 +88,12 @@ def label_for(start: datetime, end: datetime) -> str:
 def parse_day(value: str, option: str) -> datetime:
     """A whole UTC day given as 2026-07-01 (billing is summed per day, so windows are whole days)."""
     try:
-        return datetime.combine(date.fromisoformat(value), MIDNIGHT)
+        day = datetime.combine(date.fromisoformat(value), MIDNIGHT)
     except ValueError:
         raise InputError(f"{option} {value!r}: use a date like 2026-07-01 (windows are whole UTC days)") from None
+    if not FIRST_DAY <= day <= LAST_DAY:
+        raise InputError(f"{option} {value!r}: a day from {FIRST_DAY.date()} to {LAST_DAY.date()}")
+    return day
 
 
 def from_options(quarter: str | None, since: str | None, until: str | None) -> Window | None:

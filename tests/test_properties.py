@@ -4,7 +4,10 @@ and credit lines.
 
 - Reading a generated file, or one damaged at random, raises nothing but the auditor's InputError.
 - The total of a file is, per currency, exactly the Decimal sum of its cost column.
-- Shuffling the lines, or splitting the file into parts, changes no total and no finding.
+- Shuffling the lines, or splitting the file into parts, changes no total and no finding; one file holding two
+  exports' lines totals what the two total apart.
+- Through the command line, a generated export, damaged or not, ends in exit 0 with a complete new output set, or
+  exit 2 with one line naming the file and the previous set untouched: never a traceback, never a mixed set.
 
 Example counts are kept small so the suite stays fast; Hypothesis remembers and replays any failure it finds.
 """
@@ -133,6 +136,22 @@ def audited(paths: list[Path]) -> tuple[dict[str, Decimal], list[tuple]]:
     return audit.summary["billed_cost"], findings
 
 
+def damaged(raw: bytes, data) -> bytes:
+    """The bytes of an export damaged at random: cut, bytes inserted or overwritten, a line dropped or doubled."""
+    at = data.draw(st.integers(0, len(raw)), label="at")
+    damage = data.draw(st.sampled_from(["cut", "insert", "overwrite", "drop-line", "double-line"]), label="damage")
+    if damage == "cut":
+        return raw[:at]
+    if damage == "insert":
+        return raw[:at] + data.draw(st.binary(min_size=1, max_size=16), label="bytes") + raw[at:]
+    if damage == "overwrite":
+        return raw[:at] + data.draw(st.binary(min_size=1, max_size=4), label="bytes") + raw[at + 4:]
+    text = raw.split(b"\n")
+    i = min(at * len(text) // max(len(raw), 1), len(text) - 1)
+    text[i:i + 1] = [] if damage == "drop-line" else [text[i], text[i]]
+    return b"\n".join(text)
+
+
 @pytest.mark.slow
 @SETTINGS
 @given(fmt=st.sampled_from(sorted(FORMATS)), lines=exports(), data=st.data())
@@ -144,20 +163,7 @@ def test_ingest_raises_only_input_error(tmp_path_factory, fmt, lines, data):
     assert source.rows == len(lines)
     assert source.stats["billed_cost"] == decimal_totals(lines)
 
-    raw = good.read_bytes()
-    at = data.draw(st.integers(0, len(raw)), label="at")
-    damage = data.draw(st.sampled_from(["cut", "insert", "overwrite", "drop-line", "double-line"]), label="damage")
-    if damage == "cut":
-        raw = raw[:at]
-    elif damage == "insert":
-        raw = raw[:at] + data.draw(st.binary(min_size=1, max_size=16), label="bytes") + raw[at:]
-    elif damage == "overwrite":
-        raw = raw[:at] + data.draw(st.binary(min_size=1, max_size=4), label="bytes") + raw[at + 4:]
-    else:
-        text = raw.split(b"\n")
-        i = min(at * len(text) // max(len(raw), 1), len(text) - 1)
-        text[i:i + 1] = [] if damage == "drop-line" else [text[i], text[i]]
-        raw = b"\n".join(text)
+    raw = damaged(good.read_bytes(), data)
     bad = folder / "damaged.csv"
     bad.write_bytes(raw)
     try:
@@ -186,3 +192,60 @@ def test_shuffling_or_splitting_changes_no_total_and_no_finding(tmp_path_factory
              for i, (a, b) in enumerate(zip(bounds, bounds[1:], strict=False))]
     event(f"{'some' if whole_findings else 'no'} findings")
     assert audited(parts) == (whole_total, whole_findings)
+
+
+OUTPUTS = ("audit.json", "report.html", "report.md", "findings.csv", "jobs.csv")
+
+
+@pytest.mark.slow
+@SETTINGS
+@given(fmt=st.sampled_from(sorted(FORMATS)), lines=exports(), damage=st.booleans(), data=st.data())
+def test_the_command_line_ends_in_0_or_one_error_line_and_never_a_mixed_set(tmp_path_factory, fmt, lines, damage,
+                                                                            data):
+    """Through `audit`, over an output folder holding a previous set: exit 0 with the new set complete and its
+    total the export's, or exit 2 with one line naming the file and the previous set as it was; never a
+    traceback, never a file of one set beside a file of the other, nothing hidden left beside the folder."""
+    from click.testing import CliRunner
+
+    from auditor.atomic import write_files
+    from auditor.cli import cli
+
+    folder = tmp_path_factory.mktemp("cli")
+    export = write(folder / "export.csv", FORMATS[fmt](lines))
+    if damage:
+        export.write_bytes(damaged(export.read_bytes(), data))
+    policy = folder / "policy.yml"
+    policy.write_text("policy: Properties\nowner: finops@example.com\n", encoding="utf-8")
+    out = folder / "out"
+    previous = {name: f"previous {name}\n" for name in OUTPUTS}
+    write_files(out, previous)
+    result = CliRunner().invoke(cli, ["audit", "-q", "--fail-on", "none", "--quarter", "2026-Q3", "--policy",
+                                      str(policy), "--out", str(out), str(export)])
+    assert isinstance(result.exception, SystemExit | None), repr(result.exception)
+    assert "Traceback" not in result.output
+    event(f"exit {result.exit_code}")
+    written = {p.name: p.read_text(encoding="utf-8") for p in out.iterdir()}
+    assert sorted(p.name for p in folder.iterdir()) == ["export.csv", "out", "policy.yml"]
+    if result.exit_code == 2:
+        lines_out = result.stderr.strip().splitlines()
+        assert len(lines_out) == 1 and lines_out[0].startswith(f"gpu-auditor: error: {export}"), result.stderr
+        assert written == previous
+        return
+    assert result.exit_code == 0, result.output
+    assert sorted(written) == sorted(OUTPUTS) and not set(written.values()) & set(previous.values())
+    if not damage:
+        billed = json.loads(written["audit.json"])["summary"]["billed_cost"]
+        assert billed == {c: str(v.quantize(Decimal("0.01"))) for c, v in decimal_totals(lines).items()}
+
+
+@pytest.mark.slow
+@SETTINGS
+@given(fmt=st.sampled_from(sorted(FORMATS)), first=exports(), second=exports())
+def test_concatenating_two_exports_adds_their_totals(tmp_path_factory, fmt, first, second):
+    """One file holding the lines of two exports totals, per currency, what the two total apart."""
+    folder = tmp_path_factory.mktemp("concat")
+    rows_a, rows_b = FORMATS[fmt](first), FORMATS[fmt](second)
+    total_a, _ = audited([write(folder / "a.csv", rows_a)])
+    total_b, _ = audited([write(folder / "b.csv", rows_b)])
+    together, _ = audited([write(folder / "both.csv", rows_a + rows_b[1:])])  # one header
+    assert together == {c: total_a.get(c, Decimal(0)) + total_b.get(c, Decimal(0)) for c in {*total_a, *total_b}}

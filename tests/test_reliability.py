@@ -632,19 +632,20 @@ def test_disk_full_keeps_the_previous_report(policy, previous, monkeypatch):
 
 @pytest.mark.parametrize("code", [errno.EROFS, errno.EACCES])
 def test_unwritable_output_folder_keeps_the_previous_report(policy, previous, monkeypatch, code):
-    """Tests run as root, where chmod blocks nothing: the refusal is os.replace's, as a read-only mount or a
-    folder without write permission gives it."""
+    """Tests run as root, where chmod blocks nothing: the refusal is made the system's, as a read-only mount or a
+    folder without write permission gives it to every new file and folder (beside the folder and in it)."""
     out, before = previous
-    real_replace = os.replace
-    calls = []
+    from auditor import atomic
 
-    def replace(src, dst, *args, **kwargs):
-        calls.append(dst)
-        if len(calls) == 2:  # one new file is in place already: it must be put back
-            raise OSError(code, os.strerror(code))
-        return real_replace(src, dst, *args, **kwargs)
+    def refusing(real):
+        def make(*args, dir=None, **kwargs):
+            if dir is not None and Path(dir) in (out, out.parent):
+                raise OSError(code, os.strerror(code))
+            return real(*args, dir=dir, **kwargs)
+        return make
 
-    monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(atomic.tempfile, "mkdtemp", refusing(atomic.tempfile.mkdtemp))
+    monkeypatch.setattr(atomic.tempfile, "mkstemp", refusing(atomic.tempfile.mkstemp))
     result = audit(policy, out, BAD / "cur-credits.csv")
     monkeypatch.undo()
     assert result.exit_code == 2
@@ -861,3 +862,635 @@ def test_gate_names_the_line_of_a_broken_document_among_10000(tmp_path):
     doc = json.loads(output.read_text())
     assert doc["verdict"] == "error" and [(f["file"], f["line"]) for f in doc["failed_files"]] == \
         [(str(manifest), 2 * 4_000 + 1)]
+
+
+# ---- all old or all new: a signal at any step of publishing the outputs ---------------------------------------
+
+def _output_set(tag: str) -> dict[str, str]:
+    return {name: f"{tag} {name}\n" * (1000 if name == "audit.json" else 1) for name in OUTPUTS}
+
+
+OLD_SET, NEW_SET = _output_set("old"), _output_set("new")
+USER_FILES = {"notes.txt": "kept by the user\n", "outbox/state.json": "{}\n"}  # carried into every new set
+# what a fault may interrupt: each write and rename, and each step of making and removing the hidden folder
+FAULT_AT = ("_write", "_exchange", "chmod", "link", "rename", "mkdir", "rmdir", "unlink")
+
+
+# A writer in a fresh process (python -c): publish the set given into `out`, sending itself `sig` at the nth
+# step (a write stops half way); exit 130/143 on the handled interrupt, 0 if the publish ended, 3 on any other
+# exception, 99 if the nth step never came. A fresh process rather than a fork of the test's, which holds
+# DuckDB's threads.
+_FAULT_CHILD = """
+import json, os, sys
+from pathlib import Path
+from auditor import atomic, scratch
+
+out, nth, sig, files, steps = Path(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4]), \\
+    sys.argv[5].split(",")
+scratch.handle_sigterm()
+count = 0
+
+def faulty(owner, name):
+    real = getattr(owner, name)
+
+    def step(*args, **kwargs):
+        global count
+        count += 1
+        if count == nth:
+            if name == "_write":  # half the file on disk, then the signal
+                real(args[0], args[1][: len(args[1]) // 2], *args[2:])
+            os.kill(os.getpid(), sig)
+            if name == "_write":
+                return None
+        return real(*args, **kwargs)
+
+    setattr(owner, name, step)
+
+for name in steps:
+    faulty(atomic if name.startswith("_") else os, name)
+code = 0
+try:
+    atomic.write_files(out, files)
+except KeyboardInterrupt:
+    code = scratch.interrupted_exit_code()
+except BaseException:
+    code = 3
+os._exit(code if count >= nth else 99)
+"""
+
+
+def _faulty_publish(out: Path, nth: int, sig: int, cwd: Path = REPO) -> int:
+    """The exit code of the writer above (negative: the signal that killed it)."""
+    proc = subprocess.run([sys.executable, "-c", _FAULT_CHILD, str(out), str(nth), str(sig), json.dumps(NEW_SET),
+                           ",".join(FAULT_AT)], cwd=cwd, capture_output=True, text=True, timeout=60)
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return proc.returncode
+
+
+def _with_user_files(files: dict[str, str]) -> dict[str, bytes]:
+    return {k: v.encode() for k, v in sorted({**files, **USER_FILES}.items())}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
+def test_a_signal_at_any_step_leaves_the_old_set_or_the_new(tmp_path, sig):
+    """The previous complete set, or the new complete one, whatever step the signal lands on (every write,
+    rename, link, mode change and removal of publishing a set); what a killed run left is removed by the next,
+    and the user's file and folder in the output folder survive every case."""
+    from auditor import atomic
+
+    nth = 0
+    seen = set()
+    while True:
+        nth += 1
+        out = tmp_path / f"case-{nth}" / "out"
+        atomic.write_files(out, OLD_SET)
+        for name, text in USER_FILES.items():
+            (out / name).parent.mkdir(exist_ok=True)
+            (out / name).write_text(text)
+        code = _faulty_publish(out, nth, sig)
+        if code == 99:  # the publish has fewer steps than nth: every one was tried
+            break
+        after = files_under(out)
+        if sig == signal.SIGKILL and "outbox/state.json" not in after:
+            # killed in the instant the user's folder is moved into the new set: it lies in the hidden folder
+            # beside `out` until the next run moves it back (asserted below); the set itself is whole
+            after["outbox/state.json"] = USER_FILES["outbox/state.json"].encode()
+        assert after in (_with_user_files(OLD_SET), _with_user_files(NEW_SET)), (nth, sorted(after))
+        seen.add("old" if after == _with_user_files(OLD_SET) else "new")
+        if sig == signal.SIGKILL:
+            assert code == -signal.SIGKILL, (nth, code)
+        else:  # handled: the run cleans up after itself
+            assert code in (128 + sig, 0), (nth, code)
+            assert sorted(p.name for p in out.parent.iterdir()) == ["out"], nth
+        atomic.write_files(out, NEW_SET)  # the next run
+        assert files_under(out) == _with_user_files(NEW_SET), nth
+        assert sorted(p.name for p in out.parent.iterdir()) == ["out"], nth  # no hidden folder left beside it
+    assert nth > 15 and seen == {"old", "new"}, (nth, seen)
+
+
+def test_a_killed_first_publish_leaves_no_folder_or_a_whole_one(tmp_path):
+    from auditor import atomic
+
+    for nth in range(1, 100):
+        out = tmp_path / f"case-{nth}" / "out"
+        out.parent.mkdir()
+        if _faulty_publish(out, nth, signal.SIGKILL) == 99:
+            break
+        assert not out.exists() or files_under(out) == {k: v.encode() for k, v in NEW_SET.items()}, nth
+        atomic.write_files(out, OLD_SET)
+        assert sorted(p.name for p in out.parent.iterdir()) == ["out"], nth
+    assert nth > 5
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_handled_signal_at_any_step_of_writing_into_the_working_folder(tmp_path, sig):
+    """`--out .` cannot be exchanged for a new folder (it is where the run is): its files are renamed in one by
+    one, with SIGINT and SIGTERM held off until the last, so a handled signal still leaves one set or the other."""
+    from auditor import atomic
+
+    for nth in range(1, 100):
+        out = tmp_path / f"case-{nth}"
+        atomic.write_files(out, OLD_SET)
+        (out / "notes.txt").write_text(USER_FILES["notes.txt"])
+        code = _faulty_publish(Path("."), nth, sig, cwd=out)
+        if code == 99:
+            break
+        assert code in (128 + sig, 0), (nth, code)
+        sets = [{k: v.encode() for k, v in {**files, "notes.txt": USER_FILES["notes.txt"]}.items()}
+                for files in (OLD_SET, NEW_SET)]
+        assert files_under(out) in sets, (nth, sorted(files_under(out)))
+    assert nth > 5
+
+
+def _signal_at_publish(when: str, out: Path, audit_json: Path) -> subprocess.CompletedProcess:
+    """`gpu-auditor report` in a fresh process that sends itself SIGTERM just before, or just after, the step
+    that makes the new set visible (in it, signals are held until the set is in place)."""
+    code = f"""
+import os, signal, sys
+from auditor import atomic
+from auditor.cli import main
+real = atomic.Staging.publish
+def publish(self):
+    if {when == "before"!r}:
+        os.kill(os.getpid(), signal.SIGTERM)
+    real(self)
+    if {when == "after"!r}:
+        os.kill(os.getpid(), signal.SIGTERM)
+atomic.Staging.publish = publish
+sys.argv = ["gpu-auditor", "report", {str(audit_json)!r}, "--out", {str(out)!r}]
+main()
+"""
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+
+
+@pytest.mark.parametrize("when", ["before", "after"])
+def test_sigterm_at_the_publish_step_through_the_cli(policy, tmp_path, when):
+    out = tmp_path / "out"
+    assert audit(policy, out, GPU_FIXTURE).exit_code == 0
+    (out / "report.html").write_text("the previous report\n")
+    before = files_under(out)
+    saved = tmp_path / "audit.json"
+    shutil.copy(out / "audit.json", saved)
+    proc = _signal_at_publish(when, out, saved)
+    assert proc.returncode == 143, proc.stderr
+    assert "Traceback" not in proc.stderr
+    if when == "before":
+        assert proc.stderr.strip().splitlines() == ["gpu-auditor: terminated (SIGTERM); nothing was written"]
+        assert files_under(out) == before
+    else:  # the signal came after the set was in place: it stays, and the message says so
+        assert proc.stderr.strip().splitlines() == [
+            f"gpu-auditor: terminated (SIGTERM) after the outputs were written in full ({out})"]
+        assert (out / "report.html").read_text(encoding="utf-8") != "the previous report\n"
+        assert set(files_under(out)) == set(before)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["audit.json", "out"]
+
+
+# ---- only regular files are written -------------------------------------------------------------------------
+
+MANIFESTS = REPO / "fixtures" / "manifests"
+
+
+def _special(kind: str, path: Path) -> None:
+    """Make `path` a file system object that is not a regular file."""
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "socket":
+        import socket
+
+        sock = socket.socket(socket.AF_UNIX)
+        sock.bind(str(path))
+        sock.close()
+    elif kind == "device":  # a /dev/null of our own: the real one is not put at risk
+        if os.geteuid() != 0:
+            pytest.skip("making a device node needs root")
+        os.mknod(path, 0o666 | __import__("stat").S_IFCHR, os.makedev(1, 3))
+    else:
+        path.mkdir()
+        (path / "inside.txt").write_text("kept\n")
+
+
+def _same(path: Path) -> tuple:
+    st = os.lstat(path)
+    return st.st_ino, st.st_mode, st.st_rdev
+
+
+@pytest.mark.parametrize("kind", ["fifo", "socket", "device", "folder"])
+def test_gate_output_that_is_not_a_regular_file_is_refused(tmp_path, kind):
+    out = tmp_path / "gate.txt"
+    _special(kind, out)
+    before = _same(out)
+    with deadline(60):  # an open of a fifo would block: the refusal must come first
+        result = CliRunner().invoke(cli, ["gate", "--policy", str(MANIFESTS / "policy.yml"), "--output", str(out),
+                                          str(MANIFESTS / "kubernetes")])
+    assert result.exit_code == 2
+    word = {"fifo": "a named pipe", "socket": "a socket", "device": "a device", "folder": "a folder"}[kind]
+    assert the_error(result) == (f"gpu-auditor: error: {out}: is {word}; gpu-auditor writes only regular files "
+                                 "(give a file's path, or - for standard output)")
+    assert _same(out) == before  # the very same node, not a regular file put in its place
+
+
+def test_gate_output_dash_is_standard_output(tmp_path):
+    result = CliRunner().invoke(cli, ["gate", "--policy", str(MANIFESTS / "policy.yml"), "--format", "json",
+                                      "--output", "-", str(MANIFESTS / "kubernetes")], catch_exceptions=False)
+    assert result.exit_code in (0, 1)
+    assert json.loads(result.stdout)  # the whole verdict, on stdout
+    assert not Path("-").exists() and not (REPO / "-").exists()
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "folder"])
+def test_report_outputs_that_are_not_regular_files_are_refused(policy, tmp_path, kind):
+    out = tmp_path / "out"
+    assert audit(policy, out, GPU_FIXTURE).exit_code == 0
+    (out / "report.md").unlink()
+    _special(kind, out / "report.md")
+    before = files_under(out)
+    result = audit(policy, out, GPU_FIXTURE)
+    assert result.exit_code == 2
+    assert the_error(result).startswith(f"gpu-auditor: error: {out / 'report.md'}: is a ")
+    assert files_under(out) == before and stat_kind(out / "report.md") == kind
+
+
+def stat_kind(path: Path) -> str:
+    import stat as st
+
+    mode = os.lstat(path).st_mode
+    return "fifo" if st.S_ISFIFO(mode) else "device" if st.S_ISCHR(mode) else "folder" if st.S_ISDIR(mode) \
+        else "file"
+
+
+@pytest.mark.parametrize("kind", ["fifo", "file"])
+def test_an_out_folder_that_is_not_a_folder_is_refused(policy, tmp_path, kind):
+    out = tmp_path / "out"
+    if kind == "file":
+        out.write_text("a file\n")
+    else:
+        _special(kind, out)
+    result = audit(policy, out, GPU_FIXTURE)
+    assert result.exit_code == 2
+    word = "a named pipe" if kind == "fifo" else "a file"
+    assert the_error(result) == (f"gpu-auditor: error: {out}: is {word}, not a folder; the outputs are written "
+                                 "into a folder")
+    assert stat_kind(out) == kind
+
+
+@pytest.mark.parametrize("command", ["policy-init", "outbox"])
+def test_other_outputs_refuse_a_named_pipe(policy, tmp_path, command):
+    target = tmp_path / "target"
+    os.mkfifo(target)
+    if command == "outbox":
+        assert audit(policy, tmp_path / "audit", GPU_FIXTURE).exit_code == 0
+    with deadline(60):
+        if command == "policy-init":
+            result = CliRunner().invoke(cli, ["policy", "init", "--force", str(target)])
+        else:
+            result = CliRunner().invoke(cli, ["email", "--dry-run", "--policy", str(REPO / "fixtures/demo/policy.yml"),
+                                              "--outbox", str(target), str(tmp_path / "audit")])
+    assert result.exit_code == 2
+    assert f"{target}: is a named pipe" in the_error(result)
+    assert stat_kind(target) == "fifo"
+
+
+# ---- no raw line break from input in any output a log may print ---------------------------------------------
+
+BREAKS = "\n::error title=forged::one\r\n::warning::two\r::notice::three\u2028::error::four\u0085::error::five"
+HOSTILE_COLUMNS = ("identity/LineItemId", "bill/PayerAccountId", "lineItem/UsageAccountId", "lineItem/ResourceId",
+                   "lineItem/AvailabilityZone", "lineItem/LineItemDescription", "product/ProductName",
+                   "lineItem/Operation", "resourceTags/user:team")
+
+
+def _forged_lines(text: str) -> list[str]:
+    """Lines (split as Python splits them: LF, CR, U+2028, NEL, ...) that start, after white space, as a
+    workflow command does."""
+    return [line for line in text.splitlines() if line.lstrip().startswith("::")]
+
+
+@pytest.fixture(scope="module")
+def line_break_run(tmp_path_factory) -> dict[str, str]:
+    """Every output of an audit whose text columns, file name, policy name and team names hold line breaks
+    followed by workflow commands: the output files, the e-mails' text and HTML parts and headers, `report`'s
+    re-rendering, and what each command printed."""
+    import email
+    import email.policy
+
+    tmp = tmp_path_factory.mktemp("breaks")
+    with open(GPU_FIXTURE, newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    header = rows[0]
+    for row in rows[1:]:
+        for i, name in enumerate(header):
+            if name in HOSTILE_COLUMNS:
+                row[i] += BREAKS
+    billing = tmp / f"cur{BREAKS.replace(chr(0x2028), '').replace(chr(0x85), '')}.csv"
+    with open(billing, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows(rows)
+    policy = tmp / "policy.yml"
+    policy.write_text(f"policy: {json.dumps('Breaks' + BREAKS)}\nowner: finops@example.com\n"
+                      "attribution: {team_tags: [team]}\nteams:\n"
+                      f"  {json.dumps('research' + BREAKS)}: {{lead: lead@example.com}}\n"
+                      f"  vision: {{lead: vision@example.com}}\n", encoding="utf-8")
+    out, again = tmp / "out", tmp / "again"
+    seen: dict[str, str] = {}
+    runs = {"audit": ["audit", "--policy", str(policy), "--out", str(out), str(billing)],
+            "inspect": ["inspect", str(billing)],
+            "report": ["report", str(out / "audit.json"), "--out", str(again)],
+            "email": ["email", "--dry-run", "--policy", str(policy), str(out)]}
+    for name, args in runs.items():
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code in (0, 1), (name, result.output)
+        seen[f"{name} stdout"], seen[f"{name} stderr"] = result.stdout, result.stderr
+    for folder in (out, again):
+        for path in folder.rglob("*"):
+            if path.is_file() and path.suffix != ".eml":
+                seen[str(path.relative_to(tmp))] = path.read_text(encoding="utf-8")
+    emails = sorted((out / "outbox").glob("*.eml"))
+    assert len(emails) == 3  # the owner, research's lead (the team holding the line breaks), vision's lead
+    for eml in emails:
+        msg = email.message_from_bytes(eml.read_bytes(), policy=email.policy.default)
+        seen[f"{eml.name} headers"] = "\n".join(f"{k}: {v}" for k, v in msg.items())
+        for part in msg.walk():
+            if part.get_content_maintype() == "text":
+                seen[f"{eml.name} {part.get_content_type()}"] = part.get_content()
+    return seen
+
+
+def test_no_output_starts_a_line_with_input(line_break_run):
+    forged = {name: _forged_lines(text)[:2] for name, text in line_break_run.items() if _forged_lines(text)}
+    assert forged == {}
+    assert {"out/report.html", "out/report.md", "out/findings.csv", "out/jobs.csv", "out/audit.json",
+            "again/report.html", "audit stdout", "inspect stdout"} <= set(line_break_run)
+    # the values are there, escaped: the reader still sees what the input held
+    assert "research\\n::error title=forged::one\\r\\n" in line_break_run["out/report.html"]
+    assert "Breaks\\n::error" in line_break_run["audit stdout"]
+    html = [text for name, text in line_break_run.items() if name.endswith("text/html")]
+    assert html and all("\\n::error title=forged::one" in text for text in html)
+
+
+# ---- every input limit is a clear refusal -------------------------------------------------------------------
+
+def _cur(path: Path, *lines: tuple[str, str, str]) -> Path:
+    """A small CUR: (usage type, start time, cost) per line."""
+    rows = [f"li-{i},Usage,{start},{start.replace('T00:', 'T01:')},{usage},1,USD,{cost}"
+            for i, (usage, start, cost) in enumerate(lines)]
+    path.write_text("\n".join([CUR_HEADER, *rows]) + "\n", encoding="utf-8")
+    return path
+
+
+TWENTY_NINES = "9" * 20  # the largest whole amount DECIMAL(38,18) holds
+
+
+@pytest.mark.parametrize(("files", "named", "words"), [
+    # two lines of one file, each within the limit, whose sum is not
+    ([[("BoxUsage:g5.xlarge", "2026-07-01T00:00:00Z", TWENTY_NINES),
+       ("BoxUsage:g5.xlarge", "2026-07-01T00:00:00Z", TWENTY_NINES)]], 0, "the costs add up to more than"),
+    # one line in each of two files: the second is named, with the files before it
+    ([[("BoxUsage:g5.xlarge", "2026-07-01T00:00:00Z", "6" + "0" * 19)],
+      [("BoxUsage:g5.2xlarge", "2026-07-02T00:00:00Z", "6" + "0" * 19)]], 1,
+     "the costs add up with the files read before it to more than"),
+    # costs of both signs: their absolute values add up
+    ([[("BoxUsage:g5.xlarge", "2026-07-01T00:00:00Z", TWENTY_NINES),
+       ("Credit", "2026-07-01T00:00:00Z", "-" + TWENTY_NINES)]], 0, "the costs add up to more than"),
+    ([[("BoxUsage:g5.xlarge", "10000-07-01T00:00:00Z", "1")]], 0, "a line is charged on 10000-07-01, outside the days"),
+    ([[("BoxUsage:g5.xlarge", "1899-12-31T00:00:00Z", "1")]], 0, "a line is charged on 1899-12-31, outside the days"),
+])
+def test_sums_and_dates_beyond_what_the_engine_holds_are_refused(policy, tmp_path, files, named, words):
+    paths = [_cur(tmp_path / f"cur-{i}.csv", *lines) for i, lines in enumerate(files)]
+    result = audit(policy, tmp_path / "out", *paths)
+    assert result.exit_code == 2
+    assert the_error(result).startswith(f"gpu-auditor: error: {paths[named]}: ")
+    assert words in the_error(result)
+    assert not (tmp_path / "out").exists()
+
+
+def test_a_sum_just_under_the_limit_is_read_exactly(policy, tmp_path):
+    """Two costs adding up to 97,999,999,999,999,999,999.75: under the limit (0.99 x 10^20), kept to the cent."""
+    billing = _cur(tmp_path / "cur.csv", ("BoxUsage:g5.xlarge", "2026-07-01T00:00:00Z", "49000000000000000000.25"),
+                   ("BoxUsage:g5.xlarge", "2026-07-01T00:00:00Z", "48999999999999999999.50"))
+    result = audit(policy, tmp_path / "out", billing)
+    assert result.exit_code == 0, result.output
+    doc = json.loads((tmp_path / "out" / "audit.json").read_text(encoding="utf-8"))
+    assert doc["summary"]["billed_cost"] == {"USD": "97999999999999999999.75"}
+
+
+@pytest.mark.parametrize(("option", "words"), [
+    (("--quarter", "9999-Q4"), "--quarter '9999-Q4': a quarter from 1900-Q1 to 9998-Q4"),
+    (("--quarter", "1899-Q4"), "--quarter '1899-Q4': a quarter from 1900-Q1 to 9998-Q4"),
+    (("--since", "2026-07-01", "--until", "9999-12-31"), "--until '9999-12-31': a day from 1900-01-01 to 9998-12-31"),
+    (("--as-of", "0001-01-01"), "--as-of '0001-01-01': a day from 1900-01-01 to 9998-12-31"),
+])
+def test_dates_and_quarters_out_of_range_are_refused(policy, tmp_path, option, words):
+    result = audit(policy, tmp_path / "out", GPU_FIXTURE, extra=option)
+    assert result.exit_code == 2
+    assert the_error(result) == f"gpu-auditor: error: {words}"
+
+
+def test_an_out_name_too_long_is_one_line(policy, tmp_path):
+    out = tmp_path / ("a" * 300)
+    result = audit(policy, out, GPU_FIXTURE)
+    assert result.exit_code == 2
+    assert the_error(result) == f"gpu-auditor: error: {out}: File name too long"
+
+
+def test_a_full_disk_under_the_outbox_is_one_line(policy, tmp_path, monkeypatch):
+    from auditor import atomic
+
+    assert audit(policy, tmp_path / "audit", GPU_FIXTURE).exit_code == 0
+    real = atomic._write
+
+    def full(path, data, fd=None):
+        if "outbox" in str(path):
+            if fd is not None:
+                os.close(fd)
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real(path, data, fd)
+
+    monkeypatch.setattr(atomic, "_write", full)
+    outbox = tmp_path / "outbox"
+    result = CliRunner().invoke(cli, ["email", "--dry-run", "--policy", str(REPO / "fixtures/demo/policy.yml"),
+                                      "--outbox", str(outbox), str(tmp_path / "audit")])
+    assert result.exit_code == 2
+    assert the_error(result).startswith(f"gpu-auditor: error: {outbox}/")
+    assert the_error(result).endswith(": cannot write the file: No space left on device")
+    assert [p.name for p in outbox.iterdir() if p.name.startswith(".")] == [".lock"]  # no temporary file left
+
+
+def test_duplicate_asset_and_job_ids_in_an_inventory_are_refused(policy, tmp_path):
+    doc = json.loads((REPO / "fixtures" / "demo" / "inventory.json").read_text(encoding="utf-8"))
+    for key in ("assets", "jobs"):
+        bad = {**doc, key: [*doc[key], dict(doc[key][0])]}
+        path = tmp_path / f"{key}.json"
+        path.write_text(json.dumps(bad), encoding="utf-8")
+        result = audit(policy, tmp_path / "out", GPU_FIXTURE, extra=("--inventory", str(path)))
+        assert result.exit_code == 2
+        n = len(doc[key])
+        assert the_error(result) == (f"gpu-auditor: error: {path}: {key}[{n}].id: {doc[key][0]['id']!r} is the id "
+                                     f"of {key}[0] too; each id once")
+
+
+@pytest.mark.parametrize(("text", "line", "words"), [
+    ("policy: P\x00\nowner: finops@example.com\n", 1,
+     "not valid YAML: the character U+0000 is not allowed in YAML text"),
+    ("policy: P\nowner: finops@example.com\nteams:\n  [a, b]: {lead: l@example.com}\n", 4,
+     "a key is a list; every key of a policy is a name (text)"),
+    ("policy: P\nowner: finops@example.com\nteams:\n  ? {a: 1}\n  : {lead: l@example.com}\n", 4,
+     "a key is a mapping; every key of a policy is a name (text)"),
+])
+def test_policy_nul_bytes_and_list_keys_are_one_line(tmp_path, text, line, words):
+    path = tmp_path / "policy.yml"
+    path.write_bytes(text.encode("utf-8"))
+    for args in (["policy", "validate", str(path)], ["audit", "-q", "--policy", str(path), "--out",
+                                                     str(tmp_path / "out"), str(GPU_FIXTURE)]):
+        result = CliRunner().invoke(cli, args)
+        assert result.exit_code == 2
+        assert the_error(result) == f"gpu-auditor: error: {path}:{line}: {words}"
+
+
+@pytest.mark.parametrize("command", [
+    ["inspect", str(GPU_FIXTURE)], ["gate", "--policy", str(MANIFESTS / "policy.yml"), str(MANIFESTS / "kubernetes")]])
+def test_standard_output_full_or_closed_is_exit_2(command):
+    if os.path.exists("/dev/full"):  # a device that is always full
+        with open("/dev/full", "w") as device:
+            full = subprocess.run([sys.executable, "-m", "auditor", *command], stdout=device, stderr=subprocess.PIPE,
+                                  text=True, timeout=120, cwd=REPO)
+        assert full.returncode == 2, full.stderr
+        assert full.stderr.strip().splitlines()[-1] == \
+            "gpu-auditor: error: cannot write to standard output: No space left on device"
+        assert "Exception ignored" not in full.stderr
+    closed = subprocess.run([sys.executable, "-m", "auditor", *command], stderr=subprocess.PIPE, text=True,
+                            timeout=120, cwd=REPO, preexec_fn=lambda: os.close(1))
+    assert closed.returncode == 2
+    assert closed.stderr == "gpu-auditor: error: standard output is closed; redirect it (> FILE or > /dev/null)\n"
+
+
+# ---- ambiguity refused, legality read -----------------------------------------------------------------------
+
+FOCUS_DEMO = REPO / "fixtures" / "demo" / "billing" / "focus-azure-2026-q3.csv"
+
+
+def _focus_as(tmp_path: Path, encoding: str) -> Path:
+    """The demo FOCUS export with its Tags in another encoding the specification or a provider uses."""
+    con = duckdb.connect()
+    src = f"read_csv('{FOCUS_DEMO}', all_varchar = true)"
+    tags = {"parquet-text": "Tags",
+            "parquet-map": "CAST(CAST(Tags AS JSON) AS MAP(VARCHAR, VARCHAR))",
+            "parquet-struct": "json_transform(Tags, '{\"team\": \"VARCHAR\", \"owner\": \"VARCHAR\", "
+                              "\"project\": \"VARCHAR\"}')"}
+    if encoding == "json-object":  # newline-delimited JSON, Tags an object in each line
+        path = tmp_path / "focus.json"
+        con.execute(f"COPY (SELECT * REPLACE (CAST(Tags AS JSON) AS Tags) FROM {src}) TO '{path}' (FORMAT JSON)")
+    else:
+        path = tmp_path / f"focus-{encoding}.parquet"
+        con.execute(f"COPY (SELECT * REPLACE ({tags[encoding]} AS Tags) FROM {src}) TO '{path}' (FORMAT PARQUET)")
+    con.close()
+    return path
+
+
+def _team_spend(policy: Path, out: Path, billing: Path) -> dict:
+    result = audit(policy, out, billing, extra=("--quarter", "2026-Q3"))
+    assert result.exit_code in (0, 1), result.output
+    return json.loads((out / "audit.json").read_text(encoding="utf-8"))["summary"]["by_team"]
+
+
+@pytest.fixture(scope="module")
+def team_policy(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("teams") / "policy.yml"
+    path.write_text("policy: Tags\nowner: finops@example.com\nattribution: {team_tags: [team]}\n", encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def csv_team_spend(team_policy, tmp_path_factory) -> dict:
+    spend = _team_spend(team_policy, tmp_path_factory.mktemp("csv") / "out", FOCUS_DEMO)
+    assert {"nlp", "platform"} <= set(spend)  # the tags are what the figures hang on
+    return spend
+
+
+@pytest.mark.parametrize("encoding", ["parquet-text", "parquet-map", "parquet-struct", "json-object"])
+def test_focus_tags_are_read_in_every_encoding(team_policy, csv_team_spend, tmp_path, encoding):
+    """The spend per team (read from the `team` tag) is the CSV's, to the cent, whatever holds the tags."""
+    assert _team_spend(team_policy, tmp_path / "out", _focus_as(tmp_path, encoding)) == csv_team_spend
+
+
+def test_two_spellings_of_a_money_column_are_refused(policy, tmp_path):
+    billing = tmp_path / "cur.csv"
+    billing.write_text(f"{CUR_HEADER},line_item_unblended_cost\n"
+                       "li-1,Usage,2026-07-01T00:00:00Z,2026-07-01T01:00:00Z,BoxUsage:g5.xlarge,1,USD,1.5,2.5\n",
+                       encoding="utf-8")
+    result = audit(policy, tmp_path / "out", billing)
+    assert result.exit_code == 2
+    assert the_error(result) == (
+        f"gpu-auditor: error: {billing}: column 'lineItem/UnblendedCost': the file has 'lineItem/UnblendedCost' and "
+        "'line_item_unblended_cost', two spellings of one column; gpu-auditor cannot tell which to read (remove one)")
+
+
+def test_two_parquet_columns_of_one_name_are_refused(policy, tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "focus.parquet"
+    columns = {"ChargePeriodStart": ["2026-07-01T00:00:00Z"], "ChargePeriodEnd": ["2026-07-01T01:00:00Z"],
+               "BilledCost": [1.5], "BilledCost ": [2.5], "BillingCurrency": ["USD"], "ServiceName": ["Compute"]}
+    table = pa.table(list(map(pa.array, columns.values())), names=[n.strip() for n in columns])
+    pq.write_table(table, path)
+    result = audit(policy, tmp_path / "out", path)
+    assert result.exit_code == 2
+    assert the_error(result) == (f"gpu-auditor: error: {path}: columns 3 and 4 are both named 'BilledCost'; "
+                                 "gpu-auditor cannot tell which to read (remove or rename one)")
+
+
+def test_an_out_folder_in_a_parent_the_user_cannot_write_is_written_file_by_file(reachable):
+    """As `nobody`: `--out` is writable but its parent is not, so no folder can be made beside it; the files
+    are renamed in one by one instead (the user's file kept), and a folder that is not writable either is one
+    line, the previous set left as it was."""
+    parent = reachable / "locked"
+    out = parent / "out"
+    out.mkdir(parents=True)
+    (out / "notes.txt").write_text("kept by the user\n")
+    for p in (out, out / "notes.txt"):
+        p.chmod(0o777 if p.is_dir() else 0o666)
+    parent.chmod(0o755)  # root's: nobody may enter it, not add to it
+    result = run_as_nobody("audit", "-q", "--policy", reachable / "policy.yml", "--out", out, reachable / "billing")
+    assert result.exit_code == 0, result.stderr
+    assert sorted(p.name for p in out.iterdir()) == sorted([*OUTPUTS, "notes.txt"])
+    assert sorted(p.name for p in parent.iterdir()) == ["out"]
+    before = files_under(out)
+    out.chmod(0o755)
+    result = run_as_nobody("audit", "-q", "--policy", reachable / "policy.yml", "--out", out, reachable / "billing")
+    assert error_lines(result) == [f"gpu-auditor: error: {out}: cannot write the report: Permission denied; the "
+                                   "previous report is left as it was"]
+    assert files_under(out) == before
+
+
+@pytest.mark.parametrize("carry", [True, False])
+def test_a_dead_runs_hidden_folder_is_removed_and_only_carried_folders_go_back(tmp_path, carry):
+    """A report's hidden folder holds no folder of its own: one in it was carried from `--out` and goes back.
+    A snapshot's holds its own (billing/): they are removed with it, never moved into the previous snapshot."""
+    from auditor import atomic
+
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "kept.txt").write_text("previous\n")
+    staging = atomic.Staging(out, carry=carry)
+    (staging.path / "inner").mkdir()
+    (staging.path / "inner" / "file").write_text("x\n")
+    alive = atomic.remove_leftovers(out)
+    assert alive == [] and staging.path.exists()  # its run holds the lock: left alone
+    os.close(staging._fd)  # the run dies: its lock goes with it
+    assert atomic.remove_leftovers(out) == [staging.path]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+    assert sorted(files_under(out)) == (["inner/file", "kept.txt"] if carry else ["kept.txt"])
+
+
+def test_a_closed_standard_error_takes_no_file_and_ends_no_run(policy, tmp_path):
+    """`2>&-`: the run goes on (its messages to /dev/null), the exit code still says how it ended, and no file
+    it opens takes descriptor 2 (whatever writes there would land in a report)."""
+    out = tmp_path / "out"
+    ok = subprocess.run([sys.executable, "-m", "auditor", "audit", "--policy", str(policy), "--out", str(out),
+                         str(GPU_FIXTURE)], capture_output=True, text=True, timeout=120, cwd=REPO,
+                        preexec_fn=lambda: os.close(2))
+    assert ok.returncode == 0
+    assert sorted(p.name for p in out.iterdir()) == sorted(OUTPUTS)
+    json.loads((out / "audit.json").read_text(encoding="utf-8"))  # nothing but the audit in it
+    bad = subprocess.run([sys.executable, "-m", "auditor", "audit", "--policy", str(tmp_path / "missing.yml"),
+                          "--out", str(out), str(GPU_FIXTURE)], capture_output=True, text=True, timeout=120,
+                         cwd=REPO, preexec_fn=lambda: os.close(2))
+    assert bad.returncode == 2

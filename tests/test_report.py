@@ -278,58 +278,62 @@ def test_write_outputs_is_atomic_when_rendering_fails(demo_audit, tmp_path, monk
     assert not fresh.exists()
 
 
+def leftovers(out: Path) -> list[str]:
+    """Hidden folders a write of `out` left beside it."""
+    return [p.name for p in out.parent.iterdir() if p.name.startswith(f".{out.name}{atomic.STAGING}")]
+
+
 def test_write_outputs_is_atomic_when_writing_fails(demo_audit, tmp_path, monkeypatch):
-    (tmp_path / "report.html").write_text("the previous report\n")
-    (tmp_path / "audit.json").write_text("{}\n")
-    real = atomic.tempfile.mkstemp
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "report.html").write_text("the previous report\n")
+    (out / "audit.json").write_text("{}\n")
+    real = atomic._write
     calls = []
 
-    def mkstemp(*args, **kwargs):
+    def write(*args, **kwargs):
         calls.append(1)
         if len(calls) == 3:
             raise OSError(28, "No space left on device")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(atomic.tempfile, "mkstemp", mkstemp)
+    monkeypatch.setattr(atomic, "_write", write)
     with pytest.raises(InputError, match="No space left on device") as exc:
-        write_outputs(demo_audit, tmp_path)
-    assert exc.value.path == str(tmp_path)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["audit.json", "report.html"]
-    assert (tmp_path / "report.html").read_text() == "the previous report\n"
-    assert (tmp_path / "audit.json").read_text() == "{}\n"
+        write_outputs(demo_audit, out)
+    assert exc.value.path == str(out)
+    assert sorted(p.name for p in out.iterdir()) == ["audit.json", "report.html"]
+    assert (out / "report.html").read_text() == "the previous report\n"
+    assert (out / "audit.json").read_text() == "{}\n"
+    assert leftovers(out) == []
 
 
-def fail_rename(monkeypatch, nth: int) -> None:
-    """The report's nth rename into place fails with an I/O error; the others go through."""
-    real = os.replace
-    calls = []
+def fail_publish(monkeypatch, name: str) -> None:
+    """The step that makes the new set visible (`_exchange`, or `rename` for a first set) fails with EIO."""
+    def refuse(src, dst, *args, **kwargs):
+        raise OSError(5, "Input/output error")
 
-    def flaky_replace(src, dst):
-        calls.append(dst)
-        if len(calls) == nth:
-            raise OSError(5, "Input/output error")
-        return real(src, dst)
-
-    monkeypatch.setattr(atomic.os, "replace", flaky_replace)
+    monkeypatch.setattr(atomic if name == "_exchange" else atomic.os, name, refuse)
 
 
-def test_write_outputs_rename_failure_leaves_previous_report(demo_audit, tmp_path, monkeypatch):
-    (tmp_path / "audit.json").write_text("{}\n")
-    (tmp_path / "report.html").write_text("the previous report\n")
-    fail_rename(monkeypatch, 2)
-    with pytest.raises(InputError, match="left as it was"):
-        write_outputs(demo_audit, tmp_path)
-    # the first file was already renamed into place when the second rename failed: it is put back
-    assert (tmp_path / "audit.json").read_text() == "{}\n"
-    assert (tmp_path / "report.html").read_text() == "the previous report\n"
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["audit.json", "report.html"]
+def test_write_outputs_exchange_failure_leaves_previous_report(demo_audit, tmp_path, monkeypatch):
+    out = tmp_path / "out"
+    (out / "outbox").mkdir(parents=True)  # a folder carried into the new set, and back on the failure
+    (out / "audit.json").write_text("{}\n")
+    (out / "report.html").write_text("the previous report\n")
+    fail_publish(monkeypatch, "_exchange")
+    with pytest.raises(InputError, match="Input/output error; the previous report is left as it was"):
+        write_outputs(demo_audit, out)
+    assert (out / "audit.json").read_text() == "{}\n"
+    assert (out / "report.html").read_text() == "the previous report\n"
+    assert sorted(p.name for p in out.iterdir()) == ["audit.json", "outbox", "report.html"]
+    assert leftovers(out) == []
 
 
 def test_write_outputs_rename_failure_without_previous_report(demo_audit, tmp_path, monkeypatch):
-    fail_rename(monkeypatch, 3)
+    fail_publish(monkeypatch, "rename")
     with pytest.raises(InputError):
-        write_outputs(demo_audit, tmp_path)
-    assert list(tmp_path.iterdir()) == []  # no half report: the two files already renamed are removed again
+        write_outputs(demo_audit, tmp_path / "out")
+    assert list(tmp_path.iterdir()) == []  # no half report, no folder
 
 
 def test_write_outputs_into_a_file_is_an_input_error(demo_audit, tmp_path):

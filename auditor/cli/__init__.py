@@ -30,7 +30,9 @@ for command in (audit.inspect, audit.audit, pull.pull_command, audit.report, mai
 
 
 def main() -> None:
+    from auditor.cli.base import standard_streams
     from auditor.scratch import handle_sigterm
 
+    standard_streams()
     handle_sigterm()
     cli(prog_name="gpu-auditor")

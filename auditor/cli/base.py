@@ -3,6 +3,7 @@ the waiver day, and the progress line."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -69,6 +70,9 @@ class AuditorGroup(click.Group):
             sys.exit(0)
         except KeyboardInterrupt:
             interrupted()
+        except OSError as e:  # a full disk, a name too long, standard output full: one line naming the path
+            click.echo(f"gpu-auditor: error: {safe(_where(e))}{e.strerror or e}", err=True)
+            sys.exit(EXIT_INPUT)
         except Exception as e:  # noqa: BLE001 - the last line of defence against a traceback
             if "Query interrupted" in str(e):  # Ctrl-C arriving inside a DuckDB query
                 interrupted()
@@ -82,13 +86,57 @@ class AuditorGroup(click.Group):
             sys.exit(EXIT_INPUT)
 
 
+def _where(e: OSError) -> str:
+    """The path an OSError is about, as `PATH: `; `cannot write to standard output: ` when it came from printing
+    (click.echo) to stdout, which then goes to /dev/null so that Python's flush at exit does not fail again."""
+    if e.filename is not None:
+        return f"{os.fsdecode(e.filename)}: "
+    tb = e.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        if frame.f_code.co_name == "echo" and frame.f_globals.get("__name__") == "click.utils" \
+                and not frame.f_locals.get("err"):
+            with contextlib.suppress(OSError, ValueError, AttributeError):
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, sys.stdout.fileno())
+                os.close(devnull)
+            return "cannot write to standard output: "
+        tb = tb.tb_next
+    return ""
+
+
+def standard_streams() -> None:
+    """Refuse to run with standard output closed (`>&-`): what a command prints would be lost while it exits 0,
+    and the first file it opens would take descriptor 1 and receive it. A closed standard input or error is given
+    /dev/null instead, so that no file the run opens takes its descriptor either (a library's message written to
+    descriptor 2 would land in a report)."""
+    for fd in (0, 2):
+        try:
+            os.fstat(fd)
+        except OSError:
+            null = os.open(os.devnull, os.O_RDWR)
+            if null != fd:
+                os.dup2(null, fd)
+                os.close(null)
+    if sys.stderr is None:  # Python found descriptor 2 closed at start: its messages go to /dev/null
+        sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115 - the process's own stream
+    if sys.stdout is None:
+        if sys.stderr is not None:
+            sys.stderr.write("gpu-auditor: error: standard output is closed; redirect it (> FILE or > /dev/null)\n")
+        sys.exit(EXIT_INPUT)
+
+
 def interrupted() -> None:
     """Ctrl-C, or SIGTERM (a cancelled CI job, `timeout`): one line, exit 130 or 143; the outputs were rolled
     back and the scratch folder is removed as the process exits (scratch.py)."""
-    from auditor import scratch
+    from auditor import atomic, scratch
 
     what = "terminated (SIGTERM)" if scratch.received == signal.SIGTERM else "interrupted"
-    click.echo(f"gpu-auditor: {what}; nothing was written", err=True)
+    if atomic.published:  # it came after the outputs were in place, whole: they stay
+        done = ", ".join(str(p) for p in atomic.published)
+        click.echo(f"gpu-auditor: {what} after the outputs were written in full ({safe(done)})", err=True)
+    else:
+        click.echo(f"gpu-auditor: {what}; nothing was written", err=True)
     sys.exit(scratch.interrupted_exit_code())
 
 

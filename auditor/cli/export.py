@@ -43,7 +43,7 @@ def export(billing: tuple[Path, ...], focus_dir: Path, policy_path: Path, invent
 
     window = from_options(quarter, since, until)
     policy = load_policy(policy_path)
-    folder = target(focus_dir, follow_symlinks)
+    folder = target(focus_dir, follow_symlinks, folder=True)
     store = Store()
     inputs = audit_inputs(list(billing), inventory)
     store.load_billing(inputs.billing)

@@ -16,7 +16,7 @@ from auditor.secret_patterns import mask
               help="The team's GPU policy (YAML).")
 @click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "junit", "github"]), default="text",
               show_default=True, help="Output format.")
-@click.option("--output", type=PATH, help="Write the output to this file (atomically).")
+@click.option("--output", type=PATH, help="Write the output to this file (atomically); - for standard output.")
 @click.option("--fail-on", type=click.Choice(SEVERITY_CHOICES), default="high", show_default=True,
               help="Exit 1 when an open finding is at or above this severity.")
 @click.option("--warn-only", is_flag=True, help="Report findings but exit 0 (a team's first weeks).")
@@ -50,7 +50,7 @@ def gate(manifests, policy_path, fmt, output, fail_on, warn_only, skip_unknown, 
     result = run_gate(load_policy(policy_path), list(manifests), fail_on=threshold(fail_on),
                       warn_only=warn_only, today=today, skip_unknown=skip_unknown)
     content = render(result, fmt)
-    if output:
+    if output and str(output) != "-":
         write_output(output, content, follow_symlinks)
     else:
         click.echo(content, nl=False)

@@ -34,9 +34,9 @@ def write_output(path: Path, content: str, follow_symlinks: bool = False) -> Non
     path = target(path, follow_symlinks)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_file(path, content)
     except OSError as e:
         raise InputError(f"cannot write the gate's output: {e.strerror}", path=str(path)) from None
+    write_file(path, content, what="gate's output")
 
 
 def _masking(r: GateResult) -> bool:

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING, Any
 
 import jinja2
 import markupsafe
-from markupsafe import Markup
 
 from auditor.atomic import target, write_files
 from auditor.model import fmt_money
@@ -23,7 +22,7 @@ from auditor.outputs import audit_json
 from auditor.outputs.actions import ACTIONS_CSV, write_actions_csv
 from auditor.outputs.jobs import JOBS_CSV, write_jobs_csv
 from auditor.outputs.view import audit_doc, build_view, fmt_num, team_of
-from auditor.text import md_escape, printable, safe_cell
+from auditor.text import md_escape, printable, safe_cell, template_value
 
 if TYPE_CHECKING:
     from auditor.audit import Audit
@@ -54,20 +53,12 @@ def _env() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("auditor.reports", "."),
                              autoescape=jinja2.select_autoescape(["html", "html.j2"]),
                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined,
-                             finalize=_finalize)
+                             finalize=template_value)
     env.filters["money"] = fmt_money
     env.filters["num"] = fmt_num
     env.filters["md"] = md_escape
     env.filters["code"] = inline_code
     return env
-
-
-def _finalize(value: Any) -> Any:
-    """Every `{{ value }}` of every template: control characters escaped (a line break stays in Markdown text
-    that is meant to have one; the |md filter puts table cells on one line)."""
-    if isinstance(value, str) and not isinstance(value, Markup):
-        return printable(value)
-    return value
 
 
 def render_json(audit: Audit | dict[str, Any]) -> str:
@@ -157,7 +148,7 @@ def write_outputs(audit: Audit | dict[str, Any], out_dir: Path, formats: tuple[s
     if "csv" in formats:  # the jobs and the actions beside the findings, written row by row
         rendered[JOBS_CSV] = lambda fh: write_jobs_csv(doc, fh, team)
         rendered[ACTIONS_CSV] = lambda fh: write_actions_csv(doc, fh, team)
-    return write_files(target(out_dir, follow_symlinks), rendered, "report")
+    return write_files(target(out_dir, follow_symlinks, folder=True), rendered, "report")
 
 
 # ---- the view-model: what the templates see, built from the audit.json dict alone -------------------------

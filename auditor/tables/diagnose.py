@@ -9,7 +9,7 @@ import duckdb
 
 from auditor.errors import InputError, out_of_memory
 from auditor.providers.billing import azure
-from auditor.providers.billing.columns import MONEY, Columns
+from auditor.providers.billing.columns import MONEY, SUM_TOO_LARGE, Columns
 from auditor.providers.billing.detect import MAX_LINE, Sniffed, gzip_line_over
 from auditor.providers.redact import redact
 
@@ -23,6 +23,8 @@ def csv_reason(error: str) -> str:
         return f"the line has {m.group(2)} fields where the header has {m.group(1)}"
     if "unterminated quote" in error:
         return "a quoted value is never closed (a stray '\"')"
+    if "Overflow in" in error:  # the sum of the lines of one group, each within the limit
+        return f"the costs add up to {SUM_TOO_LARGE}"
     if "Invalid unicode" in error:
         return "the line is not UTF-8 text (Latin-1 or Windows-1252?); save the file as UTF-8"
     first = error.strip().splitlines()[0] if error.strip() else "unknown error"

@@ -13,7 +13,7 @@ import os
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from functools import partial
 from pathlib import Path
@@ -24,7 +24,7 @@ import duckdb
 from auditor.errors import InputError, OutOfMemory
 from auditor.files import sha256_of
 from auditor.providers.billing import aws, azure, csv_dialect, focus, gcp
-from auditor.providers.billing.columns import Columns, check_types
+from auditor.providers.billing.columns import SUM_TOO_LARGE, Columns, check_types
 from auditor.providers.billing.detect import Sniffed, expand, sniff
 from auditor.providers.catalog import Catalog, load_catalog
 from auditor.providers.redact import redact_sql
@@ -34,9 +34,11 @@ from auditor.tables import parts, stats
 from auditor.tables.diagnose import diagnose
 from auditor.tables.normalize import CLASH, FILE, rollup_sql, select_sql
 from auditor.tables.schema import COSTS, TABLES
-from auditor.window import Window
+from auditor.window import FIRST_DAY, LAST_DAY, Window
 
 PARALLEL_FILES = 4
+AMOUNT_LIMIT = 0.99e20  # costs summed as DOUBLE: under it, no sum of them overflows DECIMAL(38,18) (10^20)
+MONEY_COLUMNS = ("BilledCost", "EffectiveCost", "ListCost")
 
 
 READERS = {"aws-cur": aws.select, "aws-cur2": aws.select, "focus-1.0": focus.select, "focus-1.1": focus.select,
@@ -75,6 +77,7 @@ class Store:
         self.con.execute("COMMIT")
         self.sources: list[SourceFile] = []
         self.warnings: list[str] = []
+        self._money_totals = [0.0] * len(MONEY_COLUMNS)  # every cost read so far, either sign (_check_limits)
         self.entities: dict[tuple[type, Window], list] = {}  # built once each (tables/entities.py)
         # machines (ids, lower case) that findings say to stop or shrink: left out of the commitment baseline
         self.freed: set[str] = set()
@@ -312,6 +315,7 @@ class Store:
     def _register_all(self, read: list[tuple[SourceFile, Callable[[], str] | None]]) -> list[SourceFile]:
         """Files read into `costs` (by DuckDB or Spark): their figures (one scan for all), their warnings, and the
         SELECT of their lines for the `lines` view where DuckDB can read the file itself."""
+        self._check_limits([source.path for source, _ in read])
         alone = [source.path for source, _ in read if source.part_of is None]
         figures = stats.file_stats(self.con, alone) if alone else {}
         parts: dict[str, list[str]] = {}
@@ -328,6 +332,26 @@ class Store:
             self.parts[label] = {"files": paths, "stats": stats.scan_stats(self.con, paths)}
         self._note_odd([source for source, _ in read])
         return [source for source, _ in read]
+
+    def _check_limits(self, paths: list[str]) -> None:
+        """Refuse, before anything is summed, a file whose costs (of either sign, all added) reach what an amount
+        holds (DECIMAL(38,18): under 10^20), alone or with the files read before it, since each cost within the
+        limit does not make their sum so; and a line charged outside the days a window may cover."""
+        first, after = (lit(d.isoformat(" ")) for d in (FIRST_DAY, LAST_DAY + timedelta(days=1)))
+        ends = "greatest(ChargePeriodStart, coalesce(ChargePeriodEnd, ChargePeriodStart))"
+        for path, *totals, early, late in self.con.execute(f"""
+                SELECT x_SourceFile, {", ".join(f"coalesce(sum(abs(CAST({c} AS DOUBLE))), 0)" for c in MONEY_COLUMNS)},
+                       CAST(min(ChargePeriodStart) FILTER (ChargePeriodStart < CAST({first} AS TIMESTAMP)) AS VARCHAR),
+                       CAST(max({ends}) FILTER ({ends} >= CAST({after} AS TIMESTAMP)) AS VARCHAR)
+                FROM costs WHERE {stats.among(paths)} GROUP BY ALL ORDER BY x_SourceFile""").fetchall():
+            if early or late:
+                day = (early or late).split(" ")[0]
+                raise InputError(f"a line is charged on {day}, outside the days gpu-auditor reads ({FIRST_DAY.date()} "
+                                 f"to {LAST_DAY.date()}): check the export's dates", path=path)
+            self._money_totals = [a + b for a, b in zip(self._money_totals, totals, strict=True)]
+            if max(self._money_totals) >= AMOUNT_LIMIT:
+                before = " with the files read before it" if max(totals) < AMOUNT_LIMIT else ""
+                raise InputError(f"the costs add up{before} to {SUM_TOO_LARGE}", path=path)
 
     def _note_odd(self, sources: list[SourceFile]) -> None:
         """Legal but odd: lines in several currencies (each totalled on its own), and charges dated before 2000

@@ -57,7 +57,9 @@ def weekly(store: Store, window: Window, team_key: str, project_key: str, gpu_to
         for cur, amount in amounts.items():
             t = totals.setdefault(team, {})
             t[cur] = t.get(cur, Decimal(0)) + amount
-    teams = sorted(totals, key=lambda t: tuple(-v for _, v in sorted(totals[t].items())) + (t,))
+    # the costliest first, then by name; the amounts a tuple of their own (a team may spend in fewer currencies:
+    # one amount beside a name compared a Decimal with a str)
+    teams = sorted(totals, key=lambda t: (tuple(-v for _, v in sorted(totals[t].items())), t))
 
     ws, we = lit(window.start.isoformat(" ")), lit(window.end.isoformat(" "))
     usage = store.con.execute(f"""

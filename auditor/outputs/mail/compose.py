@@ -27,7 +27,7 @@ from auditor.outputs.mail.outbox import PENDING, now, slug
 from auditor.outputs.mail.route import Letter, Section, added, amounts, clean, mail_address, route
 from auditor.outputs.view import UNATTRIBUTED, actions_view, shown_findings
 from auditor.policy import Policy
-from auditor.text import one_line
+from auditor.text import one_line, template_value
 
 FINDING_KEYS = ("rule", "name", "severity", "resource", "message", "remediation", "currency", "waived")
 
@@ -98,7 +98,7 @@ def _by_rule(section: Section, clauses: dict[str, str]) -> list[dict[str, Any]]:
 def _env(autoescape: bool) -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("auditor.reports", "."), autoescape=autoescape,
                              trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined,
-                             keep_trailing_newline=True)
+                             keep_trailing_newline=True, finalize=template_value)
     env.filters["money"] = fmt_money
     env.filters["line"] = one_line
     return env

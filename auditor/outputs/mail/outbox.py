@@ -58,7 +58,7 @@ class Outbox:
     send the same message at once."""
 
     def __init__(self, folder: Path, create: bool = True, follow_symlinks: bool = False):
-        folder = target(folder, follow_symlinks)
+        folder = target(folder, follow_symlinks, folder=True)
         self.folder = folder
         if not create and not folder.is_dir():
             raise InputError("no outbox here", path=str(folder))

@@ -7,6 +7,8 @@ from auditor.providers.billing.detect import norm
 from auditor.sql import lit, q
 
 MONEY = "DECIMAL(38,18)"
+SUM_TOO_LARGE = ("more than an amount holds (at most 20 digits before the decimal point), though each cost is "
+                 "within it: no bill is this large; check the cost columns")
 
 # The column types (DuckDB's names, from the file's schema) a reader accepts for each kind of value: text is
 # always accepted (its values are checked line by line as they are read), NULL is a column with no value at all.
@@ -47,8 +49,11 @@ class Columns:
         self.types = dict(types)  # Parquet and JSON column types; CSV columns are all text
         self.used: dict[str, str] = {}  # column -> what a reader reads it as: money, time or text (check_types)
         self.by_key: dict[str, str] = {}
-        for n in self.names:
-            self.by_key.setdefault(norm(n), n)
+        self.twins: dict[str, list[str]] = {}  # spellings of one column (`lineItem/UnblendedCost` and
+        for n in self.names:                   # `line_item_unblended_cost`) that the file has both of
+            if self.by_key.setdefault(norm(n), n) != n:
+                self.twins.setdefault(self.by_key[norm(n)], [self.by_key[norm(n)]]).append(n)
+        self.ambiguous: set[str] = set()  # used columns that have twins: refused by check_types
 
     def _sql(self, name: str) -> str:
         return self.fields.get(name) or q(name)
@@ -57,6 +62,8 @@ class Columns:
         for c in candidates:
             found = self.by_key.get(norm(c))
             if found is not None:
+                if found in self.twins:
+                    self.ambiguous.add(found)
                 return found
         return None
 
@@ -100,10 +107,13 @@ def case_map(expr: str, mapping: dict[str, str], default: str = "NULL") -> str:
 
 
 def check_types(cols: Columns, checks: list[tuple[str, str]], path: str) -> None:
-    """Refuse a file whose schema gives a column the reader uses a type it cannot read as what it reads it for:
+    """Refuse a file that has a column the reader uses in two spellings (which holds the money?), or whose
+    schema gives a column the reader uses a type it cannot read as what it reads it for:
     a cost column of BOOLEAN was summed as 1 a line, without a word. Every such column is named, with the type
     found (one line each). CSV columns are text, and pass; their values are checked as they are read."""
-    errors = []
+    errors = [InputError(f"the file has {' and '.join(map(repr, cols.twins[c]))}, two spellings of one column; "
+                         "gpu-auditor cannot tell which to read (remove one)", path=path, column=c)
+              for c in sorted(cols.ambiguous)]
     for column, kind in {**cols.used, **dict(checks)}.items():
         found = cols.types.get(column)
         if not found:

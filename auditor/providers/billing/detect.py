@@ -155,7 +155,37 @@ def _nested_columns(path: Path, con, reader: str) -> tuple[list[str], list[tuple
     except duckdb.Error as e:
         reason = re.sub(r"^[A-Za-z ]*Error: ", "", str(e).splitlines()[0]).replace(f" '{path}'", "")
         raise InputError(f"cannot read the {kind} file (cut short or damaged?): {reason}", path=str(path)) from None
+    if reader == "read_parquet":
+        _refuse_twins(path, _parquet_names(path, con))
     return flatten([(name, dtype) for name, dtype, *_ in top])
+
+
+def _parquet_names(path: Path, con) -> list[str]:
+    """The top-level column names a Parquet file's schema holds, as written (DuckDB renames a second
+    `BilledCost` to `BilledCost_1`)."""
+    rows = con.execute("SELECT name, num_children FROM parquet_schema(?)", [str(path)]).fetchall()
+
+    def after(i: int) -> int:  # the index past the schema element at i and its children
+        end = i + 1
+        for _ in range(rows[i][1] or 0):
+            end = after(end)
+        return end
+
+    names, i = [], 1
+    for _ in range(rows[0][1] or 0):
+        names.append(rows[i][0])
+        i = after(i)
+    return names
+
+
+def _refuse_twins(path: Path, names: list[str]) -> None:
+    """Two columns of one name: which one holds the money cannot be told, so neither is read."""
+    seen: dict[str, int] = {}
+    for i, name in enumerate(names, 1):
+        if name in seen:
+            raise InputError(f"columns {seen[name]} and {i} are both named {name!r}; gpu-auditor cannot tell which "
+                             "to read (remove or rename one)", path=str(path))
+        seen[name] = i
 
 
 def flatten(top: list[tuple[str, str]]) -> tuple[list[str], list[tuple[str, str]], list[tuple[str, str]]]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from auditor.providers.billing.aws import INSTANCE_TYPE_RE, region_maps
-from auditor.providers.billing.columns import Columns, case_map
+from auditor.providers.billing.columns import Columns, base_type, case_map
 from auditor.providers.catalog import Catalog
 
 PROVIDERS = {"AWS": "aws", "Amazon Web Services": "aws", "Microsoft": "azure", "Azure": "azure",
@@ -11,9 +11,25 @@ PROVIDERS = {"AWS": "aws", "Amazon Web Services": "aws", "Microsoft": "azure", "
              "Oracle": "oci", "OCI": "oci"}
 
 
+def _structured(cols: Columns, column: str) -> bool:
+    """Whether the file holds the column as a MAP or a STRUCT (Parquet, JSON objects), not as JSON text."""
+    found = cols.name(column)
+    return bool(found) and base_type(cols.types.get(found, "VARCHAR")) in ("MAP", "STRUCT")
+
+
+def _json(cols: Columns, column: str) -> str:
+    """The column as JSON: as it is where it is JSON text, else its MAP or STRUCT written as a JSON object."""
+    return f"to_json({cols.ref(column)})" if _structured(cols, column) else cols.ref(column)
+
+
 def _json_map(cols: Columns, column: str) -> str:
-    return (f"CAST(CAST(NULLIF(trim(CAST({cols.ref(column)} AS VARCHAR)), '') AS JSON) AS MAP(VARCHAR, VARCHAR))"
-            if cols.name(column) else "CAST(MAP() AS MAP(VARCHAR, VARCHAR))")
+    """Tags as a MAP(VARCHAR, VARCHAR), from any encoding an export uses: JSON text (CSV, or a Parquet string),
+    a Parquet MAP, a STRUCT (Parquet, or a JSON file's objects)."""
+    if not cols.name(column):
+        return "CAST(MAP() AS MAP(VARCHAR, VARCHAR))"
+    if _structured(cols, column):
+        return f"CAST(to_json({cols.ref(column)}) AS MAP(VARCHAR, VARCHAR))"
+    return f"CAST(CAST(NULLIF(trim(CAST({cols.ref(column)} AS VARCHAR)), '') AS JSON) AS MAP(VARCHAR, VARCHAR))"
 
 
 def _tags(cols: Columns) -> str:
@@ -38,7 +54,7 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
     meter = f"COALESCE({cols.first_text('x_SkuMeterSubcategory', 'SkuMeter')}, '') || ' ' || {d}"
 
     instance_type = "COALESCE(" + ", ".join([
-        f"json_extract_string({cols.ref('SkuPriceDetails')}, '$.InstanceType')" if cols.name("SkuPriceDetails")
+        f"json_extract_string({_json(cols, 'SkuPriceDetails')}, '$.InstanceType')" if cols.name("SkuPriceDetails")
         else "NULL",
         f"json_extract_string({cols.ref('x_SkuDetails')}, '$.ServiceType')" if cols.name("x_SkuDetails")
         else "NULL",
@@ -80,7 +96,7 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
             THEN 'compute'
         WHEN {category} = 'Compute' THEN 'compute'
         ELSE 'other' END"""
-    price_details = cols.ref("SkuPriceDetails") if cols.name("SkuPriceDetails") else None
+    price_details = _json(cols, "SkuPriceDetails") if cols.name("SkuPriceDetails") else None
     # FOCUS 1.3 allocated charges (a provider's split of a shared resource): ResourceId is the resource split,
     # AllocatedResourceId what it was split to; a split charge with no allocated resource is its unused part.
     method = cols.text("AllocatedMethodId")
@@ -137,5 +153,5 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
     checks = [(c, "money") for c in ("BilledCost", "EffectiveCost", "ListCost", "ConsumedQuantity",
                                      "CommitmentDiscountQuantity")]
     checks += [(c, "time") for c in ("ChargePeriodStart", "ChargePeriodEnd")]
-    checks += [("Tags", "json"), ("SkuPriceDetails", "json"), ("AllocatedTags", "json")]
+    checks += [(c, "json") for c in ("Tags", "SkuPriceDetails", "AllocatedTags") if not _structured(cols, c)]
     return exprs, [(cols.name(c), k) for c, k in checks if cols.name(c)]

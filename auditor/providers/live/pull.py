@@ -24,8 +24,6 @@ import importlib
 import json
 import os
 import re
-import shutil
-import tempfile
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -35,7 +33,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from auditor import __version__
-from auditor.atomic import replace_folder, target
+from auditor.atomic import Staging, target
 from auditor.errors import InputError
 from auditor.files import sha256_of as sha256  # the snapshot's hashes are the audit's
 from auditor.secret_patterns import mask
@@ -268,25 +266,26 @@ def pull_snapshot(options: PullOptions, out: Path, force: bool = False, retry: R
                   adapter: Callable[[Pull], None] | None = None, follow_symlinks: bool = False) -> dict[str, Any]:
     """Pull from the provider into the snapshot folder `out`, atomically (a symbolic link on the way refused
     unless `follow_symlinks`). Returns the manifest."""
-    out = target(Path(out), follow_symlinks)
+    out = target(Path(out), follow_symlinks, folder=True)
     if out.exists() and not force and not (out.is_dir() and not any(out.iterdir())):
         raise InputError("already exists; use --force to replace it", path=str(out))
     if out.exists() and not out.is_dir():
         raise InputError("exists and is not a folder", path=str(out))
-    parent = out.parent if str(out.parent) else Path(".")
     try:
-        parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.pull-", dir=parent))
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = Staging(out, carry=False)  # the previous snapshot is replaced whole, in one step
     except OSError as e:
         raise InputError(f"cannot write the snapshot: {e.strerror}", path=str(out)) from None
     try:
-        pull = Pull(options, staging, retry, progress)
+        pull = Pull(options, staging.path, retry, progress)
         (adapter or _run_adapter)(pull)
-        manifest = _finish(pull, staging)
-        replace_folder(staging, out)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+        manifest = _finish(pull, staging.path)
+        try:
+            staging.publish()
+        except OSError as e:
+            raise InputError(f"cannot write the snapshot: {e.strerror}", path=str(out)) from None
+    finally:
+        staging.close()
     return manifest
 
 

@@ -59,6 +59,7 @@ from typing import Any
 from auditor.errors import InputError
 from auditor.providers.redact import redact_deep
 from auditor.schema import Field, Validator, record
+from auditor.text import one_line
 
 PROVIDERS = ("aws", "gcp", "azure", "kubernetes", "oci", "other")
 LIFECYCLES = ("on_demand", "spot", "reserved", "capacity_block")
@@ -153,6 +154,12 @@ def load_snapshot(path: str | Path) -> dict[str, Any]:
     except RecursionError:  # [[[[... thousands deep: Python's parser gives up; say so, not crash
         raise InputError("not valid JSON: nested too deeply", path=path) from None
     doc = Validator(path).check(data, SNAPSHOT)
+    for key in ("assets", "jobs"):  # an asset or a job is one machine, one run: its id once (the tables' key)
+        first: dict[str, int] = {}
+        for i, item in enumerate(doc[key]):
+            if first.setdefault(item["id"], i) != i:
+                raise InputError(f"{key}[{i}].id: {one_line(item['id'])!r} is the id of {key}[{first[item['id']]}] "
+                                 "too; each id once", path=path)
     ids = {a["id"] for a in doc["assets"]}
     for i, u in enumerate(doc["gpu_usage"]):
         if u["asset_id"] not in ids:
