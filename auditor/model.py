@@ -12,7 +12,10 @@ import hashlib
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import ROUND_HALF_EVEN, Decimal
+from fractions import Fraction
 from typing import Any
+
+from auditor.providers import mig
 
 CENT = Decimal("0.01")
 HOURS_PER_MONTH = Decimal(730)  # the convention AWS, GCP and Azure price calculators use
@@ -406,11 +409,22 @@ class GpuSlice:
     cost: dict[str, Decimal] = field(default_factory=dict)  # its share of the node's cost
     cost_basis: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
+    share: Fraction | None = None  # of one GPU per unit, as the cost model counted it (shared_gpus.unit_shares)
+
+    @property
+    def unit_share(self) -> Fraction:
+        """One unit's share of a physical GPU: the cost model's, else what its MIG profile blocks, else
+        slices / slices_per_gpu (a replica of a shared GPU, a whole GPU)."""
+        if self.share is not None:
+            return self.share
+        if self.sharing == "mig" and self.profile:
+            return mig.blocks(self.gpu_model, self.profile)
+        return Fraction(self.slices, self.slices_per_gpu)
 
     @property
     def gpu_share(self) -> Decimal:
         """Physical GPUs' worth it holds."""
-        return Decimal(self.units * self.slices) / Decimal(self.slices_per_gpu)
+        return Decimal(self.units * self.unit_share.numerator) / Decimal(self.unit_share.denominator)
 
 
 @dataclass

@@ -41,7 +41,7 @@ CREATE TABLE jobs (id VARCHAR PRIMARY KEY, platform VARCHAR, provider VARCHAR, a
     sweep_parallel_trials INTEGER, sweep_trial_timeout_s BIGINT, sweep_algorithm VARCHAR,
     sweep_early_stopping VARCHAR, sweep_objective VARCHAR, mean_util_pct DOUBLE);
 CREATE TABLE gpu_units (asset_id VARCHAR, resource VARCHAR, sharing VARCHAR, profile VARCHAR, count INTEGER,
-    slices INTEGER, slices_per_gpu INTEGER, memory_gb DOUBLE);
+    slices INTEGER, slices_per_gpu INTEGER, memory_gb DOUBLE, replicas INTEGER DEFAULT 1);
 CREATE TABLE gpu_allocations (id VARCHAR, asset_id VARCHAR, resource VARCHAR, units INTEGER, namespace VARCHAR,
     pod VARCHAR, workload VARCHAR, state VARCHAR, start_time TIMESTAMP, end_time TIMESTAMP,
     tags MAP(VARCHAR, VARCHAR));

@@ -18,10 +18,14 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from auditor.providers import mig
+from auditor.providers.live.pull import gpu_model
+
 GPU = "nvidia.com/gpu"
 SHARED = "nvidia.com/gpu.shared"
-MIG_RESOURCE = re.compile(r"^nvidia\.com/mig-(\d+)g\.(\d+)gb$")
-MIG_PRODUCT = re.compile(r"^(.*)-MIG-(\d+)g\.(\d+)gb$", re.I)
+# `+me` (media extensions) may be spelt `.me` in a resource name; `.shared` when time-slicing renames it
+MIG_RESOURCE = re.compile(r"^nvidia\.com/mig-(\d+)g\.(\d+)gb(?:[+.](me))?(?:\.shared)?$")
+MIG_PRODUCT = re.compile(r"^(.*)-MIG-(\d+)g\.(\d+)gb(?:[+.](me))?$", re.I)
 
 
 def slices_per_gpu(product: str | None) -> int:
@@ -33,6 +37,12 @@ def mig_profile(resource: str) -> tuple[int, int] | None:
     """(compute slices, memory GB) of a MIG resource name, or None."""
     m = MIG_RESOURCE.match(resource)
     return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def profile_name(resource: str) -> str | None:
+    """The MIG profile of a resource name as NVIDIA writes it (`1g.10gb+me`), or None."""
+    m = MIG_RESOURCE.match(resource)
+    return f"{m.group(1)}g.{m.group(2)}gb" + ("+me" if m.group(3) else "") if m else None
 
 
 def _int(value) -> int:
@@ -56,46 +66,50 @@ class NodeGpus:
 
 
 def node_gpus(labels: dict[str, str], allocatable: dict[str, str]) -> NodeGpus | None:
-    """The node's physical GPUs and the units it offers, or None for a node without NVIDIA GPUs."""
-    raw_product = labels.get("nvidia.com/gpu.product")
-    single = MIG_PRODUCT.match(raw_product or "")
-    product = single.group(1) if single else (raw_product or "").removesuffix("-SHARED") or None
+    """The node's physical GPUs and the units it offers, or None for a node without NVIDIA GPUs. Time-slicing
+    (or MPS) multiplies every resource by its replicas, MIG slices' too: `A100-SXM4-40GB-MIG-1g.5gb-SHARED`
+    with 2 replicas offers 14 units per GPU, 2 per slice."""
+    raw_product = labels.get("nvidia.com/gpu.product") or ""
+    shared_product = raw_product.endswith("-SHARED")
+    single = MIG_PRODUCT.match(raw_product.removesuffix("-SHARED"))
+    product = single.group(1) if single else raw_product.removesuffix("-SHARED") or None
+    model = gpu_model(product)
     per_gpu = slices_per_gpu(product)
     label_count = _int(labels.get("nvidia.com/gpu.count"))
     replicas = max(1, _int(labels.get("nvidia.com/gpu.replicas")) or 1)
     sharing = (labels.get("nvidia.com/gpu.sharing-strategy") or "").lower()
     if sharing not in ("time-slicing", "mps"):
-        sharing = "time-slicing" if replicas > 1 or (raw_product or "").endswith("-SHARED") else "none"
+        sharing = "time-slicing" if replicas > 1 or shared_product else "none"
+    per = replicas if sharing != "none" else 1
     units: list[dict] = []
     for resource, value in sorted(allocatable.items()):
-        count, profile = _int(value), mig_profile(resource)
+        count, profile = _int(value), profile_name(resource)
         if count and profile:
-            g, mem = profile
-            units.append(_unit(resource, "mig", f"{g}g.{mem}gb", count, g, per_gpu, mem))
-    mig_slices = sum(u["count"] * u["slices"] for u in units)
+            g, mem = mig_profile(resource)
+            units.append(_unit(resource, "mig", profile, count, g, per_gpu, mem, per))
+    mig_slices = {u["profile"]: u["count"] // per for u in units}
     whole = _int(allocatable.get(GPU)) + _int(allocatable.get(SHARED))
     if single and whole:  # single strategy: nvidia.com/gpu counts MIG devices of one profile
         g, mem = int(single.group(2)), int(single.group(3))
-        units.append(_unit(GPU, "mig", f"{g}g.{mem}gb", whole, g, per_gpu, mem))
-        physical = math.ceil(whole / max(1, per_gpu // g))
-        return NodeGpus(physical, product, "mig-single", units)
+        profile = f"{g}g.{mem}gb" + ("+me" if single.group(4) else "")
+        units.append(_unit(GPU, "mig", profile, whole, g, per_gpu, mem, per))
+        return NodeGpus(mig.gpus_cut(model, {profile: whole // per}), product, "mig-single", units)
     for resource in (GPU, SHARED):
         count = _int(allocatable.get(resource))
         if count:
-            per = replicas if sharing != "none" else 1
-            units.append(_unit(resource, sharing, None, count, 1, per, None))
+            units.append(_unit(resource, sharing, None, count, 1, per, None, 1))
     if not units:
         return None
-    shared_gpus = math.ceil(whole / replicas) if sharing != "none" else whole
-    physical = max(label_count, shared_gpus + math.ceil(mig_slices / per_gpu))
+    shared_gpus = math.ceil(whole / per)
+    physical = max(label_count, shared_gpus + (mig.gpus_cut(model, mig_slices) if mig_slices else 0))
     strategy = "mig-mixed" if mig_slices else sharing
     return NodeGpus(physical, product, strategy, units)
 
 
 def _unit(resource: str, sharing: str, profile: str | None, count: int, slices: int, per_gpu: int,
-          memory_gb: int | None) -> dict:
+          memory_gb: int | None, replicas: int) -> dict:
     return {"resource": resource, "sharing": sharing, "profile": profile, "count": count, "slices": slices,
-            "slices_per_gpu": per_gpu, "memory_gb": memory_gb}
+            "slices_per_gpu": per_gpu, "memory_gb": memory_gb, "replicas": replicas}
 
 
 def pod_gpu_units(pod_spec: dict) -> dict[str, int] | None:

@@ -23,7 +23,7 @@ Optional too, written by `gpu-auditor pull --provider k8s`, GPUs as Kubernetes s
 (auditor/providers/live/k8s_gpus.py):
 
      "gpu_units":       [{"asset_id", "resource", "sharing", "profile", "count", "slices", "slices_per_gpu",
-                          "memory_gb"}],
+                          "memory_gb", "replicas"}],
      "gpu_allocations": [{"id", "asset_id", "resource", "units", "namespace", "pod", "workload", "state",
                           "start_time", "end_time", "tags"}],
      "slice_usage":     [{"asset_id", "gpu", "uuid", "instance", "profile", "namespace", "pod", "window_start",
@@ -31,7 +31,9 @@ Optional too, written by `gpu-auditor pull --provider k8s`, GPUs as Kubernetes s
 
 A node's `gpu_count` is its physical GPUs; `gpu_units` are what its allocatable offers, one row per resource
 (`nvidia.com/gpu`, `nvidia.com/mig-1g.10gb`, ...): `sharing` is none, mig, time-slicing or mps, and one unit is
-`slices / slices_per_gpu` of a physical GPU (a MIG profile's compute slices of 7, a replica 1 of `replicas`).
+`slices / slices_per_gpu` of a physical GPU (a MIG profile's compute slices of 7, a replica 1 of `replicas`);
+the audit counts a MIG unit by what its profile blocks (auditor/providers/mig.py), and `replicas` (default 1)
+says how many units time-slicing or MPS makes of each GPU or MIG slice.
 `gpu_allocations` are the pods holding units (`end_time` null while running). `slice_usage` is DCGM engine
 activity (percent of the slice) and memory per MIG instance, or per GPU the exporter maps to a pod.
 
@@ -110,6 +112,7 @@ GPU_UNIT = record(
     sharing=Field("str", default="none", choices=SHARINGS), profile=Field("str"),
     count=Field("int", required=True, minimum=0, maximum=INT), slices=Field("int", default=1, minimum=1, maximum=8),
     slices_per_gpu=Field("int", default=1, minimum=1, maximum=INT), memory_gb=Field("number", minimum=0),
+    replicas=Field("int", default=1, minimum=1, maximum=INT),
 )
 GPU_ALLOCATION = record(
     id=Field("str", required=True), asset_id=Field("str", required=True), resource=Field("str", required=True),
