@@ -21,6 +21,15 @@ CENT = Decimal("0.01")
 HOURS_PER_MONTH = Decimal(730)  # the convention AWS, GCP and Azure price calculators use
 
 
+def gpus(count: Decimal | int | None) -> Decimal | int | None:
+    """A GPU count as the tables hold it (DECIMAL: a fractional GPU is a share of one): whole GPUs as an int,
+    a fraction as its Decimal (0.125 for an eighth of an L4)."""
+    if count is None:
+        return None
+    count = Decimal(count)
+    return int(count) if count == count.to_integral_value() else count.normalize()
+
+
 def money(amount: Decimal | int | str | None) -> Decimal | None:
     """Round once, to the cent, half to even. None stays None."""
     if amount is None:

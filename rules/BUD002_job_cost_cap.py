@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from auditor.model import Job, Severity, fmt_money, money
+from auditor.model import Job, Severity, fmt_money, gpus, money
+from auditor.providers import mig
 from auditor.registry import register
 from auditor.rule import Rule
 from auditor.schema import Field
@@ -97,11 +98,12 @@ class JobCostCap(Rule):
 
 
 def gpus_held(job: Job) -> Decimal:
-    """GPUs the job holds at once: instances x GPUs each, a MIG slice as its share of seven."""
+    """GPUs the job holds at once: instances x GPUs each, a MIG slice as what its profile blocks of its GPU
+    (auditor/providers/mig.py)."""
     count = Decimal(job.instance_count or 1) * Decimal(job.gpu_count or 0)
     if job.mig_profile:
-        slices = job.mig_profile.split("g.", 1)[0]
-        count = count * Decimal(slices) / 7 if slices.isdigit() else count
+        share = mig.blocks(job.gpu_model, job.mig_profile)
+        count = count * share.numerator / share.denominator
     return count
 
 
@@ -113,14 +115,14 @@ def gpu_hour_price(catalog, job: Job) -> tuple[Decimal, str, str] | None:
     """USD per GPU-hour on demand (less the typical discount on spot), where it comes from, and the GPU model."""
     providers = [job.provider] if job.provider in catalog.prices else list(catalog.prices)
     t = next((x for p in providers if (x := catalog.instance(p, job.instance_type))), None)
-    if t is not None:
-        price, basis = t.price_per_hour / t.gpu_count, f"{t.name} on-demand / {t.gpu_count} GPUs"
+    if t is not None and t.price_per_hour is not None:
+        price, basis = t.price_per_hour / t.gpus, f"{t.name} on-demand / {gpus(t.gpus)} GPUs"
     else:
         same = [x for p in providers for x in catalog.instance_types(p) if x.gpu_model == job.gpu_model]
         if not same:
             return None
-        t = min(same, key=lambda x: (x.price_per_hour / x.gpu_count, x.name))
-        price, basis = t.price_per_hour / t.gpu_count, f"cheapest catalog {job.gpu_model} type ({t.name}) on-demand"
+        t = min(same, key=lambda x: (x.price_per_hour / x.gpus, x.name))
+        price, basis = t.price_per_hour / t.gpus, f"cheapest catalog {job.gpu_model} type ({t.name}) on-demand"
     if job.spot:
         if job.provider in catalog.prices:
             discount = catalog.prices[job.provider].typical_spot_discount

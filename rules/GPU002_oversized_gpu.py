@@ -65,14 +65,15 @@ class OversizedGpu(Rule):
         if asset.mean_util_pct < self.opt("min_mean_util_pct"):
             return
         current = ctx.catalog.instance(asset.provider, asset.instance_type)
-        if current is None:
+        if current is None or current.price_per_hour is None:
             return
         gpu = ctx.catalog.gpu(asset.gpu_model or current.gpu_model)
         if gpu is None:
             return
         count = current.gpu_count
         need_mem = asset.peak_mem_gb * (1 + self.opt("memory_headroom_pct") / 100)
-        need_tflops = asset.p95_util_pct / 100 * gpu.tflops  # per GPU of the current machine
+        # per GPU of the current machine (a fractional GPU's share of the GPU's throughput)
+        need_tflops = asset.p95_util_pct / 100 * gpu.tflops * float(current.gpu_share)
         target = self.opt("max_target_util_pct") / 100
         fits, memory_bound = [], []
         for t in ctx.catalog.instance_types(asset.provider):
@@ -81,8 +82,9 @@ class OversizedGpu(Rule):
             fewer_same_model = t.gpu_count < count and t.gpu_model == gpu.name
             if not g or t.price_per_hour >= current.price_per_hour or not (same_count or fewer_same_model):
                 continue
-            memory_ok = g.memory_gb >= need_mem and t.gpu_count * g.memory_gb >= need_mem * count
-            compute_ok = t.gpu_count * g.tflops * target >= need_tflops * count
+            share = float(t.gpu_share)  # a fractional type has its share of the GPU's memory and throughput
+            memory_ok = g.memory_gb * share >= need_mem and t.gpu_count * g.memory_gb * share >= need_mem * count
+            compute_ok = t.gpu_count * g.tflops * share * target >= need_tflops * count
             if memory_ok and compute_ok:
                 fits.append(t)
             elif compute_ok:

@@ -310,3 +310,38 @@ def test_a_bad_value_in_a_new_column_names_its_line_and_column(tmp_path, name, c
     result = CliRunner().invoke(cli, ["audit", "--policy", str(REPO / "fixtures" / "demo" / "policy.yml"),
                                       "--quarter", "2026-Q3", "--out", str(tmp_path / "out"), str(path)])
     assert result.exit_code == 2 and f"{path.name}:4: " in result.output and not (tmp_path / "out").exists()
+
+
+def test_focus_gpu_count_makes_a_type_the_catalog_lacks_gpu_spend(tmp_path):
+    """FOCUS SkuPriceDetails.GpuCount is the export's own word: a p6-b300.48xlarge (not in the catalog) billed with
+    GpuCount 8 is GPU spend with 8 GPU-hours an hour; the p6-b200.48xlarge of issue 27 is a B200 (its $82,031.62 and
+    5,760 GPU-hours in the GPU view); an unknown type without GpuCount stays other compute."""
+    mapping = json.loads(FOCUS_12_SCHEMA.read_text())
+    header = [m["source"]["name"] for m in mapping["translator"]["mappings"]]
+
+    def line(itype: str, cost: str, details: dict) -> dict:
+        return {"BilledCost": cost, "EffectiveCost": cost, "ListCost": cost, "BillingCurrency": "USD",
+                "ChargePeriodStart": "2026-07-01T00:00:00Z", "ChargePeriodEnd": "2026-07-31T00:00:00Z",
+                "ChargeCategory": "Usage", "ProviderName": "AWS", "ServiceCategory": "Compute",
+                "ServiceName": "Amazon Elastic Compute Cloud", "ConsumedQuantity": "720", "ConsumedUnit": "Hours",
+                "ResourceId": f"i-{itype.replace('.', '-')}", "RegionId": "us-east-1",
+                "ChargeDescription": f"On Demand Linux {itype} Instance Hour",
+                "SkuPriceDetails": json.dumps({"InstanceType": itype, **details}), "Tags": json.dumps({})}
+
+    rows = [line("p6-b200.48xlarge", "82031.62", {"GpuCount": 8}),
+            line("p6-b300.48xlarge", "95000.00", {"GpuCount": 8}), line("x9z.48xlarge", "100.00", {})]
+    path = tmp_path / "focus-1.2-new-gpus.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.writer(f)
+        w.writerow(header)
+        for values in rows:
+            w.writerow([values.get(c, "") for c in header])
+    store = store_of(path)
+    got = {r[0]: r[1:] for r in store.con.execute(
+        "SELECT x_InstanceType, x_CostCategory, x_GpuModel, x_GpuCount, ConsumedQuantity * x_GpuCount FROM costs"
+    ).fetchall()}
+    assert got["p6-b200.48xlarge"] == ("gpu_compute", "B200", 8, 5760)
+    assert got["p6-b300.48xlarge"] == ("gpu_compute", None, 8, 5760)
+    assert got["x9z.48xlarge"][:2] == ("other_compute", None)
+    audit = run_audit(POLICY, [path], window=Q3)
+    assert audit.summary["gpu_cost"] == {"USD": D("177031.62")}

@@ -28,6 +28,7 @@ from auditor.model import (
     TeamSpend,
     TransferFlow,
     UnattributedSpend,
+    gpus,
 )
 from auditor.providers.catalog import family_sql
 from auditor.sql import lit
@@ -120,7 +121,7 @@ def gpu_assets(store: Store, window: Window, policy: Policy) -> list[GpuAsset]:
     out = []
     for r in rows:
         a = GpuAsset(id=r[0], provider=r[1], account=r[2], region=r[3], zone=r[4], name=r[5], kind=r[6],
-                     instance_type=r[7], gpu_model=r[8], gpu_count=r[9], gpu_memory_gb=r[10],
+                     instance_type=r[7], gpu_model=r[8], gpu_count=gpus(r[9]), gpu_memory_gb=r[10],
                      lifecycle=r[11], state=r[12], launch_time=r[13], tags=dict(r[14] or {}),
                      usage_hours=r[15], usage_samples=r[16], mean_util_pct=r[17], p95_util_pct=r[18],
                      peak_mem_gb=r[19], usage_source=r[20])
@@ -138,7 +139,7 @@ def _complete_gpu(store: Store, item: GpuAsset | Job) -> None:
     if item.gpu_model is None:
         item.gpu_model = t.gpu_model if t else store.catalog.gpu_model_for(item.provider, item.instance_type)
     if item.gpu_count is None and t:
-        item.gpu_count = t.gpu_count
+        item.gpu_count = gpus(t.gpus)  # a fractional type's share of its GPU
     if isinstance(item, GpuAsset) and item.gpu_memory_gb is None:
         g = store.catalog.gpu(item.gpu_model)
         item.gpu_memory_gb = g.memory_gb if g else None
@@ -551,12 +552,12 @@ def billed_gpu_machines(store: Store, window: Window, policy: Policy) -> list[Bi
     scopes = {(p, acct, reg) for p, acct, reg in store.con.execute(
         "SELECT DISTINCT provider, account, region FROM assets").fetchall()}
     out = []
-    for (rid, provider, account, region, itype, gpu, gpus, cur, costs, hours, n, weekend, full_days, full_min,
+    for (rid, provider, account, region, itype, gpu, count, cur, costs, hours, n, weekend, full_days, full_min,
          full_max, first, last, tags, seen, jobs_seen, pods) in rows:
         asset = by_id.get(rid.lower()) or by_id.get(re.split(r"[/:]", rid.lower())[-1])
         days, weekend_days = data.get(provider, (0, 0))
         out.append(BilledGpuMachine(
-            rid, provider, account, region, itype, gpu, gpus, cur, {c["cur"]: c["cost"] for c in costs}, hours,
+            rid, provider, account, region, itype, gpu, gpus(count), cur, {c["cur"]: c["cost"] for c in costs}, hours,
             n, days, weekend, weekend_days, full_days, full_min, full_max, first, last, _tag_set(store, tags),
             {k: list(v) for k, v in (seen or {}).items()}, int(jobs_seen), list(dict.fromkeys(pods or [])),
             loaded, asset is not None,
@@ -588,7 +589,7 @@ def capacity_reservations(store: Store, window: Window, policy: Policy) -> list[
                                   "GROUP BY 1").fetchall())
     return [CapacityReservation(rid, provider, account, region,
                                 "Capacity Block for ML" if block else kinds.get(provider, "capacity reservation"),
-                                itype, gpu, gpus, cur, used, unused, used_h, unused_h, first, last,
+                                itype, gpu, gpus(count), cur, used, unused, used_h, unused_h, first, last,
                                 ends.get(provider), _tag_set(store, tags))
-            for (rid, provider, account, region, block, itype, gpu, gpus, cur, used, unused, used_h, unused_h, first,
+            for (rid, provider, account, region, block, itype, gpu, count, cur, used, unused, used_h, unused_h, first,
                  last, tags) in rows]

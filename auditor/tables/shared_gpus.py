@@ -133,7 +133,7 @@ def _node_cost(store: Store, asset: GpuAsset, hours: Decimal) -> tuple[dict[str,
     if asset.cost:
         return dict(asset.cost), "the node's billed cost in the window"
     t = store.catalog.instance(asset.provider, asset.instance_type)
-    if t:
+    if t and t.price_per_hour is not None:
         return {"USD": t.price_per_hour * hours}, f"catalog on-demand price of {t.name} x {hours:.1f} h"
     return {}, "no price known for the node"
 

@@ -107,10 +107,11 @@ def _register_catalog(spark, catalog) -> None:
     from pyspark.sql.functions import broadcast
 
     fams = [(p, fam, model) for p, fs in catalog.families.items() for fam, model in fs.items()]
-    types = [(t.provider, t.name.lower(), t.gpu_model, t.gpu_count) for t in catalog.types.values()]
+    types = [(t.provider, t.name.lower(), t.gpu_model, t.gpus) for t in catalog.types.values()]
     broadcast(spark.createDataFrame(fams, "provider string, family string, gpu_model string")) \
         .createOrReplaceTempView("catalog_gpu_families")
-    broadcast(spark.createDataFrame(types, "provider string, instance_type string, gpu_model string, gpu_count int")) \
+    broadcast(spark.createDataFrame(types, "provider string, instance_type string, gpu_model string, "
+                                           "gpu_count decimal(10,6)")) \
         .createOrReplaceTempView("catalog_instance_types")
 
 

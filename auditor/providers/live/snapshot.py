@@ -72,7 +72,7 @@ ASSET = record(
     id=Field("str", required=True), provider=Field("str", required=True, choices=PROVIDERS),
     account=Field("str"), region=Field("str"), zone=Field("str"), name=Field("str"),
     kind=Field("str", default="vm", choices=("vm", "node", "notebook", "endpoint", "cluster")),
-    instance_type=Field("str"), gpu_model=Field("str"), gpu_count=Field("int", minimum=0, maximum=INT),
+    instance_type=Field("str"), gpu_model=Field("str"), gpu_count=Field("number", minimum=0, maximum=INT),
     gpu_memory_gb=Field("number", minimum=0), lifecycle=Field("str", default="on_demand", choices=LIFECYCLES),
     eviction_policy=Field("str", choices=EVICTION_POLICIES), state=Field("str"), launch_time=Field("datetime"),
     tags=TAGS,
