@@ -161,7 +161,16 @@ def test_cur2_split_cost_allocation_and_capacity_reservation_columns():
     markdown = render(audit, "md")
     assert ("Cost allocation: the provider's own split (aws-split-cost-allocation) of 1 shared GPU machine among 2 "
             "pods or tasks: $1,912.87 of their use and $446.76 of their idle capacity") in markdown
-    assert "Every other team figure is attributed by tags." in render(audit, "html")
+    assert "in every team figure (spend, breakdowns, budgets, team reports)" in render(audit, "html")
+    # Every view of team spend follows the same split: the team breakdown, each team's own spend (its report),
+    # and the budgets BUD001 judges; the GPU part moves with it (the node is GPU compute)
+    teams = {i["key"]: i for i in audit.summary["breakdown"]["team"]}
+    assert {k: money(v["billed_cost"]["USD"]) for k, v in teams.items()} == {
+        k: v["USD"] for k, v in audit.summary["by_team"].items()}
+    assert money(teams["research"]["gpu_cost"]["USD"]) == D("1573.21")
+    assert money(audit.summary["team_spend"]["vision"]["by_category"]["gpu_compute"]["USD"]) == D("786.42")
+    assert {t: money(v["spent"]) for t, v in audit.summary["teams"].items()} == {
+        "research": D("1573.21"), "vision": D("786.42")}
     import jsonschema
 
     schema = json.loads((REPO / "auditor" / "data" / "audit.schema.json").read_text(encoding="utf-8"))

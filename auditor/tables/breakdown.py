@@ -13,7 +13,7 @@ from typing import Any
 
 from auditor.model import HOURS_PER_MONTH
 from auditor.sql import lit
-from auditor.tables import stats
+from auditor.tables import split, stats
 from auditor.tables.sql import GPU_HOURS, PRICING_SQL
 from auditor.tables.store import Store
 from auditor.window import Window, add_months, next_window, previous_window
@@ -41,10 +41,11 @@ def _add(into: dict[str, Decimal], cur: str, amount: Decimal | None) -> None:
 def attributed(window: Window, team_key: str, project_key: str) -> str:
     """The window's `costs` rows with `team` and `project` columns: the lookups run once per distinct tag set
     and category (tax is no team's: tables/sql.py spend_team_sql) and are joined back, rather than once per row."""
-    return f"""(SELECT c.*, t.team, t.project FROM (SELECT * FROM costs WHERE {window.where()}) c JOIN (
+    rows = split.with_split(window.where())  # the provider's split of shared nodes moved (tables/split.py)
+    return f"""(SELECT c.*, t.team, t.project FROM {rows} c JOIN (
                     SELECT Tags, x_CostCategory, COALESCE({team_key}, {lit(UNATTRIBUTED)}) AS team,
                            COALESCE({project_key}, '(no project)') AS project
-                    FROM (SELECT DISTINCT Tags, x_CostCategory FROM costs WHERE {window.where()})) t
+                    FROM (SELECT DISTINCT Tags, x_CostCategory FROM {rows})) t
                 ON c.Tags = t.Tags AND c.x_CostCategory IS NOT DISTINCT FROM t.x_CostCategory)"""
 
 

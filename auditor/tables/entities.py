@@ -32,7 +32,7 @@ from auditor.model import (
 )
 from auditor.providers.catalog import family_sql
 from auditor.sql import lit
-from auditor.tables import shared_gpus, stats
+from auditor.tables import shared_gpus, split, stats
 from auditor.tables.sql import GB, GB_MONTHS, GPU_HOURS, HOURS, TIERED, spend_team_sql, team_sql
 from auditor.tables.store import Store
 from auditor.window import Window, quarter_of
@@ -293,7 +293,7 @@ def team_spend(store: Store, window: Window, policy: Policy) -> list[TeamSpend]:
             SELECT Tags, x_CostCategory, BillingCurrency AS cur, sum(BilledCost) AS spent,
                    sum(BilledCost) FILTER (WHERE x_CostCategory = 'gpu_compute') AS gpu,
                    {GPU_HOURS} AS gh
-            FROM costs WHERE {span.where()} GROUP BY Tags, x_CostCategory, BillingCurrency)
+            FROM {split.with_split(span.where())} GROUP BY Tags, x_CostCategory, BillingCurrency)
         SELECT {spend_team_sql(policy)} AS team, cur, sum(spent), COALESCE(sum(gpu), 0), COALESCE(sum(gh), 0)
         FROM g GROUP BY 1, 2""").fetchall():
         totals.setdefault(team, {})[cur] = (spent, gpu, gh)
