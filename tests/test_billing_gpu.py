@@ -354,3 +354,36 @@ def test_focus_gpu_count_makes_a_type_the_catalog_lacks_gpu_spend(tmp_path):
     assert got["x9z.48xlarge"][:2] == ("other_compute", None)
     audit = run_audit(POLICY, [path], window=Q3)
     assert audit.summary["gpu_cost"] == {"USD": D("177031.62")}
+
+
+def test_gcp_reservation_in_instance_hours_and_gpu_hours_as_the_export_states_them(tmp_path):
+    """A GCP reservation of an a2-highgpu-8g left unused for 360 hours bills, with the system label
+    is_unused_reservation, its cores in vCPU-hours (96 x 360), its memory in GiB-hours and its eight A100s in
+    GPU-hours (8 x 360) on SKU lines of their own: COM002 says 360 instance-hours, 2,880 GPU-hours and 8 A100s."""
+    header = (REPO / "fixtures" / "billing" / "gcp" / "gcp-detailed-export.csv").read_text().splitlines()[0]
+    columns = next(csv.reader([header]))
+    labels = ("[{'key': 'compute.googleapis.com/machine_spec', 'value': 'a2-highgpu-8g'}, "
+              "{'key': 'compute.googleapis.com/is_unused_reservation', 'value': 'true'}]")
+
+    def line(sku: str, amount: str, unit: str, cost: str) -> dict:
+        return {"billing_account_id": "01A2B3-C4D5E6-F7A8B9", "service.id": "6F81-5844-456A",
+                "service.description": "Compute Engine", "sku.description": sku,
+                "usage_start_time": "2026-07-01 00:00:00+00:00", "usage_end_time": "2026-07-16 00:00:00+00:00",
+                "project.id": "ml-training-prod", "labels": "[{'key': 'team', 'value': 'research'}]",
+                "system_labels": labels, "location.region": "us-central1", "location.zone": "us-central1-a",
+                "resource.name": "reservation-a100", "cost": cost, "currency": "USD", "usage.amount": amount,
+                "usage.unit": "seconds", "usage.amount_in_pricing_units": amount, "usage.pricing_unit": unit,
+                "credits": "[]", "invoice.month": "202607", "cost_type": "regular", "cost_at_list": cost}
+
+    path = tmp_path / "gcp-reservation.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, columns)
+        w.writeheader()
+        w.writerow(line("A2 Instance Core running in Americas", "34560", "hour", "1087.41"))
+        w.writerow(line("A2 Instance Ram running in Americas", "244800", "gibibyte hour", "1151.97"))
+        w.writerow(line("Nvidia Tesla A100 GPU running in Americas", "2880", "hour", "8449.66"))
+    audit = run_audit(POLICY, [path], window=Q3)
+    [f] = findings(audit, "COM002").values()
+    assert "(8x A100)" in f.message and "360 reserved instance-hours (2,880 GPU-hours)" in f.message, f.message
+    assert (D(f.evidence["unused_hours"]), D(f.evidence["unused_gpu_hours"])) == (360, 2880)
+    assert f.cost == D("10689.04")  # the three lines: the reservation's whole cost

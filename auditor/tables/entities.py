@@ -33,7 +33,7 @@ from auditor.model import (
 from auditor.providers.catalog import family_sql
 from auditor.sql import lit
 from auditor.tables import shared_gpus, split, stats
-from auditor.tables.sql import GB, GB_MONTHS, GPU_HOURS, HOURS, TIERED, spend_team_sql, team_sql
+from auditor.tables.sql import GB, GB_MONTHS, GPU_HOURS, GPU_USAGE, HOURS, TIERED, spend_team_sql, team_sql
 from auditor.tables.store import Store
 from auditor.window import Window, quarter_of
 
@@ -578,6 +578,10 @@ def capacity_reservations(store: Store, window: Window, policy: Policy) -> list[
                COALESCE(sum(EffectiveCost) FILTER (WHERE CapacityReservationStatus = 'Unused'), 0),
                COALESCE(sum(ConsumedQuantity) FILTER (WHERE CapacityReservationStatus = 'Used' AND {HOURS}), 0),
                COALESCE(sum(ConsumedQuantity) FILTER (WHERE CapacityReservationStatus = 'Unused' AND {HOURS}), 0),
+               COALESCE(sum(ConsumedQuantity * x_GpuCount)
+                        FILTER (WHERE {GPU_USAGE} AND CapacityReservationStatus = 'Used'), 0),
+               COALESCE(sum(ConsumedQuantity * x_GpuCount)
+                        FILTER (WHERE {GPU_USAGE} AND CapacityReservationStatus = 'Unused'), 0),
                min(ChargePeriodStart), max(ChargePeriodEnd),
                COALESCE(arg_max(Tags, cardinality(Tags))
                             FILTER (WHERE lower(ResourceId) = lower(CapacityReservationId)),
@@ -587,9 +591,19 @@ def capacity_reservations(store: Store, window: Window, policy: Policy) -> list[
     kinds = {"aws": "On-Demand Capacity Reservation", "gcp": "reservation", "azure": "capacity reservation"}
     ends = dict(store.con.execute(f"SELECT x_Provider, max(ChargePeriodEnd) FROM costs WHERE {window.where()} "
                                   "GROUP BY 1").fetchall())
-    return [CapacityReservation(rid, provider, account, region,
-                                "Capacity Block for ML" if block else kinds.get(provider, "capacity reservation"),
-                                itype, gpu, gpus(count), cur, used, unused, used_h, unused_h, first, last,
-                                ends.get(provider), _tag_set(store, tags))
-            for (rid, provider, account, region, block, itype, gpu, count, cur, used, unused, used_h, unused_h, first,
-                 last, tags) in rows]
+    out = []
+    for (rid, provider, account, region, block, itype, gpu, count, cur, used, unused, used_h, unused_h, used_gh,
+         unused_gh, first, last, tags) in rows:
+        # Instance-hours as the export states them: where it bills a reservation's GPUs on lines of their own
+        # (GCP: the GPU SKU in GPU-hours beside the cores' vCPU-hours and the memory's GiB-hours), its GPU-hours
+        # over the machine type's GPUs; else the hours of its lines (an EC2 or Azure VM line is an instance-hour).
+        t = store.catalog.instance(provider, itype)
+        per = t.gpus if t else None
+        if per:
+            used_h, unused_h = (gh / per if gh else h for h, gh in ((used_h, used_gh), (unused_h, unused_gh)))
+        out.append(CapacityReservation(
+            rid, provider, account, region,
+            "Capacity Block for ML" if block else kinds.get(provider, "capacity reservation"), itype, gpu,
+            gpus(per or count), cur, used, unused, used_h, unused_h, first, last, ends.get(provider),
+            _tag_set(store, tags)))
+    return out

@@ -19,10 +19,10 @@ from auditor.window import Window
 
 def moved_sql(where: str) -> str:
     """The provider's split as rows shaped like `costs` (Tags, category, currency, provider, BilledCost and the
-    day as ChargePeriodStart): per pod tag set and day, its split and unused cost, under its node's category (a GPU node's shares are GPU compute); per node,
-    the same amount taken back from its own tags. They add up to zero per node and currency, so any sum over
-    `costs` plus these rows moves team spend and changes no total. Only splits whose node is billed in the same
-    rows are moved."""
+    day as ChargePeriodStart): per pod tag set and day, its split and unused cost, under its node's category (a
+    GPU node's shares are GPU compute); per node, the same amount taken back from its own tags. They add up to
+    zero per node and currency, so any sum over `costs` plus these rows moves team spend and changes no total.
+    Only splits whose node is billed in the same rows are moved."""
     return f"""
         WITH kids AS (SELECT lower(x_SplitParentId) AS parent, BillingCurrency, Tags, x_Provider,
                              date_trunc('day', ChargePeriodStart) AS day,
