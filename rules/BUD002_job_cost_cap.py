@@ -14,9 +14,10 @@ class JobCostCap(Rule):
     """Job whose projected cost exceeds the per-job cap or its team's quarterly budget.
 
     ## What it does
-    Projects a job's cost before it runs: GPUs (instances x GPUs each; a MIG slice counts as its
-    share of the seven compute slices of its GPU) x the catalog's on-demand price per GPU-hour
-    (the instance type's price over its GPUs, or the cheapest catalog type with that GPU model)
+    Projects a job's cost before it runs: GPUs (instances x GPUs each; a MIG slice counts as what
+    its profile blocks of its GPU: its memory slices of 8 or compute slices of 7, whichever is more)
+    x the catalog's on-demand price per GPU-hour (the instance type's price over its GPUs, or the
+    cheapest catalog type with that GPU model)
     x its maximum runtime (`activeDeadlineSeconds`, `StoppingCondition.MaxRuntimeInSeconds`,
     `scheduling.timeout`, `limits.timeout`, or the `gpu-auditor.dev/max-runtime-hours` label where
     the platform has none); on spot, less the provider's typical spot discount. Flags the job when
