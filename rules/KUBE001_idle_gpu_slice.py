@@ -12,6 +12,9 @@ def held(s: GpuSlice) -> str:
     if s.sharing == "mig":
         part = f"{s.unit_share} of one {gpu}"
         return f"MIG slice {s.profile} ({part})" if s.units == 1 else f"{s.units} MIG slices {s.profile} ({part} each)"
+    if s.share is not None and s.sharing not in ("time-slicing", "mps") and s.unit_share != 1:
+        how = "HAMi" if s.sharing == "hami" else "fractional"
+        return f"{how} {s.unit_share} of {'one' if s.units == 1 else s.units} {gpu}"
     if s.sharing in ("time-slicing", "mps"):
         how = "time-sliced" if s.sharing == "time-slicing" else "MPS"
         return f"{s.units} of {s.slices_per_gpu} {how} replicas of one {gpu}"

@@ -20,7 +20,7 @@ from servers.http_api import ApiServer, Request
 from auditor.cli import cli
 from auditor.providers import mig
 from auditor.providers.live.dcgm import pod_of
-from auditor.providers.live.k8s_gpus import node_gpus
+from auditor.providers.live.k8s_gpus import node_gpus, pod_gpu_share
 from auditor.tables.shared_gpus import unit_shares
 
 # The seven profiles of an 8-memory-slice GPU in NVIDIA's order: 1g, 1g+me, 1g with two memory slices, 2g, 3g,
@@ -201,8 +201,9 @@ def _cluster() -> tuple[dict, dict]:
             {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": pods})
 
 
-def test_nodes_whose_every_slice_is_held_are_fully_allocated(tmp_path):
-    node_list, pod_list = _cluster()
+def _pull_and_audit(tmp_path, node_list: dict, pod_list: dict) -> dict:
+    """`pull --provider k8s` from a Kubernetes API (and a Prometheus with no DCGM series) on loopback serving
+    these nodes and pods, then an audit of the snapshot: its audit.json."""
     lists = {"/api/v1/nodes": node_list, "/api/v1/pods": pod_list,
              "/apis/batch/v1/jobs": {"kind": "JobList", "apiVersion": "batch/v1", "metadata": {}, "items": []}}
 
@@ -222,16 +223,77 @@ def test_nodes_whose_every_slice_is_held_are_fully_allocated(tmp_path):
         result = CliRunner().invoke(cli, [
             "pull", "--provider", "k8s", "--kubeconfig", str(tmp_path / "kubeconfig"), "--since",
             SINCE.date().isoformat(), "--until", UNTIL.date().isoformat(), "--prometheus", server.url,
-            "--out", str(tmp_path / "snap")],
-            catch_exceptions=False)
+            "--out", str(tmp_path / "snap")], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     (tmp_path / "policy.yml").write_text(POLICY)
     result = CliRunner().invoke(cli, ["audit", "--policy", str(tmp_path / "policy.yml"), "--out",
                                       str(tmp_path / "r"), str(tmp_path / "snap")], catch_exceptions=False)
     assert result.exit_code in (0, 1), result.output
-    doc = json.loads((tmp_path / "r" / "audit.json").read_text())
+    return json.loads((tmp_path / "r" / "audit.json").read_text())
+
+
+def test_nodes_whose_every_slice_is_held_are_fully_allocated(tmp_path):
+    doc = _pull_and_audit(tmp_path, *_cluster())
     nodes = {n["name"]: n for n in doc["summary"]["kubernetes_gpus"]["nodes"]}
     assert len(nodes) == 2 * len(EVERY)
     for n in nodes.values():  # 8 GPUs x 24 h, every hour of it held
         assert (n["gpu_count"], n["gpu_hours"], n["allocated_gpu_hours"]) == (8, 192, 192), n
     assert not [f for f in doc["findings"] if f["rule"] == "KUBE003"]
+
+
+# ---- beside MIG and time-slicing: HAMi and Run:ai fractions -------------------------------------------------
+
+@pytest.mark.parametrize("limits, annotations, expected", [
+    # HAMi: the larger of cores (percent) and memory (MiB of the GPU's 81,920, or percent); memory left unset
+    # is the whole GPU's
+    ({"nvidia.com/gpu": "1", "nvidia.com/gpucores": "30", "nvidia.com/gpumem": "20480"}, {}, Fraction(3, 10)),
+    ({"nvidia.com/gpu": "1", "nvidia.com/gpucores": "10", "nvidia.com/gpumem": "40960"}, {}, Fraction(1, 2)),
+    ({"nvidia.com/gpu": "2", "nvidia.com/gpumem-percentage": "25"}, {}, Fraction(1, 4)),
+    ({"nvidia.com/gpu": "1", "nvidia.com/gpucores": "20"}, {}, Fraction(1)),
+    # Run:ai: the fraction it is annotated with, or its memory of the GPU's
+    ({}, {"gpu-fraction": "0.5"}, Fraction(1, 2)),
+    ({}, {"gpu-memory": "20480"}, Fraction(1, 4)),
+    ({"nvidia.com/gpu": "1"}, {}, None),  # a whole GPU
+])
+def test_a_hami_or_runai_pods_share_of_a_gpu(limits, annotations, expected):
+    spec = {"containers": [{"name": "main", "resources": {"limits": limits}}]}
+    assert pod_gpu_share(spec, annotations, 81920) == expected
+
+
+def test_hami_and_runai_pods_cost_their_fraction(tmp_path):
+    """A HAMi node (2 GPUs registered, split 10 ways: 20 nvidia.com/gpu) with a pod at 30% of one GPU's cores
+    and a pod at half the memory of two; a node of 8 whole A100 80GB with Run:ai pods at a half, a quarter of
+    two GPUs and 20 GiB of one, beside a pod holding 4 whole GPUs. Held all 24 h of the window: 1.3 of 2 GPUs
+    (31.2 GPU-hours of 48) and 5.25 of 8 (126 of 192)."""
+    register = ("GPU-aaaa,10,81920,100,NVIDIA-NVIDIA A100-SXM4-80GB,0,true:"
+                "GPU-bbbb,10,81920,100,NVIDIA-NVIDIA A100-SXM4-80GB,0,true:")
+    nodes = [
+        {"metadata": {"name": "hami-1", "creationTimestamp": "2025-04-01T00:00:00Z",
+                      "labels": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB"},
+                      "annotations": {"hami.io/node-nvidia-register": register}},
+         "spec": {"providerID": "aws:///us-east-1a/i-hami1"},
+         "status": {"allocatable": {"nvidia.com/gpu": "20"}, "capacity": {"nvidia.com/gpu": "20"}}},
+        {"metadata": {"name": "runai-1", "creationTimestamp": "2025-04-01T00:00:00Z",
+                      "labels": {"nvidia.com/gpu.product": "NVIDIA-A100-SXM4-80GB", "nvidia.com/gpu.count": "8",
+                                 "nvidia.com/gpu.memory": "81920"}},
+         "spec": {"providerID": "aws:///us-east-1a/i-runai1"},
+         "status": {"allocatable": {"nvidia.com/gpu": "8"}, "capacity": {"nvidia.com/gpu": "8"}}},
+    ]
+
+    def pod(name, node, limits=None, annotations=None):
+        return {"metadata": {"name": name, "namespace": "ml", "creationTimestamp": "2025-04-02T00:00:00Z",
+                             "annotations": annotations or {}},
+                "spec": {"nodeName": node, "containers": [{"name": "main", "resources": {"limits": limits or {}}}]},
+                "status": {"phase": "Running", "startTime": "2025-04-02T00:00:00Z"}}
+
+    pods = [pod("h1", "hami-1", {"nvidia.com/gpu": "1", "nvidia.com/gpucores": "30", "nvidia.com/gpumem": "20480"}),
+            pod("h2", "hami-1", {"nvidia.com/gpu": "2", "nvidia.com/gpumem-percentage": "50"}),
+            pod("r1", "runai-1", annotations={"gpu-fraction": "0.5"}),
+            pod("r2", "runai-1", annotations={"gpu-fraction": "0.25", "gpu-fraction-num-devices": "2"}),
+            pod("r3", "runai-1", annotations={"gpu-memory": "20480"}),
+            pod("w", "runai-1", {"nvidia.com/gpu": "4"})]
+    doc = _pull_and_audit(tmp_path, {"kind": "NodeList", "apiVersion": "v1", "metadata": {}, "items": nodes},
+                          {"kind": "PodList", "apiVersion": "v1", "metadata": {}, "items": pods})
+    got = {n["name"]: (n["gpu_count"], n["gpu_hours"], n["allocated_gpu_hours"])
+           for n in doc["summary"]["kubernetes_gpus"]["nodes"]}
+    assert got == {"hami-1": (2, 48, 31.2), "runai-1": (8, 192, 126)}

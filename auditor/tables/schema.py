@@ -45,7 +45,7 @@ CREATE TABLE gpu_units (asset_id VARCHAR, resource VARCHAR, sharing VARCHAR, pro
     slices INTEGER, slices_per_gpu INTEGER, memory_gb DOUBLE, replicas INTEGER DEFAULT 1);
 CREATE TABLE gpu_allocations (id VARCHAR, asset_id VARCHAR, resource VARCHAR, units INTEGER, namespace VARCHAR,
     pod VARCHAR, workload VARCHAR, state VARCHAR, start_time TIMESTAMP, end_time TIMESTAMP,
-    tags MAP(VARCHAR, VARCHAR));
+    tags MAP(VARCHAR, VARCHAR), share DOUBLE);
 CREATE TABLE slice_usage (asset_id VARCHAR, gpu VARCHAR, uuid VARCHAR, instance VARCHAR, profile VARCHAR,
     namespace VARCHAR, pod VARCHAR, window_start TIMESTAMP, window_end TIMESTAMP, samples BIGINT,
     mean_active_pct DOUBLE, p95_active_pct DOUBLE, peak_mem_gb DOUBLE, source VARCHAR);

@@ -38,10 +38,12 @@ def _scale(amounts: dict[str, Decimal], num: Decimal, den: Decimal) -> dict[str,
 
 def unit_shares(gpu_model: str | None, gpu_count: int, units: list[dict]) -> dict[str, Fraction]:
     """A physical GPU's worth of one unit of each of a node's resources (`units`: its gpu_units rows): a whole
-    GPU 1, a time-sliced or MPS replica 1/replicas, a MIG slice what its profile blocks, counted over the node's
+    GPU 1, a time-sliced or MPS replica 1/replicas, a HAMi slot 1 (its pod's own cores and memory share, the
+    allocation's `share`, is used where set), a MIG slice what its profile blocks, counted over the node's
     MIG GPUs (those not offered whole) so that GPUs cut as far as they go are held in full, then 1/replicas
     of that where the slices are time-sliced too."""
-    whole = sum((Fraction(u["count"], u.get("replicas") or 1) for u in units if u["sharing"] != "mig"), Fraction(0))
+    whole = sum((Fraction(u["count"], u.get("replicas") or 1) for u in units if u["sharing"] not in ("mig", "hami")),
+                Fraction(0))
     slices: dict[str, int] = {}
     for u in units:
         if u["sharing"] == "mig":
@@ -52,6 +54,8 @@ def unit_shares(gpu_model: str | None, gpu_count: int, units: list[dict]) -> dic
     for u in units:
         if u["sharing"] == "mig":
             out[u["resource"]] = share[u["profile"]] / (u.get("replicas") or 1)
+        elif u["sharing"] == "hami":  # a slot whose pod sets no cores or memory has the whole GPU's memory
+            out[u["resource"]] = Fraction(1)
         else:
             out[u["resource"]] = Fraction(u["slices"], u["slices_per_gpu"])
     return out
@@ -66,7 +70,7 @@ def build(store: Store, window: Window, assets: list[GpuAsset],
         return [], []
     ws, we = lit(window.start.isoformat(" ")), lit(window.end.isoformat(" "))
     allocs = store.con.execute(f"""
-        SELECT id, asset_id, resource, units, namespace, pod, workload, start_time, end_time, tags
+        SELECT id, asset_id, resource, units, namespace, pod, workload, start_time, end_time, tags, share
         FROM gpu_allocations WHERE (start_time IS NULL OR start_time < TIMESTAMP {we})
           AND (end_time IS NULL OR end_time > TIMESTAMP {ws}) ORDER BY id, resource""").fetchall()
     usage = {(r[0], r[1], r[2]): r[3:] for r in store.con.execute(f"""
@@ -104,12 +108,13 @@ def build(store: Store, window: Window, assets: list[GpuAsset],
         resources_of: dict[str, int] = {}
         for a in mine:
             resources_of[a[0]] = resources_of.get(a[0], 0) + 1
-        for aid, _, resource, n, namespace, pod, workload, a_start, a_end, tags in mine:
+        for aid, _, resource, n, namespace, pod, workload, a_start, a_end, tags, own in mine:
             u = unit_of.get(resource)
             sharing, profile, slices_n, per_gpu, mem = (u[2], u[3], u[5], u[6], u[7]) if u else \
                 ("none", None, 1, 1, None)
             hours = _hours(max(start, a_start or start), min(end, a_end or end))
-            share = share_of.get(resource, Fraction(1))
+            # a HAMi or Run:ai pod's own share of each GPU, else the unit's
+            share = Fraction(str(own)) if own is not None else share_of.get(resource, Fraction(1))
             gpu_hours = Decimal(n * share.numerator) / Decimal(share.denominator) * hours
             held += gpu_hours
             if a_end is None and resource in node.free_now:

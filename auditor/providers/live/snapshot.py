@@ -25,7 +25,7 @@ Optional too, written by `gpu-auditor pull --provider k8s`, GPUs as Kubernetes s
      "gpu_units":       [{"asset_id", "resource", "sharing", "profile", "count", "slices", "slices_per_gpu",
                           "memory_gb", "replicas"}],
      "gpu_allocations": [{"id", "asset_id", "resource", "units", "namespace", "pod", "workload", "state",
-                          "start_time", "end_time", "tags"}],
+                          "start_time", "end_time", "tags", "share"}],
      "slice_usage":     [{"asset_id", "gpu", "uuid", "instance", "profile", "namespace", "pod", "window_start",
                           "window_end", "samples", "mean_active_pct", "p95_active_pct", "peak_mem_gb", "source"}]
 
@@ -34,7 +34,9 @@ A node's `gpu_count` is its physical GPUs; `gpu_units` are what its allocatable 
 `slices / slices_per_gpu` of a physical GPU (a MIG profile's compute slices of 7, a replica 1 of `replicas`);
 the audit counts a MIG unit by what its profile blocks (auditor/providers/mig.py), and `replicas` (default 1)
 says how many units time-slicing or MPS makes of each GPU or MIG slice.
-`gpu_allocations` are the pods holding units (`end_time` null while running). `slice_usage` is DCGM engine
+`gpu_allocations` are the pods holding units (`end_time` null while running); `share`, where set, is a HAMi
+or Run:ai pod's share of each GPU it holds (its cores or memory, whichever is more; its fraction), in place of
+the unit's. `slice_usage` is DCGM engine
 activity (percent of the slice) and memory per MIG instance, or per GPU the exporter maps to a pod.
 
 `gpu_model`, `gpu_count` and `gpu_memory_gb` may be left out where the catalog knows the instance type.
@@ -106,7 +108,7 @@ PRICE = record(
     region=Field("str"), price_per_hour=Field("str", required=True), currency=Field("str", default="USD"),
     source=Field("str"),
 )
-SHARINGS = ("none", "mig", "time-slicing", "mps")
+SHARINGS = ("none", "mig", "time-slicing", "mps", "hami")
 GPU_UNIT = record(
     asset_id=Field("str", required=True), resource=Field("str", required=True),
     sharing=Field("str", default="none", choices=SHARINGS), profile=Field("str"),
@@ -118,6 +120,7 @@ GPU_ALLOCATION = record(
     id=Field("str", required=True), asset_id=Field("str", required=True), resource=Field("str", required=True),
     units=Field("int", required=True, minimum=1, maximum=INT), namespace=Field("str"), pod=Field("str"),
     workload=Field("str"), state=Field("str"), start_time=Field("datetime"), end_time=Field("datetime"), tags=TAGS,
+    share=Field("number", minimum=0, maximum=1),
 )
 SLICE_USAGE = record(
     asset_id=Field("str", required=True), gpu=Field("str"), uuid=Field("str"), instance=Field("str"),
