@@ -600,7 +600,8 @@ def capacity_reservations(store: Store, window: Window, policy: Policy) -> list[
         t = store.catalog.instance(provider, itype)
         per = t.gpus if t else None
         if per:
-            used_h, unused_h = (gh / per if gh else h for h, gh in ((used_h, used_gh), (unused_h, unused_gh)))
+            used_h, unused_h = (h if not gh or gh == h * per else (gh / per).quantize(h)
+                                for h, gh in ((used_h, used_gh), (unused_h, unused_gh)))
         out.append(CapacityReservation(
             rid, provider, account, region,
             "Capacity Block for ML" if block else kinds.get(provider, "capacity reservation"), itype, gpu,
