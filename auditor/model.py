@@ -308,6 +308,12 @@ class Commitment:
     last_seen: datetime | None = None
     tags: dict[str, str] = field(default_factory=dict)
     ends: datetime | None = None  # when the commitment's term ends, where the billing says (the AWS CUR)
+    # FOCUS CommitmentDiscountQuantity of the lines it covered and of its unused capacity, in its unit
+    # (CommitmentDiscountUnit: Hours, ...), and the contracts applied (ContractApplied), as the export states them
+    used_quantity: Decimal | None = None
+    unused_quantity: Decimal | None = None
+    quantity_unit: str | None = None
+    contracts: list[str] = field(default_factory=list)
 
 
 @dataclass

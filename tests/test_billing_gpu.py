@@ -387,3 +387,13 @@ def test_gcp_reservation_in_instance_hours_and_gpu_hours_as_the_export_states_th
     assert "(8x A100)" in f.message and "360 reserved instance-hours (2,880 GPU-hours)" in f.message, f.message
     assert (D(f.evidence["unused_hours"]), D(f.evidence["unused_gpu_hours"])) == (360, 2880)
     assert f.cost == D("10689.04")  # the three lines: the reservation's whole cost
+
+
+def test_focus_commitment_quantity_unit_and_contract_reach_the_commitment():
+    """FOCUS CommitmentDiscountQuantity and Unit and ContractApplied, read from focus-1.3-gpu.csv, are the
+    commitment's own figures (shown by COM001): 384 GPU-Hours covered, under contract-7."""
+    from auditor.model import Commitment
+
+    [c] = build(store_of(GPU / "focus-1.3-gpu.csv"), Q3, POLICY, Commitment)
+    assert (c.id, c.used_quantity, c.unused_quantity, c.quantity_unit, c.contracts) == (
+        "cud-a3-1y", 384, None, "GPU-Hours", ["contract-7"])

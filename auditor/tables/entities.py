@@ -5,6 +5,7 @@ models behind some of them live beside it (shared_gpus.py, jobcost.py, split.py)
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import fields
@@ -352,12 +353,29 @@ def commitments(store: Store, window: Window, policy: Policy) -> list[Commitment
                min(CommitmentDiscountType), max(x_InstanceType), max(x_GpuModel), BillingCurrency,
                COALESCE(sum(EffectiveCost) FILTER (WHERE CommitmentDiscountStatus = 'Used'), 0),
                COALESCE(sum(EffectiveCost) FILTER (WHERE CommitmentDiscountStatus = 'Unused'), 0),
-               min(ChargePeriodStart), max(ChargePeriodEnd), arg_max(Tags, EffectiveCost), max(x_CommitmentEnd)
+               min(ChargePeriodStart), max(ChargePeriodEnd), arg_max(Tags, EffectiveCost), max(x_CommitmentEnd),
+               sum(CommitmentDiscountQuantity) FILTER (WHERE CommitmentDiscountStatus = 'Used'),
+               sum(CommitmentDiscountQuantity) FILTER (WHERE CommitmentDiscountStatus = 'Unused'),
+               max(CommitmentDiscountUnit),
+               list(DISTINCT ContractApplied ORDER BY ContractApplied) FILTER (WHERE ContractApplied IS NOT NULL)
         FROM costs WHERE {window.where()} AND CommitmentDiscountStatus IN ('Used', 'Unused')
         GROUP BY id, BillingCurrency ORDER BY 1, BillingCurrency""").fetchall()
     return [Commitment(rid, provider, account, region, None, kind, itype, gpu, cur, used, unused, first, last,
-                       _tag_set(store, tags), ends)
-            for rid, provider, account, region, kind, itype, gpu, cur, used, unused, first, last, tags, ends in rows]
+                       _tag_set(store, tags), ends, used_q, unused_q, unit, _contracts(contracts))
+            for (rid, provider, account, region, kind, itype, gpu, cur, used, unused, first, last, tags, ends, used_q,
+                 unused_q, unit, contracts) in rows]
+
+def _contracts(applied: list[str] | None) -> list[str]:
+    """The contract ids of FOCUS ContractApplied values (JSON: `{"Elements": [{"ContractId": ...}]}`), a value
+    that is not that JSON as it is."""
+    out: list[str] = []
+    for value in applied or []:
+        try:
+            ids = [str(e["ContractId"]) for e in json.loads(value)["Elements"] if e.get("ContractId")]
+        except (ValueError, TypeError, KeyError, AttributeError):
+            ids = [value]
+        out += [i for i in ids if i not in out]
+    return out
 
 @builds(SteadyGpuSpend)
 def steady_gpu_spend(store: Store, window: Window, policy: Policy) -> list[SteadyGpuSpend]:
