@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from fractions import Fraction
+
 from auditor.model import GpuAsset, Severity, fmt_money, primary
 from auditor.providers.catalog import InstanceType
 from auditor.registry import register
@@ -105,12 +107,12 @@ class OversizedGpu(Rule):
         head = (f"{asset.instance_type} {asset.name or asset.id} peaks at {asset.peak_mem_gb:g} GB of "
                 f"{gpu.memory_gb:g} GB GPU memory and {asset.p95_util_pct:g}% utilisation: ")
         if memory_only:
-            message = (f"{head}memory alone keeps it off {hint.name} ({hint.gpu_count}x {hint.gpu_model}, "
+            message = (f"{head}memory alone keeps it off {hint.name} ({_gpus(hint)}, "
                        f"{hint_gpu.memory_gb:g} GB a GPU, needs {need_mem:.1f} GB with headroom); mixed precision "
                        f"(bf16) or gradient checkpointing would bring it within, saving about "
                        f"{fmt_money(monthly, currency)} a month")
         else:
-            message = (f"{head}{best.name} ({best.gpu_count}x {best.gpu_model}) fits, saving about "
+            message = (f"{head}{best.name} ({_gpus(best)}) fits, saving about "
                        f"{fmt_money(monthly, currency)} a month")
             if best.gpu_count < count:
                 message += f"; its load fits {best.gpu_count} of its {count} GPUs"
@@ -144,3 +146,10 @@ class OversizedGpu(Rule):
                     "billed cost as a monthly run rate x the catalog price ratio")
         return ("USD", None, (current.price_per_hour - to.price_per_hour) * 730,
                 "catalog on-demand price difference x 730 h")
+
+
+def _gpus(t: InstanceType) -> str:
+    """A type's GPUs in words: `8x L4`, or a fractional type's share of one (`1/6 A10`)."""
+    if t.gpu_share == 1:
+        return f"{t.gpu_count}x {t.gpu_model}"
+    return f"{Fraction(t.gpu_share).limit_denominator(64) * t.gpu_count} {t.gpu_model}"
