@@ -294,7 +294,7 @@ def team_spend(store: Store, window: Window, policy: Policy) -> list[TeamSpend]:
             SELECT Tags, x_CostCategory, BillingCurrency AS cur, sum(BilledCost) AS spent,
                    sum(BilledCost) FILTER (WHERE x_CostCategory = 'gpu_compute') AS gpu,
                    {GPU_HOURS} AS gh
-            FROM {split.with_split(span.where())} GROUP BY Tags, x_CostCategory, BillingCurrency)
+            FROM {split.with_split(store, span.where())} GROUP BY Tags, x_CostCategory, BillingCurrency)
         SELECT {spend_team_sql(policy)} AS team, cur, sum(spent), COALESCE(sum(gpu), 0), COALESCE(sum(gh), 0)
         FROM g GROUP BY 1, 2""").fetchall():
         totals.setdefault(team, {})[cur] = (spent, gpu, gh)
