@@ -39,7 +39,8 @@ or Run:ai pod's share of each GPU it holds (its cores or memory, whichever is mo
 the unit's. `slice_usage` is DCGM engine
 activity (percent of the slice) and memory per MIG instance, or per GPU the exporter maps to a pod.
 
-`gpu_model`, `gpu_count` and `gpu_memory_gb` may be left out where the catalog knows the instance type.
+`gpu_model`, `gpu_count` and `gpu_memory_gb` may be left out where the catalog knows the instance type. An asset's
+`gpu_count` may be a fraction: a fractional GPU type's share of one physical GPU (0.125 on a g6f.xlarge).
 `peak_mem_gb` is per GPU (the fullest GPU of the machine).
 A job's `kind` is `job` (the default), `sweep` (a hyperparameter search: `instance_type` and `instance_count` are
 one trial's, `max_runtime_s` the whole search's) or `server`. A sweep's `sweep_*` fields: the cap on trials in
