@@ -12,10 +12,22 @@ import hashlib
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import ROUND_HALF_EVEN, Decimal
+from fractions import Fraction
 from typing import Any
+
+from auditor.providers import mig
 
 CENT = Decimal("0.01")
 HOURS_PER_MONTH = Decimal(730)  # the convention AWS, GCP and Azure price calculators use
+
+
+def gpus(count: Decimal | int | None) -> Decimal | int | None:
+    """A GPU count as the tables hold it (DECIMAL: a fractional GPU is a share of one): whole GPUs as an int,
+    a fraction as its Decimal (0.125 for an eighth of an L4)."""
+    if count is None:
+        return None
+    count = Decimal(count)
+    return int(count) if count == count.to_integral_value() else count.normalize()
 
 
 def money(amount: Decimal | int | str | None) -> Decimal | None:
@@ -314,6 +326,12 @@ class Commitment:
     last_seen: datetime | None = None
     tags: dict[str, str] = field(default_factory=dict)
     ends: datetime | None = None  # when the commitment's term ends, where the billing says (the AWS CUR)
+    # FOCUS CommitmentDiscountQuantity of the lines it covered and of its unused capacity, in its unit
+    # (CommitmentDiscountUnit: Hours, ...), and the contracts applied (ContractApplied), as the export states them
+    used_quantity: Decimal | None = None
+    unused_quantity: Decimal | None = None
+    quantity_unit: str | None = None
+    contracts: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -467,11 +485,22 @@ class GpuSlice:
     cost: dict[str, Decimal] = field(default_factory=dict)  # its share of the node's cost
     cost_basis: str | None = None
     tags: dict[str, str] = field(default_factory=dict)
+    share: Fraction | None = None  # of one GPU per unit, as the cost model counted it (shared_gpus.unit_shares)
+
+    @property
+    def unit_share(self) -> Fraction:
+        """One unit's share of a physical GPU: the cost model's, else what its MIG profile blocks, else
+        slices / slices_per_gpu (a replica of a shared GPU, a whole GPU)."""
+        if self.share is not None:
+            return self.share
+        if self.sharing == "mig" and self.profile:
+            return mig.blocks(self.gpu_model, self.profile)
+        return Fraction(self.slices, self.slices_per_gpu)
 
     @property
     def gpu_share(self) -> Decimal:
         """Physical GPUs' worth it holds."""
-        return Decimal(self.units * self.slices) / Decimal(self.slices_per_gpu)
+        return Decimal(self.units * self.unit_share.numerator) / Decimal(self.unit_share.denominator)
 
 
 @dataclass

@@ -2,7 +2,8 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from auditor.model import Job, Severity, fmt_money, money
+from auditor.model import Job, Severity, fmt_money, gpus, money
+from auditor.providers import mig
 from auditor.registry import register
 from auditor.rule import Rule
 from auditor.schema import Field
@@ -13,9 +14,10 @@ class JobCostCap(Rule):
     """Job whose projected cost exceeds the per-job cap or its team's quarterly budget.
 
     ## What it does
-    Projects a job's cost before it runs: GPUs (instances x GPUs each; a MIG slice counts as its
-    share of the seven compute slices of its GPU) x the catalog's on-demand price per GPU-hour
-    (the instance type's price over its GPUs, or the cheapest catalog type with that GPU model)
+    Projects a job's cost before it runs: GPUs (instances x GPUs each; a MIG slice counts as what
+    its profile blocks of its GPU: its memory slices of 8 or compute slices of 7, whichever is more)
+    x the catalog's on-demand price per GPU-hour (the instance type's price over its GPUs, or the
+    cheapest catalog type with that GPU model)
     x its maximum runtime (`activeDeadlineSeconds`, `StoppingCondition.MaxRuntimeInSeconds`,
     `scheduling.timeout`, `limits.timeout`, or the `gpu-auditor.dev/max-runtime-hours` label where
     the platform has none); on spot, less the provider's typical spot discount. Flags the job when
@@ -97,11 +99,12 @@ class JobCostCap(Rule):
 
 
 def gpus_held(job: Job) -> Decimal:
-    """GPUs the job holds at once: instances x GPUs each, a MIG slice as its share of seven."""
+    """GPUs the job holds at once: each replica type's instances x GPUs each, a MIG slice as what its profile
+    blocks of its GPU (auditor/providers/mig.py)."""
     count = Decimal(job.gpus_in_all() or 0)
     if job.mig_profile:
-        slices = job.mig_profile.split("g.", 1)[0]
-        count = count * Decimal(slices) / 7 if slices.isdigit() else count
+        share = mig.blocks(job.gpu_model, job.mig_profile)
+        count = count * share.numerator / share.denominator
     return count
 
 
@@ -113,14 +116,14 @@ def gpu_hour_price(catalog, job: Job) -> tuple[Decimal, str, str] | None:
     """USD per GPU-hour on demand (less the typical discount on spot), where it comes from, and the GPU model."""
     providers = [job.provider] if job.provider in catalog.prices else list(catalog.prices)
     t = next((x for p in providers if (x := catalog.instance(p, job.instance_type))), None)
-    if t is not None:
-        price, basis = t.price_per_hour / t.gpu_count, f"{t.name} on-demand / {t.gpu_count} GPUs"
+    if t is not None and t.price_per_hour is not None:
+        price, basis = t.price_per_hour / t.gpus, f"{t.name} on-demand / {gpus(t.gpus)} GPUs"
     else:
         same = [x for p in providers for x in catalog.instance_types(p) if x.gpu_model == job.gpu_model]
         if not same:
             return None
-        t = min(same, key=lambda x: (x.price_per_hour / x.gpu_count, x.name))
-        price, basis = t.price_per_hour / t.gpu_count, f"cheapest catalog {job.gpu_model} type ({t.name}) on-demand"
+        t = min(same, key=lambda x: (x.price_per_hour / x.gpus, x.name))
+        price, basis = t.price_per_hour / t.gpus, f"cheapest catalog {job.gpu_model} type ({t.name}) on-demand"
     if job.spot:
         if job.provider in catalog.prices:
             discount = catalog.prices[job.provider].typical_spot_discount

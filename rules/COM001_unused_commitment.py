@@ -67,13 +67,20 @@ class UnusedCommitment(Rule):
             span = Decimal(str((c.last_seen - c.first_seen).total_seconds() / 3600))
         covers = c.instance_type or c.gpu_model
         what = f"{c.kind or 'commitment'} for {covers}" if covers else (c.kind or "commitment")
+        # the export's own commitment quantity (FOCUS CommitmentDiscountQuantity, in CommitmentDiscountUnit)
+        quantity = f", {c.unused_quantity:,.0f} {c.quantity_unit} of it" if c.unused_quantity and c.quantity_unit \
+            else ""
+        contract = f"; contract {', '.join(c.contracts)}" if c.contracts else ""
         yield self.finding(
             c, ctx,
             f"{what} {c.name or c.id.rsplit('/', 1)[-1]}: {share:.0f}% unused in {ctx.window.label}, "
-            f"{fmt_money(c.unused, c.currency)} paid for capacity nothing ran on "
-            f"(used {fmt_money(c.used, c.currency)})",
+            f"{fmt_money(c.unused, c.currency)} paid for capacity nothing ran on{quantity} "
+            f"(used {fmt_money(c.used, c.currency)}){contract}",
             evidence={"kind": c.kind, "instance_type": c.instance_type, "gpu_model": c.gpu_model,
                       "used": str(money(c.used)), "unused": str(money(c.unused)), "unused_pct": str(round(share, 1)),
+                      "used_quantity": str(c.used_quantity) if c.used_quantity is not None else None,
+                      "unused_quantity": str(c.unused_quantity) if c.unused_quantity is not None else None,
+                      "quantity_unit": c.quantity_unit, "contracts": c.contracts,
                       "first_seen": c.first_seen.isoformat() if c.first_seen else None,
                       "last_seen": c.last_seen.isoformat() if c.last_seen else None,
                       "savings_basis": "unused amortised cost as a monthly run rate over the hours it was billed"},

@@ -56,7 +56,7 @@ class IdleGpu(Rule):
         if billed:
             currency, cost = billed
             monthly, basis = ctx.monthly(cost, asset.billed_hours), "billed cost as a monthly run rate"
-        elif t:
+        elif t and t.price_per_hour is not None:
             currency, cost = "USD", None
             monthly, basis = t.price_per_hour * 730, "catalog on-demand price x 730 h"
         else:

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+from fractions import Fraction
+
 from auditor.model import GpuAsset, Severity, fmt_money, primary
 from auditor.providers.catalog import InstanceType
 from auditor.registry import register
@@ -66,14 +68,15 @@ class OversizedGpu(Rule):
         if asset.mean_util_pct < self.opt("min_mean_util_pct"):
             return
         current = ctx.catalog.instance(asset.provider, asset.instance_type)
-        if current is None:
+        if current is None or current.price_per_hour is None:
             return
         gpu = ctx.catalog.gpu(asset.gpu_model or current.gpu_model)
         if gpu is None:
             return
         count = current.gpu_count
         need_mem = asset.peak_mem_gb * (1 + self.opt("memory_headroom_pct") / 100)
-        need_tflops = asset.p95_util_pct / 100 * gpu.tflops  # per GPU of the current machine
+        # per GPU of the current machine (a fractional GPU's share of the GPU's throughput)
+        need_tflops = asset.p95_util_pct / 100 * gpu.tflops * float(current.gpu_share)
         target = self.opt("max_target_util_pct") / 100
         fits, memory_bound = [], []
         for t in ctx.catalog.instance_types(asset.provider):
@@ -82,8 +85,9 @@ class OversizedGpu(Rule):
             fewer_same_model = t.gpu_count < count and t.gpu_model == gpu.name
             if not g or t.price_per_hour >= current.price_per_hour or not (same_count or fewer_same_model):
                 continue
-            memory_ok = g.memory_gb >= need_mem and t.gpu_count * g.memory_gb >= need_mem * count
-            compute_ok = t.gpu_count * g.tflops * target >= need_tflops * count
+            share = float(t.gpu_share)  # a fractional type has its share of the GPU's memory and throughput
+            memory_ok = g.memory_gb * share >= need_mem and t.gpu_count * g.memory_gb * share >= need_mem * count
+            compute_ok = t.gpu_count * g.tflops * share * target >= need_tflops * count
             if memory_ok and compute_ok:
                 fits.append(t)
             elif compute_ok:
@@ -104,12 +108,12 @@ class OversizedGpu(Rule):
         head = (f"{asset.instance_type} {asset.name or asset.id} peaks at {asset.peak_mem_gb:g} GB of "
                 f"{gpu.memory_gb:g} GB GPU memory and {asset.p95_util_pct:g}% utilisation: ")
         if memory_only:
-            message = (f"{head}memory alone keeps it off {hint.name} ({hint.gpu_count}x {hint.gpu_model}, "
+            message = (f"{head}memory alone keeps it off {hint.name} ({_gpus(hint)}, "
                        f"{hint_gpu.memory_gb:g} GB a GPU, needs {need_mem:.1f} GB with headroom); mixed precision "
                        f"(bf16) or gradient checkpointing would bring it within, saving about "
                        f"{fmt_money(monthly, currency)} a month")
         else:
-            message = (f"{head}{best.name} ({best.gpu_count}x {best.gpu_model}) fits, saving about "
+            message = (f"{head}{best.name} ({_gpus(best)}) fits, saving about "
                        f"{fmt_money(monthly, currency)} a month")
             if best.gpu_count < count:
                 message += f"; its load fits {best.gpu_count} of its {count} GPUs"
@@ -143,3 +147,10 @@ class OversizedGpu(Rule):
                     "billed cost as a monthly run rate x the catalog price ratio")
         return ("USD", None, (current.price_per_hour - to.price_per_hour) * 730, None,
                 "catalog on-demand price difference x 730 h")
+
+
+def _gpus(t: InstanceType) -> str:
+    """A type's GPUs in words: `8x L4`, or a fractional type's share of one (`1/6 A10`)."""
+    if t.gpu_share == 1:
+        return f"{t.gpu_count}x {t.gpu_model}"
+    return f"{Fraction(t.gpu_share).limit_denominator(64) * t.gpu_count} {t.gpu_model}"

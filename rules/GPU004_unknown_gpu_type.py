@@ -11,7 +11,7 @@ class UnknownGpuType(Rule):
 
     ## What it does
     Flags a job whose manifest names an accelerator or instance type (`nvidia-tesla-p100`,
-    `A6000:2`, `p6-b200.48xlarge`) that the catalog cannot map to a GPU model. The
+    `A6000:2`, `p6-b300.48xlarge`) that the catalog cannot map to a GPU model. The
     other job rules cannot judge such a job: the GPU type is not on any allowed list (GPU003) and
     its cost cannot be projected (BUD002), so the gate says so rather than let it pass unseen.
     Accelerators that are not NVIDIA GPUs (TPU, Trainium, Inferentia, Gaudi, AMD Instinct, Intel)

@@ -10,8 +10,11 @@ def held(s: GpuSlice) -> str:
     """What a pod holds, in words: a MIG slice, replicas of a shared GPU, or whole GPUs."""
     gpu = s.gpu_model or "GPU"
     if s.sharing == "mig":
-        part = f"{s.slices}/{s.slices_per_gpu} of one {gpu}"
+        part = f"{s.unit_share} of one {gpu}"
         return f"MIG slice {s.profile} ({part})" if s.units == 1 else f"{s.units} MIG slices {s.profile} ({part} each)"
+    if s.share is not None and s.sharing not in ("time-slicing", "mps") and s.unit_share != 1:
+        how = "HAMi" if s.sharing == "hami" else "fractional"
+        return f"{how} {s.unit_share} of {'one' if s.units == 1 else s.units} {gpu}"
     if s.sharing in ("time-slicing", "mps"):
         how = "time-sliced" if s.sharing == "time-slicing" else "MPS"
         return f"{s.units} of {s.slices_per_gpu} {how} replicas of one {gpu}"
@@ -28,12 +31,13 @@ class IdleGpuSlice(Rule):
     once it has at least `min_hours` of samples. `DCGM_FI_DEV_GPU_UTIL` is not used: it reads 0 on MIG
     slices. A time-sliced or MPS GPU reports one activity for all the pods that share it, so those pods
     are judged by the whole GPU's. The cost is the slice's share of the node's cost for the hours the
-    pod held it (MIG by compute slices out of 7, time-slicing by replicas); the saving is that cost as
-    a monthly run rate.
+    pod held it (a MIG slice by what its profile blocks of the GPU: its memory slices out of 8 or its
+    compute slices out of 7, whichever is more; time-slicing by replicas); the saving is that cost as a
+    monthly run rate.
 
     ## Why it matters
     A held slice is a slice nobody else can schedule on: a notebook parked on a 3g.40gb slice keeps
-    three sevenths of an A100 from every other team, and nothing at the node level shows it.
+    half an A100 (four of its eight memory slices) from every other team, and nothing at the node level shows it.
 
     ## Example
     ```yaml

@@ -1,25 +1,23 @@
 from __future__ import annotations
 
 import math
+from decimal import Decimal
 
 from auditor.model import GpuSlice, Severity, fmt_money, primary
+from auditor.providers import mig
 from auditor.registry import register
 from auditor.rule import Rule
 from auditor.schema import Field
 
-# MIG profiles (compute slices, memory GB) of each GPU, from NVIDIA's MIG user guide.
-PROFILES = {
-    "A100-40GB": [(1, 5), (1, 10), (2, 10), (3, 20), (4, 20), (7, 40)],
-    "A100-80GB / H100-80GB": [(1, 10), (1, 20), (2, 20), (3, 40), (4, 40), (7, 80)],
-    "H100-94GB": [(1, 12), (1, 24), (2, 24), (3, 47), (4, 47), (7, 94)],
-    "H200": [(1, 18), (1, 35), (2, 35), (3, 71), (4, 71), (7, 141)],
-    "B200": [(1, 23), (1, 45), (2, 45), (3, 90), (4, 90), (7, 180)],
-    "A30": [(1, 6), (2, 12), (4, 24)],
-}
 
-
-def family(profile: tuple[int, int]) -> list[tuple[int, int]]:
-    return next((p for p in PROFILES.values() if profile in p), [])
+def smaller(s: GpuSlice) -> list[tuple[int, int]]:
+    """(compute slices, memory GB) of the profiles of the slice's GPU (auditor/data/mig_profiles.yaml), media
+    extension profiles left out."""
+    product = mig.product_for(s.gpu_model, [s.profile])
+    if product is None or s.profile not in product.profiles:
+        return []
+    return [(p.compute, int(mig.PROFILE.match(name).group(2))) for name, p in product.profiles.items()
+            if not name.endswith("+me")]
 
 
 @register
@@ -31,8 +29,10 @@ class OversizedGpuSlice(Rule):
     (plus `memory_headroom_pct`) and the compute it used (p95 engine activity x its compute slices),
     and finds the smallest MIG profile of the same GPU that holds that memory and runs that compute at no more than
     `max_target_active_pct`. Flags the slice when that profile has fewer compute slices, and says
-    what it saves: the slice's cost (its share of the node's cost) times the compute slices given
-    back, as a monthly run rate. Slices under `min_mean_active_pct` are idle (KUBE001), not oversized.
+    what it saves: the slice's cost (its share of the node's cost) times the share of the GPU given back
+    (what each profile blocks: its memory slices out of 8 or its compute slices out of 7, whichever is
+    more, from NVIDIA's table for the GPU), as a monthly run rate. Slices under `min_mean_active_pct` are
+    idle (KUBE001), not oversized.
 
     ## Why it matters
     A 7g.80gb slice is a whole H100 or A100: a service that peaks at 6 GB and 5% activity on it holds
@@ -77,13 +77,16 @@ class OversizedGpuSlice(Rule):
         need_mem = s.peak_mem_gb * (1 + self.opt("memory_headroom_pct") / 100)
         need_slices = max(1, math.ceil(s.p95_active_pct / 100 * g / (self.opt("max_target_active_pct") / 100)
                                        - 1e-9))
-        fits = [p for p in family((g, mem)) if p[0] < g and p[0] >= need_slices and p[1] >= need_mem]
+        fits = [p for p in smaller(s) if p[0] < g and p[0] >= need_slices and p[1] >= need_mem]
         if not fits:
             return
         to_g, to_mem = min(fits)
         billed = primary(s.cost)
         currency, cost = billed if billed else ("USD", None)
-        monthly = ctx.monthly(cost, s.hours) * (g - to_g) / g if cost is not None else None
+        to = f"{to_g}g.{to_mem}gb"
+        kept = mig.blocks(s.gpu_model, to) / mig.blocks(s.gpu_model, s.profile)
+        monthly = ctx.monthly(cost, s.hours) * (1 - Decimal(kept.numerator) / Decimal(kept.denominator)) \
+            if cost is not None else None
         saving = f", saving about {fmt_money(monthly, currency)} a month" if monthly else ""
         yield self.finding(
             s, ctx,
@@ -95,7 +98,8 @@ class OversizedGpuSlice(Rule):
                       "p95_active_pct": s.p95_active_pct, "mean_active_pct": round(s.mean_active_pct, 2),
                       "needed_compute_slices": need_slices, "usage_hours": s.usage_hours,
                       "cost_basis": s.cost_basis,
-                      "savings_basis": "the slice's cost as a monthly run rate x the compute slices given back"},
+                      "savings_basis": "the slice's cost as a monthly run rate x the share of the GPU given back "
+                                       "(what each profile blocks)"},
             cost=cost, monthly_savings=monthly if monthly else None, currency=currency,
             wasted=cost * (g - to_g) / g if monthly else None,
             key=f"{to_g}g.{to_mem}gb")

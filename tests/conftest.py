@@ -43,6 +43,16 @@ def samples() -> Path:
     return folder
 
 
+@pytest.fixture(scope="session")
+def nvidia_smi() -> Path:
+    """nvidia-smi's own output on a real H200 (and in h100/ an H100 80GB): `$GPU_AUDITOR_SAMPLES/nvidia-smi`, by
+    default ../shared/samples/nvidia-smi (see its SOURCES.md)."""
+    folder = shared_folder("GPU_AUDITOR_SAMPLES", "samples") / "nvidia-smi"
+    if not (folder / "mig-lgip.txt").is_file():
+        _missing(f"nvidia-smi samples not found at {folder}", "samples")
+    return folder
+
+
 @pytest.fixture
 def locate(request):
     """For tests parametrized over fixtures and samples alike: a `Path` is used as it is, a `str` names a file in

@@ -46,8 +46,10 @@ EXPECTED: dict[str, tuple[int, set[tuple[str, str]]]] = {
     "kubeflow/tfjob-bad.yaml": (1, {("SPOT001", "k8s:vision/TFJob/ranker-nightly"),
                                     ("TAG002", "k8s:vision/TFJob/ranker-nightly")}),
     "kubeflow/trainjob-good.yaml": (0, set()),
+    # p5e.48xlarge is priced (as p5en): 8 spot H200s with no maximum runtime have no cost ceiling (BUD002)
     "kubeflow/trainjob-bad.yaml": (1, {("SPOT001", "k8s:nlp/TrainJob/llama-pretrain"),
-                                       ("GPU003", "k8s:nlp/TrainJob/llama-pretrain")}),
+                                       ("GPU003", "k8s:nlp/TrainJob/llama-pretrain"),
+                                       ("BUD002", "k8s:nlp/TrainJob/llama-pretrain")}),
     "volcano/job-good.yaml": (0, set()),
     "volcano/job-bad.yaml": (1, {("SPOT001", "k8s:vision/VolcanoJob/quick-sweep"),
                                  ("TAG002", "k8s:vision/VolcanoJob/quick-sweep")}),

@@ -491,3 +491,33 @@ def test_instances_and_metric_series_that_cannot_be_read_are_counted(aws, tmp_pa
                                   "InstanceType"
     assert aws_pricing.on_demand_price({"terms": {"OnDemand": {"t": {"priceDimensions": {"d": {
         "unit": "Hrs", "pricePerUnit": {"USD": "n/a"}}}}}}}) is None  # not a number: no price, not a crash
+
+
+def test_a_fractional_gpu_is_counted_as_its_share_and_flagged_idle(aws, tmp_path):
+    """AWS describes a g6f.xlarge as `Gpus[].Count: 0`, `LogicalGpuCount: 1`, `GpuPartitionSize: 0.125`
+    (moto's copy of DescribeInstanceTypes): an eighth of an L4. Idle beside an idle g5.xlarge, both are flagged,
+    each with what its own billing lines cost; its GPU-hours are an eighth of its hours."""
+    ec2 = boto3.client("ec2", region_name="us-east-1")
+    cw = boto3.client("cloudwatch", region_name="us-east-1", config=Config(disable_request_compression=True))
+    frac, whole = launch(ec2, "g6f.xlarge", "frac-idle"), launch(ec2, "g5.xlarge", "whole-idle")
+    gpu_metrics(cw, frac, [1.0, 2.0], 300, gpus=1)
+    gpu_metrics(cw, whole, [1.0, 2.0], 300, gpus=1)
+    lines = [cur_line(2 * d + k, SINCE + timedelta(days=d), inst, "BoxUsage", cost)
+             for d in range(4) for k, (inst, cost) in enumerate(((frac, 5.2128), (whole, 24.144)))]
+    put_cur(boto3.client("s3", region_name="us-east-1"), lines)
+    snap = tmp_path / "snap"
+    assert run(*pull_args(snap)).exit_code == 0
+    assets = {a["instance_type"]: a for a in load_snapshot(snap / "inventory.json")["assets"]}
+    assert (assets["g6f.xlarge"]["gpu_count"], assets["g6f.xlarge"]["gpu_model"]) == (0.125, "L4")
+    assert assets["g5.xlarge"]["gpu_count"] == 1
+    (tmp_path / "policy.yml").write_text(POLICY)
+    assert run("audit", "--policy", tmp_path / "policy.yml", "--out", tmp_path / "r", snap).exit_code == 0
+    doc = json.loads((tmp_path / "r" / "audit.json").read_text())
+    idle = {f["resource"]: f for f in doc["findings"] if f["rule"] == "GPU001"}
+    assert set(idle) == {frac["InstanceId"], whole["InstanceId"]}
+    assert idle[frac["InstanceId"]]["cost"] == "20.85"  # 4 days x 5.2128, its own billing
+    assert idle[whole["InstanceId"]]["cost"] == "96.58"  # 4 days x 24.144
+    assert "(0.125x L4)" in idle[frac["InstanceId"]]["message"]
+    by_model = {m["model"]: m for m in doc["summary"]["fleet"]["by_model"]}
+    assert by_model["L4"]["gpu_hours"] == "12.0"  # 4 x 24 h x 1/8
+    assert by_model["A10G"]["gpu_hours"] == "96.0"

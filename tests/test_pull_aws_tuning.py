@@ -133,3 +133,24 @@ def test_the_audit_prices_the_sweep_from_its_trials(aws, tmp_path, monkeypatch):
     assert doc["summary"]["jobs"]["cost"] == {"USD": "87.68"}  # trials counted once, in their sweep
     assert "| hpo-lr | nlp | 3 | 1 | $87.68 | $43.84 |" in Path(out / "report.md").read_text(encoding="utf-8")
     assert Decimal(sweep["cost"]) == sum(Decimal(rows[a]["cost"]) for a in trials.values())
+
+
+def test_a_multi_definition_tuning_job_keeps_its_objective():
+    """The multi-definition shape of DescribeHyperParameterTuningJob (botocore's model: `TrainingJobDefinitions`,
+    each with its own `TuningObjective`, and no `HyperParameterTuningJobObjective` in the config): the sweep keeps
+    its objective, from the definition its trials' instance type is read from."""
+    from auditor.providers.live.aws_sagemaker import tuning_job
+
+    d = {"HyperParameterTuningJobArn": "arn:aws:sagemaker:us-east-1:123456789012:hyper-parameter-tuning-job/multi",
+         "HyperParameterTuningJobName": "multi", "HyperParameterTuningJobStatus": "Completed",
+         "HyperParameterTuningJobConfig": {"Strategy": "Bayesian", "ResourceLimits": {
+             "MaxNumberOfTrainingJobs": 20, "MaxParallelTrainingJobs": 4}},
+         "TrainingJobDefinitions": [
+             {"DefinitionName": "xgb", "TuningObjective": {"Type": "Minimize", "MetricName": "validation:rmse"},
+              "ResourceConfig": {"InstanceType": "ml.g5.xlarge", "InstanceCount": 1},
+              "StoppingCondition": {"MaxRuntimeInSeconds": 3600}},
+             {"DefinitionName": "mlp", "TuningObjective": {"Type": "Minimize", "MetricName": "validation:loss"},
+              "ResourceConfig": {"InstanceType": "ml.g5.2xlarge", "InstanceCount": 1}}]}
+    sweep = tuning_job(d, {}, "123456789012", "us-east-1")
+    assert (sweep["sweep_objective"], sweep["instance_type"], sweep["sweep_trial_timeout_s"]) == (
+        "minimize validation:rmse", "ml.g5.xlarge", 3600)

@@ -213,13 +213,14 @@ def test_audit_finds_idle_and_oversized_slices_and_unallocated_gpus(audit):
                     ("KUBE003", "i-0migmixed000001"), ("KUBE003", "i-0timeslice00001")}
     assert ("GPU001", "i-0migmixed000001") not in found  # its GPU_UTIL reads 0, its engines do not
     gpu_hour = P4DE / 8
-    # a 3g.40gb slice for the 72 h of the window: 3/7 of one GPU-hour price x 72 h
-    assert Decimal(found[("KUBE001", "research/notebook-7")]["cost"]) == (gpu_hour * 3 / 7 * 72).quantize(
+    # a 3g.40gb slice for the 72 h of the window: it blocks 4 of the A100's 8 memory slices (two fill the GPU),
+    # so 1/2 of one GPU-hour price x 72 h
+    assert Decimal(found[("KUBE001", "research/notebook-7")]["cost"]) == (gpu_hour / 2 * 72).quantize(
         Decimal("0.01"))
     oversized = found[("KUBE002", "serving/embedder-0")]
     assert oversized["evidence"]["recommended_profile"] == "1g.10gb"
     assert Decimal(oversized["cost"]) == (gpu_hour * 72).quantize(Decimal("0.01"))
-    held = Decimal(7 + 3 + 1) / 7 + 4  # GPUs' worth held all 72 h on the mixed node
+    held = 1 + Decimal(1) / 2 + Decimal(1) / 7 + 4  # GPUs' worth held all 72 h on the mixed node: 7g, 3g, 1g
     mixed = found[("KUBE003", "i-0migmixed000001")]
     assert Decimal(mixed["cost"]) == (P4DE * 72 * (8 - held) / 8).quantize(Decimal("0.01"))
     assert mixed["evidence"]["free_now"] == {"nvidia.com/mig-1g.10gb": 13, "nvidia.com/mig-3g.40gb": 1}
@@ -238,15 +239,15 @@ def test_namespace_costs_include_their_share_of_idle_gpus(audit):
     assert node_cost == (P4DE * 72).quantize(Decimal("0.01")) + (G4DN12 * 72).quantize(Decimal("0.01")) + \
         (P4D * 72).quantize(Decimal("0.01"))
     assert abs(total - node_cost) <= Decimal("0.05")  # all of it lands on a namespace, to rounding
-    # the single-strategy node: 16 x 3/7 of 8 GPUs held; its 1/7 per GPU no profile covers is idle, and goes
-    # to the one namespace there
+    # the single-strategy node: 16 3g.20gb slices on 8 A100s, each blocking 4 of 8 memory slices: every GPU is
+    # cut as far as it goes and held in full, nothing idle
     inference = rows[("inference", "search")]
-    assert Decimal(inference["allocated"]) == (P4D * 72 * 6 / 7).quantize(Decimal("0.01"))
+    assert Decimal(inference["allocated"]) == (P4D * 72).quantize(Decimal("0.01"))
     assert Decimal(inference["total"]) == (P4D * 72).quantize(Decimal("0.01"))
     assert Decimal(rows[("research", "research")]["idle_share"]) > 0
     assert "### Kubernetes GPUs by namespace" in audit["_markdown"]
-    # 16 x 3/7 GPUs x 72 h = 493.7 GPU-hours; 6/7 of 21.96 x 72 held, 1/7 idle
-    assert "| inference | search | 494 | $1,355.25 | $225.87 | $1,581.12 |" in audit["_markdown"]
+    # 16 x 1/2 GPUs x 72 h = 576 GPU-hours; all of 21.96 x 72 held
+    assert "| inference | search | 576 | $1,581.12 | $0.00 | $1,581.12 |" in audit["_markdown"]
 
 
 def test_slices_and_nodes_save_only_while_their_node_still_runs(audit, snapshot, tmp_path):

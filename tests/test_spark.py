@@ -194,3 +194,37 @@ def test_translation_refuses_what_it_cannot_translate_faithfully():
                 "SELECT regexp_replace(r, 'a', 'b', 'm') FROM x"):
         with pytest.raises(ValueError, match="cannot translate"):
             spark_sql.to_spark(sql)
+
+
+def test_spark_sums_the_split_of_hourly_lines_as_duckdb(spark, tmp_path):
+    """CUR 2.0 split cost allocation hour by hour (as AWS delivers it), every hour's lines alike: reduced to days,
+    the split and unused amounts are summed on Spark as on DuckDB (they were kept as keys there: 1/24 of them).
+    The day of fixtures/billing/gpu/cur2-eks-split.csv repeated for each of 24 hours: the pods' split moves 24 x
+    786.5424 from the node's team, 24 x 524.4027 of it to research."""
+    import csv
+
+    from auditor.tables.split import provider_split
+
+    with open(FIXTURES / "gpu" / "cur2-eks-split.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    day = [r for r in rows if r["line_item_usage_start_date"].startswith("2026-07-01")]
+    path = tmp_path / "cur2-hourly-split.csv"
+    with open(path, "w", newline="") as f:
+        w = csv.DictWriter(f, list(rows[0]))
+        w.writeheader()
+        for h in range(24):
+            start, end = f"2026-07-01T{h:02d}:00:00.000Z", f"2026-07-01T{h + 1:02d}:00:00.000Z" if h < 23 else \
+                "2026-07-02T00:00:00.000Z"
+            for k, r in enumerate(day):
+                w.writerow({**r, "identity_line_item_id": f"h{h}-{k}", "identity_time_interval": f"{start}/{end}",
+                            "line_item_usage_start_date": start, "line_item_usage_end_date": end})
+    duck, on_spark = both([path], spark)
+    assert on_spark == duck
+    team = team_sql(load_policy(DEMO / "policy.yml"))
+    splits = []
+    for store in (Store(), Store()):
+        (store.load_billing([path]) if not splits else engine.load_billing(store, [path], spark=spark))
+        splits.append(provider_split(store, store.data_window(), team))
+    assert splits[0] == splits[1]
+    assert splits[0]["split_cost"]["USD"] + splits[0]["unused_cost"]["USD"] == 24 * Decimal("786.5424")
+    assert sum(v["USD"] for t, v in splits[0]["moves"].items() if v["USD"] > 0) == 24 * Decimal("786.5424")

@@ -15,6 +15,8 @@ class GpuModel:
     name: str
     memory_gb: float
     tflops: float
+    vendor: str = "NVIDIA"
+    kind: str = "gpu"  # gpu, or accelerator (Trainium, Inferentia: no MIG, no DCGM, not GPU spend)
 
 
 @dataclass(frozen=True)
@@ -22,8 +24,15 @@ class InstanceType:
     provider: str
     name: str
     gpu_model: str
-    gpu_count: int
-    price_per_hour: Decimal  # on-demand, in the provider's price region, USD
+    gpu_count: int  # GPUs the instance shows (a fractional type's one logical GPU)
+    price_per_hour: Decimal | None  # on-demand, in the provider's price region, USD; None: not sold on demand
+    gpu_share: Decimal = Decimal(1)  # of a physical GPU per GPU shown: 0.125 on a g6f.xlarge (GpuPartitionSize)
+    source: str | None = None  # where the price comes from, where not the provider's price_source
+
+    @property
+    def gpus(self) -> Decimal:
+        """Physical GPUs' worth: what GPU-hours count (an eighth of an L4 on a g6f.xlarge)."""
+        return self.gpu_count * self.gpu_share
 
 
 @dataclass(frozen=True)
@@ -32,6 +41,9 @@ class PriceInfo:
     as_of: str
     source: str
     typical_spot_discount: Decimal
+
+
+GPU_COUNT = "DECIMAL(10,6)"  # GPUs per unit in the tables: fractional GPUs are a share of one
 
 
 def family_of(provider: str, instance_type: str) -> str:
@@ -53,8 +65,11 @@ def family_sql(provider: str, instance_type: str) -> str:
 class Catalog:
     def __init__(self, data: dict):
         self.version = data.get("version", 1)
-        self.gpus = {name: GpuModel(name, float(g["memory_gb"]), float(g["tflops"]))
+        self.gpus = {name: GpuModel(name, float(g["memory_gb"]), float(g["tflops"]), g.get("vendor", "NVIDIA"),
+                                    g.get("kind", "gpu"))
                      for name, g in data["gpus"].items()}
+        # Accelerators that are not GPUs (AWS Trainium, Inferentia): known, never counted as GPU spend
+        self.accelerators: dict[str, dict[str, str]] = {}
         self.prices: dict[str, PriceInfo] = {}
         self.families: dict[str, dict[str, str]] = {}
         self.types: dict[tuple[str, str], InstanceType] = {}
@@ -62,10 +77,13 @@ class Catalog:
             self.prices[provider] = PriceInfo(p["price_region"], str(p["prices_as_of"]), p["price_source"],
                                               Decimal(str(p["typical_spot_discount"])))
             self.families[provider] = {k.lower(): v for k, v in p["gpu_families"].items()}
-            for name, (count, price) in p["instance_types"].items():
+            self.accelerators[provider] = {k.lower(): v for k, v in (p.get("accelerator_families") or {}).items()}
+            for name, (count, price, *more) in p["instance_types"].items():
+                extra = more[0] if more else {}
                 model = self.families[provider][family_of(provider, name).lower()]
                 self.types[(provider, name.lower())] = InstanceType(
-                    provider, name, model, int(count), Decimal(str(price)))
+                    provider, name, model, int(count), Decimal(str(price)) if price is not None else None,
+                    Decimal(str(extra.get("gpu_share", 1))), extra.get("source"))
         self.aws_regions: dict[str, dict] = data.get("aws_regions", {})
 
     def instance(self, provider: str | None, instance_type: str | None) -> InstanceType | None:
@@ -81,19 +99,26 @@ class Catalog:
     def gpu(self, model: str | None) -> GpuModel | None:
         return self.gpus.get(model) if model else None
 
+    def accelerator_for(self, provider: str | None, instance_type: str | None) -> str | None:
+        """The accelerator (not a GPU) an instance type carries: `Trainium` on a trn1.32xlarge."""
+        if not provider or not instance_type:
+            return None
+        return self.accelerators.get(provider, {}).get(family_of(provider, instance_type).lower())
+
     def instance_types(self, provider: str) -> list[InstanceType]:
-        return [t for (p, _), t in self.types.items() if p == provider]
+        """The provider's GPU instance types with an on-demand price (what a saving can be priced against)."""
+        return [t for (p, _), t in self.types.items() if p == provider and t.price_per_hour is not None]
 
     def register(self, con) -> None:
         """Load the catalog into DuckDB tables the billing readers join against (one statement each: a
         store is made per audit and per test, and row-by-row inserts made that slow)."""
         families = [(p, fam, model) for p, fams in self.families.items() for fam, model in fams.items()]
-        types = [(t.provider, t.name.lower(), t.gpu_model, t.gpu_count) for t in self.types.values()]
+        types = [(t.provider, t.name.lower(), t.gpu_model, t.gpus) for t in self.types.values()]
         con.execute("CREATE OR REPLACE TABLE catalog_gpu_families AS SELECT * FROM (VALUES "
                     + ", ".join("(?, ?, ?)" for _ in families) + ") t(provider, family, gpu_model)",
                     [v for row in families for v in row])
         con.execute("CREATE OR REPLACE TABLE catalog_instance_types AS SELECT * FROM (VALUES "
-                    + ", ".join("(?, ?, ?, CAST(? AS INTEGER))" for _ in types)
+                    + ", ".join(f"(?, ?, ?, CAST(? AS {GPU_COUNT}))" for _ in types)
                     + ") t(provider, instance_type, gpu_model, gpu_count)", [v for row in types for v in row])
 
 

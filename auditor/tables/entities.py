@@ -5,6 +5,7 @@ models behind some of them live beside it (shared_gpus.py, jobcost.py, split.py)
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import fields
@@ -31,11 +32,12 @@ from auditor.model import (
     TeamSpend,
     TransferFlow,
     UnattributedSpend,
+    gpus,
 )
 from auditor.providers.catalog import family_sql
 from auditor.sql import lit
-from auditor.tables import daily, interactive, shared_gpus, stats
-from auditor.tables.sql import GB, GB_MONTHS, GPU_HOURS, HOURS, TIERED, spend_team_sql, team_sql
+from auditor.tables import daily, interactive, shared_gpus, split, stats
+from auditor.tables.sql import GB, GB_MONTHS, GPU_HOURS, GPU_USAGE, HOURS, TIERED, spend_team_sql, team_sql
 from auditor.tables.store import Store
 from auditor.window import Window, quarter_of
 
@@ -123,7 +125,7 @@ def gpu_assets(store: Store, window: Window, policy: Policy) -> list[GpuAsset]:
     out = []
     for r in rows:
         a = GpuAsset(id=r[0], provider=r[1], account=r[2], region=r[3], zone=r[4], name=r[5], kind=r[6],
-                     instance_type=r[7], gpu_model=r[8], gpu_count=r[9], gpu_memory_gb=r[10],
+                     instance_type=r[7], gpu_model=r[8], gpu_count=gpus(r[9]), gpu_memory_gb=r[10],
                      lifecycle=r[11], state=r[12], launch_time=r[13], tags=dict(r[14] or {}),
                      usage_hours=r[15], usage_samples=r[16], mean_util_pct=r[17], p95_util_pct=r[18],
                      peak_mem_gb=r[19], usage_source=r[20])
@@ -141,7 +143,7 @@ def _complete_gpu(store: Store, item: GpuAsset | Job) -> None:
     if item.gpu_model is None:
         item.gpu_model = t.gpu_model if t else store.catalog.gpu_model_for(item.provider, item.instance_type)
     if item.gpu_count is None and t:
-        item.gpu_count = t.gpu_count
+        item.gpu_count = gpus(t.gpus)  # a fractional type's share of its GPU
     if isinstance(item, GpuAsset) and item.gpu_memory_gb is None:
         g = store.catalog.gpu(item.gpu_model)
         item.gpu_memory_gb = g.memory_gb if g else None
@@ -309,7 +311,7 @@ def team_spend(store: Store, window: Window, policy: Policy) -> list[TeamSpend]:
             SELECT Tags, x_CostCategory, BillingCurrency AS cur, sum(BilledCost) AS spent,
                    sum(BilledCost) FILTER (WHERE x_CostCategory = 'gpu_compute') AS gpu,
                    {GPU_HOURS} AS gh
-            FROM costs WHERE {span.where()} GROUP BY Tags, x_CostCategory, BillingCurrency)
+            FROM {split.with_split(store, span.where())} GROUP BY Tags, x_CostCategory, BillingCurrency)
         SELECT {spend_team_sql(policy)} AS team, cur, sum(spent), COALESCE(sum(gpu), 0), COALESCE(sum(gh), 0)
         FROM g GROUP BY 1, 2""").fetchall():
         totals.setdefault(team, {})[cur] = (spent, gpu, gh)
@@ -368,12 +370,29 @@ def commitments(store: Store, window: Window, policy: Policy) -> list[Commitment
                min(CommitmentDiscountType), max(x_InstanceType), max(x_GpuModel), BillingCurrency,
                COALESCE(sum(EffectiveCost) FILTER (WHERE CommitmentDiscountStatus = 'Used'), 0),
                COALESCE(sum(EffectiveCost) FILTER (WHERE CommitmentDiscountStatus = 'Unused'), 0),
-               min(ChargePeriodStart), max(ChargePeriodEnd), arg_max(Tags, EffectiveCost), max(x_CommitmentEnd)
+               min(ChargePeriodStart), max(ChargePeriodEnd), arg_max(Tags, EffectiveCost), max(x_CommitmentEnd),
+               sum(CommitmentDiscountQuantity) FILTER (WHERE CommitmentDiscountStatus = 'Used'),
+               sum(CommitmentDiscountQuantity) FILTER (WHERE CommitmentDiscountStatus = 'Unused'),
+               max(CommitmentDiscountUnit),
+               list(DISTINCT ContractApplied ORDER BY ContractApplied) FILTER (WHERE ContractApplied IS NOT NULL)
         FROM costs WHERE {window.where()} AND CommitmentDiscountStatus IN ('Used', 'Unused')
         GROUP BY id, BillingCurrency ORDER BY 1, BillingCurrency""").fetchall()
     return [Commitment(rid, provider, account, region, None, kind, itype, gpu, cur, used, unused, first, last,
-                       _tag_set(store, tags), ends)
-            for rid, provider, account, region, kind, itype, gpu, cur, used, unused, first, last, tags, ends in rows]
+                       _tag_set(store, tags), ends, used_q, unused_q, unit, _contracts(contracts))
+            for (rid, provider, account, region, kind, itype, gpu, cur, used, unused, first, last, tags, ends, used_q,
+                 unused_q, unit, contracts) in rows]
+
+def _contracts(applied: list[str] | None) -> list[str]:
+    """The contract ids of FOCUS ContractApplied values (JSON: `{"Elements": [{"ContractId": ...}]}`), a value
+    that is not that JSON as it is."""
+    out: list[str] = []
+    for value in applied or []:
+        try:
+            ids = [str(e["ContractId"]) for e in json.loads(value)["Elements"] if e.get("ContractId")]
+        except (ValueError, TypeError, KeyError, AttributeError):
+            ids = [value]
+        out += [i for i in ids if i not in out]
+    return out
 
 @builds(SteadyGpuSpend)
 def steady_gpu_spend(store: Store, window: Window, policy: Policy) -> list[SteadyGpuSpend]:
@@ -634,12 +653,12 @@ def billed_gpu_machines(store: Store, window: Window, policy: Policy) -> list[Bi
         "SELECT DISTINCT provider, account, region FROM assets").fetchall()}
     jobs_read = _jobs_read(store)
     out = []
-    for (rid, provider, account, region, itype, gpu, gpus, cur, costs, hours, n, weekend, full_days, full_min,
+    for (rid, provider, account, region, itype, gpu, count, cur, costs, hours, n, weekend, full_days, full_min,
          full_max, first, last, tags, seen, jobs_seen, pods) in rows:
         asset = by_id.get(rid.lower()) or by_id.get(re.split(r"[/:]", rid.lower())[-1])
         days, weekend_days = data.get(provider, (0, 0))
         out.append(BilledGpuMachine(
-            rid, provider, account, region, itype, gpu, gpus, cur, {c["cur"]: c["cost"] for c in costs}, hours,
+            rid, provider, account, region, itype, gpu, gpus(count), cur, {c["cur"]: c["cost"] for c in costs}, hours,
             n, days, weekend, weekend_days, full_days, full_min, full_max, first, last, _tag_set(store, tags),
             {k: list(v) for k, v in (seen or {}).items()}, int(jobs_seen), list(dict.fromkeys(pods or [])),
             loaded, asset is not None,
@@ -661,6 +680,10 @@ def capacity_reservations(store: Store, window: Window, policy: Policy) -> list[
                COALESCE(sum(EffectiveCost) FILTER (WHERE CapacityReservationStatus = 'Unused'), 0),
                COALESCE(sum(ConsumedQuantity) FILTER (WHERE CapacityReservationStatus = 'Used' AND {HOURS}), 0),
                COALESCE(sum(ConsumedQuantity) FILTER (WHERE CapacityReservationStatus = 'Unused' AND {HOURS}), 0),
+               COALESCE(sum(ConsumedQuantity * x_GpuCount)
+                        FILTER (WHERE {GPU_USAGE} AND CapacityReservationStatus = 'Used'), 0),
+               COALESCE(sum(ConsumedQuantity * x_GpuCount)
+                        FILTER (WHERE {GPU_USAGE} AND CapacityReservationStatus = 'Unused'), 0),
                min(ChargePeriodStart), max(ChargePeriodEnd),
                COALESCE(arg_max(Tags, cardinality(Tags))
                             FILTER (WHERE lower(ResourceId) = lower(CapacityReservationId)),
@@ -670,9 +693,20 @@ def capacity_reservations(store: Store, window: Window, policy: Policy) -> list[
     kinds = {"aws": "On-Demand Capacity Reservation", "gcp": "reservation", "azure": "capacity reservation"}
     ends = dict(store.con.execute(f"SELECT x_Provider, max(ChargePeriodEnd) FROM costs WHERE {window.where()} "
                                   "GROUP BY 1").fetchall())
-    return [CapacityReservation(rid, provider, account, region,
-                                "Capacity Block for ML" if block else kinds.get(provider, "capacity reservation"),
-                                itype, gpu, gpus, cur, used, unused, used_h, unused_h, first, last,
-                                ends.get(provider), _tag_set(store, tags))
-            for (rid, provider, account, region, block, itype, gpu, gpus, cur, used, unused, used_h, unused_h, first,
-                 last, tags) in rows]
+    out = []
+    for (rid, provider, account, region, block, itype, gpu, count, cur, used, unused, used_h, unused_h, used_gh,
+         unused_gh, first, last, tags) in rows:
+        # Instance-hours as the export states them: where it bills a reservation's GPUs on lines of their own
+        # (GCP: the GPU SKU in GPU-hours beside the cores' vCPU-hours and the memory's GiB-hours), its GPU-hours
+        # over the machine type's GPUs; else the hours of its lines (an EC2 or Azure VM line is an instance-hour).
+        t = store.catalog.instance(provider, itype)
+        per = t.gpus if t else None
+        if per:
+            used_h, unused_h = (h if not gh or gh == h * per else (gh / per).quantize(h)
+                                for h, gh in ((used_h, used_gh), (unused_h, unused_gh)))
+        out.append(CapacityReservation(
+            rid, provider, account, region,
+            "Capacity Block for ML" if block else kinds.get(provider, "capacity reservation"), itype, gpu,
+            gpus(per or count), cur, used, unused, used_h, unused_h, first, last, ends.get(provider),
+            _tag_set(store, tags)))
+    return out

@@ -21,6 +21,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from auditor.model import gpus
 from auditor.sql import lit
 from auditor.tables.sql import GPU_HOURS, GPU_USAGE, tag_sql, team_sql
 from auditor.tables.store import Store
@@ -153,7 +154,7 @@ def _row(r: tuple, on_job: dict[str, list[dict[str, str]]]) -> dict[str, Any]:
     return {
         "id": jid, "name": name, "platform": platform, "provider": provider, "account": account, "region": region,
         "kind": kind, "sweep_id": sweep_id, "team": team, "owner": owner, "state": state, "instance_type": itype,
-        "instance_count": count, "gpu_model": model, "gpu_count": gpus, "spot": bool(spot),
+        "instance_count": count, "gpu_model": model, "gpu_count": _gpu_count(gpus), "spot": bool(spot),
         "interruptions": interruptions, "mean_util_pct": util, "start_time": start, "end_time": end,
         "currency": cur, "cost": cost, "cost_basis": basis, "gpu_hours": _hours(gh),
         "useful_gpu_hours": _hours(useful) if measured else None, "lost_gpu_hours": _hours(lost),
@@ -165,3 +166,10 @@ def _row(r: tuple, on_job: dict[str, list[dict[str, str]]]) -> dict[str, Any]:
         "cost_per_completed_trial": (cost / done if sweep and cost is not None and done else None),
         "findings": on_job.get(jid, []),
     }
+
+
+def _gpu_count(count) -> int | float | None:
+    """GPUs per instance as audit.json writes them: whole GPUs as an integer, a fractional GPU (an eighth of an
+    L4 on a g6f) as a number."""
+    count = gpus(count)
+    return float(count) if isinstance(count, Decimal) else count

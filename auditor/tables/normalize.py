@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from auditor.providers.billing.columns import Columns
-from auditor.providers.catalog import family_sql
+from auditor.providers.catalog import GPU_COUNT, family_sql
 from auditor.sql import lit, q
 
 # Amounts differ on nearly every line: computed per line, and the source columns they read are never part of
@@ -36,7 +36,7 @@ FILE = "__gpu_auditor_file"
 FREE_TEXT = "ChargeDescription"
 FREE_TEXT_READERS = (FREE_TEXT, "x_InstanceType")
 EXTRA = ("_kind", "_gpu", "_gpu_count")
-DEFAULTS = {"_gpu": "CAST(NULL AS VARCHAR)", "_gpu_count": "CAST(NULL AS INTEGER)"}
+DEFAULTS = {"_gpu": "CAST(NULL AS VARCHAR)", "_gpu_count": f"CAST(NULL AS {GPU_COUNT})"}
 
 
 def referenced(expr: str, top: list[str]) -> set[str]:
@@ -98,7 +98,8 @@ def select_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: i
             COALESCE(n._gpu, t.gpu_model, f.gpu_model) AS x_GpuModel,
             COALESCE(n._gpu_count, t.gpu_count) AS x_GpuCount,
             CASE WHEN n.ChargeCategory = 'Tax' THEN 'tax'
-                 WHEN n._kind = 'compute' AND COALESCE(n._gpu, t.gpu_model, f.gpu_model) IS NOT NULL
+                 WHEN n._kind = 'compute' AND (COALESCE(n._gpu, t.gpu_model, f.gpu_model) IS NOT NULL
+                                               OR n._gpu_count > 0)
                  THEN 'gpu_compute'
                  WHEN n._kind = 'compute' THEN 'other_compute' ELSE n._kind END AS x_CostCategory,
             {f"n.{FILE}" if files else lit(path)} AS x_SourceFile,

@@ -4,6 +4,7 @@ named as FOCUS names them, plus `x_` columns), `assets`, `gpu_usage` and `jobs`.
 from __future__ import annotations
 
 from auditor.providers.billing.columns import MONEY
+from auditor.providers.catalog import GPU_COUNT
 from auditor.sql import q
 
 COSTS = {
@@ -17,7 +18,7 @@ COSTS = {
     "CommitmentDiscountQuantity": MONEY, "CommitmentDiscountUnit": "VARCHAR", "CapacityReservationId": "VARCHAR",
     "CapacityReservationStatus": "VARCHAR", "ContractApplied": "VARCHAR",
     "Tags": "MAP(VARCHAR, VARCHAR)", "x_Provider": "VARCHAR", "x_UsageType": "VARCHAR",
-    "x_InstanceType": "VARCHAR", "x_GpuModel": "VARCHAR", "x_GpuCount": "INTEGER", "x_CostCategory": "VARCHAR",
+    "x_InstanceType": "VARCHAR", "x_GpuModel": "VARCHAR", "x_GpuCount": GPU_COUNT, "x_CostCategory": "VARCHAR",
     "x_TransferKind": "VARCHAR", "x_TransferDirection": "VARCHAR", "x_TransferFrom": "VARCHAR",
     "x_TransferTo": "VARCHAR", "x_SplitResourceId": "VARCHAR", "x_SplitParentId": "VARCHAR",
     "x_SplitMethod": "VARCHAR", "x_SplitCost": MONEY, "x_SplitUnusedCost": MONEY,
@@ -28,7 +29,7 @@ COSTS = {
 TABLES = f"""
 CREATE TABLE costs ({', '.join(f'{q(k)} {v}' for k, v in COSTS.items())});
 CREATE TABLE assets (id VARCHAR PRIMARY KEY, provider VARCHAR, account VARCHAR, region VARCHAR, zone VARCHAR,
-    name VARCHAR, kind VARCHAR, instance_type VARCHAR, gpu_model VARCHAR, gpu_count INTEGER,
+    name VARCHAR, kind VARCHAR, instance_type VARCHAR, gpu_model VARCHAR, gpu_count {GPU_COUNT},
     gpu_memory_gb DOUBLE, lifecycle VARCHAR, state VARCHAR, launch_time TIMESTAMP, tags MAP(VARCHAR, VARCHAR));
 CREATE TABLE gpu_usage (asset_id VARCHAR, window_start TIMESTAMP, window_end TIMESTAMP, samples BIGINT,
     mean_util_pct DOUBLE, p95_util_pct DOUBLE, peak_mem_gb DOUBLE, source VARCHAR);
@@ -41,10 +42,10 @@ CREATE TABLE jobs (id VARCHAR PRIMARY KEY, platform VARCHAR, provider VARCHAR, a
     sweep_parallel_trials INTEGER, sweep_trial_timeout_s BIGINT, sweep_algorithm VARCHAR,
     sweep_early_stopping VARCHAR, sweep_objective VARCHAR, mean_util_pct DOUBLE);
 CREATE TABLE gpu_units (asset_id VARCHAR, resource VARCHAR, sharing VARCHAR, profile VARCHAR, count INTEGER,
-    slices INTEGER, slices_per_gpu INTEGER, memory_gb DOUBLE);
+    slices INTEGER, slices_per_gpu INTEGER, memory_gb DOUBLE, replicas INTEGER DEFAULT 1);
 CREATE TABLE gpu_allocations (id VARCHAR, asset_id VARCHAR, resource VARCHAR, units INTEGER, namespace VARCHAR,
     pod VARCHAR, workload VARCHAR, state VARCHAR, start_time TIMESTAMP, end_time TIMESTAMP,
-    tags MAP(VARCHAR, VARCHAR));
+    tags MAP(VARCHAR, VARCHAR), share DOUBLE);
 CREATE TABLE slice_usage (asset_id VARCHAR, gpu VARCHAR, uuid VARCHAR, instance VARCHAR, profile VARCHAR,
     namespace VARCHAR, pod VARCHAR, window_start TIMESTAMP, window_end TIMESTAMP, samples BIGINT,
     mean_active_pct DOUBLE, p95_active_pct DOUBLE, peak_mem_gb DOUBLE, source VARCHAR);

@@ -1,20 +1,24 @@
 """The cost model of Kubernetes GPUs, whole or shared (MIG, time-slicing, MPS).
 
 A node's cost in the window is what billing charged its instance, else its catalog price for the hours it ran
-in the window. A pod's GPU units cost their share of it: `units x slices / slices_per_gpu` physical GPUs for
-the hours it held them, over the node's GPU-hours (physical GPUs x hours). What no pod held is paid and
+in the window. A pod's GPU units cost their share of it (`unit_shares`: a MIG slice what its profile blocks of
+a GPU, auditor/providers/mig.py; a time-sliced or MPS replica 1/replicas of a GPU or of a slice) for the hours
+it held them, over the node's GPU-hours (physical GPUs x hours). What no pod held is paid and
 unallocated; per namespace it is shared out by each namespace's GPU-hours on that node (Kubecost's "share
 idle" by node), so a namespace's cost includes its share of the idle GPUs it runs beside.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from datetime import UTC, datetime
 from decimal import Decimal
+from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from auditor.model import GpuAsset, GpuSlice, NodeGpuAllocation, money
+from auditor.providers import mig
 from auditor.sql import lit
 from auditor.window import Window
 
@@ -32,16 +36,41 @@ def _scale(amounts: dict[str, Decimal], num: Decimal, den: Decimal) -> dict[str,
     return {c: a * num / den for c, a in amounts.items()} if den else {}
 
 
+def unit_shares(gpu_model: str | None, gpu_count: int, units: list[dict]) -> dict[str, Fraction]:
+    """A physical GPU's worth of one unit of each of a node's resources (`units`: its gpu_units rows): a whole
+    GPU 1, a time-sliced or MPS replica 1/replicas, a HAMi slot 1 (its pod's own cores and memory share, the
+    allocation's `share`, is used where set), a MIG slice what its profile blocks, counted over the node's
+    MIG GPUs (those not offered whole) so that GPUs cut as far as they go are held in full, then 1/replicas
+    of that where the slices are time-sliced too."""
+    whole = sum((Fraction(u["count"], u.get("replicas") or 1) for u in units if u["sharing"] not in ("mig", "hami")),
+                Fraction(0))
+    slices: dict[str, int] = {}
+    for u in units:
+        if u["sharing"] == "mig":
+            slices[u["profile"]] = slices.get(u["profile"], 0) + u["count"] // (u.get("replicas") or 1)
+    mig_gpus = gpu_count - math.ceil(whole)
+    share = mig.slice_shares(gpu_model, slices, mig_gpus) if slices else {}
+    out = {}
+    for u in units:
+        if u["sharing"] == "mig":
+            out[u["resource"]] = share[u["profile"]] / (u.get("replicas") or 1)
+        elif u["sharing"] == "hami":  # a slot whose pod sets no cores or memory has the whole GPU's memory
+            out[u["resource"]] = Fraction(1)
+        else:
+            out[u["resource"]] = Fraction(u["slices"], u["slices_per_gpu"])
+    return out
+
+
 def build(store: Store, window: Window, assets: list[GpuAsset],
           now: datetime | None = None) -> tuple[list[NodeGpuAllocation], list[GpuSlice]]:
     """The GPU nodes that offer Kubernetes GPU units, and the pods' slices of them, in the window."""
     units = store.con.execute("SELECT asset_id, resource, sharing, profile, count, slices, slices_per_gpu, "
-                              "memory_gb FROM gpu_units ORDER BY ALL").fetchall()
+                              "memory_gb, coalesce(replicas, 1) FROM gpu_units ORDER BY ALL").fetchall()
     if not units:
         return [], []
     ws, we = lit(window.start.isoformat(" ")), lit(window.end.isoformat(" "))
     allocs = store.con.execute(f"""
-        SELECT id, asset_id, resource, units, namespace, pod, workload, start_time, end_time, tags
+        SELECT id, asset_id, resource, units, namespace, pod, workload, start_time, end_time, tags, share
         FROM gpu_allocations WHERE (start_time IS NULL OR start_time < TIMESTAMP {we})
           AND (end_time IS NULL OR end_time > TIMESTAMP {ws}) ORDER BY id, resource""").fetchall()
     usage = {(r[0], r[1], r[2]): r[3:] for r in store.con.execute(f"""
@@ -66,6 +95,9 @@ def build(store: Store, window: Window, assets: list[GpuAsset],
         cost, basis = _node_cost(store, asset, node_hours)
         capacity = Decimal(asset.gpu_count) * node_hours
         unit_of = {u[1]: u for u in offered}
+        share_of = unit_shares(asset.gpu_model, asset.gpu_count, [
+            {"resource": u[1], "sharing": u[2], "profile": u[3], "count": u[4], "slices": u[5],
+             "slices_per_gpu": u[6], "replicas": u[8]} for u in offered])
         node = NodeGpuAllocation(
             asset.id, asset.provider, asset.account, asset.region, asset.name, asset.instance_type,
             asset.gpu_model, asset.gpu_count, sorted({u[2] for u in offered}), float(node_hours),
@@ -76,12 +108,14 @@ def build(store: Store, window: Window, assets: list[GpuAsset],
         resources_of: dict[str, int] = {}
         for a in mine:
             resources_of[a[0]] = resources_of.get(a[0], 0) + 1
-        for aid, _, resource, n, namespace, pod, workload, a_start, a_end, tags in mine:
+        for aid, _, resource, n, namespace, pod, workload, a_start, a_end, tags, own in mine:
             u = unit_of.get(resource)
             sharing, profile, slices_n, per_gpu, mem = (u[2], u[3], u[5], u[6], u[7]) if u else \
                 ("none", None, 1, 1, None)
             hours = _hours(max(start, a_start or start), min(end, a_end or end))
-            gpu_hours = Decimal(n * slices_n) / Decimal(per_gpu) * hours
+            # a HAMi or Run:ai pod's own share of each GPU, else the unit's
+            share = Fraction(str(own)) if own is not None else share_of.get(resource, Fraction(1))
+            gpu_hours = Decimal(n * share.numerator) / Decimal(share.denominator) * hours
             held += gpu_hours
             if a_end is None and resource in node.free_now:
                 node.free_now[resource] = max(0, node.free_now[resource] - n)
@@ -91,7 +125,7 @@ def build(store: Store, window: Window, assets: list[GpuAsset],
                 asset.region, asset.id, asset.name, namespace, pod, workload, resource, sharing, profile, n,
                 slices_n, per_gpu, mem, asset.gpu_model, asset.instance_type, float(hours),
                 *(used if used else (None, None, None, None)),
-                cost=_scale(cost, gpu_hours, capacity), cost_basis=basis, tags=dict(tags or {})))
+                cost=_scale(cost, gpu_hours, capacity), cost_basis=basis, tags=dict(tags or {}), share=share))
         node.pods = len({a[0] for a in mine})
         node.allocated_gpu_hours = float(min(held, capacity))
         node.unallocated_cost = _scale(cost, max(Decimal(0), capacity - held), capacity)
@@ -104,7 +138,7 @@ def _node_cost(store: Store, asset: GpuAsset, hours: Decimal) -> tuple[dict[str,
     if asset.cost:
         return dict(asset.cost), "the node's billed cost in the window"
     t = store.catalog.instance(asset.provider, asset.instance_type)
-    if t:
+    if t and t.price_per_hour is not None:
         return {"USD": t.price_per_hour * hours}, f"catalog on-demand price of {t.name} x {hours:.1f} h"
     return {}, "no price known for the node"
 

@@ -30,14 +30,16 @@ from typing import TYPE_CHECKING, Any
 from auditor.errors import InputError
 from auditor.providers.billing.columns import Columns, check_types
 from auditor.sql import q
-from auditor.tables.normalize import FREE_TEXT, select_sql
+from auditor.tables.normalize import FREE_TEXT, PER_LINE, select_sql
 from auditor.tables.spark_files import billing_files, check_gzip_name
 from auditor.tables.spark_sql import to_spark
 
 if TYPE_CHECKING:
     from auditor.tables.store import SourceFile, Store
 
-AMOUNTS = ("BilledCost", "EffectiveCost", "ListCost", "ConsumedQuantity")
+# Summed when lines are reduced, as DuckDB's rollup sums them: the split and commitment amounts too (kept as keys,
+# the provider's split of hourly lines came out 1/24 of DuckDB's).
+AMOUNTS = PER_LINE
 CONF = {
     "spark.sql.session.timeZone": "UTC",
     "spark.sql.ansi.enabled": "false",  # out-of-range list index and the like read as NULL, as in DuckDB
@@ -107,10 +109,11 @@ def _register_catalog(spark, catalog) -> None:
     from pyspark.sql.functions import broadcast
 
     fams = [(p, fam, model) for p, fs in catalog.families.items() for fam, model in fs.items()]
-    types = [(t.provider, t.name.lower(), t.gpu_model, t.gpu_count) for t in catalog.types.values()]
+    types = [(t.provider, t.name.lower(), t.gpu_model, t.gpus) for t in catalog.types.values()]
     broadcast(spark.createDataFrame(fams, "provider string, family string, gpu_model string")) \
         .createOrReplaceTempView("catalog_gpu_families")
-    broadcast(spark.createDataFrame(types, "provider string, instance_type string, gpu_model string, gpu_count int")) \
+    broadcast(spark.createDataFrame(types, "provider string, instance_type string, gpu_model string, "
+                                           "gpu_count decimal(10,6)")) \
         .createOrReplaceTempView("catalog_instance_types")
 
 

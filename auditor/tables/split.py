@@ -4,8 +4,9 @@ allocated charges), used for team spend in place of the machine's own tags where
 AWS bills the node in full on its own line and adds, per pod and hour, a line with no cost of its own that
 carries the pod's share (`splitLineItem/SplitCost`) and its share of the node's idle capacity (`UnusedCost`):
 those shares move from the node's team to each pod's team; what they leave of the node's cost stays with the
-node's. FOCUS 1.3 allocated charges are the node's cost already split into rows, each with its own tags: they are
-counted as they are, and only reported here as the provider's figures."""
+node's. Every view of team spend reads `with_split` (breakdowns, team reports, budgets: BUD001), and
+`provider_split` reports the same moves. FOCUS 1.3 allocated charges are the node's cost already split into
+rows, each with its own tags: they are counted as they are, and only reported here as the provider's figures."""
 
 from __future__ import annotations
 
@@ -16,23 +17,51 @@ from auditor.tables.store import Store
 from auditor.window import Window
 
 
+def moved_sql(where: str) -> str:
+    """The provider's split as rows shaped like `costs` (Tags, category, currency, provider, BilledCost and the
+    day as ChargePeriodStart): per pod tag set and day, its split and unused cost, under its node's category (a
+    GPU node's shares are GPU compute); per node, the same amount taken back from its own tags. They add up to
+    zero per node and currency, so any sum over `costs` plus these rows moves team spend and changes no total.
+    Only splits whose node is billed in the same rows are moved."""
+    return f"""
+        WITH kids AS (SELECT lower(x_SplitParentId) AS parent, BillingCurrency, Tags, x_Provider,
+                             date_trunc('day', ChargePeriodStart) AS day,
+                             sum(COALESCE(x_SplitCost, 0)) + sum(COALESCE(x_SplitUnusedCost, 0)) AS amount
+                      FROM costs WHERE {where} AND x_SplitParentId IS NOT NULL
+                        AND lower(x_SplitParentId) IS DISTINCT FROM lower(ResourceId) GROUP BY ALL),
+             parents AS (SELECT lower(ResourceId) AS parent, BillingCurrency, arg_max(Tags, BilledCost) AS Tags,
+                                arg_max(x_CostCategory, BilledCost) AS x_CostCategory
+                         FROM costs WHERE {where} AND lower(ResourceId) IN (SELECT parent FROM kids)
+                           AND x_SplitParentId IS NULL GROUP BY ALL)
+        SELECT k.Tags, p.x_CostCategory, k.BillingCurrency, k.x_Provider, k.amount AS BilledCost,
+               'Usage' AS ChargeCategory, k.day AS ChargePeriodStart
+        FROM kids k JOIN parents p USING (parent, BillingCurrency)
+        UNION ALL
+        SELECT p.Tags, p.x_CostCategory, p.BillingCurrency, min(k.x_Provider), -sum(k.amount), 'Usage', k.day
+        FROM parents p JOIN kids k USING (parent, BillingCurrency)
+        GROUP BY p.parent, p.Tags, p.x_CostCategory, p.BillingCurrency, k.day"""
+
+
+def with_split(store: Store, where: str) -> str:
+    """The `costs` rows of `where` and the provider's split moved among them (`moved_sql`): the relation every
+    view of team spend reads (breakdowns, team reports, budgets), so that all of them follow the split. Just the
+    rows where the billing has no split (looked up once per store: most exports have none)."""
+    key = ("has_split",)
+    if key not in store.entities:
+        store.entities[key] = store.con.execute(
+            "SELECT EXISTS (SELECT 1 FROM costs WHERE x_SplitParentId IS NOT NULL)").fetchone()[0]
+    if not store.entities[key]:
+        return f"(SELECT * FROM costs WHERE {where})"
+    return f"(SELECT * FROM costs WHERE {where} UNION ALL BY NAME ({moved_sql(where)}))"
+
+
 def provider_split(store: Store, window: Window, team_key: str) -> dict[str, Any] | None:
     """What the provider's split moves between teams ({team: {currency: amount}}, summing to zero per currency),
     and its figures: split and unused cost per currency, machines and pods. None when the export has no split."""
     w = window.where()
     rows = store.con.execute(f"""
-        WITH kids AS (SELECT lower(x_SplitParentId) AS parent, BillingCurrency, Tags,
-                             sum(COALESCE(x_SplitCost, 0)) AS split, sum(COALESCE(x_SplitUnusedCost, 0)) AS unused
-                      FROM costs WHERE {w} AND x_SplitParentId IS NOT NULL
-                        AND lower(x_SplitParentId) IS DISTINCT FROM lower(ResourceId) GROUP BY ALL),
-             parents AS (SELECT lower(ResourceId) AS parent, BillingCurrency, arg_max(Tags, BilledCost) AS Tags
-                         FROM costs WHERE {w} AND lower(ResourceId) IN (SELECT parent FROM kids)
-                           AND x_SplitParentId IS NULL GROUP BY ALL),
-             moved AS (SELECT parent, BillingCurrency, sum(split + unused) AS amount FROM kids GROUP BY ALL)
-        SELECT COALESCE({team_key}, '(unattributed)'), BillingCurrency, sum(split + unused) FROM kids GROUP BY ALL
-        UNION ALL
-        SELECT COALESCE({team_key}, '(unattributed)'), BillingCurrency, -sum(amount)
-        FROM parents JOIN moved USING (parent, BillingCurrency) GROUP BY ALL""").fetchall()
+        SELECT COALESCE({team_key}, '(unattributed)'), BillingCurrency, sum(BilledCost)
+        FROM ({moved_sql(w)}) GROUP BY ALL""").fetchall()
     [(machines, pods)] = store.con.execute(f"""
         SELECT count(DISTINCT lower(x_SplitParentId)), count(DISTINCT x_SplitResourceId) FROM costs
         WHERE {w} AND x_SplitParentId IS NOT NULL""").fetchall()

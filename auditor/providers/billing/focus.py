@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from auditor.providers.billing.aws import INSTANCE_TYPE_RE, region_maps
 from auditor.providers.billing.columns import Columns, base_type, case_map
-from auditor.providers.catalog import Catalog
+from auditor.providers.catalog import GPU_COUNT, Catalog
 
 PROVIDERS = {"AWS": "aws", "Amazon Web Services": "aws", "Microsoft": "azure", "Azure": "azure",
              "Microsoft Azure": "azure", "Google": "gcp", "Google Cloud": "gcp", "GCP": "gcp",
@@ -147,8 +147,9 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
         "x_TransferTo": f"CASE WHEN ({transfer_kind}) IS NOT NULL THEN {transfer_to} END",
         "_kind": kind,
         # SkuPriceDetails' GpuCount (FOCUS 1.2+): the GPUs per unit the SKU is priced in, the export's own word.
-        "_gpu_count": (f"TRY_CAST(json_extract_string({price_details}, '$.GpuCount') AS INTEGER)"
-                       if price_details else "CAST(NULL AS INTEGER)"),
+        # Trusted over the catalog, and what makes a line GPU spend where the catalog does not know its type.
+        "_gpu_count": (f"TRY_CAST(json_extract_string({price_details}, '$.GpuCount') AS {GPU_COUNT})"
+                       if price_details else f"CAST(NULL AS {GPU_COUNT})"),
     }
     checks = [(c, "money") for c in ("BilledCost", "EffectiveCost", "ListCost", "ConsumedQuantity",
                                      "CommitmentDiscountQuantity")]

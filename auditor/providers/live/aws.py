@@ -17,6 +17,7 @@ which is how the tests reach a moto server with this code unchanged.
 from __future__ import annotations
 
 from collections.abc import Callable
+from decimal import Decimal
 from typing import Any
 
 import boto3
@@ -138,10 +139,22 @@ def _ec2(p: Pull, account: Account, region: str) -> dict[str, int]:
             "id": i["InstanceId"], "provider": "aws", "account": account.id, "region": region,
             "zone": i.get("Placement", {}).get("AvailabilityZone"), "name": tags.get("Name"), "kind": "vm",
             "instance_type": i["InstanceType"], "gpu_model": gpu_model(first.get("Name"), memory_gb),
-            "gpu_count": sum(g.get("Count", 0) for g in info["Gpus"]),
+            "gpu_count": gpus_of(info["Gpus"]),
             "gpu_memory_gb": round(memory_gb, 3) if memory_gb else None,
             "lifecycle": LIFECYCLE.get(i.get("InstanceLifecycle", ""), "on_demand"),
             "state": i.get("State", {}).get("Name"), "launch_time": iso(utc(i.get("LaunchTime"))), "tags": tags,
         })
     return {"instances": len(instances), "gpu_instances": found}
+
+
+def gpus_of(gpus: list[dict]) -> int | float:
+    """Physical GPUs' worth of an instance type's `GpuInfo.Gpus`: a fractional type (g6f, gr6f) has `Count` 0
+    and one logical GPU that is `GpuPartitionSize` (0.125 to 0.5) of a physical one."""
+    total = Decimal(0)
+    for g in gpus:
+        if g.get("Count"):
+            total += Decimal(g["Count"])
+        else:
+            total += Decimal(g.get("LogicalGpuCount") or 0) * Decimal(str(g.get("GpuPartitionSize") or 0))
+    return int(total) if total == total.to_integral_value() else float(total)
 

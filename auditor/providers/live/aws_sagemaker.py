@@ -89,7 +89,8 @@ def tuning_job(d: dict[str, Any], tags: dict[str, str], account: str, region: st
     strategy = str(config.get("Strategy") or "").lower()
     early = "hyperband" if strategy == "hyperband" else \
         ("auto" if str(config.get("TrainingJobEarlyStoppingType") or "Off").lower() == "auto" else None)
-    objective = config.get("HyperParameterTuningJobObjective") or {}
+    # the multi-definition shape puts the objective in each definition (TrainingJobDefinitions[].TuningObjective)
+    objective = config.get("HyperParameterTuningJobObjective") or definition.get("TuningObjective") or {}
     return {
         "id": d["HyperParameterTuningJobArn"], "platform": "sagemaker", "provider": "aws", "account": account,
         "region": region, "name": d.get("HyperParameterTuningJobName"), "kind": "sweep",

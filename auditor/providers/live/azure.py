@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from decimal import Decimal
 from typing import Any
 
 from auditor.providers.live import azure_cost, azure_ml, azure_monitor, azure_prices
@@ -104,7 +105,8 @@ def _scale_sets(p: Pull, credential, sub: str, kw: dict, call: dict) -> dict[str
             s, sub, size, spot,
             zone=s.zones[0] if s.zones and len(s.zones) == 1 else None,  # none for one spread over zones
             # all its GPUs: a scale set at capacity 0 has none, and the GPU rules pass it by
-            gpu_count=per_vm.gpu_count * capacity if per_vm and capacity is not None else None,
+            # a partial-GPU size (NVadsA10 v5) is its share of a GPU
+            gpu_count=_count(per_vm.gpus * capacity) if per_vm and capacity is not None else None,
             eviction_policy=eviction(profile.eviction_policy, spot) if profile else None))
     return {"scale_sets": len(sets), "gpu_scale_sets": found}
 
@@ -142,3 +144,8 @@ def eviction(policy: str | None, spot: bool) -> str | None:
     one, or a value Azure may add later (the snapshot schema would refuse it)."""
     value = (policy or "").lower()
     return value if spot and value in EVICTION_POLICIES else None
+
+
+def _count(gpus: Decimal) -> int | float:
+    """GPUs as the snapshot holds them: whole as an integer, a fraction (partial-GPU sizes) as a number."""
+    return int(gpus) if gpus == gpus.to_integral_value() else float(gpus)

@@ -4,7 +4,9 @@
 slice, of that slice; it is read in preference to `DCGM_FI_DEV_GPU_UTIL`, which reads 0 on MIG slices.
 `DCGM_FI_DEV_FB_USED` is framebuffer memory used in MiB, per GPU or per MIG slice. The exporter labels a
 series with its node (`Hostname`), GPU (`gpu`, `UUID`), MIG instance (`GPU_I_ID`, `GPU_I_PROFILE`) and, where it
-maps devices to pods, the pod (`namespace`, `pod`).
+maps devices to pods, the pod (`namespace`, `pod`). Scraped by a Prometheus that keeps its own target labels
+(a ServiceMonitor without honorLabels), the exporter's pod mapping comes as `exported_namespace` and
+`exported_pod`, and `namespace`/`pod` name the exporter's own pod: that pod is never a GPU's user.
 
 A node's utilisation is the mean over its physical GPUs of each GPU's activity, a MIG GPU's being its slices'
 activity weighted by their compute slices (`slices / slices_per_gpu`; a slice nobody uses counts as idle).
@@ -28,6 +30,20 @@ def node_of(labels: dict[str, str], nodes: dict[str, dict]) -> dict | None:
     return next((nodes[v] for v in (labels.get(k, "").split(":")[0] for k in NODE_LABELS) if v in nodes), None)
 
 
+EXPORTER = re.compile(r"dcgm-exporter|dcgm_exporter")
+
+
+def pod_of(labels: dict[str, str]) -> tuple[str | None, str | None]:
+    """(namespace, pod) of the workload a series' device serves: the exporter's own mapping, never the
+    exporter's pod (which Prometheus's target labels name on every series, idle GPUs' too)."""
+    if labels.get("exported_pod"):
+        return labels.get("exported_namespace") or None, labels["exported_pod"]
+    pod = labels.get("pod") or None
+    if pod is None or EXPORTER.search(pod) or EXPORTER.search(labels.get("container") or ""):
+        return None, None
+    return labels.get("namespace") or None, pod
+
+
 def _by_device(series: Iterable[dict], by_pod: bool = False) -> dict[Key, dict]:
     """Series per device (a GPU, or a MIG instance of one; per pod too with `by_pod`): its labels and its
     samples by time. Two series of one device (the exporter repeats a shared GPU for each pod it serves, a
@@ -37,7 +53,7 @@ def _by_device(series: Iterable[dict], by_pod: bool = False) -> dict[Key, dict]:
         labels, node = s["metric"], s["node"]
         key = (node["id"], labels.get("gpu") or labels.get("UUID") or "?", labels.get("GPU_I_ID") or None)
         if by_pod:
-            key += (labels.get("namespace") or None, labels.get("pod") or None)
+            key += pod_of(labels)
         d = out.setdefault(key, {"labels": labels, "node": node, "points": {}})
         for t, v in s["points"]:
             d["points"][t] = max(v, d["points"].get(t, v))

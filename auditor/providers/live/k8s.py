@@ -27,7 +27,14 @@ from kubernetes.client.rest import ApiException
 from kubernetes.config.config_exception import ConfigException
 
 from auditor.providers.live import dcgm, prometheus
-from auditor.providers.live.k8s_gpus import node_gpus, pod_gpu_units, slices_per_gpu
+from auditor.providers.live.k8s_gpus import (
+    hami_devices,
+    node_gpus,
+    pod_gpu_share,
+    pod_gpu_units,
+    runai_devices,
+    slices_per_gpu,
+)
 from auditor.providers.live.pull import Pull, gpu_model, iso, utc
 
 PAGE = 200
@@ -119,7 +126,8 @@ def _nodes(p: Pull, api: client.ApiClient, nodes: dict[str, dict]) -> dict[str, 
             p.unread(f"nodes whose {GPU} capacity is not a whole number" if meta.get("name")
                      else "nodes without a name")
             continue
-        shared = node_gpus(labels, status.get("allocatable") or status.get("capacity") or {})
+        shared = node_gpus(labels, status.get("allocatable") or status.get("capacity") or {},
+                           meta.get("annotations") or {})
         gpus = shared.physical if shared else whole(labels.get("nvidia.com/gpu.count") or 0)
         if not gpus:
             continue
@@ -127,6 +135,9 @@ def _nodes(p: Pull, api: client.ApiClient, nodes: dict[str, dict]) -> dict[str, 
         mem_mib = labels.get("nvidia.com/gpu.memory")  # under MIG's single strategy, a slice's
         single = shared is not None and shared.strategy == "mig-single"
         memory_gb = int(mem_mib) / 1024 if mem_mib and mem_mib.isdigit() and not single else None
+        hami = hami_devices(meta.get("annotations") or {})
+        if hami:  # HAMi registers each GPU's memory
+            memory_gb = max(m for _, m in hami) / 1024
         product = (shared.product if shared else None) or labels.get("nvidia.com/gpu.product") or \
             labels.get("cloud.google.com/gke-accelerator")
         ready = next((c["status"] for c in status.get("conditions") or [] if c.get("type") == "Ready"), None)
@@ -255,6 +266,11 @@ def _add_allocations(p: Pull, pod: dict, nodes: dict[str, dict]) -> None:
     if units_of is None:
         p.unread("pods whose GPU request is not a whole number")
         return
+    annotations = meta.get("annotations") or {}
+    memory_mib = round(node["gpu_memory_gb"] * 1024) if node.get("gpu_memory_gb") else None
+    share = pod_gpu_share(spec, annotations, memory_mib)  # HAMi cores and memory, a Run:ai fraction
+    if share is not None and GPU not in units_of:
+        units_of[GPU] = runai_devices(annotations)  # Run:ai: a fraction of as many GPUs, none requested
     for resource, units in sorted(units_of.items()):
         p.gpu_allocations.append({
             "id": f"{namespace}/{meta['name']}", "asset_id": node["id"], "resource": resource, "units": units,
@@ -262,6 +278,7 @@ def _add_allocations(p: Pull, pod: dict, nodes: dict[str, dict]) -> None:
             "state": (status.get("phase") or "unknown").lower(),
             "start_time": iso(utc(status.get("startTime") or meta.get("creationTimestamp"))),
             "end_time": iso(max(utc(t) for t in ended)) if done else None,
+            "share": float(share) if share is not None and resource == GPU else None,
             "tags": {k: v for k, v in (meta.get("labels") or {}).items() if "/" not in k}})
 
 

@@ -350,7 +350,8 @@ def _json_default(v: Any) -> Any:
 # GPU names as the APIs spell them (EC2 GpuInfo, GPU feature discovery labels, GCP accelerator types, DCGM
 # modelName) -> the catalog's model names. Checked in order; the first pattern that matches wins.
 _GPU_NAMES = [
-    (r"h200", "H200"), (r"h100.*nvl|nvl.*h100", "H100-NVL"), (r"h100", "H100"),
+    (r"gb200", "GB200"), (r"b200", "B200"), (r"mi300x", "MI300X"),
+    (r"h200", "H200"), (r"h100.*nvl|nvl.*h100", "H100-NVL"), (r"h100", "H100"), (r"\ba30\b", "A30"),
     (r"a100.*80|80.*a100", "A100-80GB"), (r"a100", "A100"), (r"a10g", "A10G"), (r"l40s", "L40S"),
     (r"\bl4\b|nvidia-l4|-l4$|^l4", "L4"), (r"a10\b|a10$|-a10-", "A10"), (r"t4", "T4"),
     (r"v100.*32|32.*v100", "V100-32GB"), (r"v100", "V100"), (r"m60", "M60"), (r"p100", "P100"), (r"p4\b", "P4"),

@@ -23,19 +23,24 @@ Optional too, written by `gpu-auditor pull --provider k8s`, GPUs as Kubernetes s
 (auditor/providers/live/k8s_gpus.py):
 
      "gpu_units":       [{"asset_id", "resource", "sharing", "profile", "count", "slices", "slices_per_gpu",
-                          "memory_gb"}],
+                          "memory_gb", "replicas"}],
      "gpu_allocations": [{"id", "asset_id", "resource", "units", "namespace", "pod", "workload", "state",
-                          "start_time", "end_time", "tags"}],
+                          "start_time", "end_time", "tags", "share"}],
      "slice_usage":     [{"asset_id", "gpu", "uuid", "instance", "profile", "namespace", "pod", "window_start",
                           "window_end", "samples", "mean_active_pct", "p95_active_pct", "peak_mem_gb", "source"}]
 
 A node's `gpu_count` is its physical GPUs; `gpu_units` are what its allocatable offers, one row per resource
 (`nvidia.com/gpu`, `nvidia.com/mig-1g.10gb`, ...): `sharing` is none, mig, time-slicing or mps, and one unit is
-`slices / slices_per_gpu` of a physical GPU (a MIG profile's compute slices of 7, a replica 1 of `replicas`).
-`gpu_allocations` are the pods holding units (`end_time` null while running). `slice_usage` is DCGM engine
+`slices / slices_per_gpu` of a physical GPU (a MIG profile's compute slices of 7, a replica 1 of `replicas`);
+the audit counts a MIG unit by what its profile blocks (auditor/providers/mig.py), and `replicas` (default 1)
+says how many units time-slicing or MPS makes of each GPU or MIG slice.
+`gpu_allocations` are the pods holding units (`end_time` null while running); `share`, where set, is a HAMi
+or Run:ai pod's share of each GPU it holds (its cores or memory, whichever is more; its fraction), in place of
+the unit's. `slice_usage` is DCGM engine
 activity (percent of the slice) and memory per MIG instance, or per GPU the exporter maps to a pod.
 
-`gpu_model`, `gpu_count` and `gpu_memory_gb` may be left out where the catalog knows the instance type.
+`gpu_model`, `gpu_count` and `gpu_memory_gb` may be left out where the catalog knows the instance type. An asset's
+`gpu_count` may be a fraction: a fractional GPU type's share of one physical GPU (0.125 on a g6f.xlarge).
 `peak_mem_gb` is per GPU (the fullest GPU of the machine).
 A job's `kind` is `job` (the default), `sweep` (a hyperparameter search: `instance_type` and `instance_count` are
 one trial's, `max_runtime_s` the whole search's) or `server`. A sweep's `sweep_*` fields: the cap on trials in
@@ -71,7 +76,7 @@ ASSET = record(
     id=Field("str", required=True), provider=Field("str", required=True, choices=PROVIDERS),
     account=Field("str"), region=Field("str"), zone=Field("str"), name=Field("str"),
     kind=Field("str", default="vm", choices=("vm", "node", "notebook", "endpoint", "cluster")),
-    instance_type=Field("str"), gpu_model=Field("str"), gpu_count=Field("int", minimum=0, maximum=INT),
+    instance_type=Field("str"), gpu_model=Field("str"), gpu_count=Field("number", minimum=0, maximum=INT),
     gpu_memory_gb=Field("number", minimum=0), lifecycle=Field("str", default="on_demand", choices=LIFECYCLES),
     eviction_policy=Field("str", choices=EVICTION_POLICIES), state=Field("str"), launch_time=Field("datetime"),
     tags=TAGS,
@@ -105,17 +110,19 @@ PRICE = record(
     region=Field("str"), price_per_hour=Field("str", required=True), currency=Field("str", default="USD"),
     source=Field("str"),
 )
-SHARINGS = ("none", "mig", "time-slicing", "mps")
+SHARINGS = ("none", "mig", "time-slicing", "mps", "hami")
 GPU_UNIT = record(
     asset_id=Field("str", required=True), resource=Field("str", required=True),
     sharing=Field("str", default="none", choices=SHARINGS), profile=Field("str"),
     count=Field("int", required=True, minimum=0, maximum=INT), slices=Field("int", default=1, minimum=1, maximum=8),
     slices_per_gpu=Field("int", default=1, minimum=1, maximum=INT), memory_gb=Field("number", minimum=0),
+    replicas=Field("int", default=1, minimum=1, maximum=INT),
 )
 GPU_ALLOCATION = record(
     id=Field("str", required=True), asset_id=Field("str", required=True), resource=Field("str", required=True),
     units=Field("int", required=True, minimum=1, maximum=INT), namespace=Field("str"), pod=Field("str"),
     workload=Field("str"), state=Field("str"), start_time=Field("datetime"), end_time=Field("datetime"), tags=TAGS,
+    share=Field("number", minimum=0, maximum=1),
 )
 SLICE_USAGE = record(
     asset_id=Field("str", required=True), gpu=Field("str"), uuid=Field("str"), instance=Field("str"),
