@@ -57,7 +57,7 @@ def spend_series(store: Store, window: Window, policy: Policy) -> list[GpuSpendS
         WITH g AS (SELECT team, {account} AS account, {family} AS family, BillingCurrency AS cur,
                           CAST(ChargePeriodStart AS DATE) AS day, COALESCE(lower(ResourceId), '') AS rid,
                           sum(BilledCost) AS cost
-                   FROM {attributed(window, team_key, project_key)}
+                   FROM {attributed(store, window, team_key, project_key)}
                    WHERE x_CostCategory = 'gpu_compute' AND ChargeCategory = 'Usage' AND BilledCost IS NOT NULL
                    GROUP BY ALL)
         SELECT 'team' AS dim, team AS k, cur, day, rid, sum(cost) AS cost FROM g GROUP BY ALL
