@@ -30,12 +30,11 @@ from auditor.policy import load_policy
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "fixtures" / "demo"
-SAMPLES = REPO.parent / "shared" / "samples" / "billing"
-SAMPLE_FILES = [
-    SAMPLES / "aws_cur_legacy" / "focus_converters__sample-anonymous-aws-export-dataset.csv",
-    SAMPLES / "focus" / "FOCUS-Sample-Data__FOCUS-1.0__focus_sample.csv",
-    SAMPLES / "azure" / "finops-toolkit__EA_ActualCost_Small.csv",
-    SAMPLES / "gcp_bigquery" / "koku__gcp__2022-08-01_5.csv",
+SAMPLE_FILES = [  # in the public samples (the `samples` fixture)
+    "aws_cur_legacy/focus_converters__sample-anonymous-aws-export-dataset.csv",
+    "focus/FOCUS-Sample-Data__FOCUS-1.0__focus_sample.csv",
+    "azure/finops-toolkit__EA_ActualCost_Small.csv",
+    "gcp_bigquery/koku__gcp__2022-08-01_5.csv",
 ]
 NO_SMTP = {ENV + k: None for k in ("HOST", "PORT", "USER", "PASSWORD", "PASSWORD_FILE", "SECURITY", "CAFILE", "FROM")}
 MONEY = re.compile(r"(-?)\$([0-9][0-9,]*\.[0-9]{2})|(-?)([0-9][0-9,]*\.[0-9]{2}) ([A-Z]{3})\b")
@@ -483,8 +482,9 @@ def test_demo_reconciles(tmp_path):
     assert vision["gpu_hours_budget"] == "30000" and vision["gpu_hours_share"] > 100
 
 
-@pytest.mark.parametrize("path", SAMPLE_FILES, ids=lambda p: p.parent.name)
-def test_public_samples_reconcile(path, tmp_path):
+@pytest.mark.parametrize("name", SAMPLE_FILES, ids=lambda n: n.split("/")[0])
+def test_public_samples_reconcile(name, samples, tmp_path):
+    path = samples / name
     assert path.is_file(), f"public sample missing: {path}"
     reconcile(tmp_path, [path], DEMO / "policy.yml")
 
