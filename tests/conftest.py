@@ -159,3 +159,23 @@ def prometheus_bin() -> tuple[str, str]:
     if not prom or not promtool:
         _missing("prometheus and promtool are not installed (Debian: apt-get install prometheus)", "prometheus")
     return prom, promtool
+
+
+# --- the demo audit, run once per session ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def demo_folder(tmp_path_factory) -> Path:
+    """The README's demo audit (2026-Q3, as of 2026-10-15) written by the CLI once for the whole session: its
+    audit.json, report.html, report.md, findings.csv and jobs.csv. Read it; never write into it."""
+    from click.testing import CliRunner
+
+    from auditor.cli import cli
+
+    demo = REPO / "fixtures" / "demo"
+    out = tmp_path_factory.mktemp("demo-session") / "demo-report"
+    result = CliRunner().invoke(cli, ["audit", "-q", "--policy", str(demo / "policy.yml"), "--inventory",
+                                      str(demo / "inventory.json"), "--quarter", "2026-Q3", "--as-of", "2026-10-15",
+                                      "--out", str(out), str(demo / "billing")], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return out
