@@ -24,6 +24,7 @@ from auditor.model import fmt_money
 from auditor.outputs import charts
 from auditor.outputs.mail.outbox import PENDING, now, slug
 from auditor.outputs.mail.route import Letter, Section, added, amounts, clean, mail_address, route
+from auditor.outputs.report import inline_code
 from auditor.outputs.view import shown_findings
 from auditor.policy import Policy
 from auditor.text import one_line
@@ -100,6 +101,8 @@ def _env(autoescape: bool) -> jinja2.Environment:
                              keep_trailing_newline=True)
     env.filters["money"] = fmt_money
     env.filters["line"] = one_line
+    # rule text written in Markdown (`CheckpointConfig.S3Uri`): <code> in HTML, the bare name in plain text
+    env.filters["code"] = inline_code if autoescape else (lambda v: str(v).replace("`", ""))
     return env
 
 
@@ -123,24 +126,34 @@ def view(audit: dict[str, Any], letter: Letter, owner: str) -> dict[str, Any]:
     }
 
 
-def html_part(audit: dict[str, Any], letter: Letter, names: dict[str, Any]) -> str:
-    """The lead of one team gets that team's own report, from the report renderer (the HTML of report.html cut
-    to the team). The owner's summary, and a lead of several teams, get email.html.j2: the whole report of
-    every team would be too long for a mailbox (mail clients clip messages past about 100 kB)."""
-    if not letter.is_owner and len(letter.sections) == 1:
-        from auditor.outputs.report import render_html
+BODY_LIMIT = 100_000  # bytes: mail clients clip a message's body past about 100 kB (Gmail at 102 kB)
 
-        return render_html(clean(audit), team=letter.sections[0].name)  # a tag's CR or LF: not even in the body
-    return _env(autoescape=True).get_template("email.html.j2").render(**names)
+
+def attachments(audit: dict[str, Any], letter: Letter) -> list[tuple[str, str, str]]:
+    """(file name, text, subtype) of what a message carries whole beside its short body: the full report and every
+    finding as CSV, the owner's of the whole audit, a lead's of each of their teams. Nothing in the message points
+    to a file the reader cannot open (the audit folder is on the auditor's machine)."""
+    from auditor.outputs.report import render_csv, render_html
+
+    doc = clean(audit)  # a tag's CR or LF: not even in an attachment
+    base = "gpu-audit-" + slug(audit["window"]["label"], 20)
+    out = []
+    for team in [None] if letter.is_owner else [s.name for s in letter.sections]:
+        name = base + (f"-{slug(team, 40)}" if team is not None else "")
+        out += [(f"{name}.html", render_html(doc, team=team), "html"),
+                (f"{name}-findings.csv", render_csv(doc, team=team), "csv")]
+    return out
 
 
 def compose(audit: dict[str, Any], letter: Letter, sender: str, owner: str, key: str) -> EmailMessage:
-    """The message: multipart/alternative, plain text first (it reads well alone), then the HTML. Headers are
+    """The message: multipart/mixed, its body multipart/alternative (plain text first, it reads well alone, then
+    the HTML, both under BODY_LIMIT), then the attachments (`attachments`). Headers are
     set through the standard library's email API from single-line values, so no header can be injected.
     Replies go to the policy owner."""
-    names = view(audit, letter, owner)
+    files = attachments(audit, letter)
+    names = {**view(audit, letter, owner), "attachments": [name for name, _, _ in files]}
     text = _env(autoescape=False).get_template("email.txt.j2").render(**names)
-    html = html_part(audit, letter, names)
+    html = _env(autoescape=True).get_template("email.html.j2").render(**names)
     msg = EmailMessage(policy=email_policy.SMTP)
     msg["Subject"] = subject(audit, letter)
     msg["From"] = Address(display_name="GPU auditor", addr_spec=sender)
@@ -153,6 +166,8 @@ def compose(audit: dict[str, Any], letter: Letter, sender: str, owner: str, key:
     msg["X-GPU-Auditor-Key"] = key
     msg.set_content(text, subtype="plain", charset="utf-8")
     msg.add_alternative(html, subtype="html", charset="utf-8")
+    for name, content, subtype in files:  # the message becomes multipart/mixed: its body, then the files
+        msg.add_attachment(content, subtype=subtype, charset="utf-8", filename=name)
     return msg
 
 
