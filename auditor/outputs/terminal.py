@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from auditor.model import fmt_money
+from auditor.outputs.change import change_sentence
 from auditor.secret_patterns import mask
 from auditor.text import one_line
 
@@ -111,6 +112,8 @@ def summary_lines(result: Audit) -> list[str]:
            f"  GPU compute       {fmt_money(s['gpu_cost'])}",
            f"  savings / month   {fmt_money(s['monthly_savings'])}",
            f"  open findings     {s['findings']['total']} ({s['findings']['waived']} waived)"]
+    if result.trend:  # last quarter's audit given (--previous): what changed, at the top
+        out.insert(1, "  " + change_sentence({"trend": result.trend}))
     if policy.rates:
         out.append(f"  rates             {policy.rates.describe(policy.currency)}")
     for src in result.sources:  # thresholds and budgets are in the policy's currency

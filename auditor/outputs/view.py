@@ -355,7 +355,8 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
     if trend:
         spend_change = trend["billed_cost"] if team is None else (trend.get("by_team") or {}).get(team)
         change = {"label": trend["previous"]["label"], "source": "audit", "billed": _changes(spend_change),
-                  "gpu": _changes(trend["gpu_cost"]) if team is None else []}
+                  "gpu": _changes(trend["gpu_cost"]) if team is None else [],
+                  "savings": _changes(trend["monthly_savings"]) if team is None else []}
         keep = (lambda f: True) if team is None else (lambda f: (f.get("team") or UNATTRIBUTED) == team)  # noqa: E731
         trend = {**trend, "findings": {k: [f for f in trend["findings"][k] if keep(f)]
                                        for k in ("new", "still_open", "resolved")},
@@ -367,7 +368,7 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
 
         change = {"label": pw["label"], "source": "billing",
                   "billed": _changes(change_of(pw["billed_cost"], spend)),
-                  "gpu": _changes(change_of(pw["gpu_cost"], gpu))}
+                  "gpu": _changes(change_of(pw["gpu_cost"], gpu)), "savings": []}  # no findings then: no savings
 
     coverage = s.get("coverage") or {}
     inputs = doc.get("inputs") or {}

@@ -22,6 +22,7 @@ from auditor.auditfile import read_audit
 from auditor.errors import InputError
 from auditor.model import fmt_money
 from auditor.outputs import charts
+from auditor.outputs.change import change_sentence
 from auditor.outputs.mail.outbox import PENDING, now, slug
 from auditor.outputs.mail.route import Letter, Section, added, amounts, clean, mail_address, route
 from auditor.outputs.report import inline_code
@@ -123,6 +124,9 @@ def view(audit: dict[str, Any], letter: Letter, owner: str) -> dict[str, Any]:
         "total_savings": amounts(audit["summary"].get("monthly_savings")),
         "weekly": lambda team=None: charts.weekly(audit["summary"], p.get("currency") or currency, team),
         "band_keys": charts.band_keys(),
+        # since last quarter (--previous): the whole audit's for the owner, the team's spend for its one lead
+        "change": change_sentence(clean(audit)) if letter.is_owner else
+        change_sentence(clean(audit), letter.sections[0].name) if len(letter.sections) == 1 else None,
     }
 
 
