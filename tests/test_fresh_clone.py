@@ -42,7 +42,7 @@ def test_the_fast_loop_passes_on_a_plain_clone(tmp_path):
                            cwd="/", env=env, check=True, capture_output=True, text=True).stdout.strip()
     assert Path(where).resolve() == (clone / "reports").resolve()  # the clone's templates, not this checkout's
     r = subprocess.run([python, "-m", "pytest", "-m", "not slow", "-q", "-p", "no:cacheprovider"],
-                       cwd=clone, env=env, capture_output=True, text=True, timeout=1800)
+                       cwd=clone, env=env, capture_output=True, text=True, timeout=3600)
     tail = r.stdout[-4000:]
     assert r.returncode == 0, tail
     assert " failed" not in tail and " error" not in tail, tail
