@@ -420,9 +420,12 @@ def check_emails(doc: dict, outbox: Path, where: str):
             assert nz(amounts(got["Spent"].split(" of a ")[0])) == plain(s["by_team"].get(key)), f"{where}: {name}"
             mine = [f for f in doc["findings"] if team_of(f) == key]
             assert nz(amounts(got["Savings found"])) == savings_of(mine), f"{where}: {name} savings"
-        assert not RAW_DECIMAL.search(text), where
-        if len(leads) == 1:  # a lead of one team gets that team's report
-            check_html(doc, html, leads[0], f"{where}: email to {msg['To']}")
+        assert not RAW_DECIMAL.search(text) and not RAW_DECIMAL.search(html), where
+        # the full report, attached: the owner's of the whole audit, a lead's of each of their teams
+        reports = [a.get_content() for a in msg.iter_attachments() if a.get_content_type() == "text/html"]
+        assert len(reports) == (1 if is_owner else len(leads)), f"{where}: attached reports"
+        for team, report in zip([None] if is_owner else leads, reports, strict=True):
+            check_html(doc, report, team, f"{where}: report attached to {msg['To']}")
 
 
 # ---- the cases ---------------------------------------------------------------------------------------------
