@@ -1,4 +1,4 @@
-"""A finding's evidence and a policy clause's options as the reports show them (auditor/outputs/evidence.py):
+"""A finding's evidence and a policy clause's options as the reports show them (auditor/outputs/evidence_text.py):
 money as the report's money, unit prices to the hundredth of a cent, percentages with their sign, other numbers
 rounded with thousands separators; and a clause whose rules had nothing to look at says "not checked", never
 "met". The right answers are written here from the module's rules, not read back from it."""
@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from auditor.outputs.evidence import evidence_items, value_text
+from auditor.outputs.evidence_text import evidence_items, value_text
 
 
 @pytest.mark.parametrize("key, value, currency, shown", [

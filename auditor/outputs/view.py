@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from auditor.figures import TOP_ACTIONS
 from auditor.model import HOURS_PER_MONTH
 from auditor.outputs import charts
-from auditor.outputs.evidence import evidence_items, value_text
+from auditor.outputs.evidence_text import evidence_items, value_text
 from auditor.outputs.jobs import jobs_view
 from auditor.secret_patterns import mask_deep
 
