@@ -39,6 +39,9 @@ from auditor.outputs.evidence_text import evidence_items, value_text
     ("checkpoint_uri", None, "USD", "none"),
     ("missing_tags", [], "USD", "none"),
     ("allowed", {}, "USD", "none"),
+    ("discount_pct", {"aws": 30, "gcp": 28.5}, "USD", "aws 30%, gcp 28.5%"),  # a map's values: what its key names
+    ("matched_cost", {"EUR": "12.5", "USD": "3"}, "USD", "EUR 12.50 EUR, USD $3.00"),  # money by currency
+    ("tags", {"team": "vision", "cost_center": "42"}, "USD", "team vision, cost_center 42"),
     ("instance_types", ["g5.48xlarge", "ml.g5.12xlarge"], "USD", "g5.48xlarge, ml.g5.12xlarge"),
     ("state", "over", "USD", "over"),
     ("quarter", "2026-Q3", "USD", "2026-Q3"),

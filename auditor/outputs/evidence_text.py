@@ -23,6 +23,7 @@ MONEY = re.compile(r"(^|_)(cost|spent|budget|forecast|on_demand|committed|unused
                    r"savings|amount|covered_per_month)($|_)")
 AS_IS = re.compile(r"(^|_)(line|id|year|port|version|account|zone|sha256)$")
 _NUMBER = re.compile(r"-?\d+(\.\d+)?")
+_CURRENCY = re.compile(r"[A-Z]{3}")  # a map by currency, as audit.json holds money
 
 
 def evidence_items(evidence: dict[str, Any] | None, currency: str | None) -> list[tuple[str, str]]:
@@ -34,8 +35,9 @@ def value_text(key: str, value: Any, currency: str | None = None) -> str:
     """One evidence value as a person reads it (see the module's docstring)."""
     if isinstance(value, list | tuple):
         return ", ".join(value_text(key, v, currency) for v in value) or "none"
-    if isinstance(value, dict):
-        return ", ".join(f"{k} {value_text(str(k), v, currency)}" for k, v in value.items()) or "none"
+    if isinstance(value, dict):  # a map's values are what its key names ({aws: 30} under discount_pct: 30%)
+        return ", ".join(f"{k} {value_text(key, v, str(k) if _CURRENCY.fullmatch(str(k)) else currency)}"
+                         for k, v in value.items()) or "none"
     if value is None:
         return "none"
     if isinstance(value, bool):
