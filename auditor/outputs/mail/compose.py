@@ -26,7 +26,7 @@ from auditor.outputs.change import change_sentence
 from auditor.outputs.mail.outbox import PENDING, now, slug
 from auditor.outputs.mail.route import Letter, Section, added, amounts, clean, mail_address, route
 from auditor.outputs.report import inline_code
-from auditor.outputs.view import shown_findings
+from auditor.outputs.view import SHOWN_PER_RULE, shown_findings
 from auditor.policy import Policy
 from auditor.text import one_line
 
@@ -81,7 +81,7 @@ def subject(audit: dict[str, Any], letter: Letter) -> str:
     return one_line(f"GPU audit {audit['window']['label']} · {who}: {fmt_money(spend or nothing)} spent, {found}")
 
 
-def _by_rule(section: Section, clauses: dict[str, str]) -> list[dict[str, Any]]:
+def _by_rule(section: Section, clauses: dict[str, str], limit: int) -> list[dict[str, Any]]:
     groups: dict[str, dict[str, Any]] = {}
     for f in section.findings:
         g = groups.setdefault(f["rule"], {"rule": f["rule"], "name": f["name"], "severity": f["severity"],
@@ -91,7 +91,7 @@ def _by_rule(section: Section, clauses: dict[str, str]) -> list[dict[str, Any]]:
         fixes = {f["remediation"] for f in g["findings"]}
         g["fix"] = fixes.pop() if len(fixes) == 1 and len(g["findings"]) > 1 else None
         g["count"] = len(g["findings"])
-        g["findings"], g["rest"] = shown_findings(g["findings"])  # thousands: the costliest, the rest summed
+        g["findings"], g["rest"] = shown_findings(g["findings"], limit)  # thousands: the costliest, the rest summed
     return list(groups.values())
 
 
@@ -120,7 +120,7 @@ def view(audit: dict[str, Any], letter: Letter, owner: str) -> dict[str, Any]:
         "policy": clean({"name": p.get("name", ""), "version": p.get("version", ""), "owner": owner}),
         "partial": bool(audit.get("partial")), "summary": audit["summary"], "letter": letter,
         "currency": currency,
-        "section_groups": lambda s: _by_rule(s, clauses),
+        "section_groups": lambda s, limit=SHOWN_PER_RULE: _by_rule(s, clauses, limit),
         "total_savings": amounts(audit["summary"].get("monthly_savings")),
         "weekly": lambda team=None: charts.weekly(audit["summary"], p.get("currency") or currency, team),
         "band_keys": charts.band_keys(),
@@ -156,8 +156,15 @@ def compose(audit: dict[str, Any], letter: Letter, sender: str, owner: str, key:
     Replies go to the policy owner."""
     files = attachments(audit, letter)
     names = {**view(audit, letter, owner), "attachments": [name for name, _, _ in files]}
-    text = _env(autoescape=False).get_template("email.txt.j2").render(**names)
-    html = _env(autoescape=True).get_template("email.html.j2").render(**names)
+    # The body lists each rule's costliest findings, fewer of them until it is under BODY_LIMIT (many teams and
+    # rules at scale); every finding is in the attached CSV.
+    groups = names["section_groups"]
+    for limit in (SHOWN_PER_RULE, 20, 10, 5, 2, 1):
+        shown = {**names, "section_groups": functools.partial(groups, limit=limit)}
+        text = _env(autoescape=False).get_template("email.txt.j2").render(**shown)
+        html = _env(autoescape=True).get_template("email.html.j2").render(**shown)
+        if max(len(text.encode()), len(html.encode())) < BODY_LIMIT:
+            break
     msg = EmailMessage(policy=email_policy.SMTP)
     msg["Subject"] = subject(audit, letter)
     msg["From"] = Address(display_name="GPU auditor", addr_spec=sender)
