@@ -124,7 +124,11 @@ def apply_waivers(findings: list[Finding], policy: Policy, today: date) -> list[
     return status
 
 
-def clause_status(policy: Policy, rules: list[Rule], findings: list[Finding]) -> list[dict[str, Any]]:
+def clause_status(policy: Policy, rules: list[Rule], findings: list[Finding],
+                  checked: dict[str, int]) -> list[dict[str, Any]]:
+    """Each rule's clause: disabled; not checked (the rule had nothing to look at: no sweep, no reservation, no
+    Kubernetes node in the inputs); else met or broken, "(defaults)" where the policy does not set the clause.
+    `checked` is the number of entities each configured rule looked at."""
     out = []
     configured = {r.id for r in rules}
     savings = savings_by([f for f in findings if not f.waived], lambda f: f.rule)  # each saving counted once
@@ -133,6 +137,8 @@ def clause_status(policy: Policy, rules: list[Rule], findings: list[Finding]) ->
         active = [f for f in findings if f.rule == cls.id and not f.waived]
         if cls.id not in configured:
             state = "disabled"
+        elif not active and not checked.get(cls.id):
+            state = "not checked"
         elif clause is None:
             state = "met (defaults)" if not active else "broken (defaults)"
         else:
@@ -199,6 +205,8 @@ def run_audit(policy: Policy, billing: list[Path | str], inventory: Path | None 
         findings += run_rules([r for r in rules if r.entity is SteadyGpuSpend],
                               {SteadyGpuSpend: build(store, window, policy, SteadyGpuSpend)}, ctx)
     waivers = apply_waivers(findings, policy, today)
+    seen = {**{t: len(v) for t, v in entities.items()}, WaiverStatus: len(waivers)}
+    checked = {r.id: seen.get(r.entity, 0) for r in rules}
     # Expired waivers are findings themselves (POL001), judged once the waivers have been applied.
     findings = sorted(findings + run_rules(rules, {WaiverStatus: waiver_statuses(policy, waivers, findings, today)},
                                            ctx), key=finding_order)
@@ -219,7 +227,7 @@ def run_audit(policy: Policy, billing: list[Path | str], inventory: Path | None 
         warnings.append(f"no billing lines fall in the audit window {window.label}")
     warnings += [f"waiver for {w['rule']} on {w['resource']} expired on {w['expires']}; it no longer waives"
                  for w in waivers if w["status"] == "expired"]
-    result = Audit(window, policy, findings, store.sources, summary, clause_status(policy, rules, findings),
+    result = Audit(window, policy, findings, store.sources, summary, clause_status(policy, rules, findings, checked),
                    waivers, warnings, inputs.inventory_label, partial=bool(inputs.missing), as_of=today,
                    previous=previous, generated_at=generated_at, baseline=base_info, known=known,
                    jobs=jobs)

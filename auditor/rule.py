@@ -61,8 +61,10 @@ class Rule:
         return doc_sections(cls.__doc__ or "")
 
     @classmethod
-    def remediation(cls) -> str:
-        return _remedy(cls.__doc__ or "")
+    def remediation(cls, platform: str | None = None) -> str:
+        """The rule's `## How to fix`; for an entity of one platform (a job's `platform`), only that platform's
+        lines (see `_remedy`)."""
+        return _remedy(cls.__doc__ or "", PLATFORM_NAMES.get(platform, platform) if platform else None)
 
     def finding(self, entity: Any, ctx: Context, message: str, *, evidence: dict[str, Any],
                 cost: Decimal | None = None, monthly_savings: Decimal | None = None,
@@ -80,13 +82,38 @@ class Rule:
             message=message, entity_type=type(entity).__name__, provider=getattr(entity, "provider", None),
             account=getattr(entity, "account", None), region=getattr(entity, "region", None),
             owner=owner, team=team, evidence=evidence, cost=money(cost), monthly_savings=money(monthly_savings),
-            currency=currency, remediation=self.remediation(), clause=self.clause,
+            currency=currency, remediation=self.remediation(getattr(entity, "platform", None)), clause=self.clause,
             file=getattr(entity, "source_file", None), line=getattr(entity, "source_line", None), key=key,
             wasted=money(running.wasted_of(cost, monthly_savings, wasted)),
             confidence=evidence.get("confidence") or "high", billing_ids=running.billing_ids(entity))
 
 
+# A job's platform as a `## How to fix` line names it: every platform run on Kubernetes is Kubernetes.
+PLATFORM_NAMES = {"sagemaker": "SageMaker", "vertex": "Vertex AI", "azureml": "Azure ML", "skypilot": "SkyPilot",
+                  **dict.fromkeys(("kubernetes", "kubeflow", "volcano", "kuberay", "argo", "tekton"), "Kubernetes")}
+
+
 @functools.cache
-def _remedy(doc: str) -> str:
-    """A rule's `## How to fix`, on one line: parsed once per rule, not once per finding."""
-    return " ".join(doc_sections(doc).get("How to fix", "").split())
+def _remedy(doc: str, platform: str | None = None) -> str:
+    """A rule's `## How to fix`, on one line: parsed once per rule and platform, not once per finding. A line
+    `- SageMaker: ...` is that platform's own advice: a finding on a platform's job gets the general text and its
+    own platform's line, a finding on anything else (a machine, a bill) every line."""
+    general: list[str] = []
+    lines: dict[str, list[str]] = {}  # platform: its line, with the lines that continue it
+    into = general
+    for line in doc_sections(doc).get("How to fix", "").splitlines():
+        name, sep, rest = line.strip().removeprefix("- ").partition(": ")
+        if line.lstrip().startswith("- ") and sep and name in PLATFORM_NAMES.values():
+            into = lines.setdefault(name, [rest])
+        elif into is not general and line.startswith(" "):
+            into.append(line)
+        else:
+            into = general
+            general.append(line)
+    text = " ".join(" ".join(general).split())
+    own = {n: " ".join(" ".join(ls).split()) for n, ls in lines.items() if platform is None or n == platform}
+    if platform in own:
+        text += " " + own[platform][:1].upper() + own[platform][1:]
+    elif own and platform is None:
+        text += " " + " ".join(f"{n}: {t}" for n, t in own.items())
+    return text

@@ -38,10 +38,12 @@ class SweepWithoutLimits(Rule):
     ```
 
     ## How to fix
-    Turn on early stopping (SageMaker `TrainingJobEarlyStoppingType: Auto` or Hyperband, Katib
-    `earlyStopping: medianstop`, Vertex AI `decayCurveStoppingSpec` or `medianAutomatedStoppingSpec`, Azure
-    ML `early_termination: bandit`), cap the total and parallel trials, use random or Bayesian search
-    instead of a large grid, and give each trial a maximum runtime.
+    Turn on early stopping, cap the total and parallel trials, use random or Bayesian search instead
+    of a large grid, and give each trial a maximum runtime.
+    - SageMaker: early stopping is `TrainingJobEarlyStoppingType: Auto` (or Hyperband).
+    - Kubernetes: early stopping is Katib's `earlyStopping: medianstop`.
+    - Vertex AI: early stopping is `decayCurveStoppingSpec` or `medianAutomatedStoppingSpec`.
+    - Azure ML: early stopping is `early_termination: bandit`.
     """
 
     id = "HPO001"

@@ -29,8 +29,12 @@ class RegionNotAllowed(Rule):
     ```
 
     ## How to fix
-    Run the job in one of the allowed regions (the node selector, the SageMaker client's region,
-    the Vertex AI location), or ask the policy owner to add the region.
+    Run the job in one of the allowed regions, or ask the policy owner to add the region.
+    - Kubernetes: through the node selector (`topology.kubernetes.io/region`) or a cluster there.
+    - SageMaker: through the SageMaker client's region.
+    - Vertex AI: through the job's location.
+    - Azure ML: through the workspace's location.
+    - SkyPilot: through `region` in its resources.
     """
 
     id = "REG001"

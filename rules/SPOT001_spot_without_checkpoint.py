@@ -27,9 +27,14 @@ class SpotWithoutCheckpoint(Rule):
     ```
 
     ## How to fix
-    Write checkpoints to durable storage (SageMaker `CheckpointConfig.S3Uri`, a bucket or volume
-    mounted in the job) at least every `max_interval_min` minutes, and resume from the latest one
-    on start.
+    Write checkpoints to durable storage at least every `max_interval_min` minutes, and resume from
+    the latest one on start.
+    - SageMaker: set `CheckpointConfig.S3Uri`; SageMaker copies /opt/ml/checkpoints there and back.
+    - Kubernetes: write them to a bucket or a PersistentVolumeClaim mounted in the job, and say how
+      often with the `gpu-auditor.dev/checkpoint-interval-min` annotation.
+    - Vertex AI: write them under the job's `baseOutputDirectory` in Cloud Storage.
+    - Azure ML: write them to the job's outputs or a datastore mounted in the job.
+    - SkyPilot: write them to a bucket mounted with `file_mounts` (mode MOUNT).
     """
 
     id = "SPOT001"

@@ -34,9 +34,12 @@ class SpotOpportunity(Rule):
     ```
 
     ## How to fix
-    Run it on spot: SageMaker `EnableManagedSpotTraining: true` with `MaxWaitTimeInSeconds`, a
-    spot node pool or `priorityClassName` for Kubernetes, `scheduling.spot` on Vertex AI, a
-    low-priority compute cluster on Azure ML; keep the checkpoints and resume from the latest.
+    Run it on spot; keep the checkpoints and resume from the latest.
+    - SageMaker: set `EnableManagedSpotTraining: true` with `MaxWaitTimeInSeconds`.
+    - Kubernetes: schedule it on a spot node pool (a node selector or `priorityClassName`).
+    - Vertex AI: set `scheduling.strategy: SPOT`.
+    - Azure ML: run it on a low-priority compute cluster.
+    - SkyPilot: set `use_spot: true` in its resources.
     """
 
     id = "SPOT002"

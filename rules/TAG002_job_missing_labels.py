@@ -32,8 +32,12 @@ class JobMissingLabels(Rule):
     ```
 
     ## How to fix
-    Add the missing labels to the manifest (`metadata.labels` of the Kubernetes object, `Tags` of
-    the SageMaker request, `labels` of the Vertex AI job, `tags` of the Azure ML job).
+    Add the missing labels to the manifest.
+    - Kubernetes: in `metadata.labels` of the object.
+    - SageMaker: in `Tags` of the request.
+    - Vertex AI: in `labels` of the job.
+    - Azure ML: in `tags` of the job.
+    - SkyPilot: in `labels` of the task's resources.
     """
 
     id = "TAG002"

@@ -12,10 +12,11 @@ import pytest
 REPO = Path(__file__).resolve().parents[1]
 
 # --- what some tests need from outside the checkout -----------------------------------------------------------
-# The public billing samples and the SARIF schema live beside the repository (../shared), never in it; Chromium,
-# Java (for Spark) and Prometheus are system packages. Where one is absent its tests are skipped, saying what is
-# missing and where it comes from; GPU_AUDITOR_REQUIRE (a comma-separated list of samples, chromium, java and
-# prometheus; .ci/run names all four) makes that a failure instead.
+# The public samples (billing exports, the Azure REST API specification's examples) and the SARIF schema live
+# beside the repository (../shared), never in it; Chromium, Java (for Spark) and Prometheus are system packages.
+# Every file from ../shared is found through `outside`, every program through its fixture below: where one is
+# absent its tests are skipped, saying what is missing and where it comes from; GPU_AUDITOR_REQUIRE (a
+# comma-separated list of samples, chromium, java and prometheus; .ci/run names all four) makes that a failure.
 
 
 def _missing(message: str, what: str) -> None:
@@ -25,9 +26,27 @@ def _missing(message: str, what: str) -> None:
     pytest.skip(message)
 
 
-def shared_folder(env: str, name: str) -> Path:
-    """`$env` if set, else ../shared/<name> beside the repository."""
-    return Path(os.environ.get(env) or REPO.parent / "shared" / name).resolve()
+# A folder beside the repository: its environment variable, its name under ../shared, and where its files come from.
+OUTSIDE = {
+    "samples": ("GPU_AUDITOR_SAMPLES", "samples",
+                "the public samples (billing exports and Azure REST API examples; each folder's SOURCES.md names their "
+                "origin)"),
+    "reference": ("GPU_AUDITOR_REFERENCE", "reference",
+                  "the reference files (the OASIS SARIF 2.1.0 schema: oasis-tcs/sarif-spec Schemata/)"),
+}
+
+
+def outside(folder: str, *parts: str) -> Path:
+    """A file or folder from outside the repository: `$ENV/<parts>` if the folder's variable is set, else
+    ../shared/<folder>/<parts> beside the checkout. Where it is absent the test is skipped with the reason (failed
+    where GPU_AUDITOR_REQUIRE names samples), never crashed on."""
+    env, name, what = OUTSIDE[folder]
+    root = Path(os.environ.get(env) or REPO.parent / "shared" / name).resolve()
+    path = root.joinpath(*parts)
+    if not path.exists():
+        _missing(f"{path} not found: {what}, read from ../shared/{name} beside the repository or from ${env}",
+                 "samples")
+    return path
 
 
 @pytest.fixture(scope="session")
@@ -35,22 +54,14 @@ def samples() -> Path:
     """The public billing export samples: `$GPU_AUDITOR_SAMPLES/billing`, by default ../shared/samples/billing.
     Each file there is a byte-for-byte copy from a public repository, named with its source and licence in
     SOURCES.md (FOCUS-Sample-Data, finopsfoundation/focus_converters, project-koku/koku, microsoft/finops-toolkit)."""
-    folder = shared_folder("GPU_AUDITOR_SAMPLES", "samples") / "billing"
-    if not (folder / "SOURCES.md").is_file():
-        _missing(f"public billing samples not found at {folder} (the shared/samples/billing folder beside the "
-                 "repository, see its SOURCES.md; set GPU_AUDITOR_SAMPLES to the folder that holds billing/)",
-                 "samples")
-    return folder
+    return outside("samples", "billing", "SOURCES.md").parent
 
 
 @pytest.fixture(scope="session")
 def nvidia_smi() -> Path:
     """nvidia-smi's own output on a real H200 (and in h100/ an H100 80GB): `$GPU_AUDITOR_SAMPLES/nvidia-smi`, by
     default ../shared/samples/nvidia-smi (see its SOURCES.md)."""
-    folder = shared_folder("GPU_AUDITOR_SAMPLES", "samples") / "nvidia-smi"
-    if not (folder / "mig-lgip.txt").is_file():
-        _missing(f"nvidia-smi samples not found at {folder}", "samples")
-    return folder
+    return outside("samples", "nvidia-smi", "mig-lgip.txt").parent
 
 
 @pytest.fixture
@@ -64,13 +75,9 @@ def locate(request):
 
 @pytest.fixture(scope="session")
 def sarif_schema() -> Path:
-    """The official SARIF 2.1.0 JSON schema (oasis-tcs/sarif-spec, Schemata/sarif-schema-2.1.0.json):
-    `$GPU_AUDITOR_REFERENCE/sarif-schema-2.1.0.json`, by default ../shared/reference/."""
-    path = shared_folder("GPU_AUDITOR_REFERENCE", "reference") / "sarif-schema-2.1.0.json"
-    if not path.is_file():
-        _missing(f"SARIF 2.1.0 schema not found at {path} (oasis-tcs/sarif-spec Schemata/sarif-schema-2.1.0.json; "
-                 "set GPU_AUDITOR_REFERENCE to the folder that holds it)", "samples")
-    return path
+    """The official SARIF 2.1.0 JSON schema: `$GPU_AUDITOR_REFERENCE/sarif-schema-2.1.0.json`, by default
+    ../shared/reference/."""
+    return outside("reference", "sarif-schema-2.1.0.json")
 
 
 @pytest.fixture(scope="session")
@@ -159,3 +166,23 @@ def prometheus_bin() -> tuple[str, str]:
     if not prom or not promtool:
         _missing("prometheus and promtool are not installed (Debian: apt-get install prometheus)", "prometheus")
     return prom, promtool
+
+
+# --- the demo audit, run once per session ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def demo_folder(tmp_path_factory) -> Path:
+    """The README's demo audit (2026-Q3, as of 2026-10-15) written by the CLI once for the whole session: its
+    audit.json, report.html, report.md, findings.csv and jobs.csv. Read it; never write into it."""
+    from click.testing import CliRunner
+
+    from auditor.cli import cli
+
+    demo = REPO / "fixtures" / "demo"
+    out = tmp_path_factory.mktemp("demo-session") / "demo-report"
+    result = CliRunner().invoke(cli, ["audit", "-q", "--policy", str(demo / "policy.yml"), "--inventory",
+                                      str(demo / "inventory.json"), "--quarter", "2026-Q3", "--as-of", "2026-10-15",
+                                      "--out", str(out), str(demo / "billing")], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return out

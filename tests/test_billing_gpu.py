@@ -23,9 +23,8 @@ from auditor.window import parse_quarter
 
 REPO = Path(__file__).resolve().parents[1]
 GPU = REPO / "fixtures" / "billing" / "gpu"
-SAMPLES = REPO.parent / "shared" / "samples" / "billing"
-FOCUS_10 = SAMPLES / "focus" / "FOCUS-Sample-Data__FOCUS-1.0__focus_sample.csv"
-FOCUS_12_SCHEMA = SAMPLES / "focus" / "schema" / "finops-toolkit__focuscost_1.2_export-mapping.json"
+FOCUS_10 = "focus/FOCUS-Sample-Data__FOCUS-1.0__focus_sample.csv"  # in the public samples (`samples`)
+FOCUS_12_SCHEMA = "focus/schema/finops-toolkit__focuscost_1.2_export-mapping.json"
 Q3 = parse_quarter("2026-Q3")
 D = Decimal
 POLICY = parse_policy("""
@@ -219,10 +218,10 @@ def test_focus_13_gpu_columns_reservations_and_allocated_charges():
     assert audit.summary["allocation"]["moves"] == {}  # nothing to move: the rows are the split
 
 
-def test_microsofts_focus_12_export_columns_are_read(tmp_path):
+def test_microsofts_focus_12_export_columns_are_read(samples, tmp_path):
     """Microsoft's FOCUS 1.2 export schema (the FinOps hubs ingestion mapping): a file with its exact header reads,
     and its capacity reservation, commitment quantity and SkuPriceDetails columns land in costs."""
-    mapping = json.loads(FOCUS_12_SCHEMA.read_text())
+    mapping = json.loads((samples / FOCUS_12_SCHEMA).read_text())
     header = [m["source"]["name"] for m in mapping["translator"]["mappings"]]
     assert {"CapacityReservationId", "CapacityReservationStatus", "CommitmentDiscountQuantity",
             "CommitmentDiscountUnit", "SkuPriceDetails"} <= set(header)
@@ -250,14 +249,14 @@ def test_microsofts_focus_12_export_columns_are_read(tmp_path):
         D(8), "Hours")
 
 
-def test_real_focus_10_sample_gpu_machines_are_exact():
+def test_real_focus_10_sample_gpu_machines_are_exact(samples):
     """The public FOCUS 1.0 sample (AWS, Azure, OCI): its GPU EC2 instances as billed machines, their costs equal to
     the sums of the file's own lines (csv module, Decimal); no capacity reservation columns, so none found."""
-    store = store_of(FOCUS_10)
+    store = store_of(samples / FOCUS_10)
     machines = build(store, parse_quarter("2024-Q3"), POLICY, BilledGpuMachine)
     assert machines, "the sample's g5.4xlarge and g3.4xlarge lines are GPU machines"
     expected: dict[str, Decimal] = {}
-    with open(FOCUS_10, newline="", encoding="utf-8") as f:
+    with open(samples / FOCUS_10, newline="", encoding="utf-8") as f:
         for row in csv.DictReader(f):
             if row["ResourceId"].lower() in {m.id.lower() for m in machines} and row["ChargeCategory"] == "Usage" \
                     and row["ChargePeriodStart"].startswith("2024-0") and row["ChargePeriodStart"][5:7] in (

@@ -7,10 +7,12 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import subprocess
 import time
 import urllib.request
 from datetime import date
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
@@ -276,3 +278,23 @@ def test_weekly_charts_are_drawn(browser, demo_doc, tmp_path, team):
     assert browser.evaluate("document.querySelectorAll('table.sparkline').length") >= 1
     text = browser.evaluate("document.body.innerText")
     assert "Week by week" in text and demo_doc["summary"]["weekly"]["weeks"][0]["week"] in text
+
+
+def test_the_top_says_what_changed_and_evidence_reads_as_figures(browser, demo_doc, tmp_path):
+    """As a reader sees it: the summary's spend, GPU compute and savings cards each say their change since last
+    quarter (demo_doc is audited against test_report_trend's 2026-Q2), and the findings' evidence shows money and
+    percentages as the report does, never a float's long tail (2.4000000000000004) or a bare budget (250000)."""
+    page = tmp_path / "report.html"
+    page.write_text(render_html(demo_doc), encoding="utf-8")
+    browser.open(page)
+    assert browser.errors() == []
+    trend = demo_doc["trend"]
+    for key, figure in (("spend", "billed_cost"), ("gpu", "gpu_cost"), ("savings", "monthly_savings")):
+        shown = browser.evaluate(f"(e => e && e.offsetHeight > 0 ? e.innerText : null)"
+                                 f"(document.querySelector('[data-change=\"{key}\"]'))")
+        delta = Decimal(trend[figure]["change"]["USD"])
+        assert shown and shown.startswith(("up " if delta > 0 else "down ") + fmt_money(abs(delta))), (key, shown)
+        assert shown.endswith("on 2026-Q2"), shown
+    text = browser.evaluate("document.body.innerText")
+    assert "mean util pct: 2.4%" in text and "budget: $250,000.00" in text
+    assert not re.search(r"\d\.\d{5,}", text) and "budget: 250000" not in text

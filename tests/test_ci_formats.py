@@ -248,3 +248,27 @@ def test_sarif_with_failures_validates_against_the_official_schema(broken, sarif
     cls = jsonschema.validators.validator_for(schema)
     errors = list(cls(schema).iter_errors(json.loads(sarif(broken))))
     assert not errors, [f"{list(e.path)}: {e.message}" for e in errors[:5]]
+
+
+def test_markdown_has_the_verdict_and_a_row_per_open_finding(result) -> None:
+    """`--format markdown` (the Action's job summary): the verdict as a heading, the summary line, one table row
+    per open finding (blocking ones first), each waived finding in a list."""
+    md = render(result, "markdown")
+    lines = md.splitlines()
+    assert lines[0] == {"fail": "### gpu-auditor gate: FAIL", "pass": "### gpu-auditor gate: pass"}[result.verdict]
+    assert lines[2].startswith("gpu-auditor gate: ") and lines[2].endswith(("FAIL", "PASS"))
+    rows = [ln for ln in lines if ln.startswith(("| blocks |", "| warns |"))]
+    assert len(rows) == len(result.active())
+    marks = [ln.split(" | ")[0] for ln in rows]
+    assert marks == sorted(marks)  # "| blocks" before "| warns"
+    assert sum(1 for ln in lines if ln.startswith("- ") and " until " in ln) == len(result.findings) - len(rows)
+    assert all(ln.count(" | ") == 6 for ln in rows)  # no value broke its row
+
+
+def test_markdown_escapes_what_would_break_the_table(tmp_path: Path) -> None:
+    manifest = tmp_path / "job.yaml"
+    manifest.write_text((FIXTURES / "kubernetes" / "job-bad.yaml").read_text().replace(
+        "name: resnet-train", "name: 'resnet|<b>x</b>'", 1))
+    md = render(run_gate(load_policy(FIXTURES / "policy.yml"), [manifest], today=date(2026, 10, 1)), "markdown")
+    [row] = [ln for ln in md.splitlines() if ln.startswith("| blocks |")]
+    assert row.count(" | ") == 6 and "<b>" not in row and "resnet\\|\\<b\\>x\\</b\\>" in row, row

@@ -115,7 +115,7 @@ def test_rules_list():
     result = run("rules", "list")
     assert result.exit_code == 0
     lines = result.stdout.strip().splitlines()
-    ids = [ln.split()[0] for ln in lines]
+    ids = [ln.split()[0] for ln in lines if not ln.startswith(" ")]
     assert set(RULE_IDS) <= set(ids)
     assert ids == sorted(ids)
     for name in ("idle-gpu", "oversized-gpu", "missing-required-tags", "cross-region-egress",
@@ -285,6 +285,18 @@ def test_demo_audit_exits_clean_and_writes_its_files(demo):
     assert "total spend       $341,964.32" in result.stdout
     assert re.search(r"wrote .*audit\.json, .*report\.html, .*report\.md, .*findings\.csv", result.stdout)
     assert "Traceback" not in result.output
+
+
+def test_report_with_no_flags_prints_the_markdown_its_help_promises(demo):
+    """`report audit.json` alone: the Markdown report printed (what `--format md` prints), nothing written."""
+    _, out, _ = demo
+    before = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+    result = run("report", str(out / "audit.json"))
+    assert result.exit_code == 0, result.output
+    assert result.stdout == run("report", str(out / "audit.json"), "--format", "md").stdout
+    assert result.stdout.startswith("# GPU spend audit 2026-Q3")
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == before
+    assert "md printed without" in run("report", "--help").stdout
 
 
 def test_demo_audit_json_header(demo):

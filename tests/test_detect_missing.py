@@ -196,7 +196,11 @@ def test_a_file_like_no_format_keeps_the_unknown_format_message(tmp_path, header
     assert result.exit_code == 2, result.output
     error = one_error(result)
     assert error.startswith(f"gpu-auditor: error: {path}:1: not a billing export"), error
-    assert "it reads AWS Cost and Usage Reports, FOCUS 1.0-1.2, GCP BigQuery billing exports and Azure" in error
+    # the versions the README's table names (FOCUS 1.0, 1.1, 1.2, 1.3), read from it, not from the code
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
+    newest = re.search(r"\| FOCUS 1\.0, [0-9., ]*?(1\.\d) \(", readme).group(1)
+    assert (f"it reads AWS Cost and Usage Reports (CUR 1 and 2.0), FOCUS 1.0 to {newest}, GCP BigQuery billing "
+            "exports and Azure cost details") in error
     assert "looks like" not in error
 
 

@@ -246,6 +246,25 @@ def run_cli(*args: str) -> tuple[int, str, str]:
     return r.exit_code, r.stdout, r.stderr
 
 
+@pytest.mark.parametrize("fmt", ["text", "json", "sarif", "junit", "github"])
+def test_a_folder_with_no_manifest_is_an_input_error(tmp_path: Path, fmt: str) -> None:
+    """A CI job pointed at a folder with no manifest files (a wrong path) stops with exit 2 in one line, in every
+    format and with nothing written; a folder whose YAML holds no GPU job still passes, with a warning."""
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "notes.txt").write_text("not a manifest\n")
+    out = tmp_path / "gate.out"
+    for folder in ("empty", "docs"):
+        code, stdout, stderr = run_cli("--format", fmt, "--output", str(out), str(tmp_path / folder))
+        assert code == 2 and stdout == ""
+        assert stderr == (f"gpu-auditor: error: no manifest files (*.yaml, *.yml, *.json) in {tmp_path / folder}: "
+                          "nothing to check\n")
+        assert not out.exists()
+    (tmp_path / "cm.yaml").write_text("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x}\n")
+    code, stdout, stderr = run_cli("--skip-unknown", str(tmp_path / "cm.yaml"))
+    assert code == 0 and "no GPU training jobs in 1 file(s)" in stdout + stderr
+
+
 def test_cli_exit_codes(tmp_path: Path) -> None:
     good, bad = str(FIXTURES / "kubernetes/job-good.yaml"), str(FIXTURES / "kubernetes/job-bad.yaml")
     assert run_cli(good)[0] == 0

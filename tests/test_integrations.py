@@ -50,9 +50,10 @@ def git(repo: Path, *args: str, env: dict) -> subprocess.CompletedProcess:
 
 @pytest.fixture
 def hook_repo(tmp_path: Path) -> tuple[Path, dict]:
-    """A git repository whose .pre-commit-config.yaml runs the shipped hook as the README configures it."""
+    """A git repository whose .pre-commit-config.yaml runs the shipped hook as it is shipped (no args: the policy
+    is gpu-policy.yml at the root, where `policy init` writes it; its own `files` pattern)."""
     [hook] = yaml.safe_load((REPO / ".pre-commit-hooks.yaml").read_text())
-    local = {**hook, "language": "system", "args": ["--policy", "gpu-policy.yml"], "files": "^(k8s|training)/"}
+    local = {**hook, "language": "system"}
     repo = tmp_path / "ml-repo"
     repo.mkdir()
     shutil.copy(MANIFESTS / "policy.yml", repo / "gpu-policy.yml")
@@ -107,6 +108,42 @@ def test_pre_commit_hook_warns_about_yaml_that_is_no_manifest(hook_repo) -> None
     assert "Passed" in r.stdout and "values.yaml" in r.stdout and "skipped" in r.stdout, r.stdout
 
 
+@pytest.mark.slow
+def test_pre_commit_try_repo_runs_the_hook_as_shipped(tmp_path) -> None:
+    """`pre-commit try-repo` on this checkout, as a user tries the hook: pre-commit builds the hook's own
+    environment (pip installs this repository) and runs it in a scratch repository whose policy is where
+    `policy init` writes it. Only the manifests are given to it: not the workflow, the docs' YAML or the policy."""
+    repo = tmp_path / "ml-repo"
+    (repo / "k8s").mkdir(parents=True)
+    (repo / ".github" / "workflows").mkdir(parents=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GPU_AUDITOR", "VIRTUAL_ENV"))}
+    env.update({"PRE_COMMIT_HOME": str(tmp_path / "pre-commit-home"), "GIT_AUTHOR_NAME": "t",
+                "GIT_COMMITTER_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.com", "GIT_COMMITTER_EMAIL": "t@example.com"})
+    assert git(repo, "init", "-q", "-b", "main", env=env).returncode == 0
+    init = subprocess.run([Path(sys.executable).parent / "gpu-auditor", "policy", "init"], cwd=repo, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert init.returncode == 0 and (repo / "gpu-policy.yml").is_file(), init.stderr
+    shutil.copy(MANIFESTS / "policy.yml", repo / "gpu-policy.yml")  # the fixtures' clauses, at the same place
+    shutil.copy(MANIFESTS / "kubernetes" / "job-bad.yaml", repo / "k8s" / "train.yaml")
+    (repo / "mkdocs.yml").write_text("site_name: ml\n")
+    (repo / ".github" / "workflows" / "ci.yml").write_text("on: push\njobs: {}\n")
+
+    def try_repo() -> subprocess.CompletedProcess:
+        git(repo, "add", "-A", env=env)
+        return subprocess.run([sys.executable, "-m", "pre_commit", "try-repo", str(REPO), "gpu-auditor-gate",
+                               "--all-files", "--verbose"], cwd=repo, env=env, capture_output=True, text=True,
+                              timeout=900)
+
+    r = try_repo()
+    out = r.stdout + r.stderr
+    assert r.returncode == 1, out
+    assert "k8s/train.yaml:2: error: SPOT001" in out and "1 job(s) in 1 file(s)" in out, out
+    assert "Missing option" not in out and "mkdocs.yml" not in out and "ci.yml" not in out, out
+    shutil.copy(MANIFESTS / "kubernetes" / "job-good.yaml", repo / "k8s" / "train.yaml")
+    r = try_repo()
+    assert r.returncode == 0 and "Passed" in r.stdout, r.stdout + r.stderr
+
+
 # --- the GitHub Action, step by step as the runner runs it -----------------------------------------------------
 
 EXPRESSION = re.compile(r"\$\{\{\s*(.*?)\s*\}\}")
@@ -120,13 +157,17 @@ def evaluate(expr: str, ctx: dict) -> str | bool:
         return (value == compare[3]) == (compare[2] == "==")
     value = ctx
     for part in expr.split("."):
+        if expr.startswith("github.event.") and isinstance(value, dict) and part not in value:
+            return ""  # a property the event does not have is null, which an expression shows as ''
         assert isinstance(value, dict) and part in value, f"action.yml: unknown expression {expr!r}"
         value = value[part]
-    return value
+    return {True: "true", False: "false"}.get(value, value) if isinstance(value, bool) else value
 
 
 def substitute(text: str, ctx: dict) -> str:
-    return EXPRESSION.sub(lambda m: str(evaluate(m[1], ctx)), str(text))
+    def shown(value: str | bool) -> str:
+        return str(value).lower() if isinstance(value, bool) else str(value)  # as GitHub shows true and false
+    return EXPRESSION.sub(lambda m: shown(evaluate(m[1], ctx)), str(text))
 
 
 def read_outputs(path: Path) -> dict[str, str]:
@@ -146,14 +187,22 @@ def read_outputs(path: Path) -> dict[str, str]:
     return out
 
 
-def run_action(ws: Path, temp: Path, inputs: dict[str, str]) -> dict:
-    """Run action.yml's steps in `ws` as the runner would; return what the runner would show and keep."""
+PUBLIC_PUSH = {"repository": {"private": False, "full_name": "acme/ml"}}
+
+
+def run_action(ws: Path, temp: Path, inputs: dict[str, str], event: dict | None = None,
+               uses_outcome: str = "success") -> dict:
+    """Run action.yml's steps in `ws` as the runner would; return what the runner would show and keep. `event`
+    is the workflow's event payload (default a push to a public repository); a `uses:` step is not run but
+    ends with `uses_outcome`, its `continue-on-error` honoured as the runner honours it."""
     action = yaml.safe_load((REPO / "action.yml").read_text())
     assert action["runs"]["using"] == "composite"
     given = {name: inputs.get(name, spec.get("default", "")) for name, spec in action["inputs"].items()}
     missing = [n for n, spec in action["inputs"].items() if spec.get("required") and n not in inputs]
     assert not missing, f"required inputs not given: {missing}"
-    ctx = {"inputs": given, "steps": {}, "github": {"action_path": str(REPO)}, "runner": {"temp": str(temp)}}
+    event = PUBLIC_PUSH if event is None else event
+    ctx = {"inputs": given, "steps": {}, "runner": {"temp": str(temp)},
+           "github": {"action_path": str(REPO), "repository": "acme/ml", "event": event}}
     summary, path_file = temp / "step_summary.md", temp / "path"
     summary.touch()
     path_file.touch()
@@ -164,9 +213,16 @@ def run_action(ws: Path, temp: Path, inputs: dict[str, str]) -> dict:
     result: dict = {"steps": [], "uses": []}
     for i, step in enumerate(action["runs"]["steps"]):
         if "if" in step and not evaluate(step["if"], ctx):
+            if "id" in step:
+                ctx["steps"][step["id"]] = {"outputs": {}, "outcome": "skipped"}
             continue
         if "uses" in step:
             result["uses"].append((step["uses"], {k: substitute(v, ctx) for k, v in step.get("with", {}).items()}))
+            if "id" in step:
+                ctx["steps"][step["id"]] = {"outputs": {}, "outcome": uses_outcome}
+            if uses_outcome == "failure" and substitute(step.get("continue-on-error", "false"), ctx) != "true":
+                result["failed_uses"] = step["uses"]  # the runner stops here: the job fails
+                break
             continue
         assert step["shell"] == "bash" and not EXPRESSION.search(step["run"]), "expressions belong in env:"
         script, outputs = temp / f"step-{i}.sh", temp / f"output-{i}"
@@ -179,7 +235,8 @@ def run_action(ws: Path, temp: Path, inputs: dict[str, str]) -> dict:
                            capture_output=True, text=True, timeout=300)
         result["steps"].append((step["name"], r))
         if "id" in step:
-            ctx["steps"][step["id"]] = {"outputs": read_outputs(outputs)}
+            ctx["steps"][step["id"]] = {"outputs": read_outputs(outputs),
+                                        "outcome": "success" if r.returncode == 0 else "failure"}
         if r.returncode != 0:  # the runner stops the composite at the first failed step
             break
     result["outputs"] = {name: substitute(spec["value"], ctx) for name, spec in action["outputs"].items()}
@@ -210,14 +267,56 @@ def test_action_fails_a_pull_request_with_a_high_finding(tmp_path: Path, action_
     # the job fails, and the failed step's last line says why
     assert verdict.returncode == 1
     assert verdict.stdout.strip().splitlines()[-1].endswith("fail on high: FAIL")
-    # the SARIF goes to code scanning, and holds the finding
+    # the SARIF goes to code scanning (a public repository: 'auto' uploads), and holds the finding
     [(uses, with_)] = run["uses"]
-    assert uses.startswith("github/codeql-action/upload-sarif@")
+    assert uses == "github/codeql-action/upload-sarif@v4"
     sarif = json.loads((ws / with_["sarif_file"]).read_text())
     [result] = sarif["runs"][0]["results"]
     assert result["ruleId"] == "SPOT001"
     assert result["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "k8s/train.yaml"
-    assert "### gpu-auditor gate" in run["summary"] and "SPOT001" in run["summary"]
+    # the job summary in Markdown: the verdict as a heading, the finding as a table row
+    assert run["summary"].startswith("### gpu-auditor gate: FAIL\n")
+    assert re.search(r"^\| blocks \| high \| SPOT001 spot-without-checkpoint \| k8s:vision/Job/resnet-train \| "
+                     r"k8s/train\.yaml:2 \|", run["summary"], re.M), run["summary"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("event, uploads", [
+    (PUBLIC_PUSH, True),
+    ({"repository": {"private": True, "full_name": "acme/ml"}}, False),  # code scanning may be off: not tried
+    ({"repository": {"private": False, "full_name": "acme/ml"},  # a fork's pull request: a read-only token
+      "pull_request": {"head": {"repo": {"full_name": "someone/ml"}}}}, False),
+    ({"repository": {"private": False, "full_name": "acme/ml"},
+      "pull_request": {"head": {"repo": {"full_name": "acme/ml"}}}}, True),
+], ids=["public-push", "private", "fork-pull-request", "own-pull-request"])
+def test_action_uploads_by_default_only_where_code_scanning_can_take_it(tmp_path, action_temp, event, uploads):
+    ws = workspace(tmp_path / "ws", "job-good.yaml")
+    run = run_action(ws, action_temp, {"policy": "gpu-policy.yml", "paths": "k8s"}, event=event)
+    assert [r.returncode for _, r in run["steps"]] == [0, 0, 0], [r.stderr for _, r in run["steps"]]
+    assert bool(run["uses"]) == uploads
+    run = run_action(ws, action_temp, {"policy": "gpu-policy.yml", "paths": "k8s", "upload-sarif": "true"},
+                     event=event)
+    assert len(run["uses"]) == 1  # asked for: always tried
+
+
+@pytest.mark.slow
+def test_a_failed_upload_warns_and_leaves_a_passing_gate_passing_unless_asked(tmp_path, action_temp):
+    ws = workspace(tmp_path / "ws", "job-good.yaml")
+    run = run_action(ws, action_temp, {"policy": "gpu-policy.yml", "paths": "k8s"}, uses_outcome="failure")
+    assert [name for name, _ in run["steps"]] == ["Install gpu-auditor", "Run the gate", "Verdict"]
+    verdict = run["steps"][-1][1]
+    assert verdict.returncode == 0 and "failed_uses" not in run
+    assert "::warning title=gpu-auditor::the SARIF upload to code scanning failed" in verdict.stdout
+    assert "**Warning:** the SARIF upload to code scanning failed" in run["summary"]
+    # asked to: the failed upload fails the job
+    run = run_action(ws, action_temp, {"policy": "gpu-policy.yml", "paths": "k8s", "fail-on-upload-error": "true"},
+                     uses_outcome="failure")
+    assert run["failed_uses"] == "github/codeql-action/upload-sarif@v4"
+    assert [name for name, _ in run["steps"]] == ["Install gpu-auditor", "Run the gate"]
+    # a failing gate still fails when the upload fails
+    bad = workspace(tmp_path / "bad", "job-bad.yaml")
+    run = run_action(bad, action_temp, {"policy": "gpu-policy.yml", "paths": "k8s"}, uses_outcome="failure")
+    assert run["steps"][-1][0] == "Verdict" and run["steps"][-1][1].returncode == 1
 
 
 @pytest.mark.slow

@@ -8,6 +8,7 @@ import datetime as dt
 import email
 import ipaddress
 import json
+import re
 import shutil
 import ssl
 import threading
@@ -24,6 +25,7 @@ from click.testing import CliRunner
 from auditor.cli import cli
 from auditor.errors import InputError
 from auditor.outputs import mail
+from auditor.outputs.report import render_csv, render_html
 from auditor.policy import load_policy, parse_policy
 
 REPO = Path(__file__).resolve().parents[1]
@@ -44,12 +46,9 @@ def run(*args, env: dict | None = None):
 
 
 @pytest.fixture(scope="module")
-def demo_audit(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("demo") / "audit"
-    result = run("audit", "--policy", DEMO / "policy.yml", "--inventory", DEMO / "inventory.json", "--quarter",
-                 "2026-Q3", "--as-of", "2026-10-15", "--out", out, "-q", DEMO / "billing")
-    assert result.exit_code == 0, result.output
-    return out / "audit.json"
+def demo_audit(demo_folder) -> Path:
+    """The demo's audit.json (2026-Q3 as of 2026-10-15), run once for the session (conftest.demo_folder)."""
+    return demo_folder / "audit.json"
 
 
 @pytest.fixture()
@@ -225,8 +224,10 @@ def test_plain_smtp_one_message_per_recipient_then_never_again(audit_dir, smtp_s
     for rcpt, [r] in got.items():
         msg = r.message
         assert msg["Subject"] == subjects[rcpt]
-        assert msg["To"] == rcpt and msg.get_content_type() == "multipart/alternative"
-        assert [p.get_content_type() for p in msg.iter_parts()] == ["text/plain", "text/html"]
+        assert msg["To"] == rcpt and msg.get_content_type() == "multipart/mixed"
+        body, *files = msg.iter_parts()
+        assert [p.get_content_type() for p in body.iter_parts()] == ["text/plain", "text/html"]
+        assert files and all(p.is_attachment() for p in files)
         html = msg.get_body(("html",)).get_content()
         assert "<script" not in html.lower() and "<link" not in html.lower() and "src=" not in html
         assert msg["Message-ID"] and msg["Auto-Submitted"] == "auto-generated"
@@ -236,7 +237,7 @@ def test_plain_smtp_one_message_per_recipient_then_never_again(audit_dir, smtp_s
         msg = got[team["lead"]][0].message
         text, html = msg.get_body(("plain",)).get_content(), msg.get_body(("html",)).get_content()
         assert usd(audit["summary"]["by_team"][name]["USD"]) in text
-        assert usd(audit["summary"]["by_team"][name]["USD"]) in html and f"team {name}" in html
+        assert usd(audit["summary"]["by_team"][name]["USD"]) in html and f"team <strong>{name}</strong>" in html
         for f in audit["findings"]:
             if f["team"] == name:
                 assert f["resource"] in text
@@ -426,13 +427,43 @@ def test_dry_run_writes_eml_files_and_resend_sends_them(audit_dir, smtp_server):
     for p in emls:
         msg = email.message_from_bytes(p.read_bytes(), policy=email_policy.default)
         assert msg["Subject"] == subjects[msg["To"]]
-        assert [x.get_content_type() for x in msg.iter_parts()] == ["text/plain", "text/html"]
+        assert [x.get_content_type() for x in next(msg.iter_parts()).iter_parts()] == ["text/plain", "text/html"]
     assert {s["status"] for s in states(outbox).values()} == {"draft"}
 
     controller, handler = smtp_server()
     resent = run("email", "--resend", outbox, "--smtp-host", "127.0.0.1", "--smtp-port", controller.port)
     assert resent.exit_code == 0, resent.output
     assert {r.rcpt_tos[0] for r in handler.received} == set(subjects) and len(handler.received) == 4
+
+
+def test_every_message_of_the_demo_reads_whole_in_a_mailbox(audit_dir):
+    """Every team's lead and the owner: the body a mail client shows (the plain text and the HTML) under 100 kB,
+    where Gmail clips at 102 kB; the full report and every finding as attachments, the lead's cut to the team;
+    and no word of a file the reader cannot open (report.html, audit.json, the audit folder)."""
+    result = run("email", "--policy", DEMO / "policy.yml", "--dry-run", "--outbox", audit_dir / "sized", audit_dir)
+    assert result.exit_code == 0, result.output
+    audit = audit_of(audit_dir)
+    teams = {t["lead"]: name for name, t in audit["summary"]["teams"].items()}
+    seen = set()
+    for p in sorted((audit_dir / "sized").glob("*.eml")):
+        msg = email.message_from_bytes(p.read_bytes(), policy=email_policy.default)
+        body, *files = msg.iter_parts()
+        text, html = (body.get_body((k,)).get_content() for k in ("plain", "html"))
+        assert len(text.encode()) < 100_000 and len(html.encode()) < 100_000, (p.name, len(html.encode()))
+        assert len(body.as_bytes()) < 100_000, p.name  # as sent, headers and transfer encoding included
+        team = teams.get(msg["To"])
+        seen.add(team or "owner")
+        stem = "gpu-audit-2026-Q3" + (f"-{team}" if team else "")
+        assert [(f.get_filename(), f.get_content_type()) for f in files] == [
+            (f"{stem}.html", "text/html"), (f"{stem}-findings.csv", "text/csv")]
+        report, csv_file = (f.get_content().replace("\r\n", "\n").rstrip("\n") for f in files)  # SMTP's CRLF
+        assert report == render_html(audit, team=team).replace("\r\n", "\n").rstrip("\n")
+        assert csv_file == render_csv(audit, team=team).replace("\r\n", "\n").rstrip("\n")
+        for words in (r"report\.html", r"audit\.json", "audit folder", r"findings\.csv"):  # an attachment's name aside
+            assert not re.search(r"(?<![-\w])" + words, text + html), (p.name, words)
+        assert f"{stem}.html" in text and f"{stem}.html" in html  # the footer names what is attached
+        assert "`" not in text and "`" not in html  # rule text's Markdown: <code> in HTML, bare in plain text
+    assert seen == {*teams.values(), "owner"}
 
 
 def test_audit_email_runs_the_audit_then_sends(tmp_path, smtp_server):
@@ -502,7 +533,7 @@ def test_no_header_injection_from_team_names_or_tags(audit_dir, smtp_server, tmp
         assert "Bcc" not in rec.message and "X-Injected" not in rec.message
         assert b"\nBcc:" not in rec.raw and b"\nX-Injected:" not in rec.raw
         assert "\r" not in rec.message["Subject"] and "\n" not in rec.message["Subject"]
-        for part in rec.message.iter_parts():
+        for part in (p for p in rec.message.walk() if not p.is_multipart()):  # the body's parts and the files
             lines = part.get_content().splitlines()
             assert not any(line.startswith(("Bcc:", "X-Injected:")) for line in lines)
     vision = handler.by_rcpt()["lead-vision@example.com"][0].message

@@ -1,6 +1,7 @@
 """`gpu-auditor pull --provider azure` against the Azure REST API specification's own example responses.
 
-The examples are read in place from ../shared/samples/azure-api/ (Azure/azure-rest-api-specs, MIT licence,
+The examples are read in place from ../shared/samples/azure-api/ (through tests/conftest.py's `outside`: absent,
+the tests are skipped with the reason; Azure/azure-rest-api-specs, MIT licence,
 Copyright (c) Microsoft Corporation; the repository, commit and path of each file are in SOURCES.md there) and
 served through the loopback server, as tests/test_pull_azure.py serves its own recordings. Where a test changes
 an example (a placeholder nextLink set to null to reach the next step, a column renamed, a GPU size given to a
@@ -20,11 +21,11 @@ import json
 import time
 from datetime import datetime, timedelta
 from decimal import Decimal
-from pathlib import Path
 
 import pytest
 from azure.core.credentials import AccessToken
 from click.testing import CliRunner
+from conftest import outside
 from servers.http_api import ApiServer, Request
 
 from auditor.cli import cli
@@ -34,8 +35,6 @@ from auditor.providers.live.pull import PullOptions, Retry, pull_snapshot, sourc
 from auditor.providers.live.snapshot import load_snapshot
 from auditor.window import Window
 
-REPO = Path(__file__).resolve().parents[1]
-SAMPLES = REPO.parent / "shared" / "samples" / "azure-api"
 SUB = "00000000-0000-0000-0000-000000000000"  # the Cost Management example's subscription
 WINDOW = Window(datetime(2026, 10, 1), datetime(2026, 10, 4), "2026-10-01 to 2026-10-03")
 TOKEN = "planted-azure-spec-token-0b7e"
@@ -51,7 +50,7 @@ clauses:
 
 def example(path: str, status: str = "200") -> dict | None:
     """An example's response body (None: the example's answer has no body, like its 204)."""
-    doc = json.loads((SAMPLES / path).read_text(encoding="utf-8"))
+    doc = json.loads(outside("samples", "azure-api", path).read_text(encoding="utf-8"))
     return copy.deepcopy(doc["responses"][status].get("body"))
 
 

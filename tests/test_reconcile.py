@@ -30,12 +30,11 @@ from auditor.policy import load_policy
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "fixtures" / "demo"
-SAMPLES = REPO.parent / "shared" / "samples" / "billing"
-SAMPLE_FILES = [
-    SAMPLES / "aws_cur_legacy" / "focus_converters__sample-anonymous-aws-export-dataset.csv",
-    SAMPLES / "focus" / "FOCUS-Sample-Data__FOCUS-1.0__focus_sample.csv",
-    SAMPLES / "azure" / "finops-toolkit__EA_ActualCost_Small.csv",
-    SAMPLES / "gcp_bigquery" / "koku__gcp__2022-08-01_5.csv",
+SAMPLE_FILES = [  # in the public samples (the `samples` fixture)
+    "aws_cur_legacy/focus_converters__sample-anonymous-aws-export-dataset.csv",
+    "focus/FOCUS-Sample-Data__FOCUS-1.0__focus_sample.csv",
+    "azure/finops-toolkit__EA_ActualCost_Small.csv",
+    "gcp_bigquery/koku__gcp__2022-08-01_5.csv",
 ]
 NO_SMTP = {ENV + k: None for k in ("HOST", "PORT", "USER", "PASSWORD", "PASSWORD_FILE", "SECURITY", "CAFILE", "FROM")}
 MONEY = re.compile(r"(-?)\$([0-9][0-9,]*\.[0-9]{2})|(-?)([0-9][0-9,]*\.[0-9]{2}) ([A-Z]{3})\b")
@@ -427,9 +426,12 @@ def check_emails(doc: dict, outbox: Path, where: str):
             assert nz(amounts(got["Spent"].split(" of a ")[0])) == plain(s["by_team"].get(key)), f"{where}: {name}"
             mine = [f for f in doc["findings"] if team_of(f) == key]
             assert nz(amounts(got["Savings found"])) == savings_of(mine), f"{where}: {name} savings"
-        assert not RAW_DECIMAL.search(text), where
-        if len(leads) == 1:  # a lead of one team gets that team's report
-            check_html(doc, html, leads[0], f"{where}: email to {msg['To']}")
+        assert not RAW_DECIMAL.search(text) and not RAW_DECIMAL.search(html), where
+        # the full report, attached: the owner's of the whole audit, a lead's of each of their teams
+        reports = [a.get_content() for a in msg.iter_attachments() if a.get_content_type() == "text/html"]
+        assert len(reports) == (1 if is_owner else len(leads)), f"{where}: attached reports"
+        for team, report in zip([None] if is_owner else leads, reports, strict=True):
+            check_html(doc, report, team, f"{where}: report attached to {msg['To']}")
 
 
 # ---- the cases ---------------------------------------------------------------------------------------------
@@ -489,8 +491,9 @@ def test_demo_reconciles(tmp_path):
     assert vision["gpu_hours_budget"] == "30000" and vision["gpu_hours_share"] > 100
 
 
-@pytest.mark.parametrize("path", SAMPLE_FILES, ids=lambda p: p.parent.name)
-def test_public_samples_reconcile(path, tmp_path):
+@pytest.mark.parametrize("name", SAMPLE_FILES, ids=lambda n: n.split("/")[0])
+def test_public_samples_reconcile(name, samples, tmp_path):
+    path = samples / name
     assert path.is_file(), f"public sample missing: {path}"
     reconcile(tmp_path, [path], DEMO / "policy.yml")
 

@@ -77,8 +77,11 @@ def test_email_shows_the_costliest_and_counts_the_rest(big):
     text = msg.get_body(("plain",)).get_content()
     html = msg.get_body(("html",)).get_content()
     assert text.count("i-scale") <= 2 * SHOWN_PER_RULE
-    assert "more (by team: (unattributed) " in text and "every one in findings.csv" in text
-    assert "every one in findings.csv" in html
+    assert "more (by team: (unattributed) " in text and "every one in the attached findings CSV" in text
+    assert "every one in the attached findings CSV" in html
+    assert len(text.encode()) < 100_000 and len(html.encode()) < 100_000  # the body a mail client shows whole
+    [csv_file] = [a for a in msg.iter_attachments() if a.get_content_type() == "text/csv"]
+    assert csv_file.get_content().count("i-scale") > 2 * SHOWN_PER_RULE  # every one, in the attachment
 
 
 def test_idle_and_oversized_machines_show_the_costliest_and_sum_the_rest(big):

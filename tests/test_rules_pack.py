@@ -471,9 +471,20 @@ def test_rules_list_json_has_options_and_policy_keys_for_every_rule():
     assert "waivers[].expires" in items["POL001"]["policy_keys"]
 
 
+def rule_blocks(text: str) -> dict[str, str]:
+    """`rules list` as {rule ID: its block, wrapped lines joined by one space}."""
+    blocks: dict[str, str] = {}
+    for ln in text.strip().splitlines():
+        if not ln.startswith(" "):
+            rid = ln.split()[0]
+            blocks[rid] = ln
+        else:
+            blocks[rid] += " " + ln.strip()
+    return blocks
+
+
 def test_rules_list_table_shows_the_clause_and_its_options():
-    lines = cli_run("rules", "list").stdout.strip().splitlines()
-    by_id = {ln.split()[0]: ln for ln in lines}
+    by_id = rule_blocks(cli_run("rules", "list").stdout)
     assert set(by_id) == {r.id for r in all_rules()}
     for rule in all_rules():
         line = by_id[rule.id]
@@ -482,6 +493,19 @@ def test_rules_list_table_shows_the_clause_and_its_options():
             assert f"{key}=" in line, (rule.id, key)
     assert "[clauses.idle: max_mean_util_pct=10, min_hours=24]" in by_id["GPU001"]
     assert "also teams.<team>.budget_per_quarter" in by_id["BUD001"]
+
+
+@pytest.mark.parametrize("columns", [80, 120, 250])
+def test_rules_list_wraps_to_the_terminal_width(columns, monkeypatch):
+    """The table fits a terminal of 80 columns or more (COLUMNS, as shutil reads it): no line wider, and every
+    rule's summary whole."""
+    monkeypatch.setenv("COLUMNS", str(columns))
+    text = cli_run("rules", "list").stdout
+    assert max(len(ln) for ln in text.splitlines()) <= columns
+    by_id = rule_blocks(text)
+    for rule in all_rules():
+        assert rule.summary() in by_id[rule.id]
+        assert by_id[rule.id].startswith(f"{rule.id} ") and f"clause: {rule.clause}" in by_id[rule.id]
 
 
 @pytest.mark.parametrize("rule", all_rules(), ids=lambda r: r.id)

@@ -475,7 +475,7 @@ def gate_outputs(tmp_path_factory) -> dict[str, str]:
     tmp = tmp_path_factory.mktemp("gate-control")
     manifest = _hostile_manifest(tmp)
     out = {}
-    for fmt in ("text", "json", "sarif", "junit", "github"):
+    for fmt in ("text", "json", "sarif", "junit", "github", "markdown"):
         result = invoke("gate", "--policy", REPO / "fixtures" / "manifests" / "policy.yml", "--format", fmt, manifest)
         assert result.exit_code == 1, result.output  # the SPOT001 finding blocks: the job was read, name and all
         out[fmt] = result.stdout
@@ -497,6 +497,15 @@ def test_github_annotations_are_only_the_gates_own(gate_outputs):
     assert len(commands) == 1 and commands[0].startswith("::error file="), lines
     assert "::error file=src/app.py" not in commands[0].split("::", 2)[1]  # not in the command's properties
     assert not CONTROL.search(gate_outputs["github"])
+
+
+def test_gate_markdown_carries_no_command_control_character_or_broken_row(gate_outputs):
+    """The Action appends the Markdown to the job summary: a job name's line break, escapes and pipes stay text."""
+    md = gate_outputs["markdown"]
+    assert not [line for line in md.splitlines() if line.lstrip().startswith("::")], md
+    assert not CONTROL.search(md)
+    rows = [line for line in md.splitlines() if line.startswith("| blocks |")]
+    assert rows and all(row.count(" | ") == 6 for row in rows), rows
 
 
 def test_junit_with_escapes_in_job_names_always_parses(gate_outputs):

@@ -160,10 +160,10 @@ def audit(billing, policy_path, inventory, quarter, since, until, out_dir, fail_
 @click.command()
 @click.argument("audit_json", type=PATH)
 @click.option("--format", "formats", multiple=True, type=click.Choice(["html", "md", "csv", "json"]),
-              help="The view to render; repeatable. Default: html, md and csv.")
+              help="The view to render; repeatable. Default: html, md and csv with --out; md printed without.")
 @click.option("--out", "out_dir", type=PATH,
               help="Write report.html, report.md, findings.csv (audit.json) into this folder, atomically; "
-                   "without it, print the one format asked for.")
+                   "without it, print the one format asked for (Markdown if none).")
 @click.option("--team", help="Only this team's findings, spend and machines (as the team lead's e-mail has it).")
 @FOLLOW_SYMLINKS
 def report(audit_json: Path, formats: tuple[str, ...], out_dir: Path | None, team: str | None,
@@ -181,7 +181,7 @@ def report(audit_json: Path, formats: tuple[str, ...], out_dir: Path | None, tea
     if team is not None and team not in views.teams_of(doc):
         raise InputError(f"no team {team!r} in the audit; its teams: {', '.join(views.teams_of(doc)) or 'none'}",
                          path=str(audit_json))
-    formats = tuple(dict.fromkeys(formats)) or (("html", "md", "csv") if out_dir else ())
+    formats = tuple(dict.fromkeys(formats)) or (("html", "md", "csv") if out_dir else ("md",))
     if out_dir is None:
         if len(formats) != 1:
             raise click.UsageError("without --out, give exactly one --format to print")

@@ -20,6 +20,7 @@ from auditor.secret_patterns import mask
 from auditor.window import parse_day
 
 SEVERITY_CHOICES = [s.label for s in reversed(Severity)] + ["none"]
+DEFAULT_POLICY = Path("gpu-policy.yml")  # where `policy init` writes it, and where `gate` looks without --policy
 # Paths are checked by the commands (auditor/readable.py), not by Click, whose `readable` check trusts os.access
 # (true for root), prints four lines and names no folder on the way.
 PATH = click.Path(path_type=Path, readable=False)

@@ -3,19 +3,22 @@
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
-from auditor.cli.base import FOLLOW_SYMLINKS, PATH, SEVERITY_CHOICES, day, threshold
+from auditor.cli.base import DEFAULT_POLICY, FOLLOW_SYMLINKS, PATH, SEVERITY_CHOICES, day, threshold
+from auditor.errors import InputError
 from auditor.secret_patterns import mask
 
 
 @click.command()
 @click.argument("manifests", nargs=-1, required=True, type=PATH)
-@click.option("--policy", "policy_path", required=True, type=PATH,
-              help="The team's GPU policy (YAML).")
-@click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "junit", "github"]), default="text",
-              show_default=True, help="Output format.")
+@click.option("--policy", "policy_path", type=PATH,
+              help=f"The team's GPU policy (YAML). Default: {DEFAULT_POLICY} in the current folder, where "
+                   "`policy init` writes it.")
+@click.option("--format", "fmt", type=click.Choice(["text", "json", "sarif", "junit", "github", "markdown"]),
+              default="text", show_default=True, help="Output format.")
 @click.option("--output", type=PATH, help="Write the output to this file (atomically); - for standard output.")
 @click.option("--fail-on", type=click.Choice(SEVERITY_CHOICES), default="high", show_default=True,
               help="Exit 1 when an open finding is at or above this severity.")
@@ -47,6 +50,11 @@ def gate(manifests, policy_path, fmt, output, fail_on, warn_only, skip_unknown, 
     from auditor.policy import load_policy
 
     today = day(as_of)
+    if policy_path is None:
+        if not DEFAULT_POLICY.is_file():
+            raise InputError(f"no --policy given and no {DEFAULT_POLICY} in {Path.cwd()}: name the policy with "
+                             f"--policy, or write one here with `gpu-auditor policy init`")
+        policy_path = DEFAULT_POLICY
     result = run_gate(load_policy(policy_path), list(manifests), fail_on=threshold(fail_on),
                       warn_only=warn_only, today=today, skip_unknown=skip_unknown)
     content = render(result, fmt)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from auditor.cli.base import FOLLOW_SYMLINKS, PATH, day
+from auditor.cli.base import DEFAULT_POLICY, FOLLOW_SYMLINKS, PATH, day
 from auditor.errors import InputError
 from auditor.outputs.terminal import safe
 
@@ -51,7 +51,7 @@ def policy_render(file: Path, as_of: str | None) -> None:
 
 
 @policy.command("init")
-@click.argument("file", type=PATH, default=Path("gpu-policy.yml"))
+@click.argument("file", type=PATH, default=DEFAULT_POLICY)
 @click.option("--force", is_flag=True, help="Overwrite an existing file.")
 @FOLLOW_SYMLINKS
 def policy_init(file: Path, force: bool, follow_symlinks: bool) -> None:

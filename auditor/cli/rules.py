@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import shutil
 import textwrap
 
 import click
 
 from auditor.errors import InputError
+from auditor.outputs.terminal import rules_lines
 
 
 @click.group()
@@ -29,16 +31,9 @@ def rules_list(as_json: bool) -> None:
                                 "option_docs": {k: f.doc for k, f in r.options.items()},
                                 "policy_keys": policy_keys(r)} for r in items], indent=2))
         return
-    for r in items:
-        opts = ", ".join(f"{k}={_show(f.default)}" for k, f in r.options.items()) or "no options"
-        extra = [k for k in policy_keys(r) if not k.startswith("clauses.")]
-        also = f"; also {', '.join(extra)}" if extra else ""
-        click.echo(f"{r.id:<8}{r.name:<28}{r.severity.label:<9}{r.clause:<20}{r.summary()} "
-                   f"[clauses.{r.clause}: {opts}{also}]")
-
-
-def _show(value) -> str:
-    return json.dumps(value) if isinstance(value, list | bool) or value is None else str(value)
+    width = shutil.get_terminal_size().columns
+    for line in rules_lines(items, [policy_keys(r) for r in items], width):
+        click.echo(line)
 
 
 @rules.command("explain")

@@ -16,9 +16,9 @@ from auditor.gate import GATE_SCHEMA, GateResult
 from auditor.model import Finding, Severity
 from auditor.rule import Rule
 from auditor.secret_patterns import mask, mask_deep
-from auditor.text import one_line, printable
+from auditor.text import md_escape, one_line, printable
 
-FORMATS = ("text", "json", "sarif", "junit", "github")
+FORMATS = ("text", "json", "sarif", "junit", "github", "markdown")
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 
 
@@ -26,7 +26,8 @@ def render(result: GateResult, fmt: str) -> str:
     """One format of the verdict. Values from the manifests (job names, tags, file names) never act as
     control characters in it (text.py), and secrets in them are masked unless the policy says
     `mask_secrets: false` (secret_patterns.py)."""
-    return {"text": text, "json": as_json, "sarif": sarif, "junit": junit, "github": github}[fmt](result)
+    return {"text": text, "json": as_json, "sarif": sarif, "junit": junit, "github": github,
+            "markdown": markdown}[fmt](result)
 
 
 def write_output(path: Path, content: str, follow_symlinks: bool = False) -> None:
@@ -82,6 +83,33 @@ def text(r: GateResult) -> str:
     lines += [f"warning: {w}" for w in r.warnings]
     lines.append(summary_line(r))
     return "\n".join(_show(r, line) for line in lines) + "\n"
+
+
+def markdown(r: GateResult) -> str:
+    """The gate's report in Markdown, for a GitHub job summary ($GITHUB_STEP_SUMMARY) or a merge request: the
+    verdict, the files that could not be read, a table of the open findings (blocking ones first), the waived ones
+    and the warnings. Every value from the inputs escaped, on one line, masked as the policy says."""
+    def cell(value: object) -> str:
+        return md_escape(_show(r, value))
+
+    verdict = {"pass": "pass", "fail": "FAIL", "warn": "FAIL, passing anyway (--warn-only)", "error": "ERROR"}
+    out = [f"### gpu-auditor gate: {verdict[r.verdict]}", "", summary_line(r), ""]
+    if r.failures:
+        out += ["**Could not be read** (exit 2):", ""]
+        out += [f"- `{_failed_where(e)}`: {cell(e['message'])}" for e in r.failed_files()] + [""]
+    active = sorted(r.active(), key=lambda f: not r.blocks(f))
+    if active:
+        out += ["| | Severity | Rule | Job | Where | Finding | Fix |", "|---|---|---|---|---|---|---|"]
+        out += [f"| {'blocks' if r.blocks(f) else 'warns'} | {f.severity.label} | {f.rule} {f.name} | "
+                f"{cell(f.resource)} | {cell(_where(f))} | {cell(f.message)} | {f.remediation} |"  # the rule's Markdown
+                for f in active] + [""]
+    waived = [f for f in r.findings if f.waived]
+    if waived:
+        out += ["Waived:", ""]
+        out += [f"- {f.rule} on {cell(f.resource)} ({cell(_where(f))}) until {f.waiver['expires']}: "
+                f"{cell(f.waiver['reason'])}" for f in waived] + [""]
+    out += [f"- warning: {cell(w)}" for w in r.warnings]
+    return "\n".join(out).rstrip("\n") + "\n"
 
 
 def as_json(r: GateResult) -> str:

@@ -4,17 +4,21 @@ masked), so the CLI only prints what it gets."""
 
 from __future__ import annotations
 
+import json
 import re
+import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from auditor.figures import TOP_ACTIONS, action_totals, counts
 from auditor.model import fmt_money
+from auditor.outputs.change import change_sentence
 from auditor.secret_patterns import mask
 from auditor.text import one_line
 
 if TYPE_CHECKING:
     from auditor.audit import Audit
+    from auditor.rule import Rule
     from auditor.tables.store import SourceFile
     from auditor.window import Window
 
@@ -113,6 +117,8 @@ def summary_lines(result: Audit) -> list[str]:
     if s.get("wasted"):
         out.append(f"  wasted in window  {fmt_money(s['wasted'])}")
     out.append(f"  open findings     {s['findings']['total']} ({s['findings']['waived']} waived)")
+    if result.trend:  # last quarter's audit given (--previous): what changed, at the top
+        out.insert(1, "  " + change_sentence({"trend": result.trend}))
     if policy.rates:
         out.append(f"  rates             {policy.rates.describe(policy.currency)}")
     for src in result.sources:  # thresholds and budgets are in the policy's currency
@@ -170,6 +176,28 @@ def _rule_rows(result: Audit) -> list[str]:
     if any(r["check"] for r in rows.values()):
         out.append("  ? to check: confidence below high, not in the total")
     return out
+
+
+def rules_lines(rules: list[type[Rule]], keys: list[list[str]], width: int) -> list[str]:
+    """`rules list`: each rule's ID, name, severity and clause on its first line; what it checks, then its clause's
+    options (and the policy's other keys it reads), wrapped to the terminal's width under them."""
+    id_w, name_w, sev_w = (max(len(x) for x in col) + 2 for col in zip(
+        *((r.id, r.name, r.severity.label) for r in rules), strict=True))
+    indent = " " * id_w
+    wrap = textwrap.TextWrapper(width=max(width, 60), initial_indent=indent, subsequent_indent=indent,
+                                break_long_words=False, break_on_hyphens=False)
+    out = []
+    for r, rule_keys in zip(rules, keys, strict=True):
+        opts = ", ".join(f"{k}={_option(f.default)}" for k, f in r.options.items()) or "no options"
+        extra = [k for k in rule_keys if not k.startswith("clauses.")]
+        also = f"; also {', '.join(extra)}" if extra else ""
+        out.append(f"{r.id:<{id_w}}{r.name:<{name_w}}{r.severity.label:<{sev_w}}clause: {r.clause}")
+        out += wrap.wrap(r.summary()) + wrap.wrap(f"[clauses.{r.clause}: {opts}{also}]")
+    return out
+
+
+def _option(value: object) -> str:
+    return json.dumps(value) if isinstance(value, list | bool) or value is None else str(value)
 
 
 def pull_lines(manifest: dict[str, Any], out_dir: Path, window: Window) -> list[str]:

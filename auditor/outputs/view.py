@@ -5,7 +5,6 @@ and the e-mails, for the whole audit or one team; `shown_findings` is what a vie
 from __future__ import annotations
 
 import fnmatch
-import re
 from datetime import date
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
@@ -14,6 +13,7 @@ from auditor.evidence import HOW_JUDGED
 from auditor.figures import TOP_ACTIONS, finding_team
 from auditor.model import HOURS_PER_MONTH
 from auditor.outputs import anomalies, charts
+from auditor.outputs.evidence_text import evidence_items, value_text
 from auditor.outputs.jobs import jobs_view
 from auditor.secret_patterns import mask_deep
 
@@ -207,24 +207,6 @@ def shown_findings(findings: list[dict[str, Any]], limit: int = SHOWN_PER_RULE, 
                             "cost": _money_sum(rest, "cost"), "savings": _savings(rest), "teams": per_team}
 
 
-def _text(value: Any) -> str:
-    """An evidence or option value as a person reads it."""
-    if isinstance(value, list | tuple):
-        return ", ".join(_text(v) for v in value) or "none"
-    if isinstance(value, dict):
-        return ", ".join(f"{k} {_text(v)}" for k, v in value.items())
-    if value is None:
-        return "none"
-    if isinstance(value, bool):
-        return "yes" if value else "no"
-    if isinstance(value, str) and _DECIMAL.fullmatch(value) and value.endswith("0"):
-        return value.rstrip("0").rstrip(".")  # DuckDB's DECIMAL(38, 18) as written by an older audit.json
-    return str(value)
-
-
-_DECIMAL = re.compile(r"-?\d+\.\d+")
-
-
 def _changes(change: dict[str, Any] | None) -> list[dict[str, Any]]:
     """trend.py's per-currency change as rows: previous, current, the difference and percent."""
     if not change:
@@ -235,7 +217,7 @@ def _changes(change: dict[str, Any] | None) -> list[dict[str, Any]]:
 
 def _finding(f: dict[str, Any]) -> dict[str, Any]:
     return {**f, "team_label": team_of(f), "counted_under": None if f["waived"] else f.get("counted_under"),
-            "evidence_items": [(k.replace("_", " "), _text(v)) for k, v in (f.get("evidence") or {}).items()]}
+            "evidence_items": evidence_items(f.get("evidence"), f.get("currency"))}
 
 
 def _rows(items: dict[str, dict[str, Any]], cur: str, total: Any = None) -> list[dict[str, Any]]:
@@ -296,18 +278,19 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
         g["rules"].append({"rule": c["rule"], "name": c["name"]})
         if c["text"] not in g["texts"]:
             g["texts"].append(c["text"])
-        g["options_text"] += [(k, _text(v)) for k, v in (c.get("options") or {}).items()
+        g["options_text"] += [(k, value_text(k, v, cur)) for k, v in (c.get("options") or {}).items()
                               if k not in dict(g["options_text"])]
-        g["states"].append("disabled" if c["status"] == "disabled" else
+        g["states"].append(c["status"] if c["status"] in ("disabled", "not checked") else
                            "broken" if c["rule"] in open_by_rule else "met")
     for g in clauses.values():
         mine = [f for r in dict.fromkeys(r["rule"] for r in g["rules"]) for f in open_by_rule.get(r, [])]
-        state = "broken" if "broken" in g["states"] else "met" if "met" in g["states"] else "disabled"
-        g.update(status=state + (" (defaults)" if state != "disabled" and not g["in_policy"] else ""),
+        state = next(s for s in ("broken", "met", "not checked", "disabled") if s in g["states"])
+        g.update(status=state + (" (defaults)" if state in ("met", "broken") and not g["in_policy"] else ""),
                  text=" ".join(g["texts"]), findings=len(mine), savings=_savings(mine),
                  rule=", ".join(r["rule"] for r in g["rules"]))
     clauses = list(clauses.values())
-    compliance = {k: sum(1 for c in clauses if c["status"].startswith(k)) for k in ("met", "broken", "disabled")}
+    compliance = {k.replace(" ", "_"): sum(1 for c in clauses if c["status"].startswith(k))
+                  for k in ("met", "broken", "not checked", "disabled")}
 
     # where the money went
     categories = {}
@@ -433,7 +416,8 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
     if trend:
         spend_change = trend["billed_cost"] if team is None else (trend.get("by_team") or {}).get(team)
         change = {"label": trend["previous"]["label"], "source": "audit", "billed": _changes(spend_change),
-                  "gpu": _changes(trend["gpu_cost"]) if team is None else []}
+                  "gpu": _changes(trend["gpu_cost"]) if team is None else [],
+                  "savings": _changes(trend["monthly_savings"]) if team is None else []}
         keep = (lambda f: True) if team is None else (lambda f: (f.get("team") or UNATTRIBUTED) == team)  # noqa: E731
         trend = {**trend, "findings": {k: [f for f in trend["findings"][k] if keep(f)]
                                        for k in ("new", "still_open", "resolved")},
@@ -445,7 +429,7 @@ def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> dict[s
 
         change = {"label": pw["label"], "source": "billing",
                   "billed": _changes(change_of(pw["billed_cost"], spend)),
-                  "gpu": _changes(change_of(pw["gpu_cost"], gpu))}
+                  "gpu": _changes(change_of(pw["gpu_cost"], gpu)), "savings": []}  # no findings then: no savings
 
     coverage = s.get("coverage") or {}
     inputs = doc.get("inputs") or {}

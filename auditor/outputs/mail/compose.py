@@ -23,9 +23,11 @@ from auditor.errors import InputError
 from auditor.figures import ORGANISATION
 from auditor.model import fmt_money
 from auditor.outputs import anomalies, charts
+from auditor.outputs.change import change_sentence
 from auditor.outputs.mail.outbox import PENDING, now, slug
 from auditor.outputs.mail.route import Letter, Section, added, amounts, clean, mail_address, route
-from auditor.outputs.view import UNATTRIBUTED, actions_view, shown_findings
+from auditor.outputs.report import inline_code
+from auditor.outputs.view import SHOWN_PER_RULE, UNATTRIBUTED, actions_view, shown_findings
 from auditor.policy import Policy
 from auditor.text import one_line, template_value
 
@@ -80,7 +82,7 @@ def subject(audit: dict[str, Any], letter: Letter) -> str:
     return one_line(f"GPU audit {audit['window']['label']} · {who}: {fmt_money(spend or nothing)} spent, {found}")
 
 
-def _by_rule(section: Section, clauses: dict[str, str]) -> list[dict[str, Any]]:
+def _by_rule(section: Section, clauses: dict[str, str], limit: int) -> list[dict[str, Any]]:
     groups: dict[str, dict[str, Any]] = {}
     for f in section.findings:
         g = groups.setdefault(f["rule"], {"rule": f["rule"], "name": f["name"], "severity": f["severity"],
@@ -90,7 +92,7 @@ def _by_rule(section: Section, clauses: dict[str, str]) -> list[dict[str, Any]]:
         fixes = {f["remediation"] for f in g["findings"]}
         g["fix"] = fixes.pop() if len(fixes) == 1 and len(g["findings"]) > 1 else None
         g["count"] = len(g["findings"])
-        g["findings"], g["rest"] = shown_findings(g["findings"])  # thousands: the costliest, the rest summed
+        g["findings"], g["rest"] = shown_findings(g["findings"], limit)  # thousands: the costliest, the rest summed
     return list(groups.values())
 
 
@@ -101,6 +103,8 @@ def _env(autoescape: bool) -> jinja2.Environment:
                              keep_trailing_newline=True, finalize=template_value)
     env.filters["money"] = fmt_money
     env.filters["line"] = one_line
+    # rule text written in Markdown (`CheckpointConfig.S3Uri`): <code> in HTML, the bare name in plain text
+    env.filters["code"] = inline_code if autoescape else (lambda v: str(v).replace("`", ""))
     return env
 
 
@@ -117,7 +121,7 @@ def view(audit: dict[str, Any], letter: Letter, owner: str) -> dict[str, Any]:
         "policy": clean({"name": p.get("name", ""), "version": p.get("version", ""), "owner": owner}),
         "partial": bool(audit.get("partial")), "summary": audit["summary"], "letter": letter,
         "currency": currency,
-        "section_groups": lambda s: _by_rule(s, clauses),
+        "section_groups": lambda s, limit=SHOWN_PER_RULE: _by_rule(s, clauses, limit),
         "total_savings": amounts(audit["summary"].get("monthly_savings")),
         # a section's actions (one per resource; their savings add up to its savings found), or all of them
         "actions": lambda s=None: actions_view(audit["summary"], None if s is None else s.team
@@ -125,27 +129,47 @@ def view(audit: dict[str, Any], letter: Letter, owner: str) -> dict[str, Any]:
         "weekly": lambda team=None: charts.weekly(audit["summary"], p.get("currency") or currency, team),
         "band_keys": charts.band_keys(),
         "anomalies": lambda: anomalies.charts(audit.get("findings", [])),
+        # since last quarter (--previous): the whole audit's for the owner, the team's spend for its one lead
+        "change": change_sentence(clean(audit)) if letter.is_owner else
+        change_sentence(clean(audit), letter.sections[0].name) if len(letter.sections) == 1 else None,
     }
 
 
-def html_part(audit: dict[str, Any], letter: Letter, names: dict[str, Any]) -> str:
-    """The lead of one team gets that team's own report, from the report renderer (the HTML of report.html cut
-    to the team). The owner's summary, and a lead of several teams, get email.html.j2: the whole report of
-    every team would be too long for a mailbox (mail clients clip messages past about 100 kB)."""
-    if not letter.is_owner and len(letter.sections) == 1:
-        from auditor.outputs.report import render_html
+BODY_LIMIT = 100_000  # bytes: mail clients clip a message's body past about 100 kB (Gmail at 102 kB)
 
-        return render_html(clean(audit), team=letter.sections[0].name)  # a tag's CR or LF: not even in the body
-    return _env(autoescape=True).get_template("email.html.j2").render(**names)
+
+def attachments(audit: dict[str, Any], letter: Letter) -> list[tuple[str, str, str]]:
+    """(file name, text, subtype) of what a message carries whole beside its short body: the full report and every
+    finding as CSV, the owner's of the whole audit, a lead's of each of their teams. Nothing in the message points
+    to a file the reader cannot open (the audit folder is on the auditor's machine)."""
+    from auditor.outputs.report import render_csv, render_html
+
+    doc = clean(audit)  # a tag's CR or LF: not even in an attachment
+    base = "gpu-audit-" + slug(audit["window"]["label"], 20)
+    out = []
+    for team in [None] if letter.is_owner else [s.name for s in letter.sections]:
+        name = base + (f"-{slug(team, 40)}" if team is not None else "")
+        out += [(f"{name}.html", render_html(doc, team=team), "html"),
+                (f"{name}-findings.csv", render_csv(doc, team=team), "csv")]
+    return out
 
 
 def compose(audit: dict[str, Any], letter: Letter, sender: str, owner: str, key: str) -> EmailMessage:
-    """The message: multipart/alternative, plain text first (it reads well alone), then the HTML. Headers are
+    """The message: multipart/mixed, its body multipart/alternative (plain text first, it reads well alone, then
+    the HTML, both under BODY_LIMIT), then the attachments (`attachments`). Headers are
     set through the standard library's email API from single-line values, so no header can be injected.
     Replies go to the policy owner."""
-    names = view(audit, letter, owner)
-    text = _env(autoescape=False).get_template("email.txt.j2").render(**names)
-    html = html_part(audit, letter, names)
+    files = attachments(audit, letter)
+    names = {**view(audit, letter, owner), "attachments": [name for name, _, _ in files]}
+    # The body lists each rule's costliest findings, fewer of them until it is under BODY_LIMIT (many teams and
+    # rules at scale); every finding is in the attached CSV.
+    groups = names["section_groups"]
+    for limit in (SHOWN_PER_RULE, 20, 10, 5, 2, 1):
+        shown = {**names, "section_groups": functools.partial(groups, limit=limit)}
+        text = _env(autoescape=False).get_template("email.txt.j2").render(**shown)
+        html = _env(autoescape=True).get_template("email.html.j2").render(**shown)
+        if max(len(text.encode()), len(html.encode())) < BODY_LIMIT:
+            break
     msg = EmailMessage(policy=email_policy.SMTP)
     msg["Subject"] = subject(audit, letter)
     msg["From"] = Address(display_name="GPU auditor", addr_spec=sender)
@@ -158,6 +182,8 @@ def compose(audit: dict[str, Any], letter: Letter, sender: str, owner: str, key:
     msg["X-GPU-Auditor-Key"] = key
     msg.set_content(text, subtype="plain", charset="utf-8")
     msg.add_alternative(html, subtype="html", charset="utf-8")
+    for name, content, subtype in files:  # the message becomes multipart/mixed: its body, then the files
+        msg.add_attachment(content, subtype=subtype, charset="utf-8", filename=name)
     return msg
 
 

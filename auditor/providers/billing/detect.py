@@ -261,8 +261,7 @@ def sniff(path: Path, con) -> Sniffed:
         if missed := near_miss(columns):
             raise InputError(missed, path=str(path), line=header)
         shown = ", ".join(_clip(c, 40) for c in columns[:6]) + (", ..." if len(columns) > 6 else "")
-        raise InputError(f"not a billing export gpu-auditor reads (header: {shown}); it reads AWS Cost and "
-                         "Usage Reports, FOCUS 1.0-1.2, GCP BigQuery billing exports and Azure cost details",
+        raise InputError(f"not a billing export gpu-auditor reads (header: {shown}); it reads {READS}",
                          path=str(path), line=header)
     plain_csv = container == "csv" and compression == "none"
     eol = csv_dialect.line_break(path) if plain_csv and path.stat().st_size >= 2 << 20 else b"\n"  # has_long_line
@@ -436,6 +435,13 @@ FAMILIES = {
 }
 
 
+# The FOCUS versions told apart, newest first, each by the columns it added; a file with none of them is 1.0.
+FOCUS_VERSIONS = (("focus-1.3", FOCUS_13), ("focus-1.2", FOCUS_12), ("focus-1.1", FOCUS_11))
+# What gpu-auditor reads, as an error about a file it cannot read names it: the FOCUS range from the list above.
+READS = (f"AWS Cost and Usage Reports (CUR 1 and 2.0), FOCUS 1.0 to {FOCUS_VERSIONS[0][0].removeprefix('focus-')}, "
+         "GCP BigQuery billing exports and Azure cost details")
+
+
 def detect_format(columns: list[str] | tuple[str, ...]) -> str | None:
     return _detect(tuple(columns))
 
@@ -445,13 +451,7 @@ def _detect(columns: tuple[str, ...]) -> str | None:
     keys = {norm(c) for c in columns}
     fam = next((f for f, family in FAMILIES.items() if all(n.keys & keys for n in family.needs)), None)
     if fam == "focus":
-        if keys & FOCUS_13:
-            return "focus-1.3"
-        if keys & FOCUS_12:
-            return "focus-1.2"
-        if keys & FOCUS_11:
-            return "focus-1.1"
-        return "focus-1.0"
+        return next((v for v, markers in FOCUS_VERSIONS if keys & markers), "focus-1.0")
     if fam == "aws":
         # AWS Data Exports (CUR 2.0) has a fixed snake_case schema with these columns CUR 1 never had.
         return "aws-cur2" if keys & {"billpayeraccountname", "lineitemusageaccountname"} else "aws-cur"
