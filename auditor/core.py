@@ -58,7 +58,7 @@ def configured_rules(policy: Policy, select: Iterable[str] | None = None) -> lis
 
 
 def run_rules(rules: list[Rule], entities: dict[type, list], ctx: Context) -> list[Finding]:
-    findings = []
+    findings: list[Finding] = []
     for rule in rules:
         for entity in entities.get(rule.entity, []):
             findings.extend(rule.check(entity, ctx))
@@ -92,8 +92,7 @@ def load_baseline(path: Path) -> tuple[set[str], dict[str, Any]]:
     saved = read_audit(path)
     doc = saved.doc
     listed = doc["findings"] + ((doc.get("baseline") or {}).get("findings") or [])
-    prints = {f.get("fingerprint") for f in listed if isinstance(f, dict)}
-    prints.discard(None)
+    prints = {str(f["fingerprint"]) for f in listed if isinstance(f, dict) and f.get("fingerprint") is not None}
     return prints, {"path": str(path), "sha256": saved.sha256,
                     "window": (doc.get("window") or {}).get("label")}
 
@@ -163,8 +162,11 @@ def run_audit(policy: Policy, billing: list[Path | str], inventory: Path | None 
     catalog = load_catalog()
     store = Store(catalog)
     # Snapshot folders: their billing, inventory, window, failures.
-    inputs = audit_inputs([p for p in billing if not is_uri(p)], inventory)
-    (engine or Store.load_billing)(store, inputs.billing + uris, progress)
+    inputs = audit_inputs([Path(p) for p in billing if not is_uri(p)], inventory)
+    if engine is not None:
+        engine(store, [*inputs.billing, *uris], progress)
+    else:  # no URIs: refused above
+        store.load_billing(inputs.billing, progress)
     if inputs.inventory is not None:
         if progress:
             progress(f"reading inventory {inputs.inventory_label}")

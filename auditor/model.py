@@ -12,10 +12,18 @@ import hashlib
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import ROUND_HALF_EVEN, Decimal
-from typing import Any
+from typing import Any, overload
 
 CENT = Decimal("0.01")
 HOURS_PER_MONTH = Decimal(730)  # the convention AWS, GCP and Azure price calculators use
+
+
+@overload
+def money(amount: None) -> None: ...
+
+
+@overload
+def money(amount: Decimal | int | str) -> Decimal: ...
 
 
 def money(amount: Decimal | int | str | None) -> Decimal | None:

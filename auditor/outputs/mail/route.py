@@ -126,6 +126,7 @@ def route(audit: dict[str, Any], policy: Policy) -> list[Letter]:
 
     letters: dict[str, Letter] = {}
     for s in teams:
+        assert s.lead is not None  # every team of the policy has its lead
         letters.setdefault(s.lead.lower(), Letter(s.lead, [])).sections.append(s)
     mine = letters.pop(owner.lower(), Letter(owner, []))
     tax = [section(TAX, None, False)] if TAX in by_team else []  # a row of the overview, so that it adds up

@@ -61,7 +61,8 @@ def smtp_settings(host: str | None = None, port: int | None = None, user: str | 
         security = "ssl" if port == 465 else "none"
     user = user or env.get(ENV + "USER") or None
     password = env.get(ENV + "PASSWORD") or None
-    password_file = password_file or env.get(ENV + "PASSWORD_FILE") or None
+    env_file = env.get(ENV + "PASSWORD_FILE")
+    password_file = password_file or (Path(env_file) if env_file else None)
     if password_file:
         try:
             password = Path(password_file).read_text(encoding="utf-8").rstrip("\r\n")
@@ -96,7 +97,7 @@ class SmtpConnection:
     def _open(self) -> smtplib.SMTP:
         s = self.settings
         if s.security == "ssl":
-            smtp = smtplib.SMTP_SSL(s.host, s.port, timeout=s.timeout, context=s.ssl_context())
+            smtp: smtplib.SMTP = smtplib.SMTP_SSL(s.host, s.port, timeout=s.timeout, context=s.ssl_context())
         else:
             smtp = smtplib.SMTP(s.host, s.port, timeout=s.timeout)
         try:

@@ -36,8 +36,8 @@ def _tag_entries(cols: Columns) -> str:
             as_map = "CAST(resource_tags AS MAP(VARCHAR, VARCHAR))"
         else:  # JSON text, as in the gzip CSV delivery
             as_map = "CAST(CAST(NULLIF(CAST(resource_tags AS VARCHAR), '') AS JSON) AS MAP(VARCHAR, VARCHAR))"
-        entries = (f"list_filter(map_entries({as_map}), lambda e: e.value IS NOT NULL AND e.value <> '')")
-        renamed = ("list_transform(" + entries + ", lambda e: {'key': CASE WHEN starts_with(e.key, 'user_') "
+        kept = f"list_filter(map_entries({as_map}), lambda e: e.value IS NOT NULL AND e.value <> '')"
+        renamed = ("list_transform(" + kept + ", lambda e: {'key': CASE WHEN starts_with(e.key, 'user_') "
                    "THEN e.key[6:] WHEN starts_with(e.key, 'aws_') THEN 'aws:' || e.key[5:] ELSE e.key END, "
                    "'value': e.value})")
         return f"CAST(map_from_entries({renamed}) AS MAP(VARCHAR, VARCHAR))"
@@ -211,4 +211,4 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
                                      "splitLineItem/SplitCost", "splitLineItem/UnusedCost") if cols.name(c)]
     checks += [(c, "time") for c in ("lineItem/UsageStartDate", "lineItem/UsageEndDate", "reservation/EndTime",
                                     "savingsPlan/EndTime") if cols.name(c)]
-    return exprs, [(cols.name(c), k) for c, k in checks]
+    return exprs, [(name, k) for c, k in checks if (name := cols.name(c))]

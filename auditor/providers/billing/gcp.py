@@ -150,4 +150,4 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
     }
     checks = [(c, "money") for c in ("cost",) if cols.name(c)]
     checks += [(c, "time") for c in ("usage_start_time", "usage_end_time") if cols.name(c)]
-    return exprs, [(cols.name(c), k) for c, k in checks]
+    return exprs, [(name, k) for c, k in checks if (name := cols.name(c))]

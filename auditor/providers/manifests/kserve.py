@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from auditor.providers.manifests.common import Context, as_int, as_list, as_map
+from auditor.providers.manifests.common import Context, as_int, as_list, as_map, lenient_map
 from auditor.providers.manifests.documents import Document
 from auditor.providers.manifests.pods import Workload, gpu_request_path
 
@@ -23,7 +23,7 @@ COMPONENT_KEYS = {"minReplicas", "maxReplicas", "scaleTarget", "scaleMetric", "c
 def runtimes_named(d: dict) -> set[str]:
     """The runtimes an InferenceService's models name and ask GPUs for themselves (lenient: collected before
     parsing). A runtime named by a model that asks for none still carries the GPUs, and is judged on its own."""
-    spec = d.get("spec") if isinstance(d.get("spec"), dict) else {}
+    spec = lenient_map(d.get("spec"))
     out = set()
     for c in COMPONENTS:
         model = (spec.get(c) or {}).get("model") if isinstance(spec.get(c), dict) else None

@@ -25,6 +25,7 @@ from auditor.providers.manifests.common import (
     as_map,
     as_sweep,
     grid_points,
+    lenient_map,
     own_keys,
     range_points,
     runtime_hours,
@@ -188,7 +189,7 @@ def collect(doc: Document, ctx: Context) -> None:
     elif group == "serving.kserve.io" and kind == "InferenceService":
         ctx.serving_runtimes.update(kserve.runtimes_named(d))
     elif group == "policy" and kind == "PodDisruptionBudget" and isinstance(d.get("spec"), dict):
-        spec, meta = d["spec"], d.get("metadata") if isinstance(d.get("metadata"), dict) else {}
+        spec, meta = d["spec"], lenient_map(d.get("metadata"))
         protects = str(spec.get("minAvailable", "1")) not in ("0", "0%") and \
             str(spec.get("maxUnavailable", "")) != "100%"
         if protects and isinstance(spec.get("selector"), dict):

@@ -126,7 +126,7 @@ def argo(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
                                  "containerSet.containers")
         else:
             continue  # steps, dag, resource, suspend: run no container of their own
-        pod = {"containers": containers,
+        pod: dict[str, Any] = {"containers": containers,
                "volumes": as_list(spec.get("volumes"), doc, "spec.volumes") + as_list(t.get("volumes"), doc,
                                                                                       "templates[].volumes")}
         for key in ("nodeSelector", "affinity", "tolerations"):
@@ -143,7 +143,7 @@ def argo(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
 # ---- Tekton -------------------------------------------------------------------------------------------------
 
 
-def _tekton_pod(task_spec: dict, pod_template: dict, doc: Document, step_resources: dict[str, Any],
+def _tekton_pod(task_spec: dict, pod_template: dict, doc: Document, step_resources: dict[str | None, Any],
                 compute: Any) -> dict:
     """A Tekton task's pod: its steps as containers (run one after another), under the run's pod template."""
     steps = []
@@ -161,7 +161,7 @@ def _tekton_pod(task_spec: dict, pod_template: dict, doc: Document, step_resourc
     return pod
 
 
-def _step_resources(run_spec: dict, doc: Document) -> dict[str, Any]:
+def _step_resources(run_spec: dict, doc: Document) -> dict[str | None, Any]:
     specs = as_list(run_spec.get("stepSpecs") or run_spec.get("stepOverrides"), doc, "stepSpecs")
     return {s.get("name"): s.get("computeResources") or s.get("resources") for s in specs if isinstance(s, dict)}
 

@@ -42,7 +42,8 @@ def _training_job(doc: Document, d: dict, catalog: Catalog) -> Job:
         counts = [as_int(g.get("InstanceCount"), doc, "InstanceGroups[].InstanceCount") or 1 for g in gpu_groups]
         count = sum(counts)
         each = [gpu_from_type(catalog, "aws", g.get("InstanceType"))[2] for g in gpu_groups]
-        total = sum(n * g for n, g in zip(counts, each, strict=True)) if None not in each else None
+        known = [g for g in each if g is not None]
+        total = sum(n * g for n, g in zip(counts, known, strict=True)) if len(known) == len(each) else None
     else:
         instance_type = rc.get("InstanceType")
         count = as_int(rc.get("InstanceCount"), doc, "ResourceConfig.InstanceCount") or 1
