@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 
 from auditor.providers.billing.columns import MONEY, Columns, case_map
+from auditor.providers.billing.registry import reads
 from auditor.providers.catalog import Catalog
 from auditor.sql import lit, q
 
@@ -56,6 +57,7 @@ def _tag_entries(cols: Columns) -> str:
             "AS MAP(VARCHAR, VARCHAR))")
 
 
+@reads("aws-cur", "aws-cur2")
 def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[str, str]]]:
     """The normalized columns as SQL expressions over one CUR file, and the source columns whose values
     must parse (for naming the bad row when they don't)."""

@@ -14,6 +14,7 @@ from functools import cache
 from importlib import resources
 
 from auditor.providers.billing.columns import MONEY, Columns, case_map
+from auditor.providers.billing.registry import reads
 from auditor.providers.catalog import Catalog
 
 COST = ("CostInBillingCurrency", "Cost", "PreTaxCost", "costInBillingCurrency", "costInUsd")
@@ -43,6 +44,7 @@ def parse_date(expr: str, try_: bool = False) -> str:
     return f"CASE WHEN {expr} LIKE '%/%' THEN strptime({expr}, {US_DATES}) ELSE CAST({expr} AS TIMESTAMP) END"
 
 
+@reads("azure-cost")
 def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[str, str]]]:
     meter_cat = f"COALESCE({cols.text('MeterCategory')}, '')"
     meter_sub = f"COALESCE({cols.text('MeterSubCategory')}, '')"

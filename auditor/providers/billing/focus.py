@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from auditor.providers.billing.aws import INSTANCE_TYPE_RE, region_maps
 from auditor.providers.billing.columns import Columns, case_map
+from auditor.providers.billing.registry import reads
 from auditor.providers.catalog import Catalog
 
 PROVIDERS = {"AWS": "aws", "Amazon Web Services": "aws", "Microsoft": "azure", "Azure": "azure",
@@ -28,6 +29,7 @@ def _tags(cols: Columns) -> str:
             f"lambda e: NOT list_contains(map_keys({allocated}), e.key)), map_entries({allocated}))) END")
 
 
+@reads("focus-1.0", "focus-1.1", "focus-1.2", "focus-1.3")
 def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[str, str]]]:
     _, names = region_maps(catalog)
     provider = case_map(cols.text("ProviderName"), PROVIDERS, f"lower({cols.text('ProviderName')})")

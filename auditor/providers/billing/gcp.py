@@ -8,6 +8,7 @@ credits) are real lists in JSON and Parquet, and JSON or Python-repr strings in 
 from __future__ import annotations
 
 from auditor.providers.billing.columns import MONEY, Columns, case_map
+from auditor.providers.billing.registry import reads
 from auditor.providers.catalog import Catalog
 from auditor.sql import lit
 
@@ -64,6 +65,7 @@ def _money(cols: Columns, *candidates: str) -> str:
     return cols.money(*candidates)
 
 
+@reads("gcp-billing")
 def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[str, str]]]:
     sku = cols.text("sku.description", "sku_description")
     s = f"COALESCE({sku}, '')"

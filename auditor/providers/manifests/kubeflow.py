@@ -11,6 +11,7 @@ from auditor.providers.manifests.common import Context, as_int, as_list, as_map,
 from auditor.providers.manifests.documents import Document
 from auditor.providers.manifests.operators import replicated_jobs
 from auditor.providers.manifests.pods import Workload
+from auditor.providers.manifests.registry import kinds
 
 KUBEFLOW_REPLICAS = {"PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs", "MPIJob": "mpiReplicaSpecs",
                      "XGBoostJob": "xgbReplicaSpecs", "PaddleJob": "paddleReplicaSpecs", "JAXJob": "jaxReplicaSpecs"}
@@ -18,6 +19,7 @@ RUNTIME_KINDS = ("TrainingRuntime", "ClusterTrainingRuntime")
 TRAINER_JOB = "node"  # the replicated job, and its container, that a TrainJob's trainer settings apply to
 
 
+@kinds("kubeflow.org", *KUBEFLOW_REPLICAS)
 def training_operator(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
     key = KUBEFLOW_REPLICAS[str(doc.data["kind"])]
     replica_specs = as_map(spec.get(key), doc, f"spec.{key}")
@@ -29,6 +31,7 @@ def training_operator(doc: Document, spec: dict, ctx: Context) -> list[Workload]
     return [Workload(templates, platform="kubeflow", deadline=deadline)]
 
 
+@kinds("kubeflow.org", "Notebook")
 def notebook(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
     return [Workload([(1, spec.get("template"))], platform="kubeflow", workload="notebook")]
 
@@ -53,6 +56,7 @@ def runtime_ref(data: dict) -> tuple[str, str, str] | None:
     return kind, namespace, str(ref["name"])
 
 
+@kinds("trainer.kubeflow.org", *RUNTIME_KINDS, others_pass=True)
 def runtime(doc: Document, spec: dict, ctx: Context) -> list[Workload] | None:
     """A runtime some TrainJob of the run names is judged through those jobs (None); one on its own is judged as
     what every TrainJob that uses it would run."""
@@ -61,6 +65,7 @@ def runtime(doc: Document, spec: dict, ctx: Context) -> list[Workload] | None:
     return [Workload([(n, t) for _, n, t in _runtime_templates(doc, spec)], platform="kubeflow")]
 
 
+@kinds("trainer.kubeflow.org", "TrainJob")
 def trainjob(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
     """A TrainJob: the trainer's settings over its runtime's templates where the runtime is among the files,
     else the trainer container alone (its resources, nodes and pod overrides)."""

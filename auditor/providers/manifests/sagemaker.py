@@ -22,8 +22,12 @@ from auditor.providers.manifests.common import (
     own_keys,
 )
 from auditor.providers.manifests.documents import Document
+from auditor.providers.manifests.registry import platform
 
 
+@platform("sagemaker", what="SageMaker CreateTrainingJob or CreateHyperParameterTuningJob request", rank=1,
+          detect=lambda d: any(k in d for k in ("TrainingJobName", "AlgorithmSpecification",
+                                                 "HyperParameterTuningJobConfig")))
 def parse(doc: Document, ctx: Context) -> list[Job]:
     if "HyperParameterTuningJobConfig" in doc.data:
         return [_tuning_job(doc, ctx.catalog)]
