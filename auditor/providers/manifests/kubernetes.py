@@ -15,7 +15,7 @@ from typing import Any
 
 from auditor.errors import InputError
 from auditor.model import Job
-from auditor.providers.manifests import kserve, kubeflow, kueue
+from auditor.providers.manifests import kserve, kubeflow, kueue, registry
 from auditor.providers.manifests.common import (
     RUNTIME_KEY,
     Context,
@@ -32,7 +32,7 @@ from auditor.providers.manifests.common import (
 )
 from auditor.providers.manifests.documents import Document, UnknownKind, unrendered, yaml_documents
 from auditor.providers.manifests.pods import Workload, build_job, gpu_request_path
-from auditor.providers.manifests.registry import KINDS, QUIET_GROUPS, kinds, platform
+from auditor.providers.manifests.registry import kinds, platform
 
 # kinds of groups the gate reads that run nothing of their own (a Kubeflow kind not read is named); KServe's
 # graphs route to InferenceServices, its trained models load onto one, its storage and caches hold models
@@ -63,14 +63,14 @@ def parse(doc: Document, ctx: Context) -> list[Job]:
     if group in PLACEMENT_GROUPS:  # read before parsing (collect) for where the workloads they queue run
         return []
     inner = [j for part in embedded(doc) for j in parse(part, ctx)]
-    reader = KINDS.get((group, kind))
+    reader = registry.reader(group, kind)
     if reader is None:
         if inner:  # a wrapper of other objects: judged by what it wraps
             return inner
         if where := gpu_request_path(d):
             raise doc.error(f"unknown manifest kind {kind} ({api}): it asks for GPUs at {where}, and the gate does "
                             "not read this kind", UnknownKind)
-        if group in QUIET_GROUPS or (group, kind) in QUIET_KINDS or embedded(doc):
+        if group in registry.QUIET_GROUPS or (group, kind) in QUIET_KINDS or embedded(doc):
             return []
         raise doc.error(f"unknown manifest kind {kind} ({api})", UnknownKind)
     workloads = reader(doc, spec, ctx)

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
 import pkgutil
 from collections.abc import Callable
@@ -67,12 +68,18 @@ def kinds(group: str, *names: str, others_pass: bool = False) -> Callable[[Reade
     return register
 
 
+@functools.cache
 def load() -> None:
     """Every reader module of the package loaded, so that each has registered."""
     import auditor.providers.manifests as package
 
     for mod in pkgutil.iter_modules(package.__path__):
         importlib.import_module(f"{package.__name__}.{mod.name}")
+
+
+def reader(group: str, kind: str) -> Reader | None:
+    load()
+    return KINDS.get((group, kind))
 
 
 def platforms() -> list[Platform]:
