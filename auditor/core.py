@@ -3,7 +3,6 @@ policy's clauses judged; and the audit itself: load -> entities -> rules -> find
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Iterable
 from datetime import date, datetime
 from decimal import Decimal
@@ -19,8 +18,9 @@ from auditor.policy import Policy
 from auditor.providers.billing.detect import URI_NEEDS_SPARK, is_uri
 from auditor.providers.catalog import load_catalog
 from auditor.providers.live.inputs import audit_inputs
-from auditor.registry import all_rules, get_rule
+from auditor.registry import all_rules, get_rule, rule_keys
 from auditor.rule import Rule
+from auditor.text import did_you_mean
 from auditor.trend import compare
 from auditor.window import Window
 
@@ -41,9 +41,8 @@ def configured_rules(policy: Policy, select: Iterable[str] | None = None) -> lis
             try:
                 chosen.add(get_rule(key).id)
             except KeyError:
-                known = [r.id for r in all_rules()] + [r.name for r in all_rules()]
-                near = difflib.get_close_matches(key, known, n=1)
-                hint = f"; did you mean {near[0]}?" if near else f"; known rules: {', '.join(known[:len(known) // 2])}"
+                ids = [r.id for r in all_rules()]
+                hint = did_you_mean(key, rule_keys(), otherwise=f"; known rules: {', '.join(ids)}")
                 raise InputError(f"--rule {key!r}: no such rule{hint}") from None
     out = []
     for cls in all_rules():

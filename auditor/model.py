@@ -16,6 +16,8 @@ from typing import Any, overload
 
 CENT = Decimal("0.01")
 HOURS_PER_MONTH = Decimal(730)  # the convention AWS, GCP and Azure price calculators use
+# The team key of spend and jobs no team owns, in audit.json's summary.by_team, the jobs and every view of them.
+UNATTRIBUTED = "(unattributed)"
 
 
 @overload

@@ -58,7 +58,7 @@ def email(audit_path, policy_path, smtp_host, smtp_port, smtp_user, smtp_passwor
     """
     from auditor.outputs.mail import Retry, resend, send_audit, smtp_settings
 
-    retry = Retry(attempts=attempts, delay=retry_delay)
+    retry = Retry.exponential(attempts=attempts, delay=retry_delay)
     if resend_dir is not None:
         if audit_path or policy_path or dry_run or outbox:
             raise click.UsageError("--resend OUTBOX takes no AUDIT, --policy, --outbox or --dry-run")

@@ -10,10 +10,10 @@ from decimal import Decimal
 from typing import Any
 
 from auditor.errors import InputError
+from auditor.model import UNATTRIBUTED
 from auditor.policy import Policy, address_problem
 from auditor.text import one_line
 
-UNATTRIBUTED = "(unattributed)"  # the key audit.json's summary.by_team uses for spend with no team
 TAX = "(tax)"  # and for tax, no team's: the owner's summary counts it in the total
 
 

@@ -8,7 +8,6 @@ import contextlib
 import os
 import smtplib
 import ssl
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 
 from auditor.errors import InputError
 from auditor.outputs.mail.outbox import FAILED, SENT, Entry, Outbox, now
+from auditor.retry import Retry
 from auditor.text import one_line
 
 ENV = "GPU_AUDITOR_SMTP_"
@@ -169,20 +169,6 @@ def _text(value: Any) -> str:
 
 
 @dataclass
-class Retry:
-    """Bounded exponential backoff: `attempts` tries in all, waiting delay, 2*delay, 4*delay... (at most cap)
-    in between. `sleep` is injectable so tests do not wait."""
-
-    attempts: int = 4
-    delay: float = 2.0
-    cap: float = 60.0
-    sleep: Callable[[float], None] = time.sleep
-
-    def wait(self, attempt: int) -> float:
-        return min(self.cap, self.delay * 2 ** (attempt - 1))
-
-
-@dataclass
 class Outcome:
     entry: Entry
     status: str  # sent, failed, skipped (not attempted after a fatal error)
@@ -192,7 +178,7 @@ class Outcome:
 def deliver(outbox: Outbox, entries: list[Entry], settings: SmtpSettings, retry: Retry | None = None,
             progress: Callable[[Outcome], None] | None = None) -> list[Outcome]:
     """Send each unsent entry, retrying transient failures; record every attempt in the entry's state."""
-    retry = retry or Retry()
+    retry = retry or Retry.exponential(attempts=4, delay=2.0)  # a busy server: 4 tries, 2, 4 and 8 s apart
     conn = SmtpConnection(settings)
     outcomes: list[Outcome] = []
     fatal: str | None = None

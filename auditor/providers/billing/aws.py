@@ -7,6 +7,7 @@ import re
 
 from auditor.providers.billing.columns import MONEY, Columns, case_map
 from auditor.providers.billing.registry import reads
+from auditor.providers.billing.transfer import transfer_columns
 from auditor.providers.catalog import Catalog
 from auditor.sql import lit, q
 
@@ -203,10 +204,7 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
         "x_Provider": "'aws'",
         "x_UsageType": usage_type,
         "x_InstanceType": instance_type,
-        "x_TransferKind": transfer_kind,
-        "x_TransferDirection": f"CASE WHEN ({transfer_kind}) IS NOT NULL THEN {direction} END",
-        "x_TransferFrom": f"CASE WHEN ({transfer_kind}) IS NOT NULL THEN {transfer_from} END",
-        "x_TransferTo": f"CASE WHEN ({transfer_kind}) IS NOT NULL THEN {transfer_to} END",
+        **transfer_columns(transfer_kind, direction, transfer_from, transfer_to),
         "_kind": kind,
     }
     checks = [(c, "money") for c in ("lineItem/UnblendedCost", "lineItem/UsageAmount", "pricing/publicOnDemandCost",

@@ -5,6 +5,7 @@ from __future__ import annotations
 from auditor.providers.billing.aws import INSTANCE_TYPE_RE, region_maps
 from auditor.providers.billing.columns import Columns, case_map
 from auditor.providers.billing.registry import reads
+from auditor.providers.billing.transfer import transfer_columns
 from auditor.providers.catalog import Catalog
 
 PROVIDERS = {"AWS": "aws", "Amazon Web Services": "aws", "Microsoft": "azure", "Azure": "azure",
@@ -127,10 +128,7 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
         "x_Provider": provider,
         "x_UsageType": usage_type,
         "x_InstanceType": instance_type,
-        "x_TransferKind": transfer_kind,
-        "x_TransferDirection": f"CASE WHEN ({transfer_kind}) IS NOT NULL THEN {direction} END",
-        "x_TransferFrom": f"CASE WHEN ({transfer_kind}) IS NOT NULL THEN {transfer_from} END",
-        "x_TransferTo": f"CASE WHEN ({transfer_kind}) IS NOT NULL THEN {transfer_to} END",
+        **transfer_columns(transfer_kind, direction, transfer_from, transfer_to),
         "_kind": kind,
         # SkuPriceDetails' GpuCount (FOCUS 1.2+): the GPUs per unit the SKU is priced in, the export's own word.
         "_gpu_count": (f"TRY_CAST(json_extract_string({price_details}, '$.GpuCount') AS INTEGER)"

@@ -38,6 +38,7 @@ from auditor import __version__
 from auditor.atomic import replace_folder, target
 from auditor.errors import InputError
 from auditor.files import sha256_of as sha256  # the snapshot's hashes are the audit's
+from auditor.retry import Retry  # throttled calls back off 1, 2, 4, 8, 16 s
 from auditor.secret_patterns import mask
 from auditor.window import Window
 
@@ -75,27 +76,6 @@ def iso(value: datetime | None) -> str | None:
 
 
 # ---- retries and pages ----------------------------------------------------------------------------------
-
-@dataclass
-class Retry:
-    """Bounded exponential backoff for throttled calls. `sleep` is injectable so tests do not wait."""
-
-    delays: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 16.0)
-    sleep: Callable[[float], None] = time.sleep
-    retried: int = 0
-
-    def call(self, fn: Callable[..., Any], *args: Any, throttled: Callable[[BaseException], bool],
-             **kwargs: Any) -> Any:
-        for delay in (*self.delays, None):
-            try:
-                return fn(*args, **kwargs)
-            except Exception as e:
-                if delay is None or not throttled(e):
-                    raise
-                self.retried += 1
-                self.sleep(delay)
-        raise AssertionError("unreachable")
-
 
 def pages(call: Callable[..., dict], retry: Retry, throttled: Callable[[BaseException], bool],
           token_in: str = "NextToken", token_out: str = "NextToken", **kwargs: Any) -> Iterator[dict]:
