@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from auditor.providers.manifests.pods import Workload
 
 Parser = Callable[["Document", "Context"], "list[Job]"]
-Reader = Callable[["Document", dict, "Context"], "list[Workload] | None"]
+Reader = Callable[["Document", "dict[str, Any]", "Context"], "list[Workload] | None"]
 P = TypeVar("P", bound=Parser)  # a parser may take more (SkyPilot's, the pipeline it is part of)
 
 
