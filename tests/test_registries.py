@@ -146,3 +146,22 @@ def test_readme_rule_tables_agree_with_the_rule_registry():
         assert rows.setdefault(rid, (name, severity, clause)) == (name, severity, clause), f"{rid} listed twice"
     registered = {r.id: (r.name, r.severity.label, r.clause) for r in all_rules()}
     assert rows == registered
+
+
+def test_a_new_platform_is_read_by_its_registration_alone(monkeypatch):
+    """What docs/architecture.md promises a newcomer: the decorator is the only place a platform is named."""
+    from auditor.model import Job
+    from auditor.providers.manifests import Document, parse, platform_of
+
+    monkeypatch.setattr(manifests, "PLATFORMS", dict(manifests.PLATFORMS))
+
+    @manifests.platform("acme", detect=lambda d: "acmeJob" in d, what="Acme job", rank=5)
+    def acme(doc, ctx):
+        return [Job(id=f"acme:{doc.data['acmeJob']}", platform="acme", source_file=doc.path,
+                    source_line=doc.line)]
+
+    doc = Document({"acmeJob": "train"}, "acme.yaml", 7)
+    assert platform_of(doc) == "acme"
+    assert [(j.id, j.source_file, j.source_line) for j in parse(doc, CATALOG)] == [("acme:train", "acme.yaml", 7)]
+    with pytest.raises(Exception, match=r"SkyPilot task, or Acme job$"):
+        parse(Document({"other": 1}, "x.yaml", 1), CATALOG)
