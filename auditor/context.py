@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from decimal import Decimal
 
+from auditor.model import HOURS_PER_MONTH
 from auditor.policy import Policy
 from auditor.providers.catalog import Catalog
 from auditor.window import Window
@@ -44,4 +45,4 @@ class Context:
     def monthly(self, amount: Decimal, hours: Decimal | float | None = None) -> Decimal:
         """An amount seen over `hours` (the whole window by default), scaled to a 730-hour month."""
         span = Decimal(str(hours)) if hours else self.window.hours
-        return amount * Decimal(730) / span if span else Decimal(0)
+        return amount * HOURS_PER_MONTH / span if span else Decimal(0)

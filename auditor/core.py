@@ -3,7 +3,6 @@ policy's clauses judged; and the audit itself: load -> entities -> rules -> find
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Iterable
 from datetime import date, datetime
 from decimal import Decimal
@@ -20,8 +19,9 @@ from auditor.policy import Policy
 from auditor.providers.billing.detect import URI_NEEDS_SPARK, is_uri
 from auditor.providers.catalog import load_catalog
 from auditor.providers.live.inputs import audit_inputs
-from auditor.registry import all_rules, get_rule
+from auditor.registry import all_rules, get_rule, rule_keys
 from auditor.rule import Rule
+from auditor.text import did_you_mean
 from auditor.trend import compare
 from auditor.window import Window
 
@@ -42,9 +42,8 @@ def configured_rules(policy: Policy, select: Iterable[str] | None = None) -> lis
             try:
                 chosen.add(get_rule(key).id)
             except KeyError:
-                known = [r.id for r in all_rules()] + [r.name for r in all_rules()]
-                near = difflib.get_close_matches(key, known, n=1)
-                hint = f"; did you mean {near[0]}?" if near else f"; known rules: {', '.join(known[:len(known) // 2])}"
+                ids = [r.id for r in all_rules()]
+                hint = did_you_mean(key, rule_keys(), otherwise=f"; known rules: {', '.join(ids)}")
                 raise InputError(f"--rule {key!r}: no such rule{hint}") from None
     out = []
     for cls in all_rules():
@@ -59,7 +58,7 @@ def configured_rules(policy: Policy, select: Iterable[str] | None = None) -> lis
 
 
 def run_rules(rules: list[Rule], entities: dict[type, list], ctx: Context) -> list[Finding]:
-    findings = []
+    findings: list[Finding] = []
     for rule in rules:
         for entity in entities.get(rule.entity, []):
             findings.extend(rule.check(entity, ctx))
@@ -93,8 +92,7 @@ def load_baseline(path: Path) -> tuple[set[str], dict[str, Any]]:
     saved = read_audit(path)
     doc = saved.doc
     listed = doc["findings"] + ((doc.get("baseline") or {}).get("findings") or [])
-    prints = {f.get("fingerprint") for f in listed if isinstance(f, dict)}
-    prints.discard(None)
+    prints = {str(f["fingerprint"]) for f in listed if isinstance(f, dict) and f.get("fingerprint") is not None}
     return prints, {"path": str(path), "sha256": saved.sha256,
                     "window": (doc.get("window") or {}).get("label")}
 
@@ -179,8 +177,11 @@ def run_audit(policy: Policy, billing: list[Path | str], inventory: Path | None 
     catalog = load_catalog()
     store = Store(catalog)
     # Snapshot folders: their billing, inventory, window, failures.
-    inputs = audit_inputs([p for p in billing if not is_uri(p)], inventory)
-    (engine or Store.load_billing)(store, inputs.billing + uris, progress)
+    inputs = audit_inputs([Path(p) for p in billing if not is_uri(p)], inventory)
+    if engine is not None:
+        engine(store, [*inputs.billing, *uris], progress)
+    else:  # no URIs: refused above
+        store.load_billing(inputs.billing, progress)
     if inputs.inventory is not None:
         if progress:
             progress(f"reading inventory {inputs.inventory_label}")

@@ -14,7 +14,6 @@ rule is an ID or a name; the date is required, and from the day after it the wai
 
 from __future__ import annotations
 
-import difflib
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -29,8 +28,9 @@ from auditor.model import Finding, Job, Severity
 from auditor.policy import Policy
 from auditor.providers.catalog import load_catalog
 from auditor.providers.manifests import ANNOTATION_PREFIX, load_jobs
-from auditor.registry import all_rules, get_rule
+from auditor.registry import get_rule, rule_keys
 from auditor.rule import Rule
+from auditor.text import did_you_mean
 from auditor.window import quarter_of
 
 WAIVE_KEY = ANNOTATION_PREFIX + "waive"
@@ -116,9 +116,7 @@ def inline_waivers(job: Job) -> list[InlineWaiver]:
             try:
                 rule = get_rule(m.group("rule")).id
             except KeyError:
-                known = [r.id for r in all_rules()] + [r.name for r in all_rules()]
-                near = difflib.get_close_matches(m.group("rule"), known, n=1)
-                hint = f"; did you mean {near[0]}?" if near else ""
+                hint = did_you_mean(m.group("rule"), rule_keys())
                 raise InputError(f"{key}: no rule {m.group('rule')!r}{hint}", path=job.source_file,
                                  line=job.source_line) from None
             try:

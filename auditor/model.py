@@ -13,12 +13,22 @@ from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import ROUND_HALF_EVEN, Decimal
 from fractions import Fraction
-from typing import Any
+from typing import Any, overload
 
 from auditor.providers import mig
 
 CENT = Decimal("0.01")
 HOURS_PER_MONTH = Decimal(730)  # the convention AWS, GCP and Azure price calculators use
+# The team key of spend and jobs no team owns, in audit.json's summary.by_team, the jobs and every view of them.
+UNATTRIBUTED = "(unattributed)"
+
+
+@overload
+def money(amount: None) -> None: ...
+
+
+@overload
+def money(amount: Decimal | int | str) -> Decimal: ...
 
 
 def gpus(count: Decimal | int | None) -> Decimal | int | None:

@@ -74,6 +74,11 @@ def all_rules() -> list[RuleClass]:
     return [_REGISTRY[k] for k in sorted(_REGISTRY)]
 
 
+def rule_keys() -> list[str]:
+    """Every rule's ID, then every rule's name: what a policy or a command may name a rule by."""
+    return [r.id for r in all_rules()] + [r.name for r in all_rules()]
+
+
 def get_rule(key: str) -> RuleClass:
     """A rule by ID, name or alias, case-insensitively."""
     k = key.strip().lower()

@@ -25,7 +25,7 @@ class Rule:
     id: ClassVar[str]
     name: ClassVar[str]
     aliases: ClassVar[tuple[str, ...]] = ()
-    severity: ClassVar[Severity] = Severity.MEDIUM
+    severity: Severity = Severity.MEDIUM  # a policy clause may set an instance's own
     entity: ClassVar[type]
     clause: ClassVar[str]
     options: ClassVar[dict[str, Field]] = {}

@@ -17,6 +17,7 @@ from decimal import Decimal, InvalidOperation
 from typing import Any
 
 from auditor.errors import InputError
+from auditor.text import did_you_mean
 
 Path = tuple[str | int, ...]
 MAX_AMOUNT = Decimal(10) ** 20  # what DECIMAL(38,18), the type of every amount, holds before the point
@@ -101,9 +102,7 @@ class Validator:
             raise self.fail(path, f"expected a mapping, got {_kind_of(value)}")
         for key in value:
             if key not in spec.fields:
-                near = difflib.get_close_matches(str(key), list(spec.fields), n=1, cutoff=0.6)
-                hint = f"; did you mean {near[0]!r}?" if near else \
-                    f"; valid keys: {', '.join(sorted(spec.fields))}"
+                hint = did_you_mean(str(key), spec.fields, otherwise=f"; valid keys: {', '.join(sorted(spec.fields))}")
                 error = self.fail(path + (str(key),), f"unknown key {key!r}{hint}")
                 if not self.collect:
                     raise error
@@ -116,9 +115,8 @@ class Validator:
             if not isinstance(value, str):
                 raise self.fail(path, f"expected text, got {_kind_of(value)} {value!r}")
             if spec.choices and value not in spec.choices:
-                near = difflib.get_close_matches(value, spec.choices, n=1)
-                hint = f"; did you mean {near[0]!r}?" if near else ""
-                raise self.fail(path, f"{value!r} is not one of {', '.join(spec.choices)}{hint}")
+                raise self.fail(path, f"{value!r} is not one of {', '.join(spec.choices)}"
+                                      f"{did_you_mean(value, spec.choices)}")
             return value
         if kind in TYPED:  # text with a meaning, checked here so that every command refuses it alike
             if not isinstance(value, str):

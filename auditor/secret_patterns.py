@@ -16,7 +16,7 @@ data is read) and by `gpu-auditor pull` (messages of failed sources).
 from __future__ import annotations
 
 import re
-from functools import lru_cache
+from functools import lru_cache, partial
 from typing import Any
 
 MASK = "[masked:{}]"
@@ -97,6 +97,11 @@ _ANY_TRIGGER = re.compile("|".join(sorted({re.escape(t) for ts in _TRIGGERS.valu
 
 
 @lru_cache(maxsize=1 << 16)  # an audit repeats its values (teams, owners, accounts) many times
+def _masked(kind: str, m: re.Match[str]) -> str:
+    """A match masked as a secret of its kind, keeping its "keep" group."""
+    return (m.group("keep") if "keep" in m.re.groupindex else "") + MASK.format(kind)
+
+
 def mask_text(text: str) -> str:
     """mask() of text of SHORT characters or more."""
     lower = text.lower()
@@ -104,8 +109,7 @@ def mask_text(text: str) -> str:
         return text
     for kind, triggers, pattern in PATTERNS:
         if any(t in lower for t in triggers):
-            text = pattern.sub(lambda m, k=kind: (m.group("keep") if "keep" in m.re.groupindex else "")
-                               + MASK.format(k), text)
+            text = pattern.sub(partial(_masked, kind), text)
             lower = text.lower()
     return text
 

@@ -26,6 +26,7 @@ Public, so a third-party rule pack can test its rules the same way.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from datetime import date
 from decimal import Decimal
@@ -78,6 +79,10 @@ def load_cases(folder: str | Path) -> list[Case]:
     return cases
 
 
+def _same(error: Exception) -> Exception:
+    return error
+
+
 def make_entity(cls: type, data: dict[str, Any]) -> Any:
     """An entity dataclass from plain YAML data, converting money and times."""
     types = {f.name: str(f.type) for f in dataclasses.fields(cls)}
@@ -98,7 +103,7 @@ def make_entity(cls: type, data: dict[str, Any]) -> Any:
             value = Decimal(str(value))
         elif t.startswith("datetime") and value is not None:
             bad = ValueError(f"{cls.__name__}.{key}: bad time {value!r}")
-            value = parse_datetime(value, lambda err=bad: err)
+            value = parse_datetime(value, functools.partial(_same, bad))
         kwargs[key] = value
     return cls(**kwargs)
 

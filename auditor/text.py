@@ -16,7 +16,9 @@ through one of the functions here:
 
 from __future__ import annotations
 
+import difflib
 import re
+from collections.abc import Iterable
 from decimal import Decimal
 from typing import Any
 
@@ -97,3 +99,9 @@ def _is_number(text: str) -> bool:
         return True
     except ArithmeticError:
         return False
+
+
+def did_you_mean(value: str, known: Iterable[str], otherwise: str = "") -> str:
+    """`; did you mean 'X'?` naming the closest of `known` to a mistyped value; `otherwise` when none is close."""
+    near = difflib.get_close_matches(str(value), list(known), n=1)
+    return f"; did you mean {near[0]!r}?" if near else otherwise

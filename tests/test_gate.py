@@ -303,7 +303,7 @@ def test_cli_unknown_waiver_rule_suggests_the_nearest(tmp_path: Path) -> None:
     f = tmp_path / "j.yaml"
     f.write_text((FIXTURES / "waivers/inline-active.yaml").read_text().replace("SPOT001 until", "SPOT01 until"))
     code, out, _ = run_cli(str(f))
-    assert code == 2 and "no rule 'SPOT01'; did you mean SPOT001?" in out
+    assert code == 2 and "no rule 'SPOT01'; did you mean 'SPOT001'?" in out
 
 
 def test_cli_skip_unknown_and_output_file(tmp_path: Path) -> None:

@@ -409,7 +409,7 @@ def test_busy_server_is_retried_with_bounded_exponential_backoff(audit_dir, smtp
     controller, handler = smtp_server()
     handler.refuse = {r: "421 4.7.0 Too busy" for r in expected_subjects(audit_of(audit_dir))}
     waits: list[float] = []
-    retry = mail.Retry(attempts=5, delay=1.5, cap=5, sleep=waits.append)
+    retry = mail.Retry.exponential(attempts=5, delay=1.5, cap=5, sleep=waits.append)
     settings = mail.smtp_settings("127.0.0.1", controller.port, env={})
     run_ = mail.send_audit(audit_dir, load_policy(DEMO / "policy.yml"), audit_dir / "outbox", settings,
                            retry=retry, env={})

@@ -151,7 +151,7 @@ def audit(billing, policy_path, inventory, quarter, since, until, out_dir, fail_
     if result.partial:  # every non-zero exit says why in its last line (a message left says so itself)
         click.echo("partial audit: a source could not be read completely (see the warnings above and the "
                    "report's inputs)", err=True)
-    elif code == EXIT_FINDINGS:
+    elif code == EXIT_FINDINGS and worst is not None:  # a threshold is what found findings at or above it
         over = sum(1 for f in result.active() if f.severity >= worst)
         click.echo(f"fail on {fail_on}: {over} finding(s) at or above {fail_on}", err=True)
     sys.exit(code)

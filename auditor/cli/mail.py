@@ -58,12 +58,12 @@ def email(audit_path, policy_path, smtp_host, smtp_port, smtp_user, smtp_passwor
     """
     from auditor.outputs.mail import Retry, resend, send_audit, smtp_settings
 
-    retry = Retry(attempts=attempts, delay=retry_delay)
+    retry = Retry.exponential(attempts=attempts, delay=retry_delay)
     if resend_dir is not None:
         if audit_path or policy_path or dry_run or outbox:
             raise click.UsageError("--resend OUTBOX takes no AUDIT, --policy, --outbox or --dry-run")
-        settings = smtp_settings(smtp_host, smtp_port, smtp_user, security, smtp_password_file, smtp_cafile)
-        run = resend(resend_dir, settings, retry, mail_progress, follow_symlinks=follow_symlinks)
+        smtp = smtp_settings(smtp_host, smtp_port, smtp_user, security, smtp_password_file, smtp_cafile)
+        run = resend(resend_dir, smtp, retry, mail_progress, follow_symlinks=follow_symlinks)
         if not run.entries:
             click.echo(f"nothing left to send in {resend_dir}")
             sys.exit(EXIT_CLEAN)

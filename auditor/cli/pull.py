@@ -11,6 +11,7 @@ import click
 from auditor.cli.base import FOLLOW_SYMLINKS, PATH, progress
 from auditor.errors import EXIT_PARTIAL
 from auditor.outputs.terminal import safe
+from auditor.providers.live.pull import ADAPTERS
 from auditor.window import from_options, quarter_to_date
 
 
@@ -19,7 +20,7 @@ def pull_options(several: bool):
     def decorate(f):
         options = [
             click.option("--provider", "providers", multiple=several, required=False,
-                         type=click.Choice(["aws", "gcp", "azure", "k8s"]),
+                         type=click.Choice(list(ADAPTERS)),
                          help="Where to pull from" + ("; repeatable (with --live)." if several else ".  [required]")),
             click.option("--region", "regions", multiple=True,
                          help="Region to read (AWS regions; GCP and Azure locations to keep); repeatable."),

@@ -77,7 +77,7 @@ def text(r: GateResult) -> str:
         lines.append(f"{_where(f)}: {mark}: {f.rule} {f.name} ({f.severity.label}): {f.message}")
         lines.append(f"    job {f.resource}; fix: {f.remediation}")
     for f in r.findings:
-        if f.waived:
+        if f.waiver is not None:
             lines.append(f"{_where(f)}: waived: {f.rule} {f.name}: {f.waiver['reason']} "
                          f"(until {f.waiver['expires']})")
     lines += [f"warning: {w}" for w in r.warnings]
@@ -215,7 +215,7 @@ def sarif(r: GateResult) -> str:
                 location["physicalLocation"]["region"] = {"startLine": f.line}
             location["logicalLocations"] = [{"fullyQualifiedName": f.resource, "kind": "resource"}]
             res["locations"] = [location]
-        if f.waived:
+        if f.waiver is not None:
             w = f.waiver
             res["suppressions"] = [{"kind": "inSource" if w.get("source") == "inline" else "external",
                                     "status": "accepted",
@@ -260,7 +260,7 @@ def _one_line_deep(value: object) -> object:
 def junit(r: GateResult) -> str:
     """One test case per job and rule, one suite per file: a finding at or above --fail-on is a failure, a
     waived one is skipped, one below it passes with the finding in its system-out."""
-    by_case = {(f.resource, f.rule): [] for f in r.findings}
+    by_case: dict[tuple[str, str], list[Finding]] = {(f.resource, f.rule): [] for f in r.findings}
     for f in r.findings:
         by_case[(f.resource, f.rule)].append(f)
     root = ET.Element("testsuites", name="gpu-auditor gate")
@@ -273,7 +273,7 @@ def junit(r: GateResult) -> str:
         counts = {"tests": 0, "failures": 0, "skipped": 0, "errors": 0}
         for e in failed.get(file, []):  # a file that could not be read: an error, as JUnit names a broken test
             case = ET.SubElement(suite, "testcase", classname=_failed_where(e), name="gpu-auditor reads the manifest",
-                                 file=file, **({"line": str(e["line"])} if e["line"] else {}))
+                                 file=file, attrib={"line": str(e["line"])} if e["line"] else {})
             ET.SubElement(case, "error", type="unreadable manifest", message=e["message"]).text = \
                 f"{_failed_where(e)}: {e['message']}"
             counts["tests"] += 1
@@ -295,7 +295,7 @@ def junit(r: GateResult) -> str:
                 elif found and not open_:
                     counts["skipped"] += 1
                     ET.SubElement(case, "skipped", message="waived: " + "; ".join(
-                        f"{f.waiver['reason']} (until {f.waiver['expires']})" for f in found))
+                        f"{f.waiver['reason']} (until {f.waiver['expires']})" for f in found if f.waiver is not None))
                 if open_ and not blocking:
                     ET.SubElement(case, "system-out").text = "\n".join(
                         f"{f.severity.label} (below --fail-on): {one_line(f.message)}" for f in open_)
@@ -306,8 +306,8 @@ def junit(r: GateResult) -> str:
         root.set(k, str(v))
     masking = _masking(r)
     for el in root.iter():  # XML 1.0 allows no C0 control character but tab, LF and CR, even escaped
-        for k, v in el.attrib.items():
-            el.set(k, one_line(mask(v) if masking else v))
+        for k, value in el.attrib.items():
+            el.set(k, one_line(mask(value) if masking else value))
         if el.text:
             el.text = printable(mask(el.text) if masking else el.text)
     ET.indent(root)
@@ -340,7 +340,7 @@ def github(r: GateResult) -> str:
             props.append(f"line={f.line}")
         props.append(f"title={_prop(_show(r, f'{f.rule} {f.name} ({f.severity.label})'))}")
         msg = _show(r, f.message) + (_show(r, f" (waived until {f.waiver['expires']}: {f.waiver['reason']})")
-                                     if f.waived else "\nFix: " + _show(r, f.remediation))
+                                     if f.waiver is not None else "\nFix: " + _show(r, f.remediation))
         out.append(f"::{kind} {','.join(props)}::{_data(msg)}")
     out += [f"::warning::{_data(_show(r, w))}" for w in r.warnings]
     out.append(_show(r, summary_line(r)))

@@ -8,6 +8,7 @@ import json
 from decimal import Decimal
 from typing import Any, TextIO
 
+from auditor.model import UNATTRIBUTED
 from auditor.text import safe_cell
 
 JOBS_CSV = "jobs.csv"
@@ -18,7 +19,6 @@ JOBS_FIELDS = ("id", "name", "kind", "sweep_id", "platform", "provider", "accoun
                "trials_stopped_early", "cost_per_completed_trial", "findings")
 TOP_JOBS = 10
 TOP_WASTE = 5
-UNATTRIBUTED = "(unattributed)"
 
 
 def _mine(job: dict[str, Any], team: str | None) -> bool:

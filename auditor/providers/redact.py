@@ -12,6 +12,7 @@ tokens, JWTs, ...) are masked later, in every output: auditor/secret_patterns.py
 from __future__ import annotations
 
 import re
+from typing import Any
 
 from auditor.secret_patterns import SECRET_PARAMS  # the one list of credential names
 
@@ -39,7 +40,7 @@ def redact(text: str) -> str:
     return text
 
 
-def redact_deep(value):
+def redact_deep(value: Any) -> Any:
     """Every string in a JSON-like document, redacted (keys too: a tag key is a string from the source)."""
     if isinstance(value, str):
         return redact(value)

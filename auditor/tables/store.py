@@ -23,9 +23,10 @@ import duckdb
 
 from auditor.errors import InputError, OutOfMemory
 from auditor.files import sha256_of
-from auditor.providers.billing import aws, azure, csv_dialect, focus, gcp
+from auditor.providers.billing import csv_dialect
 from auditor.providers.billing.columns import SUM_TOO_LARGE, Columns, check_types
 from auditor.providers.billing.detect import Sniffed, expand, sniff
+from auditor.providers.billing.registry import reader_for
 from auditor.providers.catalog import Catalog, load_catalog
 from auditor.providers.redact import redact_sql
 from auditor.scratch import Scratch
@@ -39,10 +40,6 @@ from auditor.window import FIRST_DAY, LAST_DAY, Window
 PARALLEL_FILES = 4
 AMOUNT_LIMIT = 0.99e20  # costs summed as DOUBLE: under it, no sum of them overflows DECIMAL(38,18) (10^20)
 MONEY_COLUMNS = ("BilledCost", "EffectiveCost", "ListCost")
-
-
-READERS = {"aws-cur": aws.select, "aws-cur2": aws.select, "focus-1.0": focus.select, "focus-1.1": focus.select,
-           "focus-1.2": focus.select, "focus-1.3": focus.select, "gcp-billing": gcp.select, "azure-cost": azure.select}
 
 
 @dataclass
@@ -204,7 +201,7 @@ class Store:
 
     def reader_sql(self, fmt: str, cols: Columns) -> tuple[dict[str, str], list[tuple[str, str]]]:
         """The reader's SQL expressions for the `costs` columns (shared by DuckDB and Spark), and its checks."""
-        exprs, checks = READERS[fmt](cols, self.catalog)
+        exprs, checks = reader_for(fmt)(cols, self.catalog)
         exprs["Tags"] = f"COALESCE({exprs['Tags']}, CAST(MAP() AS MAP(VARCHAR, VARCHAR)))"  # no tags: an empty map
         # Presigned and SAS URLs in tags lose their query strings before they are stored (redact.py); the map is
         # built once per distinct tag set (normalize.py). Resource ids: see _redact_ids.

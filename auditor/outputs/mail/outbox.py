@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from email import policy as email_policy
 from email.message import EmailMessage
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from auditor.atomic import target, write_file
 from auditor.errors import InputError
@@ -66,20 +66,21 @@ class Outbox:
             folder.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise InputError(f"cannot create the outbox: {e.strerror}", path=str(folder)) from None
-        self._lock = None
+        self._lock: IO[str] | None = None
 
     def __enter__(self) -> Outbox:
         import fcntl
 
         try:
-            self._lock = open(self.folder / ".lock", "w")  # held until __exit__
+            lock = open(self.folder / ".lock", "w")  # held until __exit__
         except OSError as e:
             raise InputError(f"cannot use the outbox: {e.strerror}", path=str(self.folder)) from None
         try:
-            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            self._lock.close()
+            lock.close()
             raise InputError("another gpu-auditor email is using this outbox", path=str(self.folder)) from None
+        self._lock = lock
         return self
 
     def __exit__(self, *exc) -> None:

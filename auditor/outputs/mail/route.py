@@ -10,10 +10,10 @@ from decimal import Decimal
 from typing import Any
 
 from auditor.errors import InputError
+from auditor.model import UNATTRIBUTED
 from auditor.policy import Policy, address_problem
 from auditor.text import one_line
 
-UNATTRIBUTED = "(unattributed)"  # the key audit.json's summary.by_team uses for spend with no team
 TAX = "(tax)"  # and for tax, no team's: the owner's summary counts it in the total
 ORGANISATION = "(organisation)"  # summary.savings_by_team's key for findings on the whole organisation (figures)
 
@@ -130,6 +130,7 @@ def route(audit: dict[str, Any], policy: Policy) -> list[Letter]:
 
     letters: dict[str, Letter] = {}
     for s in teams:
+        assert s.lead is not None  # every team of the policy has its lead
         letters.setdefault(s.lead.lower(), Letter(s.lead, [])).sections.append(s)
     mine = letters.pop(owner.lower(), Letter(owner, []))
     tax = [section(TAX, None, False)] if TAX in by_team else []  # a row of the overview, so that it adds up

@@ -8,7 +8,6 @@ import contextlib
 import os
 import smtplib
 import ssl
-import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any
 
 from auditor.errors import InputError
 from auditor.outputs.mail.outbox import FAILED, SENT, Entry, Outbox, now
+from auditor.retry import Retry
 from auditor.text import one_line
 
 ENV = "GPU_AUDITOR_SMTP_"
@@ -61,7 +61,8 @@ def smtp_settings(host: str | None = None, port: int | None = None, user: str | 
         security = "ssl" if port == 465 else "none"
     user = user or env.get(ENV + "USER") or None
     password = env.get(ENV + "PASSWORD") or None
-    password_file = password_file or env.get(ENV + "PASSWORD_FILE") or None
+    env_file = env.get(ENV + "PASSWORD_FILE")
+    password_file = password_file or (Path(env_file) if env_file else None)
     if password_file:
         try:
             password = Path(password_file).read_text(encoding="utf-8").rstrip("\r\n")
@@ -96,7 +97,7 @@ class SmtpConnection:
     def _open(self) -> smtplib.SMTP:
         s = self.settings
         if s.security == "ssl":
-            smtp = smtplib.SMTP_SSL(s.host, s.port, timeout=s.timeout, context=s.ssl_context())
+            smtp: smtplib.SMTP = smtplib.SMTP_SSL(s.host, s.port, timeout=s.timeout, context=s.ssl_context())
         else:
             smtp = smtplib.SMTP(s.host, s.port, timeout=s.timeout)
         try:
@@ -168,20 +169,6 @@ def _text(value: Any) -> str:
 
 
 @dataclass
-class Retry:
-    """Bounded exponential backoff: `attempts` tries in all, waiting delay, 2*delay, 4*delay... (at most cap)
-    in between. `sleep` is injectable so tests do not wait."""
-
-    attempts: int = 4
-    delay: float = 2.0
-    cap: float = 60.0
-    sleep: Callable[[float], None] = time.sleep
-
-    def wait(self, attempt: int) -> float:
-        return min(self.cap, self.delay * 2 ** (attempt - 1))
-
-
-@dataclass
 class Outcome:
     entry: Entry
     status: str  # sent, failed, skipped (not attempted after a fatal error)
@@ -191,7 +178,7 @@ class Outcome:
 def deliver(outbox: Outbox, entries: list[Entry], settings: SmtpSettings, retry: Retry | None = None,
             progress: Callable[[Outcome], None] | None = None) -> list[Outcome]:
     """Send each unsent entry, retrying transient failures; record every attempt in the entry's state."""
-    retry = retry or Retry()
+    retry = retry or Retry.exponential(attempts=4, delay=2.0)  # a busy server: 4 tries, 2, 4 and 8 s apart
     conn = SmtpConnection(settings)
     outcomes: list[Outcome] = []
     fatal: str | None = None

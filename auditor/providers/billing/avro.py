@@ -12,20 +12,24 @@ import os
 import re
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from auditor.errors import InputError
+
+if TYPE_CHECKING:
+    from duckdb import DuckDBPyConnection
 
 MAGIC = b"Obj\x01"
 BATCH = 10_000  # records per Parquet row group: a few tens of MB of Python objects at most
 
 # Logical types as fastavro returns them (aware UTC datetimes, dates, Decimals) and the Arrow type that holds them.
-_LOGICAL = {"timestamp-millis": ("timestamp", "ms", "UTC"), "timestamp-micros": ("timestamp", "us", "UTC"),
+_LOGICAL: dict[str, tuple[Any, ...]] = {
+            "timestamp-millis": ("timestamp", "ms", "UTC"), "timestamp-micros": ("timestamp", "us", "UTC"),
             "local-timestamp-millis": ("timestamp", "ms", None), "local-timestamp-micros": ("timestamp", "us", None),
             "date": ("date32",), "time-millis": ("time32", "ms"), "time-micros": ("time64", "us")}
 
 
-def _modules(path: Path):
+def _modules(path: Path) -> tuple[Any, Any, Any]:
     try:
         import fastavro
         import pyarrow
@@ -41,12 +45,12 @@ def _reason(error: BaseException) -> str:
     return re.sub(r"\s+", " ", f"{type(error).__name__}: {text}" if text else type(error).__name__)[:200]
 
 
-def arrow_schema(schema: Any, path: Path):
+def arrow_schema(schema: Any, path: Path) -> Any:
     """The Arrow schema for records of an Avro schema as fastavro parses it (named types by full name)."""
     _, pa, _ = _modules(path)
     named: dict[str, Any] = {}
 
-    def arrow(t: Any, where: str):
+    def arrow(t: Any, where: str) -> Any:
         if isinstance(t, list):  # a union: ["null", T] is a nullable T, as BigQuery writes every NULLABLE field
             branches = [b for b in t if b != "null"]
             if len(branches) > 1:
@@ -94,7 +98,7 @@ def arrow_schema(schema: Any, path: Path):
     return pa.schema(list(arrow(schema, "")))
 
 
-def _header(path: Path):
+def _header(path: Path) -> Any:
     """The file's Arrow schema, from the Avro header alone."""
     fastavro, _, _ = _modules(path)
     try:
@@ -106,7 +110,7 @@ def _header(path: Path):
     return arrow_schema(schema, path)
 
 
-def describe(path: Path, con) -> list[tuple[str, str]]:
+def describe(path: Path, con: DuckDBPyConnection) -> list[tuple[str, str]]:
     """(column, DuckDB type) of each top-level field, as DuckDB will see the Parquet copy: an empty Arrow
     table of the file's schema, described on a cursor of the connection that reads the copy (a cursor of its
     own, so nothing registered is left on the connection and a result it holds is left alone)."""

@@ -6,6 +6,8 @@ from __future__ import annotations
 import re
 
 from auditor.providers.billing.columns import MONEY, Columns, case_map
+from auditor.providers.billing.registry import reads
+from auditor.providers.billing.transfer import transfer_columns
 from auditor.providers.catalog import Catalog
 from auditor.sql import lit, q
 
@@ -36,8 +38,8 @@ def _tag_entries(cols: Columns) -> str:
             as_map = "CAST(resource_tags AS MAP(VARCHAR, VARCHAR))"
         else:  # JSON text, as in the gzip CSV delivery
             as_map = "CAST(CAST(NULLIF(CAST(resource_tags AS VARCHAR), '') AS JSON) AS MAP(VARCHAR, VARCHAR))"
-        entries = (f"list_filter(map_entries({as_map}), lambda e: e.value IS NOT NULL AND e.value <> '')")
-        renamed = ("list_transform(" + entries + ", lambda e: {'key': CASE WHEN starts_with(e.key, 'user_') "
+        kept = f"list_filter(map_entries({as_map}), lambda e: e.value IS NOT NULL AND e.value <> '')"
+        renamed = ("list_transform(" + kept + ", lambda e: {'key': CASE WHEN starts_with(e.key, 'user_') "
                    "THEN e.key[6:] WHEN starts_with(e.key, 'aws_') THEN 'aws:' || e.key[5:] ELSE e.key END, "
                    "'value': e.value})")
         return f"CAST(map_from_entries({renamed}) AS MAP(VARCHAR, VARCHAR))"
@@ -56,6 +58,7 @@ def _tag_entries(cols: Columns) -> str:
             "AS MAP(VARCHAR, VARCHAR))")
 
 
+@reads("aws-cur", "aws-cur2")
 def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[str, str]]]:
     """The normalized columns as SQL expressions over one CUR file, and the source columns whose values
     must parse (for naming the bad row when they don't)."""
@@ -201,14 +204,11 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
         "x_Provider": "'aws'",
         "x_UsageType": usage_type,
         "x_InstanceType": instance_type,
-        "x_TransferKind": transfer_kind,
-        "x_TransferDirection": f"CASE WHEN ({transfer_kind}) IS NOT NULL THEN {direction} END",
-        "x_TransferFrom": f"CASE WHEN ({transfer_kind}) IS NOT NULL THEN {transfer_from} END",
-        "x_TransferTo": f"CASE WHEN ({transfer_kind}) IS NOT NULL THEN {transfer_to} END",
+        **transfer_columns(transfer_kind, direction, transfer_from, transfer_to),
         "_kind": kind,
     }
     checks = [(c, "money") for c in ("lineItem/UnblendedCost", "lineItem/UsageAmount", "pricing/publicOnDemandCost",
                                      "splitLineItem/SplitCost", "splitLineItem/UnusedCost") if cols.name(c)]
     checks += [(c, "time") for c in ("lineItem/UsageStartDate", "lineItem/UsageEndDate", "reservation/EndTime",
                                     "savingsPlan/EndTime") if cols.name(c)]
-    return exprs, [(cols.name(c), k) for c, k in checks]
+    return exprs, [(name, k) for c, k in checks if (name := cols.name(c))]

@@ -14,6 +14,8 @@ from functools import cache
 from importlib import resources
 
 from auditor.providers.billing.columns import MONEY, Columns, case_map
+from auditor.providers.billing.registry import reads
+from auditor.providers.billing.transfer import transfer_columns
 from auditor.providers.catalog import Catalog
 
 COST = ("CostInBillingCurrency", "Cost", "PreTaxCost", "costInBillingCurrency", "costInUsd")
@@ -43,6 +45,7 @@ def parse_date(expr: str, try_: bool = False) -> str:
     return f"CASE WHEN {expr} LIKE '%/%' THEN strptime({expr}, {US_DATES}) ELSE CAST({expr} AS TIMESTAMP) END"
 
 
+@reads("azure-cost")
 def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[str, str]]]:
     meter_cat = f"COALESCE({cols.text('MeterCategory')}, '')"
     meter_sub = f"COALESCE({cols.text('MeterSubCategory')}, '')"
@@ -127,10 +130,7 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
         "x_UsageType": f"NULLIF(concat_ws(' / ', NULLIF({meter_cat}, ''), NULLIF({meter_sub}, ''), "
                        f"NULLIF({meter}, '')), '')",
         "x_InstanceType": instance_type,
-        "x_TransferKind": transfer_kind,
-        "x_TransferDirection": f"CASE WHEN ({transfer_kind}) IS NOT NULL THEN {direction} END",
-        "x_TransferFrom": f"CASE WHEN ({transfer_kind}) IS NOT NULL THEN {region} END",
-        "x_TransferTo": "CAST(NULL AS VARCHAR)",  # Azure meters do not name the destination region
+        **transfer_columns(transfer_kind, direction, region, None),  # Azure meters do not name the destination
         "_kind": kind,
     }
     checks = [(cols.name(*COST), "money")]

@@ -22,8 +22,12 @@ import re
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from auditor.errors import InputError
+
+if TYPE_CHECKING:
+    from duckdb import DuckDBPyConnection
 
 TRAILING = "x_trailing_delimiter"  # the name an unnamed last column (a delimiter ending every line) is read under
 NULLS = ("", "NULL")  # what an empty value is written as; no billing value is the word NULL
@@ -156,7 +160,7 @@ def copy_note(path: str, n: Normalized) -> str | None:
     return f"{path}: the header is repeated at line(s) {shown} (files concatenated?); those lines are not read"
 
 
-def check_trailing(con, relation: str, first_row: int, path: str, copy: Normalized | None) -> None:
+def check_trailing(con: DuckDBPyConnection, relation: str, first_row: int, path: str, copy: Normalized | None) -> None:
     """Refuse a file whose header ends in a delimiter and where a line holds a value past it: a column without a
     name, which no reader reads, so its value would be lost without a word. (A read that fails here fails again
     in the store's read, which names what is wrong.)"""

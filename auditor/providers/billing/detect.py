@@ -12,10 +12,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from auditor.errors import InputError
 from auditor.providers.billing import avro, csv_dialect
 from auditor.readable import files_under, kind_of
+
+if TYPE_CHECKING:
+    from duckdb import DuckDBPyConnection
 
 DATA_SUFFIXES = (".csv", ".csv.gz", ".gz", ".parquet", ".txt", ".json", ".jsonl", ".ndjson", ".avro")
 # A Hadoop file system URI (s3a://bucket/prefix, gs://, abfss://, hdfs://, file:///, dbfs:/), or the `s3:/bucket`
@@ -145,7 +149,8 @@ def _read_header(path: Path, gz: bool) -> tuple[list[str], bool]:
     return csv_dialect.header_names([c.strip() for c in first], str(path)), bom
 
 
-def _nested_columns(path: Path, con, reader: str) -> tuple[list[str], list[tuple[str, str]], list[tuple[str, str]]]:
+def _nested_columns(path: Path, con: DuckDBPyConnection,
+                    reader: str) -> tuple[list[str], list[tuple[str, str]], list[tuple[str, str]]]:
     """Columns of a Parquet or JSON file, with STRUCT fields flattened to dotted names."""
     import duckdb
 
@@ -232,7 +237,7 @@ def struct_fields(body: str) -> list[tuple[str, str]]:
     return out
 
 
-def sniff(path: Path, con) -> Sniffed:
+def sniff(path: Path, con: DuckDBPyConnection) -> Sniffed:
     with open(path, "rb") as f:
         magic = f.read(4)
     fields: list[tuple[str, str]] = []

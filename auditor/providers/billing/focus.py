@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from auditor.providers.billing.aws import INSTANCE_TYPE_RE, region_maps
 from auditor.providers.billing.columns import Columns, base_type, case_map
+from auditor.providers.billing.registry import reads
+from auditor.providers.billing.transfer import transfer_columns
 from auditor.providers.catalog import GPU_COUNT, Catalog
 
 PROVIDERS = {"AWS": "aws", "Amazon Web Services": "aws", "Microsoft": "azure", "Azure": "azure",
@@ -44,6 +46,7 @@ def _tags(cols: Columns) -> str:
             f"lambda e: NOT list_contains(map_keys({allocated}), e.key)), map_entries({allocated}))) END")
 
 
+@reads("focus-1.0", "focus-1.1", "focus-1.2", "focus-1.3")
 def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[str, str]]]:
     _, names = region_maps(catalog)
     provider = case_map(cols.text("ProviderName"), PROVIDERS, f"lower({cols.text('ProviderName')})")
@@ -141,10 +144,7 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
         "x_Provider": provider,
         "x_UsageType": usage_type,
         "x_InstanceType": instance_type,
-        "x_TransferKind": transfer_kind,
-        "x_TransferDirection": f"CASE WHEN ({transfer_kind}) IS NOT NULL THEN {direction} END",
-        "x_TransferFrom": f"CASE WHEN ({transfer_kind}) IS NOT NULL THEN {transfer_from} END",
-        "x_TransferTo": f"CASE WHEN ({transfer_kind}) IS NOT NULL THEN {transfer_to} END",
+        **transfer_columns(transfer_kind, direction, transfer_from, transfer_to),
         "_kind": kind,
         # SkuPriceDetails' GpuCount (FOCUS 1.2+): the GPUs per unit the SKU is priced in, the export's own word.
         # Trusted over the catalog, and what makes a line GPU spend where the catalog does not know its type.

@@ -8,6 +8,8 @@ credits) are real lists in JSON and Parquet, and JSON or Python-repr strings in 
 from __future__ import annotations
 
 from auditor.providers.billing.columns import MONEY, Columns, case_map
+from auditor.providers.billing.registry import reads
+from auditor.providers.billing.transfer import transfer_columns
 from auditor.providers.catalog import Catalog
 from auditor.sql import lit
 
@@ -64,6 +66,7 @@ def _money(cols: Columns, *candidates: str) -> str:
     return cols.money(*candidates)
 
 
+@reads("gcp-billing")
 def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[str, str]]]:
     sku = cols.text("sku.description", "sku_description")
     s = f"COALESCE({sku}, '')"
@@ -140,14 +143,10 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
         "_gpu_count": f"CASE WHEN {gpu_sku} IS NOT NULL THEN 1 WHEN {machine} IS NOT NULL OR "
                       f"regexp_matches({s}, {lit(BUILTIN_RE)}) THEN 0 END",
         "_gpu": f"COALESCE({gpu_sku}, {case_map(f'regexp_extract({s}, {lit(BUILTIN_RE)}, 1)', BUILTIN)})",
-        "x_TransferKind": transfer_kind,
-        "x_TransferDirection": f"CASE WHEN ({transfer_kind}) IS NOT NULL THEN "
-                               f"CASE WHEN {s} LIKE '%Ingress%' THEN 'in' ELSE 'out' END END",
-        "x_TransferFrom": f"CASE WHEN ({transfer_kind}) IS NOT NULL THEN "
-                          f"COALESCE(NULLIF(({src_dst}).src, ''), {region}) END",
-        "x_TransferTo": f"CASE WHEN ({transfer_kind}) IS NOT NULL THEN NULLIF(({src_dst}).dst, '') END",
+        **transfer_columns(transfer_kind, f"CASE WHEN {s} LIKE '%Ingress%' THEN 'in' ELSE 'out' END",
+                           f"COALESCE(NULLIF(({src_dst}).src, ''), {region})", f"NULLIF(({src_dst}).dst, '')"),
         "_kind": kind,
     }
     checks = [(c, "money") for c in ("cost",) if cols.name(c)]
     checks += [(c, "time") for c in ("usage_start_time", "usage_end_time") if cols.name(c)]
-    return exprs, [(cols.name(c), k) for c, k in checks]
+    return exprs, [(name, k) for c, k in checks if (name := cols.name(c))]

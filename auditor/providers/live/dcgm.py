@@ -14,15 +14,17 @@ activity weighted by their compute slices (`slices / slices_per_gpu`; a slice no
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
+from typing import Any
 
 from auditor.providers.live.pull import iso, usage_summary
 
 NODE_LABELS = ("Hostname", "node", "kubernetes_node", "nodename", "instance")
 SOURCE = "dcgm-exporter"
-Key = tuple  # asset id, gpu, MIG instance (and namespace, pod where kept apart)
+Key = tuple[Any, ...]  # asset id, gpu, MIG instance (and namespace, pod where kept apart)
 
 
 def node_of(labels: dict[str, str], nodes: dict[str, dict]) -> dict | None:
@@ -51,7 +53,7 @@ def _by_device(series: Iterable[dict], by_pod: bool = False) -> dict[Key, dict]:
     out: dict[Key, dict] = {}
     for s in series:
         labels, node = s["metric"], s["node"]
-        key = (node["id"], labels.get("gpu") or labels.get("UUID") or "?", labels.get("GPU_I_ID") or None)
+        key: Key = (node["id"], labels.get("gpu") or labels.get("UUID") or "?", labels.get("GPU_I_ID") or None)
         if by_pod:
             key += pod_of(labels)
         d = out.setdefault(key, {"labels": labels, "node": node, "points": {}})
@@ -70,7 +72,7 @@ def node_usage(active: list[dict], util: list[dict], memory: list[dict], per_gpu
     for asset_id in sorted({k[0] for k in (*act, *utl)}):
         n = per_gpu(by_id[asset_id])
         if any(k[0] == asset_id for k in act):
-            series = _per_gpu(act, asset_id, lambda d, n=n: 100.0 * _weight(d["labels"], n))
+            series = _per_gpu(act, asset_id, functools.partial(_engine_share, n=n))
         else:
             series = _per_gpu(utl, asset_id, lambda d: 1.0)
         used = _per_gpu(mem, asset_id, lambda d: 1.0)  # MiB; a MIG GPU's is the sum of its slices'
@@ -78,6 +80,11 @@ def node_usage(active: list[dict], util: list[dict], memory: list[dict], per_gpu
         if row:
             rows.append(row)
     return rows
+
+
+def _engine_share(d: dict, n: int) -> float:
+    """A device's engine activity as percent of its physical GPU (a MIG slice counts its share)."""
+    return 100.0 * _weight(d["labels"], n)
 
 
 def _weight(labels: dict[str, str], slices_per_gpu: int) -> float:

@@ -22,6 +22,7 @@ import os
 import re
 
 import google.auth
+from google.auth.credentials import Credentials
 from google.auth.exceptions import GoogleAuthError
 from google.auth.transport.requests import AuthorizedSession
 
@@ -52,16 +53,17 @@ def pull(p: Pull) -> None:
     gpu_skus = functools.cache(lambda: gcp_prices.gpu_skus(p, credentials, endpoint))
     try:
         for project in projects:
-            if p.run(f"gcp:{project}:compute", "inventory", lambda pr=project: _compute(p, credentials, endpoint, pr)):
+            if p.run(f"gcp:{project}:compute", "inventory",
+                     functools.partial(_compute, p, credentials, endpoint, project)):
                 p.run(f"gcp:{project}:monitoring", "metrics",
-                      lambda pr=project: gcp_monitoring.metrics(p, credentials, pr))
+                      functools.partial(gcp_monitoring.metrics, p, credentials, project))
             else:
                 p.fail(f"gcp:{project}:monitoring", "metrics", "skipped: the Compute Engine inventory failed")
             for region in o.regions or ["us-central1"]:
                 p.run(f"gcp:{project}:vertex:{region}", "jobs",
-                      lambda pr=project, r=region: gcp_vertex.custom_jobs(p, session, endpoint, pr, r))
+                      functools.partial(gcp_vertex.custom_jobs, p, session, endpoint, project, region))
             if o.prices:
-                p.run(f"gcp:{project}:prices", "prices", lambda pr=project: gcp_prices.prices(p, gpu_skus, pr))
+                p.run(f"gcp:{project}:prices", "prices", functools.partial(gcp_prices.prices, p, gpu_skus, project))
         if o.billing:
             p.run("gcp:billing", "billing", lambda: gcp_billing.export(p, credentials, endpoint, projects))
         else:
@@ -70,7 +72,7 @@ def pull(p: Pull) -> None:
         p.secret(getattr(credentials, "token", None))
 
 
-def _compute(p: Pull, credentials, endpoint: str | None, project: str) -> dict[str, int]:
+def _compute(p: Pull, credentials: Credentials, endpoint: str | None, project: str) -> dict[str, int]:
     from google.cloud import compute_v1
 
     client = compute_v1.InstancesClient(credentials=credentials, transport="rest",

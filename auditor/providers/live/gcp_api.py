@@ -33,7 +33,7 @@ def list_pages(p: Pull, method: Callable[..., Any], call: dict[str, Any] | None 
                **request: Any) -> Iterator[Any]:
     """Every page of a google-cloud client's list method, asked one page a call; `call` holds the method's other
     arguments (`retry=None`, a timeout)."""
-    def one_page(**req):
+    def one_page(**req: Any) -> Any:
         return next(iter(method(request=req, **(call or {})).pages))
 
     return pages(one_page, p.retry, throttled, token_in="page_token", token_out="next_page_token", **request)

@@ -9,6 +9,8 @@ import json
 import math
 import re
 
+from google.auth.credentials import Credentials
+
 from auditor.providers.live.gcp_api import PAGE, client_options, throttled
 from auditor.providers.live.pull import Pull, UnreadableAnswer
 
@@ -16,11 +18,11 @@ BILLING_COLUMNS = ("billing_account_id", "service", "sku", "usage_start_time", "
                    "labels", "system_labels", "location", "cost", "currency", "usage", "credits", "cost_type")
 
 
-def export(p: Pull, credentials, endpoint: str | None, projects: list[str]) -> dict[str, int]:
+def export(p: Pull, credentials: Credentials, endpoint: str | None, projects: list[str]) -> dict[str, int]:
     from google.cloud import bigquery
 
-    table = p.options.billing
-    if not re.fullmatch(r"[\w.-]+\.\w+\.\w+", table or ""):
+    table = p.options.billing or ""
+    if not re.fullmatch(r"[\w.-]+\.\w+\.\w+", table):
         raise ValueError(f"--billing-uri {table!r}: name the export table as project.dataset.table")
     columns = BILLING_COLUMNS + (("resource",) if "resource_v1" in table else ())
     client = bigquery.Client(project=table.split(".")[0] if not projects else projects[0], credentials=credentials,

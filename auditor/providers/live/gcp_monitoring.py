@@ -19,8 +19,10 @@ from __future__ import annotations
 import ipaddress
 import os
 from datetime import datetime, timedelta
-from typing import NamedTuple
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
+
+from google.auth.credentials import Credentials
 
 from auditor.providers.live.gcp_api import SCOPES, TIMEOUT, client_options, list_pages
 from auditor.providers.live.pull import Pull, usage_summary, utc
@@ -50,7 +52,7 @@ GPU_METRICS = (
 )
 
 
-def _monitoring_client(credentials):
+def _monitoring_client(credentials: Credentials) -> Any:
     """A MetricServiceClient for Google's endpoint, or the one `GPU_AUDITOR_GCP_MONITORING_ENDPOINT` names."""
     from google.cloud import monitoring_v3  # gRPC only; imported here, installed by the gcp extra
 
@@ -73,7 +75,7 @@ def _monitoring_client(credentials):
     return monitoring_v3.MetricServiceClient(transport=transport)
 
 
-def metrics(p: Pull, credentials, project: str) -> dict[str, int]:
+def metrics(p: Pull, credentials: Credentials, project: str) -> dict[str, int]:
     ids = {a["id"] for a in p.assets if a["provider"] == "gcp" and a["account"] == project}
     if not ids:
         return {"gpu_usage": 0}
@@ -87,7 +89,7 @@ def metrics(p: Pull, credentials, project: str) -> dict[str, int]:
             """Instance id -> its per-GPU series of one metric type, for the instances wanted."""
             aggregation = monitoring_v3.Aggregation(
                 alignment_period=timedelta(seconds=PERIOD),
-                per_series_aligner=monitoring_v3.Aggregation.Aligner[aligner])
+                per_series_aligner=getattr(monitoring_v3.Aggregation.Aligner, aligner))
             out: dict[str, list] = {}
             # retry=None: our Retry backs off on throttling, not the client's own as well
             for page in list_pages(p, client.list_time_series, {"retry": None, "timeout": TIMEOUT},
@@ -118,7 +120,7 @@ def metrics(p: Pull, credentials, project: str) -> dict[str, int]:
     return {"gpu_usage": added}
 
 
-def _points(ts, scale: float = 1.0) -> list[tuple[datetime, float]]:
+def _points(ts: Any, scale: float = 1.0) -> list[tuple[datetime, float]]:
     """(period start, value times scale) of an aligned series. An aligned point is stamped with the end of its
     period; `usage_summary` counts each sample from its period's start."""
     out = []

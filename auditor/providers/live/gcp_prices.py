@@ -10,6 +10,8 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
+from google.auth.credentials import Credentials
+
 from auditor.providers.live.gcp_api import TIMEOUT, client_options, list_pages
 from auditor.providers.live.pull import Pull, gpu_model
 
@@ -21,7 +23,7 @@ GPU_SKU = re.compile(r"(?:Spot Preemptible )?Nvidia (?:Tesla )?(?P<gpu>[A-Z]+\d+
 USAGE_TYPES = {"OnDemand": "", "Preemptible": ":spot"}  # the SKU's usage type -> suffix of the price's name
 
 
-def gpu_skus(p: Pull, credentials, endpoint: str | None) -> list[dict[str, Any]]:
+def gpu_skus(p: Pull, credentials: Credentials, endpoint: str | None) -> list[dict[str, Any]]:
     """Compute Engine's hourly GPU SKUs, on demand and Spot, every page of `list_skus`."""
     from google.cloud import billing_v1
 

@@ -18,10 +18,11 @@ def custom_jobs(p: Pull, session: AuthorizedSession, endpoint: str | None, proje
     url = f"{base}/v1/projects/{project}/locations/{region}/customJobs"
     w = p.options.window
 
-    def get(**params) -> dict:
+    def get(**params: Any) -> dict:
         r = session.get(url, params=params, timeout=60)
         r.raise_for_status()
-        return r.json()
+        answer: dict = r.json()
+        return answer
 
     count = 0
     for page in pages(get, p.retry, throttled, token_in="pageToken", token_out="nextPageToken", pageSize=100,

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +51,9 @@ def audit_inputs(paths: list[Path], inventory: Path | None = None) -> AuditInput
     from auditor.readable import files_under
 
     out = AuditInputs(billing=[])
-    docs, labels, starts, ends = [], [], [], []
+    docs, labels = [], []
+    starts: list[datetime] = []
+    ends: list[datetime] = []
     for p in map(Path, paths):
         manifest = _manifest(p) if os.path.isdir(p) else None  # not Path.is_dir: raises on EACCES
         if manifest is None:

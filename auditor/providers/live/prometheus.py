@@ -19,14 +19,18 @@ def query_range(p: Pull, query: str, start: datetime, end: datetime, step_s: int
     """The series of a range query, each `{"metric": {labels}, "values": [[epoch, "value"], ...]}`."""
     params = urllib.parse.urlencode({"query": query, "start": f"{start.timestamp():.0f}",
                                      "end": f"{end.timestamp():.0f}", "step": str(step_s)})
+    if not p.options.prometheus:
+        raise ValueError("no Prometheus URL (--prometheus)")
     url = p.options.prometheus.rstrip("/") + "/api/v1/query_range?" + params
 
     def get() -> dict:
         with urllib.request.urlopen(url, timeout=60) as r:
-            return json.loads(r.read())
+            answer: dict = json.loads(r.read())
+            return answer
 
-    doc = p.retry.call(get, throttled=throttled)
+    doc: dict = p.retry.call(get, throttled=throttled)
     if doc.get("status") != "success":
         raise RuntimeError(f"Prometheus: {doc.get('errorType')}: {doc.get('error')}")
-    return doc["data"]["result"]
+    result: list[dict] = doc["data"]["result"]
+    return result
 

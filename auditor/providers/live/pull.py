@@ -29,13 +29,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 from urllib.parse import urlsplit
 
 from auditor import __version__
 from auditor.atomic import Staging, target
 from auditor.errors import InputError
 from auditor.files import sha256_of as sha256  # the snapshot's hashes are the audit's
+from auditor.retry import Retry  # throttled calls back off 1, 2, 4, 8, 16 s
 from auditor.secret_patterns import mask
 from auditor.window import Window
 
@@ -48,6 +49,14 @@ SECRET_ENV = ("AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN"
               "AZURE_PASSWORD", "AZURE_CLIENT_CERTIFICATE_PASSWORD", "GOOGLE_OAUTH_ACCESS_TOKEN")
 
 # ---- time ---------------------------------------------------------------------------------------------
+
+@overload
+def utc(value: None) -> None: ...
+
+
+@overload
+def utc(value: datetime | date | str) -> datetime: ...
+
 
 def utc(value: datetime | date | str | None) -> datetime | None:
     """A naive UTC datetime from an aware or naive datetime, a date or ISO-8601 text (naive means UTC)."""
@@ -65,26 +74,6 @@ def iso(value: datetime | None) -> str | None:
 
 
 # ---- retries and pages ----------------------------------------------------------------------------------
-
-@dataclass
-class Retry:
-    """Bounded exponential backoff for throttled calls. `sleep` is injectable so tests do not wait."""
-
-    delays: tuple[float, ...] = (1.0, 2.0, 4.0, 8.0, 16.0)
-    sleep: Callable[[float], None] = time.sleep
-    retried: int = 0
-
-    def call(self, fn: Callable[..., Any], *args: Any, throttled: Callable[[BaseException], bool], **kwargs: Any):
-        for delay in (*self.delays, None):
-            try:
-                return fn(*args, **kwargs)
-            except Exception as e:
-                if delay is None or not throttled(e):
-                    raise
-                self.retried += 1
-                self.sleep(delay)
-        raise AssertionError("unreachable")
-
 
 def pages(call: Callable[..., dict], retry: Retry, throttled: Callable[[BaseException], bool],
           token_in: str = "NextToken", token_out: str = "NextToken", **kwargs: Any) -> Iterator[dict]:
@@ -149,7 +138,7 @@ class Pull:
     def redact(self, text: str) -> str:
         for s in sorted(self._secrets, key=len, reverse=True):
             text = text.replace(s, "***")
-        return mask(text)
+        return str(mask(text))
 
     def progress(self, message: str) -> None:
         if self._progress:
@@ -177,7 +166,7 @@ class Pull:
             entry["unread"] = {self.redact(why): n for why, n in sorted(self._unread.items())}
         entry["seconds"] = round(time.monotonic() - started, 3)
         self.sources.append(entry)
-        return entry["status"] == "ok"
+        return bool(entry["status"] == "ok")
 
     def note(self, text: str) -> None:
         """Say in the running source's line what it checked or found (an empty answer, the columns it read)."""
@@ -236,7 +225,7 @@ def http_link(link: Any, key: str, base: str | None = None) -> str:
         if (parts.scheme, parts.netloc.lower()) != (want.scheme, want.netloc.lower()):
             raise UnreadableAnswer(f"the API's {key} {link[:200]!r} leaves {want.scheme}://{want.netloc}; "
                                    "not followed")
-    return link
+    return str(link)
 
 
 def describe_error(e: BaseException) -> str:
@@ -306,8 +295,9 @@ def _finish(pull: Pull, root: Path) -> dict[str, Any]:
     text = json.dumps(inventory, indent=2, sort_keys=False, default=_json_default)
     Validator("inventory.json (pulled)").check(json.loads(text), SNAPSHOT)  # an adapter bug fails here, not later
     _write(root / "inventory.json", text, pull)
-    files = [{"path": p.relative_to(root).as_posix(), "bytes": p.stat().st_size, "sha256": sha256(p)}
-             for p in sorted(root.rglob("*")) if p.is_file()]
+    files: list[dict[str, Any]] = [
+        {"path": p.relative_to(root).as_posix(), "bytes": p.stat().st_size, "sha256": sha256(p)}
+        for p in sorted(root.rglob("*")) if p.is_file()]
     manifest = {
         "schema": MANIFEST_SCHEMA,
         "tool": {"name": "gpu-auditor", "version": __version__},

@@ -151,7 +151,7 @@ def load_snapshot(path: str | Path) -> dict[str, Any]:
         with open(path, encoding="utf-8") as f:
             # Presigned and SAS URLs (a checkpoint location, a tag) lose their query strings before anything
             # sees them (redact.py).
-            data = redact_deep(json.load(f))
+            data: Any = redact_deep(json.load(f))
     except FileNotFoundError:
         raise InputError("inventory file not found", path=path) from None
     except json.JSONDecodeError as e:
@@ -160,7 +160,7 @@ def load_snapshot(path: str | Path) -> dict[str, Any]:
         raise InputError(f"cannot read the inventory: {getattr(e, 'strerror', None) or e}", path=path) from None
     except RecursionError:  # [[[[... thousands deep: Python's parser gives up; say so, not crash
         raise InputError("not valid JSON: nested too deeply", path=path) from None
-    doc = Validator(path).check(data, SNAPSHOT)
+    doc: dict[str, Any] = Validator(path).check(data, SNAPSHOT)
     for key in ("assets", "jobs"):  # an asset or a job is one machine, one run: its id once (the tables' key)
         first: dict[str, int] = {}
         for i, item in enumerate(doc[key]):

@@ -1,7 +1,8 @@
 """Training-job manifests to `Job` entities, for the gate: one parser per platform, and their registry.
 
-Each platform module reads its own manifests; `PARSERS` maps a platform's name to its `parse`, and `platform_of`
-says which platform a document is written for (Cloud Custodian keeps one name->class map per kind the same way).
+Each platform module reads its own manifests and registers its `parse` with `registry.platform`, with how a
+document is known to be written for it; `platform_of` asks each in turn (Cloud Custodian keeps one name->class
+map per kind the same way). Kubernetes readers register by API group and kind (`registry.kinds`).
 Every job keeps its file and the line its document starts on. Nothing here reaches a cloud.
 
 A run reads every file it is given: a file that cannot be read (not YAML, a bad value, a kind the gate does not
@@ -10,14 +11,14 @@ read) is recorded as a failure naming the file and line, and the other files are
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from auditor.errors import InputError
 from auditor.model import Job
 from auditor.providers.catalog import Catalog
-from auditor.providers.manifests import azureml, kubernetes, sagemaker, skypilot, vertex
+from auditor.providers.manifests import kubernetes, registry, skypilot
 from auditor.providers.manifests.common import (
     ANNOTATION_PREFIX,
     INTERVAL_KEY,
@@ -29,37 +30,21 @@ from auditor.providers.manifests.common import (
 )
 from auditor.providers.manifests.documents import Document, UnknownKind, expand, read_documents, unrendered
 
-__all__ = ["ANNOTATION_PREFIX", "INTERVAL_KEY", "PARSERS", "Context", "Document", "Loaded", "UnknownKind",
+__all__ = ["ANNOTATION_PREFIX", "INTERVAL_KEY", "Context", "Document", "Loaded", "UnknownKind",
            "checkpoint_of", "expand", "gpu_model_named", "load_jobs", "parse", "platform_of", "read_documents"]
 
-PARSERS: dict[str, Callable[[Document, Context], list[Job]]] = {
-    "kubernetes": kubernetes.parse,
-    "sagemaker": sagemaker.parse,
-    "vertex": vertex.parse,
-    "azureml": azureml.parse,
-    "skypilot": skypilot.parse,
-}
 
 
 def platform_of(doc: Document) -> str:
     """The platform a document is written for, from the keys that only that platform's manifests carry."""
     d = doc.data
+    known = registry.platforms()
     if isinstance(d, dict):
-        if "apiVersion" in d and "kind" in d:
-            return "kubernetes"
-        if any(k in d for k in ("TrainingJobName", "AlgorithmSpecification", "HyperParameterTuningJobConfig")):
-            return "sagemaker"
-        if any(k in d for k in ("jobSpec", "job_spec", "workerPoolSpecs", "worker_pool_specs", "studySpec",
-                                "study_spec", "trialJobSpec", "trial_job_spec")):
-            return "vertex"
-        if "azureml" in str(d.get("$schema", "")).lower() or (d.get("type") in azureml.KINDS and any(
-                k in d for k in ("command", "trial", "compute", "task", "jobs", "model", "resources"))):
-            return "azureml"
-        if skypilot.is_task(d):
-            return "skypilot"
-    raise doc.error("unknown manifest kind: not a Kubernetes or Kubeflow object, SageMaker CreateTrainingJob or "
-                    "CreateHyperParameterTuningJob request, Vertex AI CustomJob or HyperparameterTuningJob, Azure ML "
-                    "command, sweep, automl, finetuning or pipeline job, or SkyPilot task", UnknownKind)
+        for p in known:
+            if p.detect(d):
+                return p.name
+    whats = [p.what for p in known]
+    raise doc.error(f"unknown manifest kind: not a {', '.join(whats[:-1])}, or {whats[-1]}", UnknownKind)
 
 
 def parse(doc: Document, ctx: Context | Catalog) -> list[Job]:
@@ -67,7 +52,7 @@ def parse(doc: Document, ctx: Context | Catalog) -> list[Job]:
     ctx = ctx if isinstance(ctx, Context) else Context(ctx)
     platform = platform_of(doc)
     unrendered(doc)
-    return PARSERS[platform](doc, ctx)
+    return registry.PLATFORMS[platform].parse(doc, ctx)
 
 
 @dataclass

@@ -22,11 +22,15 @@ from auditor.providers.manifests.common import (
     tags_of,
 )
 from auditor.providers.manifests.documents import Document, UnknownKind
+from auditor.providers.manifests.registry import platform
 
 KINDS = ("command", "sweep", "automl", "finetuning", "pipeline")
 PIPELINE_INHERITS = ("compute", "resources", "queue_settings", "tags")  # what a step takes from its pipeline
 
 
+@platform("azureml", what="Azure ML command, sweep, automl, finetuning or pipeline job", rank=3,
+          detect=lambda d: "azureml" in str(d.get("$schema", "")).lower() or (d.get("type") in KINDS and any(
+              k in d for k in ("command", "trial", "compute", "task", "jobs", "model", "resources"))))
 def parse(doc: Document, ctx: Context) -> list[Job]:
     if str(doc.data.get("type")) == "pipeline":
         return _pipeline(doc, ctx.catalog)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from auditor.model import Job
-from auditor.providers.catalog import Catalog, family_of
+from auditor.providers.catalog import Catalog, InstanceType, family_of
 from auditor.providers.manifests.documents import Document
 
 ANNOTATION_PREFIX = "gpu-auditor.dev/"
@@ -54,6 +54,11 @@ def as_map(value: Any, doc: Document, what: str) -> dict:
     if not isinstance(value, dict):
         raise doc.error(f"{what}: expected a mapping, got {type(value).__name__}")
     return value
+
+
+def lenient_map(value: Any) -> dict:
+    """The value if it is a mapping, else empty: for the passes that collect before parsing and refuse nothing."""
+    return value if isinstance(value, dict) else {}
 
 
 def as_list(value: Any, doc: Document, what: str) -> list:
@@ -143,7 +148,8 @@ def family_named(name: str | None) -> str | None:
     return next((f for pattern, f in OTHER_NAMES if pattern.match(name.strip())), None) if name else None
 
 
-def instance_of(catalog: Catalog, provider: str | None, instance_type: str | None):
+def instance_of(catalog: Catalog, provider: str | None,
+                instance_type: str | None) -> tuple[InstanceType | None, str | None]:
     """The catalog type and its provider, searching every provider when the manifest does not say."""
     if not instance_type:
         return None, provider
@@ -158,7 +164,8 @@ def instance_of(catalog: Catalog, provider: str | None, instance_type: str | Non
     return None, provider
 
 
-def gpu_from_type(catalog: Catalog, provider: str | None, instance_type: str | None):
+def gpu_from_type(catalog: Catalog, provider: str | None,
+                  instance_type: str | None) -> tuple[str | None, str | None, int | None]:
     """(provider, model, GPUs per instance) of an instance type, the model by family when the size is unknown."""
     t, provider = instance_of(catalog, provider, instance_type)
     if t:
@@ -189,7 +196,7 @@ LOCAL_SCHEMES = ("file", "local")
 
 def is_remote(uri: str) -> bool:
     m = re.match(r"^([a-z][a-z0-9+.-]*)://", uri, re.I)
-    return bool(m) and m.group(1).lower() not in LOCAL_SCHEMES
+    return m is not None and m.group(1).lower() not in LOCAL_SCHEMES
 
 
 def resolve_path(path: str, mounts: dict[str, str | None]) -> str | None:
@@ -203,10 +210,11 @@ def resolve_path(path: str, mounts: dict[str, str | None]) -> str | None:
     if not path.startswith("/"):
         return None
     best = max((m for m in mounts if path == m or path.startswith(m.rstrip("/") + "/")), key=len, default=None)
-    if best is None or mounts[best] is None:
+    durable = mounts[best] if best is not None else None
+    if best is None or durable is None:
         return None
     rest = path[len(best.rstrip("/")):]
-    return mounts[best].rstrip("/") + rest if rest.strip("/") else mounts[best]
+    return durable.rstrip("/") + rest if rest.strip("/") else durable
 
 
 def checkpoint_of(env: dict[str, str], text: str, mounts: dict[str, str | None]) -> str | None:
@@ -252,9 +260,10 @@ def as_sweep(trial: Job, *, max_trials: int | None, parallel: int | None, early_
 
 def grid_points(sizes: list[int | None]) -> int | None:
     """Points of a grid from the values each parameter takes; None where one of them is continuous."""
-    if not sizes or any(n is None for n in sizes):
+    known = [n for n in sizes if n is not None]
+    if not sizes or len(known) < len(sizes):
         return None
-    return math.prod(sizes)
+    return math.prod(known)
 
 
 def range_points(low: Any, high: Any, step: Any) -> int | None:

@@ -54,13 +54,14 @@ class _Loader(NoAliasLoader):
     what = "a manifest"
     depth = 0
 
-    def compose_node(self, parent, index):  # noqa: D102
+    def compose_node(self, parent: yaml.Node | None, index: Any) -> yaml.Node | None:
         self.depth += 1
         try:
             if self.depth > MAX_DEPTH:
                 raise InputError(f"nested more than {MAX_DEPTH} levels deep; no manifest is",
                                  line=self.peek_event().start_mark.line + 1)
-            return super().compose_node(parent, index)
+            node: yaml.Node | None = super().compose_node(parent, index)
+            return node
         finally:
             self.depth -= 1
 
@@ -84,6 +85,7 @@ def yaml_documents(text: str, path: str) -> list[Document]:
     try:
         while loader.check_node():
             node = loader.get_node()
+            assert node is not None  # check_node said a document follows
             data = loader.construct_document(node)
             if data is not None:
                 docs.append(Document(data, path, node.start_mark.line + 1))

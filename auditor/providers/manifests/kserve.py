@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from auditor.providers.manifests.common import Context, as_int, as_list, as_map
+from auditor.providers.manifests.common import Context, as_int, as_list, as_map, lenient_map
 from auditor.providers.manifests.documents import Document
 from auditor.providers.manifests.pods import Workload, gpu_request_path
+from auditor.providers.manifests.registry import kinds
 
 RUNTIME_KINDS = ("ServingRuntime", "ClusterServingRuntime")
 COMPONENTS = ("predictor", "transformer", "explainer")
@@ -23,7 +24,7 @@ COMPONENT_KEYS = {"minReplicas", "maxReplicas", "scaleTarget", "scaleMetric", "c
 def runtimes_named(d: dict) -> set[str]:
     """The runtimes an InferenceService's models name and ask GPUs for themselves (lenient: collected before
     parsing). A runtime named by a model that asks for none still carries the GPUs, and is judged on its own."""
-    spec = d.get("spec") if isinstance(d.get("spec"), dict) else {}
+    spec = lenient_map(d.get("spec"))
     out = set()
     for c in COMPONENTS:
         model = (spec.get(c) or {}).get("model") if isinstance(spec.get(c), dict) else None
@@ -32,6 +33,7 @@ def runtimes_named(d: dict) -> set[str]:
     return out
 
 
+@kinds("serving.kserve.io", "InferenceService")
 def inference_service(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
     templates: list[tuple[int, Any]] = []
     for name in COMPONENTS:
@@ -48,6 +50,7 @@ def inference_service(doc: Document, spec: dict, ctx: Context) -> list[Workload]
     return [Workload(templates, platform="kserve", workload="inference", kind="server")]
 
 
+@kinds("serving.kserve.io", *RUNTIME_KINDS)
 def serving_runtime(doc: Document, spec: dict, ctx: Context) -> list[Workload] | None:
     meta = as_map(doc.data.get("metadata"), doc, "metadata")
     if str(meta.get("name")) in ctx.serving_runtimes:

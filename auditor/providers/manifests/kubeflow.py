@@ -7,10 +7,11 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from auditor.providers.manifests.common import Context, as_int, as_list, as_map, tags_of
+from auditor.providers.manifests.common import Context, as_int, as_list, as_map, lenient_map, tags_of
 from auditor.providers.manifests.documents import Document
 from auditor.providers.manifests.operators import replicated_jobs
 from auditor.providers.manifests.pods import Workload
+from auditor.providers.manifests.registry import kinds
 
 KUBEFLOW_REPLICAS = {"PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs", "MPIJob": "mpiReplicaSpecs",
                      "XGBoostJob": "xgbReplicaSpecs", "PaddleJob": "paddleReplicaSpecs", "JAXJob": "jaxReplicaSpecs"}
@@ -18,6 +19,7 @@ RUNTIME_KINDS = ("TrainingRuntime", "ClusterTrainingRuntime")
 TRAINER_JOB = "node"  # the replicated job, and its container, that a TrainJob's trainer settings apply to
 
 
+@kinds("kubeflow.org", *KUBEFLOW_REPLICAS)
 def training_operator(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
     key = KUBEFLOW_REPLICAS[str(doc.data["kind"])]
     replica_specs = as_map(spec.get(key), doc, f"spec.{key}")
@@ -29,13 +31,14 @@ def training_operator(doc: Document, spec: dict, ctx: Context) -> list[Workload]
     return [Workload(templates, platform="kubeflow", deadline=deadline)]
 
 
+@kinds("kubeflow.org", "Notebook")
 def notebook(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
     return [Workload([(1, spec.get("template"))], platform="kubeflow", workload="notebook")]
 
 
-def runtime_key(data: dict) -> tuple[str, str, str] | None:
+def runtime_key(data: dict) -> tuple[str, str, str]:
     """(kind, namespace, name) of a runtime object; a cluster runtime has no namespace."""
-    meta = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+    meta = lenient_map(data.get("metadata"))
     kind = str(data.get("kind"))
     namespace = str(meta.get("namespace") or "default") if kind == "TrainingRuntime" else ""
     return kind, namespace, str(meta.get("name"))
@@ -43,16 +46,17 @@ def runtime_key(data: dict) -> tuple[str, str, str] | None:
 
 def runtime_ref(data: dict) -> tuple[str, str, str] | None:
     """The runtime a TrainJob names, as a runtime_key; a ref without a kind means a ClusterTrainingRuntime."""
-    spec = data.get("spec") if isinstance(data.get("spec"), dict) else {}
+    spec = lenient_map(data.get("spec"))
     ref = spec.get("runtimeRef")
     if not isinstance(ref, dict) or not ref.get("name"):
         return None
-    meta = data.get("metadata") if isinstance(data.get("metadata"), dict) else {}
+    meta = lenient_map(data.get("metadata"))
     kind = str(ref.get("kind") or "ClusterTrainingRuntime")
     namespace = str(meta.get("namespace") or "default") if kind == "TrainingRuntime" else ""
     return kind, namespace, str(ref["name"])
 
 
+@kinds("trainer.kubeflow.org", *RUNTIME_KINDS, others_pass=True)
 def runtime(doc: Document, spec: dict, ctx: Context) -> list[Workload] | None:
     """A runtime some TrainJob of the run names is judged through those jobs (None); one on its own is judged as
     what every TrainJob that uses it would run."""
@@ -61,6 +65,7 @@ def runtime(doc: Document, spec: dict, ctx: Context) -> list[Workload] | None:
     return [Workload([(n, t) for _, n, t in _runtime_templates(doc, spec)], platform="kubeflow")]
 
 
+@kinds("trainer.kubeflow.org", "TrainJob")
 def trainjob(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
     """A TrainJob: the trainer's settings over its runtime's templates where the runtime is among the files,
     else the trainer container alone (its resources, nodes and pod overrides)."""
@@ -69,7 +74,7 @@ def trainjob(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
     trainer = as_map(spec.get("trainer"), doc, "spec.trainer")
     if runtime_doc is None:
         pod: dict[str, Any] = {"containers": [{"name": TRAINER_JOB}]}
-        templates = [[TRAINER_JOB, 1, {"spec": pod}]]
+        templates: list[list[Any]] = [[TRAINER_JOB, 1, {"spec": pod}]]  # [name, replicas, template]
     else:
         runtime_spec = as_map(runtime_doc.data.get("spec"), runtime_doc, "spec")
         templates = [[name, n, copy.deepcopy(t)] for name, n, t in _runtime_templates(runtime_doc, runtime_spec)]

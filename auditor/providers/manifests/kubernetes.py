@@ -11,12 +11,11 @@ Any other object that asks for a GPU somewhere is named, never passed: its kind 
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Any
 
 from auditor.errors import InputError
 from auditor.model import Job
-from auditor.providers.manifests import kserve, kubeflow, kueue, operators
+from auditor.providers.manifests import kserve, kubeflow, kueue, registry
 from auditor.providers.manifests.common import (
     RUNTIME_KEY,
     Context,
@@ -25,6 +24,7 @@ from auditor.providers.manifests.common import (
     as_map,
     as_sweep,
     grid_points,
+    lenient_map,
     own_keys,
     range_points,
     runtime_hours,
@@ -32,14 +32,8 @@ from auditor.providers.manifests.common import (
 )
 from auditor.providers.manifests.documents import Document, UnknownKind, unrendered, yaml_documents
 from auditor.providers.manifests.pods import Workload, build_job, gpu_request_path
+from auditor.providers.manifests.registry import kinds, platform
 
-# API groups whose kinds the gate does not read and that run nothing of their own (Service, ConfigMap, PVC,
-# NodePool, Queue, ...): passed without a word unless the object asks for a GPU somewhere.
-QUIET_GROUPS = {"", "apps", "batch", "policy", "autoscaling", "networking.k8s.io", "rbac.authorization.k8s.io",
-                "storage.k8s.io", "scheduling.k8s.io", "apiextensions.k8s.io", "admissionregistration.k8s.io",
-                "coordination.k8s.io", "node.k8s.io", "discovery.k8s.io", "certificates.k8s.io",
-                "karpenter.sh", "karpenter.k8s.aws", "trainer.kubeflow.org", "batch.volcano.sh",
-                "scheduling.volcano.sh"}
 # kinds of groups the gate reads that run nothing of their own (a Kubeflow kind not read is named); KServe's
 # graphs route to InferenceServices, its trained models load onto one, its storage and caches hold models
 QUIET_KINDS = {("kubeflow.org", "Profile"), ("kubeflow.org", "PodDefault")} | \
@@ -48,65 +42,13 @@ QUIET_KINDS = {("kubeflow.org", "Profile"), ("kubeflow.org", "PodDefault")} | \
 # Objects that say where other workloads run, never workloads: Kueue's queues and flavors (and its Workload, which
 # Kueue makes from a queued job: the job itself is judged).
 PLACEMENT_GROUPS = {"kueue.x-k8s.io"}
-SERVING_KINDS = {("apps", "Deployment"), ("apps", "StatefulSet"), ("apps", "ReplicaSet"), ("apps", "DaemonSet"),
-                 ("", "ReplicationController")}
 
 CREATING = ("create", "apply", "replace")  # an Argo resource step's actions that start what its manifest holds
 MANIFEST_TEXT = re.compile(r"^\s*apiVersion\s*:", re.M)  # YAML text that holds a Kubernetes object
 
-Reader = Callable[[Document, dict, Context], "list[Workload] | None"]
 
-
-def _pod(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
-    return [Workload([(1, {"metadata": doc.data.get("metadata"), "spec": spec})])]
-
-
-def _job(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
-    return [Workload([(as_int(spec.get("parallelism"), doc, "spec.parallelism") or 1, spec.get("template"))],
-                     deadline=as_int(spec.get("activeDeadlineSeconds"), doc, "spec.activeDeadlineSeconds"))]
-
-
-def _cron_job(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
-    job_template = as_map(spec.get("jobTemplate"), doc, "spec.jobTemplate")
-    job_spec = as_map(job_template.get("spec"), doc, "spec.jobTemplate.spec")
-    jt_meta = as_map(job_template.get("metadata"), doc, "spec.jobTemplate.metadata")
-    return [Workload([(as_int(job_spec.get("parallelism"), doc, "parallelism") or 1, job_spec.get("template"))],
-                     deadline=as_int(job_spec.get("activeDeadlineSeconds"), doc,
-                                     "spec.jobTemplate.spec.activeDeadlineSeconds"),
-                     labels=tags_of(jt_meta.get("labels")), annotations=tags_of(jt_meta.get("annotations")))]
-
-
-def _server(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
-    replicas = as_int(spec.get("replicas"), doc, "spec.replicas")
-    claims = {c.get("metadata", {}).get("name") for c in as_list(spec.get("volumeClaimTemplates"), doc,
-                                                                  "spec.volumeClaimTemplates") if isinstance(c, dict)}
-    return [Workload([(1 if replicas is None else replicas, spec.get("template"))], workload="inference",
-                     kind="server", claim_templates=claims)]
-
-
-KINDS: dict[tuple[str, str], Reader] = {
-    ("", "Pod"): _pod, ("batch", "Job"): _job, ("batch", "CronJob"): _cron_job,
-    **{k: _server for k in SERVING_KINDS},
-    **{("kubeflow.org", k): kubeflow.training_operator for k in kubeflow.KUBEFLOW_REPLICAS},
-    ("kubeflow.org", "Notebook"): kubeflow.notebook,
-    ("trainer.kubeflow.org", "TrainJob"): kubeflow.trainjob,
-    **{("trainer.kubeflow.org", k): kubeflow.runtime for k in kubeflow.RUNTIME_KINDS},
-    ("batch.volcano.sh", "Job"): operators.volcano,
-    ("ray.io", "RayJob"): operators.ray_job, ("ray.io", "RayCluster"): operators.ray_cluster,
-    ("ray.io", "RayService"): operators.ray_service,
-    ("jobset.x-k8s.io", "JobSet"): operators.jobset,
-    ("leaderworkerset.x-k8s.io", "LeaderWorkerSet"): operators.leader_worker_set,
-    **{("argoproj.io", k): operators.argo for k in operators.ARGO_KINDS},
-    ("tekton.dev", "PipelineRun"): operators.pipeline_run, ("tekton.dev", "TaskRun"): operators.task_run,
-    ("serving.kserve.io", "InferenceService"): kserve.inference_service,
-    **{("serving.kserve.io", k): kserve.serving_runtime for k in kserve.RUNTIME_KINDS},
-}
-
-
-def _group(api: str) -> str:
-    return api.rsplit("/", 1)[0] if "/" in api else ""
-
-
+@platform("kubernetes", what="Kubernetes or Kubeflow object", rank=0,
+          detect=lambda d: "apiVersion" in d and "kind" in d)
 def parse(doc: Document, ctx: Context) -> list[Job]:
     """The jobs of one Kubernetes object; [] for one that runs nothing on a GPU."""
     d = doc.data
@@ -121,14 +63,14 @@ def parse(doc: Document, ctx: Context) -> list[Job]:
     if group in PLACEMENT_GROUPS:  # read before parsing (collect) for where the workloads they queue run
         return []
     inner = [j for part in embedded(doc) for j in parse(part, ctx)]
-    reader = KINDS.get((group, kind))
+    reader = registry.reader(group, kind)
     if reader is None:
         if inner:  # a wrapper of other objects: judged by what it wraps
             return inner
         if where := gpu_request_path(d):
             raise doc.error(f"unknown manifest kind {kind} ({api}): it asks for GPUs at {where}, and the gate does "
                             "not read this kind", UnknownKind)
-        if group in QUIET_GROUPS or (group, kind) in QUIET_KINDS or embedded(doc):
+        if group in registry.QUIET_GROUPS or (group, kind) in QUIET_KINDS or embedded(doc):
             return []
         raise doc.error(f"unknown manifest kind {kind} ({api})", UnknownKind)
     workloads = reader(doc, spec, ctx)
@@ -138,6 +80,43 @@ def parse(doc: Document, ctx: Context) -> list[Job]:
     if not jobs and (where := gpu_request_path(d)):
         raise doc.error(f"{kind} ({api}) asks for GPUs at {where}, a place the gate does not read", UnknownKind)
     return jobs
+
+
+# The core kinds: their groups' other kinds (Service, ConfigMap, PVC, ...) run nothing of their own.
+@kinds("", "Pod", others_pass=True)
+def _pod(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
+    return [Workload([(1, {"metadata": doc.data.get("metadata"), "spec": spec})])]
+
+
+@kinds("batch", "Job", others_pass=True)
+def _job(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
+    return [Workload([(as_int(spec.get("parallelism"), doc, "spec.parallelism") or 1, spec.get("template"))],
+                     deadline=as_int(spec.get("activeDeadlineSeconds"), doc, "spec.activeDeadlineSeconds"))]
+
+
+@kinds("batch", "CronJob")
+def _cron_job(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
+    job_template = as_map(spec.get("jobTemplate"), doc, "spec.jobTemplate")
+    job_spec = as_map(job_template.get("spec"), doc, "spec.jobTemplate.spec")
+    jt_meta = as_map(job_template.get("metadata"), doc, "spec.jobTemplate.metadata")
+    return [Workload([(as_int(job_spec.get("parallelism"), doc, "parallelism") or 1, job_spec.get("template"))],
+                     deadline=as_int(job_spec.get("activeDeadlineSeconds"), doc,
+                                     "spec.jobTemplate.spec.activeDeadlineSeconds"),
+                     labels=tags_of(jt_meta.get("labels")), annotations=tags_of(jt_meta.get("annotations")))]
+
+
+@kinds("apps", "Deployment", "StatefulSet", "ReplicaSet", "DaemonSet", others_pass=True)
+@kinds("", "ReplicationController")
+def _server(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
+    replicas = as_int(spec.get("replicas"), doc, "spec.replicas")
+    claims = {c.get("metadata", {}).get("name") for c in as_list(spec.get("volumeClaimTemplates"), doc,
+                                                                  "spec.volumeClaimTemplates") if isinstance(c, dict)}
+    return [Workload([(1 if replicas is None else replicas, spec.get("template"))], workload="inference",
+                     kind="server", claim_templates=claims)]
+
+
+def _group(api: str) -> str:
+    return api.rsplit("/", 1)[0] if "/" in api else ""
 
 
 def embedded(doc: Document) -> list[Document]:
@@ -188,7 +167,7 @@ def collect(doc: Document, ctx: Context) -> None:
     elif group == "serving.kserve.io" and kind == "InferenceService":
         ctx.serving_runtimes.update(kserve.runtimes_named(d))
     elif group == "policy" and kind == "PodDisruptionBudget" and isinstance(d.get("spec"), dict):
-        spec, meta = d["spec"], d.get("metadata") if isinstance(d.get("metadata"), dict) else {}
+        spec, meta = d["spec"], lenient_map(d.get("metadata"))
         protects = str(spec.get("minAvailable", "1")) not in ("0", "0%") and \
             str(spec.get("maxUnavailable", "")) != "100%"
         if protects and isinstance(spec.get("selector"), dict):

@@ -5,14 +5,16 @@ are read for that (collected before parsing, from every file of the run) and are
 
 from __future__ import annotations
 
+from auditor.providers.manifests.common import Context, lenient_map
+
 QUEUE_LABEL = "kueue.x-k8s.io/queue-name"
 
 
-def collect(d: dict, ctx) -> None:
+def collect(d: dict, ctx: Context) -> None:
     """Note a ResourceFlavor, ClusterQueue or LocalQueue; lenient, as every collect is."""
     kind = str(d.get("kind"))
-    meta = d.get("metadata") if isinstance(d.get("metadata"), dict) else {}
-    spec = d.get("spec") if isinstance(d.get("spec"), dict) else {}
+    meta = lenient_map(d.get("metadata"))
+    spec = lenient_map(d.get("spec"))
     name = str(meta.get("name"))
     if kind == "ResourceFlavor":
         labels = spec.get("nodeLabels") if isinstance(spec.get("nodeLabels"), dict) else {}
@@ -29,7 +31,7 @@ def collect(d: dict, ctx) -> None:
         ctx.local_queues[(str(meta.get("namespace") or "default"), name)] = str(spec["clusterQueue"])
 
 
-def placements(labels: dict[str, str], namespace: str, ctx) -> list[dict]:
+def placements(labels: dict[str, str], namespace: str, ctx: Context) -> list[dict]:
     """The pod placements (nodeSelector, tolerations) of the flavors a workload with these labels may be admitted
     to, in the ClusterQueue's order; [] for a workload not queued, or queued to a queue no file of the run holds."""
     queue = labels.get(QUEUE_LABEL)

@@ -9,8 +9,10 @@ from typing import Any
 from auditor.providers.manifests.common import Context, as_int, as_list, as_map, go_duration, tags_of
 from auditor.providers.manifests.documents import Document
 from auditor.providers.manifests.pods import Workload
+from auditor.providers.manifests.registry import kinds
 
 
+@kinds("batch.volcano.sh", "Job", others_pass=True)
 def volcano(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
     tasks = as_list(spec.get("tasks"), doc, "spec.tasks")
     templates = [(as_int(as_map(t, doc, "task").get("replicas"), doc, "tasks[].replicas") or 1, t.get("template"))
@@ -37,6 +39,7 @@ def _ray_templates(cluster: dict, doc: Document) -> list[tuple[int, Any]]:
     return templates
 
 
+@kinds("ray.io", "RayJob")
 def ray_job(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
     cluster = spec.get("rayClusterSpec")
     if cluster is None:  # runs on an existing RayCluster (clusterSelector): that cluster's manifest is judged
@@ -46,10 +49,12 @@ def ray_job(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
                      deadline=deadline)]
 
 
+@kinds("ray.io", "RayCluster")
 def ray_cluster(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
     return [Workload(_ray_templates(spec, doc), platform="kuberay")]
 
 
+@kinds("ray.io", "RayService")
 def ray_service(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
     cluster = as_map(spec.get("rayClusterConfig"), doc, "spec.rayClusterConfig")
     return [Workload(_ray_templates(cluster, doc), platform="kuberay", workload="inference", kind="server")]
@@ -72,6 +77,7 @@ def replicated_jobs(doc: Document, spec: dict) -> list[tuple[str, int, dict]]:
     return out
 
 
+@kinds("jobset.x-k8s.io", "JobSet")
 def jobset(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
     templates, deadline = [], None
     for _, pods, job_spec in replicated_jobs(doc, spec):
@@ -80,6 +86,7 @@ def jobset(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
     return [Workload(templates, deadline=deadline)]
 
 
+@kinds("leaderworkerset.x-k8s.io", "LeaderWorkerSet")
 def leader_worker_set(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
     """Groups of one leader and size-1 workers, `replicas` groups: multi-host serving (vLLM, SGLang)."""
     replicas = as_int(spec.get("replicas"), doc, "spec.replicas")
@@ -107,6 +114,7 @@ def _labelled(template: Any, name: str, doc: Document) -> dict:
 ARGO_KINDS = ("Workflow", "WorkflowTemplate", "ClusterWorkflowTemplate", "CronWorkflow")
 
 
+@kinds("argoproj.io", *ARGO_KINDS)
 def argo(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
     """Each template that runs a container (container, script, containerSet) is one step: one job per step,
     with the workflow's node placement and volumes unless the step sets its own."""
@@ -126,7 +134,7 @@ def argo(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
                                  "containerSet.containers")
         else:
             continue  # steps, dag, resource, suspend: run no container of their own
-        pod = {"containers": containers,
+        pod: dict[str, Any] = {"containers": containers,
                "volumes": as_list(spec.get("volumes"), doc, "spec.volumes") + as_list(t.get("volumes"), doc,
                                                                                       "templates[].volumes")}
         for key in ("nodeSelector", "affinity", "tolerations"):
@@ -143,7 +151,7 @@ def argo(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
 # ---- Tekton -------------------------------------------------------------------------------------------------
 
 
-def _tekton_pod(task_spec: dict, pod_template: dict, doc: Document, step_resources: dict[str, Any],
+def _tekton_pod(task_spec: dict, pod_template: dict, doc: Document, step_resources: dict[str | None, Any],
                 compute: Any) -> dict:
     """A Tekton task's pod: its steps as containers (run one after another), under the run's pod template."""
     steps = []
@@ -161,11 +169,12 @@ def _tekton_pod(task_spec: dict, pod_template: dict, doc: Document, step_resourc
     return pod
 
 
-def _step_resources(run_spec: dict, doc: Document) -> dict[str, Any]:
+def _step_resources(run_spec: dict, doc: Document) -> dict[str | None, Any]:
     specs = as_list(run_spec.get("stepSpecs") or run_spec.get("stepOverrides"), doc, "stepSpecs")
     return {s.get("name"): s.get("computeResources") or s.get("resources") for s in specs if isinstance(s, dict)}
 
 
+@kinds("tekton.dev", "PipelineRun")
 def pipeline_run(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
     """Each task with its spec embedded is one job (a task named by taskRef is defined elsewhere)."""
     pipeline = as_map(spec.get("pipelineSpec"), doc, "spec.pipelineSpec")
@@ -192,6 +201,7 @@ def pipeline_run(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
     return out
 
 
+@kinds("tekton.dev", "TaskRun")
 def task_run(doc: Document, spec: dict, ctx: Context) -> list[Workload]:
     task_spec = as_map(spec.get("taskSpec"), doc, "spec.taskSpec")
     pod = _tekton_pod(task_spec, as_map(spec.get("podTemplate"), doc, "spec.podTemplate"), doc,

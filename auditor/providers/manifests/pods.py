@@ -252,7 +252,8 @@ def build_job(doc: Document, ctx: Context, w: Workload) -> Job | None:
         checkpoint_interval_min=interval_of(labels, annotations, doc), max_runtime_s=deadline,
         tags=labels, source_file=doc.path, source_line=doc.line, workload=w.workload, manifest_kind=kind,
         accelerator=accelerator, mig_profile=mig, annotations=annotations | own_keys(labels), kind=w.kind,
-        grace_period_s=None if None in graces else min(graces, default=None), disruption_budget=budget,
+        grace_period_s=None if None in graces else min((g for g in graces if g is not None), default=None),
+        disruption_budget=budget,
         gpu_total=sum(p.replicas * p.gpus for p in gpu_pods) or None, accelerator_family=family)
 
 

@@ -22,8 +22,12 @@ from auditor.providers.manifests.common import (
     own_keys,
 )
 from auditor.providers.manifests.documents import Document
+from auditor.providers.manifests.registry import platform
 
 
+@platform("sagemaker", what="SageMaker CreateTrainingJob or CreateHyperParameterTuningJob request", rank=1,
+          detect=lambda d: any(k in d for k in ("TrainingJobName", "AlgorithmSpecification",
+                                                 "HyperParameterTuningJobConfig")))
 def parse(doc: Document, ctx: Context) -> list[Job]:
     if "HyperParameterTuningJobConfig" in doc.data:
         return [_tuning_job(doc, ctx.catalog)]
@@ -42,7 +46,8 @@ def _training_job(doc: Document, d: dict, catalog: Catalog) -> Job:
         counts = [as_int(g.get("InstanceCount"), doc, "InstanceGroups[].InstanceCount") or 1 for g in gpu_groups]
         count = sum(counts)
         each = [gpu_from_type(catalog, "aws", g.get("InstanceType"))[2] for g in gpu_groups]
-        total = sum(n * g for n, g in zip(counts, each, strict=True)) if None not in each else None
+        known = [g for g in each if g is not None]
+        total = sum(n * g for n, g in zip(counts, known, strict=True)) if len(known) == len(each) else None
     else:
         instance_type = rc.get("InstanceType")
         count = as_int(rc.get("InstanceCount"), doc, "ResourceConfig.InstanceCount") or 1

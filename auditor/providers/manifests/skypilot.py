@@ -24,6 +24,7 @@ from auditor.providers.manifests.common import (
     tags_of,
 )
 from auditor.providers.manifests.documents import Document
+from auditor.providers.manifests.registry import platform
 
 SKYPILOT_KEYS = {"name", "workdir", "num_nodes", "resources", "envs", "secrets", "file_mounts", "volumes", "setup",
                  "run", "config", "service", "event_callback", "inputs", "outputs", "experimental", "pool"}
@@ -49,6 +50,7 @@ def _accelerator(value: Any, doc: Document) -> tuple[str | None, int | None]:
     return name.strip(), max(1, int(float(n))) if n else 1
 
 
+@platform("skypilot", what="SkyPilot task", rank=4, detect=lambda d: is_task(d))
 def parse(doc: Document, ctx: Context, pipeline: str | None = None) -> list[Job]:
     return [_task(doc, ctx.catalog, pipeline)]
 

@@ -25,8 +25,12 @@ from auditor.providers.manifests.common import (
     tags_of,
 )
 from auditor.providers.manifests.documents import Document
+from auditor.providers.manifests.registry import platform
 
 
+@platform("vertex", what="Vertex AI CustomJob or HyperparameterTuningJob", rank=2,
+          detect=lambda d: any(k in d for k in ("jobSpec", "job_spec", "workerPoolSpecs", "worker_pool_specs",
+                                                 "studySpec", "study_spec", "trialJobSpec", "trial_job_spec")))
 def parse(doc: Document, ctx: Context) -> list[Job]:
     if get(doc.data, "studySpec") is not None or get(doc.data, "trialJobSpec") is not None:
         return [_tuning_job(doc, ctx.catalog)]
