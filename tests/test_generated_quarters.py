@@ -4,6 +4,7 @@ documentation (precision and recall 1.0), and less data never finds more waste."
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 from datetime import date
 from decimal import Decimal
@@ -16,9 +17,18 @@ from auditor.policy import load_policy
 from auditor.window import parse_quarter
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "fixtures" / "quarters"))
 
-import generate  # noqa: E402
+def _load_generator():
+    """fixtures/quarters/generate.py by its path, under a name of its own: other tests import a `generate` too
+    (fixtures/demo's), and a bare `import generate` takes whichever was imported first in the session."""
+    spec = importlib.util.spec_from_file_location("quarters_generate", REPO / "fixtures" / "quarters" / "generate.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
+    spec.loader.exec_module(module)
+    return module
+
+
+generate = _load_generator()
 
 SEEDS = (1, 2, 3)
 RULES = ("GPU001", "GPU005", "GPU006", "COM002", "COM004", "SPOT001", "TAG001", "BUD001")
