@@ -68,6 +68,12 @@ def test_the_plan_has_waste_and_look_alikes(quarter):
                  "i-util-at-threshold", "i-short-6-days"):
         assert kind in ids
         assert not any(m.id.startswith(kind) for m in q.machines if m.id in q.expected[True]["GPU005"])
+    # No contradictions: a family's floor is all one machine to stop, so no commitment is sized on it.
+    assert "i-forgotten-steady" in ids and "i-owned-idle-steady" in ids
+    for inventory in (True, False):
+        assert "aws:ap-south-1:g4dn:USD" not in q.expected[inventory]["COM004"]
+    assert "aws:sa-east-1:g4dn:USD" in q.expected[False]["COM004"]
+    assert "aws:sa-east-1:g4dn:USD" not in q.expected[True]["COM004"]
 
 
 def high_waste(audit) -> Decimal:
@@ -87,6 +93,23 @@ def test_no_more_waste_without_the_inventory(quarter):
         if f.rule in ("GPU005", "GPU006"):
             assert f.evidence["confidence"] != "high" and f.evidence["bill_alone"], f.message
             assert "inventory (not in an inventory read)" in f.evidence["sources_lacked"]
+
+
+@pytest.mark.parametrize("inventory", [True, False], ids=["with-inventory", "bill-alone"])
+def test_savings_only_for_what_still_runs(quarter, inventory):
+    """Issue 34: a machine that stopped billing before the window's last day (and is not running in the inventory)
+    saves nothing more; what it wasted stays. One that still runs keeps its saving."""
+    q, audits = quarter
+    ids = {m.id for m in q.machines}
+    asked = [f for f in audits[inventory].findings if f.resource in ids and f.wasted is not None]
+    stopped = [f for f in asked if f.resource not in q.still_running[inventory]]
+    assert stopped, "the plan has a flagged machine that stopped before the quarter ended"
+    for f in asked:
+        running = f.resource in q.still_running[inventory]
+        assert f.still_running == running, (f.rule, f.resource)
+        assert (f.monthly_savings is not None) == running, (f.rule, f.resource, f.monthly_savings)
+        if not running:
+            assert f.evidence["still_running"] is False and f.wasted > 0, (f.rule, f.resource)
 
 
 def test_sources_are_stated(quarter):
