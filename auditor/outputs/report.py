@@ -22,7 +22,7 @@ from auditor.outputs import audit_json
 from auditor.outputs.actions import ACTIONS_CSV, write_actions_csv
 from auditor.outputs.jobs import JOBS_CSV, write_jobs_csv
 from auditor.outputs.view import audit_doc, build_view, fmt_num, team_of
-from auditor.text import md_escape, printable, safe_cell, template_value
+from auditor.text import md_escape, one_line, safe_cell, template_value
 
 if TYPE_CHECKING:
     from auditor.audit import Audit
@@ -39,9 +39,9 @@ CSV_FIELDS = ("severity", "rule", "name", "resource", "team", "owner", "provider
 
 def inline_code(value: Any) -> markupsafe.Markup:
     """Rule text written in Markdown (`CheckpointConfig.S3Uri`) for HTML: escaped, then `x` as <code>x</code>.
-    Its control characters are escaped first (printable), as every other value's are (_finalize): a Markup
-    result is not finalized again, and a finding's message shown with it carries the billing's text."""
-    parts = str(markupsafe.escape(printable("" if value is None else value))).split("`")
+    It is made one line first (one_line), as every other value is by the finaliser (text.template_value): a
+    Markup result is not finalized again, and a finding's message shown with it carries the billing's text."""
+    parts = str(markupsafe.escape(one_line(value))).split("`")
     if len(parts) % 2 == 0:  # an odd number of backticks: no pairs to trust
         return markupsafe.Markup("`".join(parts))
     return markupsafe.Markup("".join(f"<code>{p}</code>" if i % 2 else p for i, p in enumerate(parts)))
