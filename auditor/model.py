@@ -405,6 +405,7 @@ class InteractiveGpu:
     idle_spans: list[tuple[datetime, datetime]] = field(default_factory=list)  # nil utilisation, merged, UTC
     cost: dict[str, Decimal] = field(default_factory=dict)  # billed in the window
     billed_hours: Decimal | None = None
+    node: str | None = None  # a pod's: the node's asset id (whether it still runs is its node's: running.py)
 
 
 @dataclass
