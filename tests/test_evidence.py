@@ -71,15 +71,17 @@ def test_the_demo_reports_show_no_raw_number(demo_folder):
 
 
 def test_clauses_nothing_checked_say_so(demo_folder):
-    """The demo has no Kubernetes GPU nodes and no capacity reservation: those clauses were not checked, and
-    say so in audit.json and both reports; a clause whose rule had something to judge and found nothing is met."""
+    """The demo has no Kubernetes GPU nodes, no capacity reservation and no notebook or dev machine with GPUs: those
+    clauses were not checked, and say so in audit.json and both reports; a clause whose rule had something to judge
+    and found nothing is met."""
     doc = json.loads((demo_folder / "audit.json").read_text(encoding="utf-8"))
     status = {c["rule"]: c["status"] for c in doc["clauses"]}
-    assert {r for r, s in status.items() if s == "not checked"} == {"KUBE001", "KUBE002", "KUBE003", "COM002"}
+    assert {r for r, s in status.items() if s == "not checked"} == {
+        "KUBE001", "KUBE002", "KUBE003", "COM002", "OFF001"}
     assert status["TAG002"] == "met" and status["COM003"] == "met (defaults)"
     md = (demo_folder / "report.md").read_text(encoding="utf-8")
     assert re.search(r"\| shared\\_gpu\\_idle \(KUBE001\) \|[^\n]*\| not checked \|", md)
     assert re.search(r"\| capacity\\_reservations \(COM002\) \|[^\n]*\| not checked \|", md)
     met = sum(1 for ln in md.splitlines() if ln.startswith("| ") and ln.rstrip().endswith(("| met |",
               "| met (defaults) |")) and "(" in ln.split("|")[1])
-    assert f"| {met} met, " in md and ", 4 not checked |" in md
+    assert f"| {met} met, " in md and ", 5 not checked |" in md
