@@ -90,7 +90,8 @@ class Rule:
 
 # A job's platform as a `## How to fix` line names it: every platform run on Kubernetes is Kubernetes.
 PLATFORM_NAMES = {"sagemaker": "SageMaker", "vertex": "Vertex AI", "azureml": "Azure ML", "skypilot": "SkyPilot",
-                  **dict.fromkeys(("kubernetes", "kubeflow", "volcano", "kuberay", "argo", "tekton"), "Kubernetes")}
+                  **dict.fromkeys(("kubernetes", "kubeflow", "volcano", "kuberay", "argo", "tekton", "kserve"),
+                                 "Kubernetes")}
 
 
 @functools.cache
