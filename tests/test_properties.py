@@ -194,7 +194,7 @@ def test_shuffling_or_splitting_changes_no_total_and_no_finding(tmp_path_factory
     assert audited(parts) == (whole_total, whole_findings)
 
 
-OUTPUTS = ("audit.json", "report.html", "report.md", "findings.csv", "jobs.csv")
+OUTPUTS = ("audit.json", "report.html", "report.md", "findings.csv", "jobs.csv", "actions.csv")
 
 
 @pytest.mark.slow

@@ -468,10 +468,13 @@ class Store:
 
     # ---- summaries -----------------------------------------------------------------------------------
     def data_window(self) -> Window | None:
-        start, end = self.con.execute("SELECT min(ChargePeriodStart), max(ChargePeriodEnd) FROM costs").fetchone()
+        start, end, last = self.con.execute(
+            "SELECT min(ChargePeriodStart), max(ChargePeriodEnd), max(ChargePeriodStart) FROM costs").fetchone()
         if start is None:
             return None
-        return Window(start, end or start, "")
+        if end is None or end <= last:  # lines without an end (or ending as they start): to the end of their day
+            end = max(end or last, datetime.combine(last.date(), datetime.min.time()) + timedelta(days=1))
+        return Window(start, end, "")
 
 
 def _overlapping(spans: list[tuple[str, Any, Any]]) -> list[str]:
