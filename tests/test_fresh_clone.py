@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -22,10 +23,20 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.slow
-def test_the_fast_loop_passes_on_a_plain_clone(tmp_path):
+def test_the_fast_loop_passes_on_a_plain_clone():
     if not (REPO / ".git").exists() or not shutil.which("git"):
         pytest.skip("not a git checkout, or git is not installed: there is nothing to clone")
-    clone = tmp_path / "empty" / "gpu-auditor"
+    # Not under pytest's tmp_path: its folders are the running user's alone (0700), and the clone's own tests run
+    # some commands as an unprivileged user (tests/unprivileged.py), who must be able to read the clone.
+    root = Path(tempfile.mkdtemp(prefix="gpu-auditor-fresh-clone-"))
+    root.chmod(0o755)
+    try:
+        _fast_loop_on_a_clone(root / "empty" / "gpu-auditor")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _fast_loop_on_a_clone(clone: Path) -> None:
     subprocess.run(["git", "clone", "--quiet", str(REPO), str(clone)], check=True, timeout=120)
     assert sorted(p.name for p in clone.parent.iterdir()) == ["gpu-auditor"]  # nothing beside it
     venv = clone / ".venv"
