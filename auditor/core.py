@@ -186,12 +186,7 @@ def run_audit(policy: Policy, billing: list[Path | str], inventory: Path | None 
         if progress:
             progress(f"reading inventory {inputs.inventory_label}")
         store.load_snapshot(inputs.inventory)
-    window = window or inputs.window
-    if window is None:
-        data = store.data_window()
-        if data is None:
-            raise InputError("no billing lines to audit")
-        window = Window.of(data.start, data.end)
+    window = store.audit_window(window or inputs.window, "audit")
     ctx = Context(catalog, policy, window)
     if progress:
         progress(f"running the rules over {window.label}")

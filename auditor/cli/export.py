@@ -7,7 +7,6 @@ from pathlib import Path
 import click
 
 from auditor.cli.base import FOLLOW_SYMLINKS, PATH
-from auditor.errors import InputError
 from auditor.outputs.terminal import safe
 from auditor.window import from_options
 
@@ -39,7 +38,6 @@ def export(billing: tuple[Path, ...], focus_dir: Path, policy_path: Path, invent
     from auditor.providers.live.inputs import audit_inputs
     from auditor.tables import focus_export
     from auditor.tables.store import Store
-    from auditor.window import Window
 
     window = from_options(quarter, since, until)
     policy = load_policy(policy_path)
@@ -49,12 +47,7 @@ def export(billing: tuple[Path, ...], focus_dir: Path, policy_path: Path, invent
     store.load_billing(inputs.billing)
     if inputs.inventory is not None:
         store.load_snapshot(inputs.inventory)
-    window = window or inputs.window
-    if window is None:
-        data = store.data_window()
-        if data is None:
-            raise InputError("no billing lines to export")
-        window = Window.of(data.start, data.end)
+    window = store.audit_window(window or inputs.window, "export")
     files = focus_export.export(store, window, policy)
     totals = focus_export.totals(store, window)
     written = write_files(folder, files, what="FOCUS export")

@@ -467,6 +467,15 @@ class Store:
         self.con.close()
 
     # ---- summaries -----------------------------------------------------------------------------------
+    def audit_window(self, window: Window | None, what: str) -> Window:
+        """The window asked for, else the billing's own, from its first charge to its last (`data_window`)."""
+        if window is not None:
+            return window
+        data = self.data_window()
+        if data is None:
+            raise InputError(f"no billing lines to {what}")
+        return Window.of(data.start, data.end)
+
     def data_window(self) -> Window | None:
         start, end, last = self.con.execute(
             "SELECT min(ChargePeriodStart), max(ChargePeriodEnd), max(ChargePeriodStart) FROM costs").fetchone()
