@@ -77,7 +77,7 @@ class Store:
         self.sources: list[SourceFile] = []
         self.warnings: list[str] = []
         self.entities: dict[tuple[type, Window], list] = {}  # built once each (tables/entities.py)
-        self.tag_sets: dict[tuple, dict[str, str]] = {}  # one dict per distinct tag set (entities._tag_set)
+        self.tag_sets: dict[int, dict[str, str]] | None = None  # by tag set id, once `tag_sets` is made
         # Files read as one scan (the parts of an export): label -> their paths and the figures of them all.
         self.parts: dict[str, dict[str, Any]] = {}
         self._part_odd: dict[str, tuple] = {}  # per file read in a scan: its odd dates (parts.FileFigures.odd)
@@ -314,6 +314,7 @@ class Store:
         for label, paths in parts.items():  # the figures of files read as one, all together
             self.parts[label] = {"files": paths, "stats": stats.scan_stats(self.con, paths)}
         self._note_odd([source for source, _ in read])
+        self.tag_sets = None  # new lines, new tag sets: the table is made again when next asked for
         return [source for source, _ in read]
 
     def _note_odd(self, sources: list[SourceFile]) -> None:
@@ -394,6 +395,26 @@ class Store:
             what = "the cost is empty" if no_cost else "the charge period start is empty"
             raise InputError(f"{what}; every billing line needs a cost and a start time", path=path, line=row)
 
+    def tag_set_ids(self) -> dict[int, dict[str, str]]:
+        """The table `tag_sets` (Tags, tag_set): each distinct tag map of `costs` once, with its tag set's id,
+        and each tag set as one dict by id (read-only; rules fold a set's keys once: Context.tag). A resource
+        carries a few tag sets and hundreds of thousands of resources carry a few thousand: the entities join
+        `tag_sets` and group and choose by the id, and Python turns each set into a dict once.
+
+        A tag set is its entries sorted: maps that hold the same entries in another order (an export's column
+        order, Spark's sorted keys) are one set, and its dict holds them sorted. Ids number the sets in that
+        sorted order, so a choice broken by the id is broken by the entries, the same whatever engine read
+        the lines and in whatever order."""
+        if self.tag_sets is None:
+            self.con.execute("""
+                CREATE OR REPLACE TABLE tag_sets AS
+                SELECT Tags, CAST(dense_rank() OVER (ORDER BY entries) AS INTEGER) AS tag_set, entries
+                FROM (SELECT Tags, COALESCE(list_sort(map_entries(Tags)), []) AS entries
+                      FROM (SELECT DISTINCT Tags FROM costs))""")
+            self.tag_sets = {i: {e["key"]: e["value"] for e in entries} for i, entries in self.con.execute(
+                "SELECT tag_set, any_value(entries) FROM tag_sets GROUP BY 1").fetchall()}
+        return self.tag_sets
+
     # ---- inventory -----------------------------------------------------------------------------------
     def _insert_rows(self, table: str, rows: list[dict[str, Any]]) -> None:
         """Rows (dicts by column name; keys the table lacks are left out) into a table, through a newline-JSON
@@ -425,7 +446,7 @@ class Store:
         """The audit is done with the tables: their memory (DuckDB's, and the entities built from them) is
         freed before the outputs are written, which hold every finding."""
         self.entities.clear()
-        self.tag_sets.clear()
+        self.tag_sets = None
         self.con.close()
 
     # ---- summaries -----------------------------------------------------------------------------------
