@@ -12,6 +12,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from auditor.tables.sql import TAG_SETS
 from auditor.tables.store import Store
 from auditor.window import Window
 
@@ -20,14 +21,18 @@ def provider_split(store: Store, window: Window, team_key: str) -> dict[str, Any
     """What the provider's split moves between teams ({team: {currency: amount}}, summing to zero per currency),
     and its figures: split and unused cost per currency, machines and pods. None when the export has no split."""
     w = window.where()
+    store.tag_set_ids()
     rows = store.con.execute(f"""
         WITH kids AS (SELECT lower(x_SplitParentId) AS parent, BillingCurrency, Tags,
                              sum(COALESCE(x_SplitCost, 0)) AS split, sum(COALESCE(x_SplitUnusedCost, 0)) AS unused
                       FROM costs WHERE {w} AND x_SplitParentId IS NOT NULL
                         AND lower(x_SplitParentId) IS DISTINCT FROM lower(ResourceId) GROUP BY ALL),
-             parents AS (SELECT lower(ResourceId) AS parent, BillingCurrency, arg_max(Tags, BilledCost) AS Tags
-                         FROM costs WHERE {w} AND lower(ResourceId) IN (SELECT parent FROM kids)
-                           AND x_SplitParentId IS NULL GROUP BY ALL),
+             -- a machine's team: that of its costliest tag set (of equal cost, the first by id)
+             parents AS (SELECT parent, BillingCurrency, first(Tags ORDER BY cost DESC, tag_set) AS Tags FROM (
+                             SELECT lower(ResourceId) AS parent, BillingCurrency, ts.tag_set,
+                                    any_value(costs.Tags) AS Tags, sum(BilledCost) AS cost
+                             FROM costs {TAG_SETS} WHERE {w} AND lower(ResourceId) IN (SELECT parent FROM kids)
+                               AND x_SplitParentId IS NULL GROUP BY ALL) GROUP BY ALL),
              moved AS (SELECT parent, BillingCurrency, sum(split + unused) AS amount FROM kids GROUP BY ALL)
         SELECT COALESCE({team_key}, '(unattributed)'), BillingCurrency, sum(split + unused) FROM kids GROUP BY ALL
         UNION ALL
