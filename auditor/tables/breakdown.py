@@ -14,7 +14,7 @@ from typing import Any
 from auditor.model import HOURS_PER_MONTH
 from auditor.sql import lit
 from auditor.tables import stats
-from auditor.tables.sql import GPU_HOURS, PRICING_SQL
+from auditor.tables.sql import GPU_HOURS, PRICING_SQL, TAG_SET_MAPS
 from auditor.tables.store import Store
 from auditor.window import Window, add_months, next_window, previous_window
 
@@ -38,14 +38,17 @@ def _add(into: dict[str, Decimal], cur: str, amount: Decimal | None) -> None:
         into[cur] = into.get(cur, Decimal(0)) + amount
 
 
-def attributed(window: Window, team_key: str, project_key: str) -> str:
-    """The window's `costs` rows with `team` and `project` columns: the lookups run once per distinct tag set
-    and category (tax is no team's: tables/sql.py spend_team_sql) and are joined back, rather than once per row."""
+def attributed(store: Store, window: Window, team_key: str, project_key: str) -> str:
+    """The window's `costs` rows with `team` and `project` columns: the lookups run once per distinct tag set id
+    and category (tax is no team's: tables/sql.py spend_team_sql) and are joined back by the id, rather than once
+    per row."""
+    store.tag_set_ids()
     return f"""(SELECT c.*, t.team, t.project FROM (SELECT * FROM costs WHERE {window.where()}) c JOIN (
-                    SELECT Tags, x_CostCategory, COALESCE({team_key}, {lit(UNATTRIBUTED)}) AS team,
+                    SELECT tag_set, x_CostCategory, COALESCE({team_key}, {lit(UNATTRIBUTED)}) AS team,
                            COALESCE({project_key}, '(no project)') AS project
-                    FROM (SELECT DISTINCT Tags, x_CostCategory FROM costs WHERE {window.where()})) t
-                ON c.Tags = t.Tags AND c.x_CostCategory IS NOT DISTINCT FROM t.x_CostCategory)"""
+                    FROM (SELECT DISTINCT x_TagSet AS tag_set, x_CostCategory FROM costs WHERE {window.where()})
+                    JOIN {TAG_SET_MAPS} USING (tag_set)) t
+                ON c.x_TagSet = t.tag_set AND c.x_CostCategory IS NOT DISTINCT FROM t.x_CostCategory)"""
 
 
 def spend_breakdown(store: Store, window: Window, currency: str, team_key: str,
@@ -53,7 +56,7 @@ def spend_breakdown(store: Store, window: Window, currency: str, team_key: str,
     """{dimension: [{key, billed_cost, gpu_cost}]}, largest first in the policy's currency; at most TOP rows
     each, the rest summed per currency into one last row."""
     keys = {**DIMENSIONS, "team": "team", "project": "project"}
-    rows_sql = attributed(window, team_key, project_key)
+    rows_sql = attributed(store, window, team_key, project_key)
     out = {}
     for dim, key in keys.items():
         rows = store.con.execute(f"""
@@ -84,7 +87,7 @@ def spend_breakdown(store: Store, window: Window, currency: str, team_key: str,
 def team_spend(store: Store, window: Window, team_key: str, project_key: str) -> dict[str, dict[str, Any]]:
     """Per team (UNATTRIBUTED for the rest): spend by category, provider and project, GPU compute by provider
     and project, and GPU-hours by pricing and by GPU model, so that a team's own report shows its own money."""
-    rows = attributed(window, team_key, project_key)
+    rows = attributed(store, window, team_key, project_key)
     out: dict[str, dict[str, Any]] = {}
 
     def entry(t: str) -> dict[str, Any]:

@@ -38,7 +38,6 @@ from auditor.tables.sql import (
     HOURS,
     LATEST_TAG_SET,
     TAG_SET_MAPS,
-    TAG_SETS,
     TIERED,
     latest_tag_sets,
     spend_team_sql,
@@ -181,8 +180,8 @@ def resource_spend(store: Store, window: Window, policy: Policy) -> list[Resourc
                             || COALESCE(ServiceName, '-') || ':' || COALESCE(RegionId, 'global')) AS id,
                    ResourceId IS NOT NULL AS has_rid, x_Provider, COALESCE(SubAccountId, BillingAccountId) AS account,
                    RegionId, ServiceName, x_CostCategory, x_InstanceType, BillingCurrency, BilledCost, x_Lines,
-                   x_UsageType, ChargePeriodStart, ChargePeriodEnd, ts.tag_set
-            FROM costs {TAG_SETS} WHERE {window.where()} AND ChargeCategory = 'Usage'),
+                   x_UsageType, ChargePeriodStart, ChargePeriodEnd, x_TagSet AS tag_set
+            FROM costs WHERE {window.where()} AND ChargeCategory = 'Usage'),
         r AS (SELECT id, bool_or(has_rid) AS has_rid, min(x_Provider) AS provider, min(account) AS account,
                      min(RegionId) AS region, min(ServiceName) AS service, max(x_InstanceType) AS itype,
                      sum(x_Lines) AS n FROM c GROUP BY id),
@@ -217,8 +216,8 @@ def transfer_flows(store: Store, window: Window, policy: Policy) -> list[Transfe
         WITH t AS (
             SELECT x_Provider AS p, x_TransferKind AS k, x_TransferFrom AS src, x_TransferTo AS dst,
                    COALESCE(SubAccountId, BillingAccountId) AS account, BillingCurrency AS cur, ResourceId AS rid,
-                   ts.tag_set, sum({GB}) AS t_gb, sum(BilledCost) AS t_cost, sum(x_Lines) AS t_n
-            FROM costs {TAG_SETS}
+                   x_TagSet AS tag_set, sum({GB}) AS t_gb, sum(BilledCost) AS t_cost, sum(x_Lines) AS t_n
+            FROM costs
             WHERE {window.where()} AND x_TransferKind IS NOT NULL AND x_TransferDirection = 'out' GROUP BY ALL),
         r AS (SELECT p, k, src, dst, account, cur, rid, sum(t_gb) AS gb, sum(t_cost) AS cost, sum(t_n) AS n,
                      first(tag_set ORDER BY t_cost DESC, tag_set) AS tags
@@ -308,10 +307,10 @@ def team_spend(store: Store, window: Window, policy: Policy) -> list[TeamSpend]:
     totals: dict[str, dict[str, tuple[Decimal, Decimal, Decimal]]] = {}
     for team, cur, spent, gpu, gh in store.con.execute(f"""
         WITH g AS (
-            SELECT ts.tag_set, x_CostCategory, BillingCurrency AS cur, sum(BilledCost) AS spent,
+            SELECT x_TagSet AS tag_set, x_CostCategory, BillingCurrency AS cur, sum(BilledCost) AS spent,
                    sum(BilledCost) FILTER (WHERE x_CostCategory = 'gpu_compute') AS gpu,
                    {GPU_HOURS} AS gh
-            FROM costs {TAG_SETS} WHERE {span.where()} GROUP BY ALL)
+            FROM costs WHERE {span.where()} GROUP BY ALL)
         SELECT {spend_team_sql(policy)} AS team, cur, sum(spent), COALESCE(sum(gpu), 0), COALESCE(sum(gh), 0)
         FROM g JOIN {TAG_SET_MAPS} USING (tag_set) GROUP BY 1, 2""").fetchall():
         totals.setdefault(team, {})[cur] = (spent, gpu, gh)
@@ -342,11 +341,11 @@ def unattributed_spend(store: Store, window: Window, policy: Policy) -> list[Una
     # Lines are summed per tag set and resource first, so the team lookup runs once per tag set.
     store.tag_set_ids()
     rows = store.con.execute(f"""
-        WITH p AS (SELECT BillingCurrency AS cur, x_CostCategory = 'gpu_compute' AS gpu, ts.tag_set,
+        WITH p AS (SELECT BillingCurrency AS cur, x_CostCategory = 'gpu_compute' AS gpu, x_TagSet AS tag_set,
                           COALESCE(ResourceId, x_Provider || ':' || COALESCE(ServiceName, '-') || ':'
                                    || COALESCE(ChargeCategory, '-')) AS rid, sum(BilledCost) AS cost,
                           sum(x_Lines) AS n
-                   FROM costs {TAG_SETS} WHERE {window.where()} AND x_CostCategory IS DISTINCT FROM 'tax'
+                   FROM costs WHERE {window.where()} AND x_CostCategory IS DISTINCT FROM 'tax'
                    GROUP BY ALL),
              l AS (SELECT cur, gpu, {team_sql(policy)} IS NULL AS unowned, cost, n, rid
                    FROM p JOIN {TAG_SET_MAPS} USING (tag_set)),
@@ -371,8 +370,8 @@ def commitments(store: Store, window: Window, policy: Policy) -> list[Commitment
     rows = store.con.execute(f"""
         WITH c AS (SELECT COALESCE(CommitmentDiscountId, x_Provider || ':' || COALESCE(SubAccountId,
                                    BillingAccountId, '-') || ':' || COALESCE(x_InstanceType, '-')) AS id,
-                          costs.*, ts.tag_set
-                   FROM costs {TAG_SETS}
+                          *, x_TagSet AS tag_set
+                   FROM costs
                    WHERE {window.where()} AND CommitmentDiscountStatus IN ('Used', 'Unused')),
              tg AS (SELECT id, BillingCurrency, first(tag_set ORDER BY cost DESC, tag_set) AS tags
                     FROM (SELECT id, BillingCurrency, tag_set, sum(EffectiveCost) AS cost FROM c GROUP BY ALL)
@@ -618,10 +617,10 @@ def capacity_reservations(store: Store, window: Window, policy: Policy) -> list[
                COALESCE(sum(ConsumedQuantity) FILTER (WHERE CapacityReservationStatus = 'Used' AND {HOURS}), 0),
                COALESCE(sum(ConsumedQuantity) FILTER (WHERE CapacityReservationStatus = 'Unused' AND {HOURS}), 0),
                min(ChargePeriodStart), max(ChargePeriodEnd),
-               COALESCE(first(ts.tag_set ORDER BY cardinality(costs.Tags) DESC, ts.tag_set)
+               COALESCE(first(x_TagSet ORDER BY cardinality(Tags) DESC, x_TagSet)
                             FILTER (WHERE lower(ResourceId) = lower(CapacityReservationId)),
-                        first(ts.tag_set ORDER BY cardinality(costs.Tags) DESC, ts.tag_set))
-        FROM costs {TAG_SETS} WHERE {window.where()} AND CapacityReservationId IS NOT NULL
+                        first(x_TagSet ORDER BY cardinality(Tags) DESC, x_TagSet))
+        FROM costs WHERE {window.where()} AND CapacityReservationId IS NOT NULL
         GROUP BY CapacityReservationId, BillingCurrency ORDER BY 1, BillingCurrency""").fetchall()
     kinds = {"aws": "On-Demand Capacity Reservation", "gcp": "reservation", "azure": "capacity reservation"}
     ends = dict(store.con.execute(f"SELECT x_Provider, max(ChargePeriodEnd) FROM costs WHERE {window.where()} "

@@ -12,7 +12,6 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
-from auditor.tables.sql import TAG_SETS
 from auditor.tables.store import Store
 from auditor.window import Window
 
@@ -29,9 +28,9 @@ def provider_split(store: Store, window: Window, team_key: str) -> dict[str, Any
                         AND lower(x_SplitParentId) IS DISTINCT FROM lower(ResourceId) GROUP BY ALL),
              -- a machine's team: that of its costliest tag set (of equal cost, the first by id)
              parents AS (SELECT parent, BillingCurrency, first(Tags ORDER BY cost DESC, tag_set) AS Tags FROM (
-                             SELECT lower(ResourceId) AS parent, BillingCurrency, ts.tag_set,
-                                    any_value(costs.Tags) AS Tags, sum(BilledCost) AS cost
-                             FROM costs {TAG_SETS} WHERE {w} AND lower(ResourceId) IN (SELECT parent FROM kids)
+                             SELECT lower(ResourceId) AS parent, BillingCurrency, x_TagSet AS tag_set,
+                                    any_value(Tags) AS Tags, sum(BilledCost) AS cost
+                             FROM costs WHERE {w} AND lower(ResourceId) IN (SELECT parent FROM kids)
                                AND x_SplitParentId IS NULL GROUP BY ALL) GROUP BY ALL),
              moved AS (SELECT parent, BillingCurrency, sum(split + unused) AS amount FROM kids GROUP BY ALL)
         SELECT COALESCE({team_key}, '(unattributed)'), BillingCurrency, sum(split + unused) FROM kids GROUP BY ALL

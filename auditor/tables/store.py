@@ -396,21 +396,26 @@ class Store:
             raise InputError(f"{what}; every billing line needs a cost and a start time", path=path, line=row)
 
     def tag_set_ids(self) -> dict[int, dict[str, str]]:
-        """The table `tag_sets` (Tags, tag_set): each distinct tag map of `costs` once, with its tag set's id,
-        and each tag set as one dict by id (read-only; rules fold a set's keys once: Context.tag). A resource
-        carries a few tag sets and hundreds of thousands of resources carry a few thousand: the entities join
-        `tag_sets` and group and choose by the id, and Python turns each set into a dict once.
+        """The tag set id of every row of `costs` (its column x_TagSet), and each tag set as one dict by id
+        (read-only; rules fold a set's keys once: Context.tag). A resource carries a few tag sets and hundreds of
+        thousands of resources carry a few thousand: every query that groups or chooses by tags does so by this
+        integer, and a tag or team is looked up once per tag set (tables/sql.py TAG_SET_MAPS), never per row.
 
         A tag set is its entries sorted: maps that hold the same entries in another order (an export's column
         order, Spark's sorted keys) are one set, and its dict holds them sorted. Ids number the sets in that
         sorted order, so a choice broken by the id is broken by the entries, the same whatever engine read
-        the lines and in whatever order."""
+        the lines and in whatever order. The table `tag_sets` (Tags, tag_set, entries) holds each distinct map."""
         if self.tag_sets is None:
+            self.con.execute("BEGIN")
             self.con.execute("""
                 CREATE OR REPLACE TABLE tag_sets AS
                 SELECT Tags, CAST(dense_rank() OVER (ORDER BY entries) AS INTEGER) AS tag_set, entries
                 FROM (SELECT Tags, COALESCE(list_sort(map_entries(Tags)), []) AS entries
                       FROM (SELECT DISTINCT Tags FROM costs))""")
+            self.con.execute("ALTER TABLE costs ADD COLUMN IF NOT EXISTS x_TagSet INTEGER")
+            self.con.execute("UPDATE costs SET x_TagSet = ts.tag_set FROM tag_sets ts "
+                             "WHERE ts.Tags IS NOT DISTINCT FROM costs.Tags")
+            self.con.execute("COMMIT")
             self.tag_sets = {i: {e["key"]: e["value"] for e in entries} for i, entries in self.con.execute(
                 "SELECT tag_set, any_value(entries) FROM tag_sets GROUP BY 1").fetchall()}
         return self.tag_sets

@@ -45,7 +45,7 @@ def weekly(store: Store, window: Window, team_key: str, project_key: str, gpu_to
     weeks = _weeks(window)
     rows = store.con.execute(f"""
         SELECT date_trunc('week', ChargePeriodStart) AS w, team, BillingCurrency, sum(BilledCost)
-        FROM {attributed(window, team_key, project_key)}
+        FROM {attributed(store, window, team_key, project_key)}
         WHERE x_CostCategory = 'gpu_compute' GROUP BY ALL ORDER BY 1, 2, 3""").fetchall()
     cells: dict[tuple[str, str], dict[str, Decimal]] = {}
     for w, team, cur, amount in rows:
