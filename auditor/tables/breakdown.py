@@ -40,14 +40,20 @@ def _add(into: dict[str, Decimal], cur: str, amount: Decimal | None) -> None:
 
 def attributed(store: Store, window: Window, team_key: str, project_key: str) -> str:
     """The window's `costs` rows with `team` and `project` columns: the lookups run once per distinct tag set id
-    and category (tax is no team's: tables/sql.py spend_team_sql) and are joined back by the id, rather than once
-    per row."""
-    store.tag_set_ids()
-    return f"""(SELECT c.*, t.team, t.project FROM (SELECT * FROM costs WHERE {window.where()}) c JOIN (
-                    SELECT tag_set, x_CostCategory, COALESCE({team_key}, {lit(UNATTRIBUTED)}) AS team,
-                           COALESCE({project_key}, '(no project)') AS project
-                    FROM (SELECT DISTINCT x_TagSet AS tag_set, x_CostCategory FROM costs WHERE {window.where()})
-                    JOIN {TAG_SET_MAPS} USING (tag_set)) t
+    and category (tax is no team's: tables/sql.py spend_team_sql), into a table kept for the store's life, and
+    are joined back by the id, rather than once per row or once per query."""
+    key = ("attribution", window, team_key, project_key)
+    if key not in store.entities:
+        store.tag_set_ids()
+        store.entities[key] = f"attribution_{len(store.entities)}"
+        store.con.execute(f"""
+            CREATE OR REPLACE TEMP TABLE {store.entities[key]} AS
+            SELECT tag_set, x_CostCategory, COALESCE({team_key}, {lit(UNATTRIBUTED)}) AS team,
+                   COALESCE({project_key}, '(no project)') AS project
+            FROM (SELECT DISTINCT x_TagSet AS tag_set, x_CostCategory FROM costs WHERE {window.where()})
+            JOIN {TAG_SET_MAPS} USING (tag_set)""")
+    return f"""(SELECT c.*, t.team, t.project FROM (SELECT * FROM costs WHERE {window.where()}) c
+                JOIN {store.entities[key]} t
                 ON c.x_TagSet = t.tag_set AND c.x_CostCategory IS NOT DISTINCT FROM t.x_CostCategory)"""
 
 
