@@ -416,8 +416,10 @@ class Store:
             self.con.execute("UPDATE costs SET x_TagSet = ts.tag_set FROM tag_sets ts "
                              "WHERE ts.Tags IS NOT DISTINCT FROM costs.Tags")
             self.con.execute("COMMIT")
-            self.tag_sets = {i: {e["key"]: e["value"] for e in entries} for i, entries in self.con.execute(
-                "SELECT tag_set, any_value(entries) FROM tag_sets GROUP BY 1").fetchall()}
+            # Keys and values as two lists of text: Python builds them several times faster than a list of structs.
+            self.tag_sets = {i: dict(zip(keys, values, strict=True)) for i, keys, values in self.con.execute(
+                "SELECT tag_set, list_transform(e, lambda x: x.key), list_transform(e, lambda x: x.value) "
+                "FROM (SELECT tag_set, any_value(entries) AS e FROM tag_sets GROUP BY 1)").fetchall()}
         return self.tag_sets
 
     # ---- inventory -----------------------------------------------------------------------------------
