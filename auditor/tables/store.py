@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -417,7 +418,10 @@ class Store:
                              "WHERE ts.Tags IS NOT DISTINCT FROM costs.Tags")
             self.con.execute("COMMIT")
             # Keys and values as two lists of text: Python builds them several times faster than a list of structs.
-            self.tag_sets = {i: dict(zip(keys, values, strict=True)) for i, keys, values in self.con.execute(
+            # Each key and value is one string however many sets hold it (interned): where tags churn, hundreds of
+            # thousands of sets repeat a few keys and owners (750,000 sets of four tags: 518 -> 265 MiB).
+            self.tag_sets = {i: dict(zip(_interned(keys), _interned(values), strict=True))
+                             for i, keys, values in self.con.execute(
                 "SELECT tag_set, list_transform(e, lambda x: x.key), list_transform(e, lambda x: x.value) "
                 "FROM (SELECT tag_set, any_value(entries) AS e FROM tag_sets GROUP BY 1)").fetchall()}
         return self.tag_sets
@@ -462,6 +466,10 @@ class Store:
         if start is None:
             return None
         return Window(start, end or start, "")
+
+
+def _interned(texts: list[str | None]) -> list[str | None]:
+    return [t if t is None else sys.intern(t) for t in texts]
 
 
 def _overlapping(spans: list[tuple[str, Any, Any]]) -> list[str]:
