@@ -327,11 +327,11 @@ def test_a_bad_value_in_a_new_column_names_its_line_and_column(tmp_path, name, c
     assert result.exit_code == 2 and f"{path.name}:4: " in result.output and not (tmp_path / "out").exists()
 
 
-def test_focus_gpu_count_makes_a_type_the_catalog_lacks_gpu_spend(tmp_path):
+def test_focus_gpu_count_makes_a_type_the_catalog_lacks_gpu_spend(samples, tmp_path):
     """FOCUS SkuPriceDetails.GpuCount is the export's own word: a p6-b300.48xlarge (not in the catalog) billed with
     GpuCount 8 is GPU spend with 8 GPU-hours an hour; the p6-b200.48xlarge of issue 27 is a B200 (its $82,031.62 and
     5,760 GPU-hours in the GPU view); an unknown type without GpuCount stays other compute."""
-    mapping = json.loads(FOCUS_12_SCHEMA.read_text())
+    mapping = json.loads((samples / FOCUS_12_SCHEMA).read_text())
     header = [m["source"]["name"] for m in mapping["translator"]["mappings"]]
 
     def line(itype: str, cost: str, details: dict) -> dict:
