@@ -31,7 +31,7 @@ import shutil
 import signal
 import stat
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
@@ -256,7 +256,7 @@ def _is_temp(name: str, names: set[str]) -> bool:
 def remove_leftovers(out: Path) -> list[Path]:
     """Remove the hidden folders of runs that died while writing beside `out` (their lock free), after moving
     back into `out` any folder they had carried over; what was removed."""
-    removed = []
+    removed: list[Path] = []
     try:
         entries = list(os.scandir(out.parent))
     except OSError:
@@ -291,7 +291,7 @@ def _exchangeable(out: Path) -> bool:
     return not (cwd == real or cwd.startswith(real.rstrip(os.sep) + os.sep))
 
 
-def write_files(folder: Path, files: dict[str, Data], what: str = "report") -> list[Path]:
+def write_files(folder: Path, files: Mapping[str, Data], what: str = "report") -> list[Path]:
     """Write several files into `folder` as one set (text, bytes, or a function that streams the text into a
     file): all of them, published in one step, or none, the previous set left as it was. An OSError becomes
     one line naming the folder."""
@@ -318,7 +318,7 @@ def write_files(folder: Path, files: dict[str, Data], what: str = "report") -> l
                          path=str(folder)) from None
 
 
-def _write_set(folder: Path, files: dict[str, Data]) -> list[Path]:
+def _write_set(folder: Path, files: Mapping[str, Data]) -> list[Path]:
     staging = Staging(folder)
     try:
         os.chmod(staging.path, 0o777 & ~_UMASK)  # as a new folder is made (mkdtemp makes 0700)
@@ -331,7 +331,7 @@ def _write_set(folder: Path, files: dict[str, Data]) -> list[Path]:
     return [folder / n for n in files]
 
 
-def _write_in_place(folder: Path, files: dict[str, Data]) -> list[Path]:
+def _write_in_place(folder: Path, files: Mapping[str, Data]) -> list[Path]:
     """Each file to a temporary name in `folder`, then all renamed into place with SIGINT and SIGTERM held off;
     on a failure the previous files are put back as they were."""
     folder.mkdir(exist_ok=True)

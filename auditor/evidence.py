@@ -19,6 +19,7 @@ the bill alone otherwise. Only a `high` finding is a fact about the machine; the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -72,7 +73,7 @@ class Stewardship:
 
 def stewardship(ctx: Context, *, billing_tags: dict[str, str] | None, inventory_tags: dict[str, str] | None,
                 kind: str | None, jobs_seen: int | None, jobs_read: bool, split_resources: list[str],
-                mean_util_pct: float | None, busy_pct: float, job_tags: list[str] = ()) -> Stewardship:
+                mean_util_pct: float | None, busy_pct: float, job_tags: Sequence[str] = ()) -> Stewardship:
     """The evidence of every source for one machine. `billing_tags` None: it has no billing line; `inventory_tags`
     None: it is not in an inventory (or none was read); `mean_util_pct` None: its GPUs report no utilisation."""
     s = Stewardship()

@@ -22,11 +22,16 @@ ORGANISATION = "(organisation)"
 # entities that are the organisation's, not a resource of one team: a family's commitment baseline, the share
 # of spend no team owns, a waiver of the policy. Their findings are the organisation's, never "unattributed".
 ORG_WIDE = frozenset({"SteadyGpuSpend", "UnattributedSpend", "WaiverStatus"})
+# entities that are a team's when they have one, else the organisation's: a GPU spend series (ANOM001) of a team
+# is that team's; one of an account, an instance family or the spend no team owns spans teams
+TEAM_OR_ORG = frozenset({"GpuSpendSeries"})
 
 
 def finding_team(entity_type: str, team: str | None) -> str | None:
     """The team a finding is counted under: its resource's (attributed as its spend is), or the organisation."""
-    return ORGANISATION if entity_type in ORG_WIDE else team
+    if entity_type in ORG_WIDE or (entity_type in TEAM_OR_ORG and team is None):
+        return ORGANISATION
+    return team
 
 
 def sum_money(findings: list[Finding], attr: str) -> dict[str, Decimal]:

@@ -163,11 +163,11 @@ def run_gate(policy: Policy, paths: Iterable[str | Path], *, fail_on: Severity |
     only warned about."""
     today = today or date.today()
     catalog = load_catalog()
-    paths = [str(p) for p in paths]
-    loaded = load_jobs(paths, catalog, skip_unknown)
+    names = [str(p) for p in paths]
+    loaded = load_jobs(names, catalog, skip_unknown)
     jobs, files, failures = loaded.jobs, loaded.files, loaded.failures
     if not files and not failures:  # a path that names no manifest is a mistake in the CI job, not a pass
-        raise InputError(f"no manifest files (*.yaml, *.yml, *.json) in {', '.join(paths) or 'no path given'}: "
+        raise InputError(f"no manifest files (*.yaml, *.yml, *.json) in {', '.join(names) or 'no path given'}: "
                          "nothing to check")
     rules = job_rules(policy)
     ctx = Context(catalog, policy, quarter_of(today))

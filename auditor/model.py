@@ -31,6 +31,13 @@ def money(amount: None) -> None: ...
 def money(amount: Decimal | int | str) -> Decimal: ...
 
 
+def money(amount: Decimal | int | str | None) -> Decimal | None:
+    """Round once, to the cent, half to even. None stays None."""
+    if amount is None:
+        return None
+    return Decimal(amount).quantize(CENT, rounding=ROUND_HALF_EVEN)
+
+
 def gpus(count: Decimal | int | None) -> Decimal | int | None:
     """A GPU count as the tables hold it (DECIMAL: a fractional GPU is a share of one): whole GPUs as an int,
     a fraction as its Decimal (0.125 for an eighth of an L4)."""
@@ -38,13 +45,6 @@ def gpus(count: Decimal | int | None) -> Decimal | int | None:
         return None
     count = Decimal(count)
     return int(count) if count == count.to_integral_value() else count.normalize()
-
-
-def money(amount: Decimal | int | str | None) -> Decimal | None:
-    """Round once, to the cent, half to even. None stays None."""
-    if amount is None:
-        return None
-    return Decimal(amount).quantize(CENT, rounding=ROUND_HALF_EVEN)
 
 
 class Severity(enum.IntEnum):
@@ -405,6 +405,7 @@ class InteractiveGpu:
     idle_spans: list[tuple[datetime, datetime]] = field(default_factory=list)  # nil utilisation, merged, UTC
     cost: dict[str, Decimal] = field(default_factory=dict)  # billed in the window
     billed_hours: Decimal | None = None
+    node: str | None = None  # a pod's: the node's asset id (whether it still runs is its node's: running.py)
 
 
 @dataclass

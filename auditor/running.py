@@ -9,8 +9,8 @@ stays shown as waste (`Finding.wasted`). The same question, asked the same way, 
 - a machine, a node, a bucket or volume, a reservation, a commitment: its own resource id (or an ARN or path
   that ends with it) in the billing, or a running state in the inventory (a Kubernetes node `ready`); a
   parked machine (GPU005) also the disks billed under its name;
-- a Kubernetes slice (a pod's GPUs): the node it runs on (nodes priced from the catalog have no billing: the
-  inventory decides);
+- a Kubernetes slice (a pod's GPUs), an interactive pod (OFF001) too: the node it runs on (nodes priced from
+  the catalog have no billing: the inventory decides);
 - a job: the job's own billing lines (a SageMaker ARN), or a state the inventory calls running;
 - a data flow (egress, training far from its data): the data transfer lines of the resources its transfer was
   billed to (a bucket that still stores but no longer sends has stopped sending).
@@ -26,10 +26,20 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
-from auditor.model import Finding, GpuCapacity, GpuSlice, RemoteDataFlow, SteadyGpuSpend, TransferFlow, fmt_money
+from auditor.model import (
+    Finding,
+    GpuCapacity,
+    GpuSlice,
+    InteractiveGpu,
+    RemoteDataFlow,
+    SteadyGpuSpend,
+    TransferFlow,
+    fmt_money,
+)
 from auditor.window import Window
 
 LAST_DAY = timedelta(days=1)
+POD = "kubernetes-pod"  # an interactive GPU that is a pod (tables/interactive.py): its node is asked
 TRANSFER = "transfer:"  # a billing id asked of its data transfer lines only (a flow's resources)
 # what `rules explain` says of every rule's saving
 DEFINITION = ("A saving is a monthly run rate (730 hours) from the end of the window on, and only for what still "
@@ -47,7 +57,7 @@ def billing_ids(entity: Any) -> tuple[str, ...]:
     """The resource ids whose billing lines say whether the entity still runs (see the module's list)."""
     if isinstance(entity, SteadyGpuSpend):
         return ()
-    if isinstance(entity, GpuSlice):
+    if isinstance(entity, GpuSlice) or (isinstance(entity, InteractiveGpu) and entity.platform == POD):
         return (entity.node,) if entity.node else ()
     if isinstance(entity, TransferFlow | RemoteDataFlow):  # their transfer lines, not the bucket's storage
         return tuple(TRANSFER + r for r in entity.top_resources)

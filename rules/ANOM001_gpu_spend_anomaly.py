@@ -1,8 +1,9 @@
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import date, timedelta
 from decimal import Decimal
 from statistics import median
+from typing import Any
 
 from auditor.model import GpuSpendSeries, Severity, fmt_money, money
 from auditor.registry import register
@@ -14,11 +15,11 @@ MEAN_AD_SCALE = Decimal("1.2533")  # mean absolute deviation x 1.2533 does, wher
 DIMENSIONS = ("team", "account", "family")  # the series of tables/daily.py
 
 
-def is_weekend(day) -> bool:
+def is_weekend(day: date) -> bool:
     return day.weekday() >= 5
 
 
-def baseline_of(days: list[Decimal | None], i: int, start, window: int) -> list[int]:
+def baseline_of(days: list[Decimal | None], i: int, start: date, window: int) -> list[int]:
     """The days before day i, at most `window` back, of the same kind (a weekday for a weekday, a Saturday or
     Sunday for a weekend day) and with billing, from the series' first day with spend."""
     weekend = is_weekend(start + timedelta(days=i))
@@ -31,7 +32,7 @@ def score(value: Decimal, base: list[Decimal]) -> tuple[Decimal, Decimal | None]
     baseline does not vary at all, so any rise is out of line)."""
     mid = median(base)
     deviations = [abs(b - mid) for b in base]
-    spread = median(deviations) * MAD_SCALE or sum(deviations) / len(deviations) * MEAN_AD_SCALE
+    spread = median(deviations) * MAD_SCALE or sum(deviations, Decimal(0)) / len(deviations) * MEAN_AD_SCALE
     return mid, (value - mid) / spread if spread else None
 
 
@@ -94,19 +95,20 @@ class GpuSpendAnomaly(Rule):
     def check(self, series: GpuSpendSeries, ctx):
         if series.dimension not in self.opt("dimensions") or series.start is None:
             return
-        days = [None if d is None else Decimal(str(d)) for d in series.days]
+        days: list[Decimal | None] = [None if d is None else Decimal(str(d)) for d in series.days]
         first = next((i for i, d in enumerate(days) if d), None)
         if first is None:
             return
-        days = [None] * first + days[first:]  # the days before its first spend are no baseline of it
-        anomalies, excess_total = [], Decimal(0)
+        days = [None if i < first else d for i, d in enumerate(days)]  # before its first spend: no baseline of it
+        anomalies: list[dict[str, Any]] = []
+        excess_total = Decimal(0)
         for i, value in enumerate(days):
             if value is None:
                 continue
             base = baseline_of(days, i, series.start, self.opt("baseline_days"))
             if len(base) < self.opt("min_baseline_days"):
                 continue
-            mid, z = score(value, [days[j] for j in base])
+            mid, z = score(value, [d for j in base if (d := days[j]) is not None])  # all of them: baseline_of
             excess = value - mid
             if excess <= 0 or self.short_of(excess, series.currency, "min_excess", ctx):
                 continue
@@ -141,9 +143,9 @@ class GpuSpendAnomaly(Rule):
                       "threshold": self.opt("threshold"), "baseline_window_days": self.opt("baseline_days")},
             cost=excess_total, currency=cur)
 
-    def _drivers(self, series: GpuSpendSeries, i: int, base: list[int]) -> list[dict]:
+    def _drivers(self, series: GpuSpendSeries, i: int, base: list[int]) -> list[dict[str, Any]]:
         """The resources whose spend on day i rose most above their median over the same baseline days."""
-        out = []
+        out: list[dict[str, Any]] = []
         for rid, per in series.resources.items():
             amounts = {int(k): Decimal(str(v)) for k, v in per.items()}
             spend = amounts.get(i, Decimal(0))

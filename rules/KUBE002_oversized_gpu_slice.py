@@ -10,14 +10,23 @@ from auditor.rule import Rule
 from auditor.schema import Field
 
 
+def memory_gb(profile: str) -> int:
+    """The memory GB a MIG profile's name states (`3g.40gb` -> 40): every name in mig_profiles.yaml has it."""
+    m = mig.PROFILE.match(profile)
+    if m is None:
+        raise ValueError(f"not a MIG profile name: {profile!r}")
+    return int(m.group(2))
+
+
 def smaller(s: GpuSlice) -> list[tuple[int, int]]:
     """(compute slices, memory GB) of the profiles of the slice's GPU (auditor/data/mig_profiles.yaml), media
     extension profiles left out."""
+    if s.profile is None:
+        return []
     product = mig.product_for(s.gpu_model, [s.profile])
     if product is None or s.profile not in product.profiles:
         return []
-    return [(p.compute, int(mig.PROFILE.match(name).group(2))) for name, p in product.profiles.items()
-            if not name.endswith("+me")]
+    return [(p.compute, memory_gb(name)) for name, p in product.profiles.items() if not name.endswith("+me")]
 
 
 @register
@@ -101,5 +110,5 @@ class OversizedGpuSlice(Rule):
                       "savings_basis": "the slice's cost as a monthly run rate x the share of the GPU given back "
                                        "(what each profile blocks)"},
             cost=cost, monthly_savings=monthly if monthly else None, currency=currency,
-            wasted=cost * (g - to_g) / g if monthly else None,
+            wasted=cost * (g - to_g) / g if cost is not None and monthly else None,
             key=f"{to_g}g.{to_mem}gb")

@@ -90,11 +90,12 @@ class SpotConfiguration(Rule):
             return
         billed = primary(job.cost)
         currency, cost = billed if billed else ("USD", None)
-        saving = ctx.monthly(cost * lost_share) if cost is not None and lost_share else None
+        wasted = cost * lost_share if cost is not None and lost_share else None
+        saving = ctx.monthly(wasted) if wasted is not None else None
         spent = f"; {fmt_money(cost, currency)} billed" if cost is not None else ""
         yield self.finding(job, ctx, f"spot {job.platform} job {job.name or job.id} {'; '.join(problems)}{spent}",
                            evidence=evidence, cost=cost, monthly_savings=saving, currency=currency,
-                           wasted=cost * lost_share if saving is not None else None)
+                           wasted=wasted)
 
     @staticmethod
     def _lost_share(job: Job) -> Decimal | None:

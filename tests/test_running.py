@@ -34,7 +34,7 @@ Q3 = parse_quarter("2026-Q3")
 CUT = "2026-08-15"
 IDLE_H100 = "i-0a1f3c5e7b9d24680"  # GPU001 and GPU006: idle, and forgotten by the bill's signs
 BATCH_G5X8 = "i-0e1d3b5f7a9c0e2d4"  # GPU002: oversized
-SANDBOX_L4 = "i-0a2c4e6f8b0d1f3a5"  # GPU005: no owner
+SANDBOX_L4 = "i-0a2c4e6f8b0d1f3a5"  # tagged (team, owner, project): owned, so no GPU005 finding (issue 26)
 RESERVATION_ID = "9c1e3a5b-7d9f-4b2d-a6c8-0e2f4a6c8e1b"  # COM001: unused all quarter (Azure, FOCUS)
 EVAL_A100 = "i-0c2e4a6b8d0f13579"  # GPU002: starts mid-quarter in the second quarter made here
 CHECKPOINTS = "nlp-training-checkpoints"  # STO001: a checkpoint bucket growing month on month
@@ -153,9 +153,13 @@ def test_a_resource_stopped_mid_quarter_saves_nothing_and_its_waste_stays(whole,
     for f in flow.values():
         assert f.still_running is False and f.monthly_savings is None, f
         assert f.wasted == f.cost == money(kept[BUCKET]), f
-    # the same machines in the whole quarter: a saving each
+    # the same machines in the whole quarter: a saving each. Not the sandbox: GPU005 calls a running machine
+    # forgotten only when no source shows an owner (issue 26), and its inventory tags and billing lines name team
+    # nlp, owner kenji and project summarizer, so it is found in neither quarter and saves nothing either way
     for resource in STOPPED:
-        assert any(f.monthly_savings for f in _on(whole, resource) if f.rule in SAVING_RULES), resource
+        if resource != SANDBOX_L4:
+            assert any(f.monthly_savings for f in _on(whole, resource) if f.rule in SAVING_RULES), resource
+    assert not [f for f in _on(whole, SANDBOX_L4) if f.rule in SAVING_RULES]
 
 
 def test_everything_else_keeps_its_saving_and_the_headline_drops_by_the_stopped_ones(whole, stopped):

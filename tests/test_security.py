@@ -114,7 +114,13 @@ def hostile(tmp_path_factory) -> Path:
 def test_hostile_export_reaches_the_audit_intact(hostile):
     """The data is kept as it came (JSON escapes it); the views below make it inert."""
     doc = json.loads((hostile / "audit.json").read_text(encoding="utf-8"))
-    assert {f["resource"] for f in doc["findings"]} == {line["resource"] for line in HOSTILE_LINES}
+    # and COM004 on the family: the window is the export's five hours, and in each of them a g5.xlarge in
+    # us-east-1 ran on demand for $10.00, so the family's least hour is $10.00, over the $5 min_floor_per_hour;
+    # no finding says to stop any of those machines (TAG001 only), so none is left out of the floor
+    assert {f["resource"] for f in doc["findings"]} == {line["resource"] for line in HOSTILE_LINES} | {
+        "aws:us-east-1:g5:USD"}
+    [baseline] = [f for f in doc["findings"] if f["rule"] == "COM004"]
+    assert baseline["evidence"]["floor_per_hour"] == "10.0000" and baseline["evidence"]["hours"] == 5
     assert ATTRIBUTE in {f["team"] for f in doc["findings"]}
 
 

@@ -193,3 +193,25 @@ def test_windows_and_stamps_are_utc_whatever_the_local_time_zone(far_from_utc, m
     assert stamp_of("2026-10-20T14:30:00+02:00", {}) == datetime(2026, 10, 20, 12, 30)
     monkeypatch.setenv("SOURCE_DATE_EPOCH", "172800")
     assert stamp_of(None) == datetime(1970, 1, 3)  # the process's environment when none is passed
+
+
+@pytest.mark.parametrize("value, accepted", [
+    ("1900-01-01", True), ("9998-12-31", True), ("1899-12-31", False), ("9999-01-01", False)])
+def test_a_day_is_read_within_the_years_the_engine_holds(value, accepted):
+    if accepted:
+        assert parse_day(value, "--since") == datetime.fromisoformat(value)
+        return
+    with pytest.raises(InputError) as exc:
+        parse_day(value, "--since")
+    assert str(exc.value) == f"--since '{value}': a day from 1900-01-01 to 9998-12-31"
+
+
+@pytest.mark.parametrize("text, accepted", [("1900-Q1", True), ("9998-Q4", True), ("1899-Q4", False),
+                                            ("9999-Q1", False)])
+def test_a_quarter_is_read_within_the_years_the_engine_holds(text, accepted):
+    if accepted:
+        assert parse_quarter(text).label == text
+        return
+    with pytest.raises(InputError) as exc:
+        parse_quarter(text)
+    assert str(exc.value) == f"--quarter '{text}': a quarter from 1900-Q1 to 9998-Q4"

@@ -58,7 +58,7 @@ def export(billing: tuple[Path, ...], focus_dir: Path, policy_path: Path, invent
     files = focus_export.export(store, window, policy)
     totals = focus_export.totals(store, window)
     written = write_files(folder, files, what="FOCUS export")
-    rows = store.con.execute(f"SELECT count(*) FROM costs WHERE {window.where()}").fetchone()[0]
+    [(rows,)] = store.con.execute(f"SELECT count(*) FROM costs WHERE {window.where()}").fetchall()
     click.echo(f"FOCUS {focus_export.FOCUS_VERSION} dataset, {window.label}: {rows:,} charges, BilledCost "
                + ", ".join(fmt_money(v, c) for c, v in totals.items()))
     for w in store.warnings + inputs.warnings:

@@ -32,22 +32,41 @@ def _bars(days: list[Any], marked: set[int]) -> list[dict[str, Any]]:
     return out
 
 
-def charts(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The open ANOM001 findings (teams first, then accounts, then instance families; the largest excess first),
-    at most CHARTS, each as {title, currency, start, end, bars, days: [anomalous days], excess, resource}."""
+def _charted(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The open ANOM001 findings with a daily series, in the order they are charted: teams first, then accounts,
+    then instance families; the largest excess first."""
     open_ = [f for f in findings if f["rule"] == RULE and not f["waived"] and f.get("evidence", {}).get("days")]
-    open_.sort(key=lambda f: (ORDER.get(f["evidence"]["dimension"], 3), -Decimal(f["cost"] or 0), f["resource"]))
+    return sorted(open_, key=lambda f: (ORDER.get(f["evidence"]["dimension"], 3), -Decimal(f["cost"] or 0),
+                                        f["resource"]))
+
+
+def series(findings: list[dict[str, Any]]) -> int:
+    """How many series `charts` would chart with no limit."""
+    return len(_charted(findings))
+
+
+def charts(findings: list[dict[str, Any]], limit: int = CHARTS, days: int | None = None) -> list[dict[str, Any]]:
+    """The open ANOM001 findings (`_charted`), at most `limit`, each as {title, currency, start, end, bars,
+    days: [anomalous days], more_days, more_excess, excess, resource}. `days`: at most that many anomalous days
+    listed per series (the largest excess, in date order), the rest counted in more_days and summed in
+    more_excess; every day stays marked on its bars. None: every day."""
     out = []
-    for f in open_[:CHARTS]:
+    for f in _charted(findings)[:limit]:
         e = f["evidence"]
         start = date.fromisoformat(e["start"])
         marked = {(date.fromisoformat(a["date"]) - start).days for a in e["anomalies"]}
+        listed = list(e["anomalies"])
+        if days is not None and len(listed) > days:
+            kept = sorted(listed, key=lambda a: (-Decimal(a["excess"]), a["date"]))[:days]
+            listed = [a for a in listed if a in kept]
+        rest = [a for a in e["anomalies"] if a not in listed]
         out.append({
             "title": f"{LABELS.get(e['dimension'], e['dimension'])} {e['key']}", "currency": f["currency"],
             "resource": f["resource"], "start": e["start"],
             "end": (start + timedelta(days=len(e["days"]) - 1)).isoformat(), "excess": f["cost"],
-            "bars": _bars(e["days"], marked),
+            "bars": _bars(e["days"], marked), "anomalous": len(e["anomalies"]),
             "days": [{**a, "drivers": [{"name": d.get("job") or d["resource"], "change": d["change"],
                                         "job": bool(d.get("job"))} for d in a["drivers"][:DRIVERS]]}
-                     for a in e["anomalies"]]})
+                     for a in listed],
+            "more_days": len(rest), "more_excess": str(sum((Decimal(a["excess"]) for a in rest), Decimal(0)))})
     return out

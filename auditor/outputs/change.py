@@ -12,8 +12,10 @@ from auditor.model import fmt_money
 
 def change_words(change: dict[str, Any] | None) -> str:
     """One trend.change_of figure, per currency: `up $1,234.56 (+4.3%)`, `down ...`, `unchanged`."""
-    words = []
-    for cur, delta in ((change or {}).get("change") or {}).items():
+    if change is None:
+        return ""
+    words: list[str] = []
+    for cur, delta in (change.get("change") or {}).items():
         d = Decimal(delta)
         text = f"up {fmt_money(d, cur)}" if d > 0 else f"down {fmt_money(-d, cur)}" if d < 0 else "unchanged"
         pct = change["change_pct"].get(cur)

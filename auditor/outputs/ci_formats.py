@@ -103,11 +103,11 @@ def markdown(r: GateResult) -> str:
         out += [f"| {'blocks' if r.blocks(f) else 'warns'} | {f.severity.label} | {f.rule} {f.name} | "
                 f"{cell(f.resource)} | {cell(_where(f))} | {cell(f.message)} | {f.remediation} |"  # the rule's Markdown
                 for f in active] + [""]
-    waived = [f for f in r.findings if f.waived]
+    waived = [(f, f.waiver) for f in r.findings if f.waiver is not None]  # f.waived: it has a waiver
     if waived:
         out += ["Waived:", ""]
-        out += [f"- {f.rule} on {cell(f.resource)} ({cell(_where(f))}) until {f.waiver['expires']}: "
-                f"{cell(f.waiver['reason'])}" for f in waived] + [""]
+        out += [f"- {f.rule} on {cell(f.resource)} ({cell(_where(f))}) until {w['expires']}: "
+                f"{cell(w['reason'])}" for f, w in waived] + [""]
     out += [f"- warning: {cell(w)}" for w in r.warnings]
     return "\n".join(out).rstrip("\n") + "\n"
 

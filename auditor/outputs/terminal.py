@@ -117,8 +117,9 @@ def summary_lines(result: Audit) -> list[str]:
     if s.get("wasted"):
         out.append(f"  wasted in window  {fmt_money(s['wasted'])}")
     out.append(f"  open findings     {s['findings']['total']} ({s['findings']['waived']} waived)")
-    if result.trend:  # last quarter's audit given (--previous): what changed, at the top
-        out.insert(1, "  " + change_sentence({"trend": result.trend}))
+    changed = change_sentence({"trend": result.trend}) if result.trend else None
+    if changed is not None:  # last quarter's audit given (--previous): what changed, at the top
+        out.insert(1, "  " + changed)
     if policy.rates:
         out.append(f"  rates             {policy.rates.describe(policy.currency)}")
     for src in result.sources:  # thresholds and budgets are in the policy's currency

@@ -101,8 +101,8 @@ def slice_shares(model: str | None, slices: dict[str, int], gpus: int) -> dict[s
     taken = sum((n * share[p] for p, n in slices.items()), Fraction(0))
     if gpus <= 0 or not taken:
         return share
-    known = product is not None and all(p in product.profiles for p in slices)
-    filled = known and sum(Fraction(n, product.profiles[p].instances) for p, n in slices.items()) >= gpus
+    filled = (product is not None and all(p in product.profiles for p in slices)
+              and sum((Fraction(n, product.profiles[p].instances) for p, n in slices.items()), Fraction(0)) >= gpus)
     if filled or taken > gpus:
         scale = Fraction(gpus) / taken
         return {p: s * scale for p, s in share.items()}

@@ -93,6 +93,6 @@ def interactive_gpus(store: Store, window: Window, assets: list, slices: list) -
     used = _samples(store, window, "slice_usage", "namespace || '/' || pod", "mean_active_pct", list(pods))
     out += [InteractiveGpu(s.id, s.provider, "kubernetes-pod", s.account, s.region, s.pod, s.instance_type,
                            s.gpu_model, s.units, s.tags, *_spans(used.get(key, [])), s.cost,
-                           Decimal(str(s.hours)) if s.hours else None)
+                           Decimal(str(s.hours)) if s.hours else None, s.node)
             for key, s in sorted(pods.items())]
     return out

@@ -63,11 +63,11 @@ def with_split(store: Store, where: str) -> str:
     view of team spend reads (breakdowns, team reports, budgets), so that all of them follow the split. Just the
     rows where the billing has no split (looked up once per store: most exports have none)."""
     store.tag_set_ids()  # x_TagSet, on the split's rows too
-    key = ("has_split",)
-    if key not in store.entities:
-        store.entities[key] = store.con.execute(
-            "SELECT EXISTS (SELECT 1 FROM costs WHERE x_SplitParentId IS NOT NULL)").fetchone()[0]
-    if not store.entities[key]:
+    if store.has_split is None:
+        [(exists,)] = store.con.execute(
+            "SELECT EXISTS (SELECT 1 FROM costs WHERE x_SplitParentId IS NOT NULL)").fetchall()
+        store.has_split = bool(exists)
+    if not store.has_split:
         return f"(SELECT * FROM costs WHERE {where})"
     return f"(SELECT * FROM costs WHERE {where} UNION ALL BY NAME ({moved_sql(where)}))"
 

@@ -77,6 +77,7 @@ class Store:
         self.warnings: list[str] = []
         self._money_totals = [0.0] * len(MONEY_COLUMNS)  # every cost read so far, either sign (_check_limits)
         self.entities: dict[tuple[type, Window], list] = {}  # built once each (tables/entities.py)
+        self.has_split: bool | None = None  # the billing has a provider split (tables/split.py); None: not looked up
         # machines (ids, lower case) that findings say to stop or shrink: left out of the commitment baseline
         self.freed: set[str] = set()
         self.tag_sets: dict[int, dict[str, str]] | None = None  # by tag set id, once `tag_sets` is made
@@ -493,6 +494,7 @@ class Store:
         """The audit is done with the tables: their memory (DuckDB's, and the entities built from them) is
         freed before the outputs are written, which hold every finding."""
         self.entities.clear()
+        self.has_split = None
         self.tag_sets = None
         self.con.close()
 

@@ -84,7 +84,9 @@ def unit_costs(store: Store, policy: Policy, label: str, jobs: list[dict[str, An
     """{window, previous_window, jobs: [...], teams: {team: {currency: figures}}, total: {currency: figures}};
     figures carry `change_pct` against the previous audit's same team and currency where it had them."""
     tags = {rid: dict(t or {}) for rid, t in store.con.execute("SELECT id, tags FROM jobs").fetchall()}
-    rows, teams, total = [], {}, {}
+    rows: list[dict[str, Any]] = []
+    teams: dict[str, dict[str, _Sum]] = {}  # team -> currency -> its jobs' sums
+    total: dict[str, _Sum] = {}  # currency -> every job's sums
     for j in jobs:
         if j["cost"] is None or j["currency"] is None:
             continue

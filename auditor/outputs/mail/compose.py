@@ -128,7 +128,10 @@ def view(audit: dict[str, Any], letter: Letter, owner: str) -> dict[str, Any]:
                                                or (UNATTRIBUTED, ORGANISATION)),
         "weekly": lambda team=None: charts.weekly(audit["summary"], p.get("currency") or currency, team),
         "band_keys": charts.band_keys(),
-        "anomalies": lambda: anomalies.charts(audit.get("findings", [])),
+        # the spend anomalies: a few series, a few days each (the rest in the attached report)
+        "anomalies": lambda limit=MAIL_CHARTS, days=MAIL_DAYS: anomalies.charts(audit["findings"], limit, days),
+        "anomaly_series": anomalies.series(audit["findings"]),
+        "weekly_cut": False,  # True: the weekly charts left out of the body (compose, `Fit`)
         # since last quarter (--previous): the whole audit's for the owner, the team's spend for its one lead
         "change": change_sentence(clean(audit)) if letter.is_owner else
         change_sentence(clean(audit), letter.sections[0].name) if len(letter.sections) == 1 else None,
@@ -136,6 +139,25 @@ def view(audit: dict[str, Any], letter: Letter, owner: str) -> dict[str, Any]:
 
 
 BODY_LIMIT = 100_000  # bytes: mail clients clip a message's body past about 100 kB (Gmail at 102 kB)
+MAIL_CHARTS = 3  # spend-anomaly series charted in a message's body (the report has anomalies.CHARTS)
+MAIL_DAYS = 3  # days out of line listed per series charted in a body (the report lists them all)
+
+
+@dataclass(frozen=True)
+class Fit:
+    """How much of an audit a message's body shows: findings listed per rule, spend-anomaly series charted and
+    days listed per series, and the weekly charts or not. What is left out is in the attachments."""
+
+    per_rule: int
+    charts: int = MAIL_CHARTS
+    days: int = MAIL_DAYS
+    weekly: bool = True
+
+
+# tried in turn until the body fits under BODY_LIMIT: the charts (pictures of what the findings and the attached
+# report say) go first, then findings; the weekly charts last
+FITS = (Fit(SHOWN_PER_RULE), Fit(SHOWN_PER_RULE, 1), Fit(SHOWN_PER_RULE, 0, 0),
+        *(Fit(n, 0, 0) for n in (20, 10, 5, 2, 1)), Fit(1, 0, 0, weekly=False))
 
 
 def attachments(audit: dict[str, Any], letter: Letter) -> list[tuple[str, str, str]]:
@@ -154,21 +176,48 @@ def attachments(audit: dict[str, Any], letter: Letter) -> list[tuple[str, str, s
     return out
 
 
+def html_part(audit: dict[str, Any], letter: Letter, names: dict[str, Any]) -> str:
+    """The HTML of a message's body from `view`'s names (and the attachments' names, where not given)."""
+    names = {"attachments": [name for name, _, _ in attachments(audit, letter)], **names}
+    return _env(autoescape=True).get_template("email.html.j2").render(**names)
+
+
+def fitted(names: dict[str, Any], fit: Fit) -> dict[str, Any]:
+    """`view`'s names cut to what `fit` shows."""
+    shown = {**names, "section_groups": functools.partial(names["section_groups"], limit=fit.per_rule),
+             "anomalies": functools.partial(names["anomalies"], fit.charts, fit.days)}
+    if not fit.weekly:
+        weekly, letter = names["weekly"], names["letter"]
+        drawn = [] if not letter.is_owner and len(letter.sections) != 1 else \
+            [weekly() if letter.is_owner else weekly(letter.sections[0].name)]
+        shown |= {"weekly": lambda team=None: None,
+                  "weekly_cut": any(w and (w.get("has_spend") or w.get("has_bands")) for w in drawn)}
+    return shown
+
+
+def body(text: str, html: str) -> EmailMessage:
+    """A message's body as sent: multipart/alternative, the plain text first (it reads well alone), then the HTML."""
+    part = EmailMessage(policy=email_policy.SMTP)
+    part.set_content(text, subtype="plain", charset="utf-8")
+    part.add_alternative(html, subtype="html", charset="utf-8")
+    return part
+
+
 def compose(audit: dict[str, Any], letter: Letter, sender: str, owner: str, key: str) -> EmailMessage:
     """The message: multipart/mixed, its body multipart/alternative (plain text first, it reads well alone, then
-    the HTML, both under BODY_LIMIT), then the attachments (`attachments`). Headers are
-    set through the standard library's email API from single-line values, so no header can be injected.
-    Replies go to the policy owner."""
+    the HTML; the two as sent, headers and transfer encoding included, under BODY_LIMIT), then the attachments
+    (`attachments`). Headers are set through the standard library's email API from single-line values, so no
+    header can be injected. Replies go to the policy owner."""
     files = attachments(audit, letter)
     names = {**view(audit, letter, owner), "attachments": [name for name, _, _ in files]}
-    # The body lists each rule's costliest findings, fewer of them until it is under BODY_LIMIT (many teams and
-    # rules at scale); every finding is in the attached CSV.
-    groups = names["section_groups"]
-    for limit in (SHOWN_PER_RULE, 20, 10, 5, 2, 1):
-        shown = {**names, "section_groups": functools.partial(groups, limit=limit)}
+    # The body shows less (`FITS`: fewer charts, then each rule's costliest findings, fewer of them) until the body
+    # as sent is under BODY_LIMIT (many teams and rules at scale); every finding is in the attached CSV, every
+    # chart in the attached report.
+    for fit in FITS:
+        shown = fitted(names, fit)
         text = _env(autoescape=False).get_template("email.txt.j2").render(**shown)
         html = _env(autoescape=True).get_template("email.html.j2").render(**shown)
-        if max(len(text.encode()), len(html.encode())) < BODY_LIMIT:
+        if len(body(text, html).as_bytes()) < BODY_LIMIT:
             break
     msg = EmailMessage(policy=email_policy.SMTP)
     msg["Subject"] = subject(audit, letter)

@@ -165,7 +165,7 @@ def _nested_columns(path: Path, con: DuckDBPyConnection,
     return flatten([(name, dtype) for name, dtype, *_ in top])
 
 
-def _parquet_names(path: Path, con) -> list[str]:
+def _parquet_names(path: Path, con: DuckDBPyConnection) -> list[str]:
     """The top-level column names a Parquet file's schema holds, as written (DuckDB renames a second
     `BilledCost` to `BilledCost_1`)."""
     rows = con.execute("SELECT name, num_children FROM parquet_schema(?)", [str(path)]).fetchall()

@@ -113,10 +113,10 @@ def node_gpus(labels: dict[str, str], allocatable: dict[str, str],
                         [_unit(GPU, "hami", None, slots, 1, max(1, slots // len(hami)), None, 1)])
     units: list[dict] = []
     for resource, value in sorted(allocatable.items()):
-        count, profile = _int(value), profile_name(resource)
-        if count and profile:
-            g, mem = mig_profile(resource)
-            units.append(_unit(resource, "mig", profile, count, g, per_gpu, mem, per))
+        count, slices = _int(value), mig_profile(resource)
+        if count and slices:  # a MIG resource: its (compute slices, memory GB), as its profile names them
+            g, mem = slices
+            units.append(_unit(resource, "mig", profile_name(resource), count, g, per_gpu, mem, per))
     mig_slices = {u["profile"]: u["count"] // per for u in units}
     whole = _int(allocatable.get(GPU)) + _int(allocatable.get(SHARED))
     if single and whole:  # single strategy: nvidia.com/gpu counts MIG devices of one profile
