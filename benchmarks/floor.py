@@ -29,7 +29,8 @@ COLUMNS = {
                       "team": "Tags", "category": "ServiceCategory"},
 }
 COLUMNS["cur-csv"] = COLUMNS["cur-csv-gz"]
-BASE = {"churn-parquet": "cur-parquet", "parts-csv-gz": "cur-csv-gz", "tiny-files": "cur-csv"}  # generate.BASE
+BASE = {"churn-parquet": "cur-parquet", "parts-csv-gz": "cur-csv-gz", "tiny-files": "cur-csv",
+        "tagchurn-parquet": "cur-parquet"}  # generate.BASE
 
 
 def columns(fmt: str) -> dict[str, str]:

@@ -18,6 +18,17 @@ Beside those, the shapes that a large ML organisation's bill takes (issue 15):
   delivers a large CUR; the same lines, so the same totals, as `cur-csv-gz`.
 - `tiny-files`, a folder of 5,000 tiny CUR CSV files of 20 lines each (100,000 lines whatever --lines says).
 
+And issue 28's:
+
+- `tagchurn-parquet`, heavy tag churn: the high-churn columns and a fourth tag, `run`, over nodes that live 1 to
+  5 days, thousands per team: the owner changes every 6 to 29 hours, the training run every 1 to 3 hours, and a
+  third of the nodes move to another team halfway through the quarter (tags changed mid-quarter). About 300
+  lines per node and two lines per distinct node and tag set. With ties made on purpose, for the choices
+  among equals that must be broken by a stated key: every line of one node in seven costs exactly $1 (so its
+  instance-hours and each transfer usage type cost the same each day, and such nodes tie for the top of a
+  transfer flow), and the last hour of every node's life is billed under two tag sets of its own, half the
+  lines each (two tag sets charged last, at equal cost for those nodes).
+
 Every line is made by DuckDB SQL from `range()` with hash-based pseudo-random columns: no Python loop over
 lines, so 10M lines take seconds, and the same size always gives the same bytes of data.
 
@@ -35,12 +46,15 @@ import duckdb
 
 MONTHS = ("2026-07-01", "2026-08-01", "2026-09-01")
 FORMATS = ("cur-parquet", "cur-csv-gz", "focus-parquet")
-SHAPES = ("churn-parquet", "parts-csv-gz", "tiny-files")  # issue 15's shapes, beside today's
-BASE = {"churn-parquet": "cur-parquet", "parts-csv-gz": "cur-csv-gz", "tiny-files": "cur-csv"}  # their columns
+SHAPES = ("churn-parquet", "parts-csv-gz", "tiny-files", "tagchurn-parquet")  # issues 15 and 28, beside today's
+BASE = {"churn-parquet": "cur-parquet", "parts-csv-gz": "cur-csv-gz", "tiny-files": "cur-csv",
+        "tagchurn-parquet": "cur-parquet"}  # their columns
 PARTS = 667  # per month: 2,001 gzip parts
 TINY_FILES, TINY_LINES = 5000, 20
 QUARTER_HOURS = 92 * 24
 CHURN_LINES = 48  # lines per short-lived resource, on average: 4 to 20 hours of 4 lines
+TAGCHURN_LIFE = (24, 97)  # hours a node of the heavy tag churn shape lives: 24 + (0 to 96)
+TAGCHURN_LINES = 4 * (TAGCHURN_LIFE[0] + (TAGCHURN_LIFE[1] - 1) // 2)  # lines per node, on average
 VERSION = 3  # of the generated data: a cached data set of another version is made again
 GPU_TYPES = {"p4d.24xlarge": 21.96, "p5.48xlarge": 55.04, "g5.xlarge": 1.006, "g5.12xlarge": 5.672,
              "g6.xlarge": 0.8048, "p3.2xlarge": 3.06}
@@ -165,9 +179,10 @@ def lines_sql(n_lines: int, month: int) -> str:
     FROM w"""
 
 
-def churn_resources_sql(n_resources: int) -> str:
-    """Short-lived nodes, one row each: born at some hour of the quarter, living 4 to 20 hours; 45% GPU, 70%
-    spot; three in five untagged. `off` is the number of lines of the nodes before it."""
+def churn_resources_sql(n_resources: int, life: tuple[int, int] = (4, 17), tagged: int = 4) -> str:
+    """Short-lived nodes, one row each: born at some hour of the quarter, living `life[0]` + (0 to life[1] - 1)
+    hours (4 to 20); 45% GPU, 70% spot; `tagged` in ten tagged. `off` is the number of lines of the nodes
+    before it."""
     rates = " ".join(f"WHEN '{t}' THEN {p}" for t, p in {**GPU_TYPES, **OTHER_TYPES}.items())
     return f"""
     SELECT *, CASE itype {rates} END AS od_rate,
@@ -185,25 +200,26 @@ def churn_resources_sql(n_resources: int) -> str:
             CASE WHEN tagged AND hash(r, 18) % 10 < 8 THEN {_pick([PROJECTS[t] for t in TEAMS], 'hash(r, 19)')} END
                 AS project,
             'i-0' || lpad(to_hex(r), 14, '0') AS rid,
-            4 + CAST(hash(r, 20) % 17 AS BIGINT) AS life,
-            CAST(hash(r, 21) % {QUARTER_HOURS - 20} AS BIGINT) AS birth
-        FROM (SELECT range AS r, hash(range, 10) % 100 AS k, hash(range, 14) % 10 < 4 AS tagged
+            {life[0]} + CAST(hash(r, 20) % {life[1]} AS BIGINT) AS life,
+            CAST(hash(r, 21) % {QUARTER_HOURS - life[0] - life[1] + 1} AS BIGINT) AS birth
+        FROM (SELECT range AS r, hash(range, 10) % 100 AS k, hash(range, 14) % 10 < {tagged} AS tagged
               FROM range({n_resources}))
     )"""
 
 
-def churn_lines_sql(n_lines: int, month: int) -> str:
+def churn_lines_sql(n_lines: int, month: int, per_resource: int = CHURN_LINES, life: tuple[int, int] = (4, 17),
+                    tagged: int = 4) -> str:
     """The lines of one month of the high-churn shape, in lines_sql's neutral names (so cur_columns applies):
     every node has, each hour of its life, its instance-hour (spot price of that hour and zone) and three
     transfer lines (regional, to the internet, to another region), each line's description its own."""
-    n_resources = n_lines * 6 // (5 * CHURN_LINES) + 60  # enough: each has 48 lines on average
+    n_resources = n_lines * 6 // (5 * per_resource) + 60  # enough: each has `per_resource` lines on average
     start, end = MONTHS[month], (MONTHS[month + 1] if month + 1 < len(MONTHS) else "2026-10-01")
     prefix = " ".join(f"WHEN '{r}' THEN '{p}'" for r, (p, _) in REGIONS.items())
     name = " ".join(f"WHEN '{r}' THEN '{n}'" for r, (_, n) in REGIONS.items())
     dest = " ".join(f"WHEN '{r}' THEN '{d}'" for r, d in zip(REGIONS, list(REGIONS)[1:] + list(REGIONS)[:1],
                                                               strict=True))
     return f"""
-    WITH res AS ({churn_resources_sql(n_resources)}),
+    WITH res AS ({churn_resources_sql(n_resources, life, tagged)}),
     l AS (SELECT *, unnest(range(4 * life)) AS j FROM res WHERE off < {n_lines}),
     m AS (
         SELECT *, off + j AS i, j // 4 AS hr, j % 4 AS lt,
@@ -248,6 +264,26 @@ def churn_lines_sql(n_lines: int, month: int) -> str:
                                ELSE ' per GB - ' || region_name || ' data transfer to ' || dst_name END
             || ' (' || strftime(t0, '%Y-%m-%d %H:00') || ')' AS description
     FROM w"""
+
+
+def tagchurn_lines_sql(n_lines: int, month: int) -> str:
+    """The lines of one month of the heavy tag churn shape: the high-churn lines of longer-lived, nine in ten
+    tagged nodes, with tags that change as they live and the ties described in the module's docstring."""
+    lines = churn_lines_sql(n_lines, month, TAGCHURN_LINES, TAGCHURN_LIFE, tagged=9)
+    half = QUARTER_HOURS // 2  # the reorganisation: an hour halfway through the quarter
+    last = "hr = life - 1"
+    moved = _pick(TEAMS, "hash(r, 19) + 1")
+    return f"""
+    SELECT * REPLACE (
+        CASE WHEN team IS NULL THEN NULL WHEN r % 3 = 0 AND birth + hr >= {half} THEN {moved} ELSE team END AS team,
+        CASE WHEN team IS NULL THEN NULL
+             ELSE 'user' || ((r * 7 + (hr // (6 + r % 24))) % 60) || '@example.com' END AS owner,
+        CAST(CASE WHEN r % 7 = 0 THEN 1 ELSE cost END AS DECIMAL(18, 8)) AS cost,
+        CAST(CASE WHEN r % 7 = 0 AND lt = 0 THEN 1 ELSE list_cost END AS DECIMAL(18, 8)) AS list_cost),
+        CASE WHEN team IS NULL THEN NULL
+             WHEN {last} THEN rid || CASE WHEN lt % 2 = 0 THEN '-a' ELSE '-b' END
+             ELSE 'run-' || (r * 1000 + hr // (1 + r % 3)) END AS run
+    FROM ({lines})"""
 
 
 def cur_columns(csv: bool) -> list[tuple[str, str]]:
@@ -389,13 +425,16 @@ def write_billing(con: duckdb.DuckDBPyConnection, n_lines: int, out: Path, fmt: 
         tag = MONTHS[month][:7]
         if fmt == "focus-parquet":
             cols, path, options = focus_columns(), folder / f"focus-{tag}.parquet", "FORMAT parquet"
-        elif fmt in ("cur-parquet", "churn-parquet"):
+        elif fmt in ("cur-parquet", "churn-parquet", "tagchurn-parquet"):
             cols = [(athena(c), e) for c, e in cur_columns(csv=False)]
+            if fmt == "tagchurn-parquet":
+                cols.append((athena("resourceTags/user:run"), "run"))
             path, options = folder / f"cur-{tag}.parquet", "FORMAT parquet"
         else:
             cols, path = cur_columns(csv=True), folder / f"cur-{tag}.csv.gz"
             options = "FORMAT csv, HEADER true, COMPRESSION gzip"
-        lines = churn_lines_sql(n_lines, month) if fmt == "churn-parquet" else lines_sql(n_lines, month)
+        lines = {"churn-parquet": churn_lines_sql, "tagchurn-parquet": tagchurn_lines_sql}.get(fmt, lines_sql)(
+            n_lines, month)
         select = ", ".join(f'{e} AS "{c}"' for c, e in cols)
         tmp = path.with_name(path.name + ".tmp")
         con.execute(f"COPY (SELECT {select} FROM ({lines})) TO '{tmp}' ({options})")
@@ -468,14 +507,16 @@ def inventory(con: duckdb.DuckDBPyConnection, n_lines: int) -> dict:
             "assets": assets, "gpu_usage": usage, "jobs": jobs}
 
 
-def churn_inventory(con: duckdb.DuckDBPyConnection, n_lines: int, limit: int = 2000) -> dict:
-    """What an inventory snapshot knows of the short-lived nodes: the first `limit` GPU nodes (most are gone
-    by the time anyone looks), each with the utilisation of its life."""
-    n_resources = n_lines * 6 // (5 * CHURN_LINES) + 60
+def churn_inventory(con: duckdb.DuckDBPyConnection, n_lines: int, limit: int = 2000, fmt: str = "churn-parquet"
+                    ) -> dict:
+    """What an inventory snapshot knows of the short-lived nodes (of `fmt`, a churn shape): the first `limit`
+    GPU nodes (most are gone by the time anyone looks), each with the utilisation of its life."""
+    per, life, tagged = (TAGCHURN_LINES, TAGCHURN_LIFE, 9) if fmt == "tagchurn-parquet" else (CHURN_LINES, (4, 17), 4)
+    n_resources = n_lines * 6 // (5 * per) + 60
     rows = con.execute(f"""
         SELECT rid, account, region, itype, spot, team, owner, project, hash(r, 30) % 100 AS busy, r,
             TIMESTAMP '2026-07-01' + to_hours(birth) AS born, TIMESTAMP '2026-07-01' + to_hours(birth + life) AS died
-        FROM ({churn_resources_sql(n_resources)}) WHERE rkind = 'gpu' AND off < {n_lines} ORDER BY r
+        FROM ({churn_resources_sql(n_resources, life, tagged)}) WHERE rkind = 'gpu' AND off < {n_lines} ORDER BY r
         LIMIT {limit}""").fetchall()
     assets, usage = [], []
     for rid, account, region, itype, spot, team, owner, project, busy, r, born, died in rows:
@@ -544,9 +585,9 @@ def generate(n_lines: int, out: Path, formats: tuple[str, ...] = FORMATS, thread
         info["formats"][fmt] = [str(p) for p in write_billing(con, n_lines, out, fmt)]
         info["seconds"][fmt] = round(time.perf_counter() - t, 2)
         path = out / "inventory.json"
-        if fmt == "churn-parquet":
-            path = out / "inventory-churn.json"
-            path.write_text(json.dumps(churn_inventory(con, n_lines)))
+        if fmt in ("churn-parquet", "tagchurn-parquet"):
+            path = out / f"inventory-{fmt.split('-')[0]}.json"
+            path.write_text(json.dumps(churn_inventory(con, n_lines, fmt=fmt)))
         info["inventories"][fmt] = str(path)
         done.write_text(json.dumps(info, indent=2))  # after each: a run stopped midway keeps what it wrote
     if not (out / "inventory.json").exists():

@@ -42,6 +42,10 @@ TARGET_SHAPE_FLOOR = 3.0  # audit wall / floor wall (aim: 1.5)
 TARGET_SHAPE_GROWTH = 10.0  # audit time at 10x the lines
 TARGET_INSPECT_FLOOR = 2.0  # inspect wall / floor wall
 TARGET_PARTS_GLOB = 3.0  # inspect of a folder of parts / DuckDB reading the same glob (the floor)
+# Issue 28's, on every format and shape at the largest size, in CPU seconds (the machine is shared: wall time
+# measures the other work on it as much as the tool's).
+TARGET_CPU_FLOOR = 10.0  # audit CPU / floor CPU
+TARGET_CPU_PANDAS = 1.0  # audit CPU / pandas CPU: no slower than pandas
 TIMEOUT = 600.0  # seconds a run may take before it is stopped and recorded as such
 
 
@@ -327,6 +331,16 @@ def checks(results: dict) -> list[dict]:
                 growth = a_big["wall_s"] / a_small["wall_s"]
                 limit = TARGET_SHAPE_GROWTH * big / small / 10
                 add(f"{fmt}: audit time {big:,} / {small:,} lines", round(growth, 2), limit, growth <= limit)
+    for fmt in results["formats"]:
+        n = small if fmt == "tiny-files" else big
+        audit, floor, pandas = (_get(results, n, fmt, t) for t in ("audit", "floor", "pandas"))
+        if audit and floor:
+            ratio = audit["cpu_s"] / max(floor["cpu_s"], 0.01)
+            add(f"{n:,} {fmt}: audit CPU / floor CPU", round(ratio, 1), TARGET_CPU_FLOOR, ratio <= TARGET_CPU_FLOOR)
+        if audit and pandas and pandas["rc"] == 0:
+            ratio = audit["cpu_s"] / max(pandas["cpu_s"], 0.01)
+            add(f"{n:,} {fmt}: audit CPU / pandas CPU", round(ratio, 2), TARGET_CPU_PANDAS,
+                ratio <= TARGET_CPU_PANDAS)
     for r in results["runs"]:
         if r["tool"] == "spark" and "differences_from_audit" in r:
             n = r["differences_from_audit"]["count"]
@@ -473,7 +487,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description="Benchmark gpu-auditor against the DuckDB floor and pandas.")
     ap.add_argument("--lines", type=int, nargs="+", default=[1_000_000, 10_000_000])
     ap.add_argument("--formats", nargs="+", choices=FORMATS + SHAPES, default=list(FORMATS),
-                    help="today's formats, and issue 15's shapes (churn-parquet, parts-csv-gz, tiny-files)")
+                    help="today's formats, and the shapes of issues 15 and 28 (churn-parquet, parts-csv-gz, "
+                         "tiny-files, tagchurn-parquet)")
     ap.add_argument("--timeout", type=float, default=TIMEOUT, help="seconds a run may take before it is stopped")
     ap.add_argument("--tools", nargs="+", choices=TOOLS + OPTIONAL, default=list(TOOLS),
                     help="what to measure; `spark` (gpu-auditor audit --engine spark, local mode, the Python "

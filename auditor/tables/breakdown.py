@@ -14,7 +14,7 @@ from typing import Any
 from auditor.model import HOURS_PER_MONTH
 from auditor.sql import lit
 from auditor.tables import split, stats
-from auditor.tables.sql import GPU_HOURS, PRICING_SQL
+from auditor.tables.sql import GPU_HOURS, PRICING_SQL, TAG_SET_MAPS
 from auditor.tables.store import Store
 from auditor.window import Window, add_months, next_window, previous_window
 
@@ -39,14 +39,24 @@ def _add(into: dict[str, Decimal], cur: str, amount: Decimal | None) -> None:
 
 
 def attributed(store: Store, window: Window, team_key: str, project_key: str) -> str:
-    """The window's `costs` rows with `team` and `project` columns: the lookups run once per distinct tag set
-    and category (tax is no team's: tables/sql.py spend_team_sql) and are joined back, rather than once per row."""
+    """The window's `costs` rows, with the provider's split moved among them (split.with_split), with `team` and
+    `project` columns: the lookups run once per distinct tag set id and category (tax is no team's: tables/sql.py
+    spend_team_sql), into a table kept for the store's life, and are joined back by the id, rather than once per
+    row or once per query. The split's rows carry the tag set id of the tags they move to or from."""
     rows = split.with_split(store, window.where())  # the provider's split of shared nodes moved (split.py)
-    return f"""(SELECT c.*, t.team, t.project FROM {rows} c JOIN (
-                    SELECT Tags, x_CostCategory, COALESCE({team_key}, {lit(UNATTRIBUTED)}) AS team,
-                           COALESCE({project_key}, '(no project)') AS project
-                    FROM (SELECT DISTINCT Tags, x_CostCategory FROM {rows})) t
-                ON c.Tags = t.Tags AND c.x_CostCategory IS NOT DISTINCT FROM t.x_CostCategory)"""
+    key = ("attribution", window, team_key, project_key)
+    if key not in store.entities:
+        store.tag_set_ids()
+        store.entities[key] = f"attribution_{len(store.entities)}"
+        store.con.execute(f"""
+            CREATE OR REPLACE TEMP TABLE {store.entities[key]} AS
+            SELECT tag_set, x_CostCategory, COALESCE({team_key}, {lit(UNATTRIBUTED)}) AS team,
+                   COALESCE({project_key}, '(no project)') AS project
+            FROM (SELECT DISTINCT x_TagSet AS tag_set, x_CostCategory FROM {rows})
+            JOIN {TAG_SET_MAPS} USING (tag_set)""")
+    return f"""(SELECT c.*, t.team, t.project FROM {rows} c
+                JOIN {store.entities[key]} t
+                ON c.x_TagSet = t.tag_set AND c.x_CostCategory IS NOT DISTINCT FROM t.x_CostCategory)"""
 
 
 def spend_breakdown(store: Store, window: Window, currency: str, team_key: str,

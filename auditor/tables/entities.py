@@ -37,7 +37,19 @@ from auditor.model import (
 from auditor.providers.catalog import family_sql
 from auditor.sql import lit
 from auditor.tables import daily, interactive, shared_gpus, split, stats
-from auditor.tables.sql import GB, GB_MONTHS, GPU_HOURS, GPU_USAGE, HOURS, TIERED, spend_team_sql, team_sql
+from auditor.tables.sql import (
+    GB,
+    GB_MONTHS,
+    GPU_HOURS,
+    GPU_USAGE,
+    HOURS,
+    LATEST_TAG_SET,
+    TAG_SET_MAPS,
+    TIERED,
+    latest_tag_sets,
+    spend_team_sql,
+    team_sql,
+)
 from auditor.tables.store import Store
 from auditor.window import Window, quarter_of
 
@@ -64,16 +76,6 @@ def build(store: Store, window: Window, policy: Policy, entity: type) -> list:
     if key not in store.entities:
         store.entities[key] = BUILDERS[entity](store, window, policy)
     return store.entities[key]
-
-
-def _tag_set(store: Store, tags: dict[str, str] | None) -> dict[str, str]:
-    """A row's tags as a dict, one dict per distinct tag set in the store: hundreds of thousands of resources
-    carry a few hundred tag sets (and rules fold each set's keys once: Context.tag). Read-only."""
-    key = tuple((tags or {}).items())
-    found = store.tag_sets.get(key)
-    if found is None:
-        found = store.tag_sets[key] = dict(key)
-    return found
 
 
 class ByResource:
@@ -171,48 +173,65 @@ def jobs(store: Store, window: Window, policy: Policy) -> list[Job]:
 
 @builds(ResourceSpend)
 def resource_spend(store: Store, window: Window, policy: Policy) -> list[ResourceSpend]:
+    """Usage spend per resource, with its spend per tag set and currency. What is chosen among a resource's
+    lines is chosen by a stated key, and from sums, never from one row: an engine sums lines into rows its own
+    way (DuckDB per export column, Spark per classified column), so a row's figures are not the export's.
+    Its category is that of its costliest usage type on one UTC day (of equal cost, the first by name; a GPU
+    machine's instance-hours, not its transfer, unless a day's transfer cost more); region and service the first
+    by name, the instance type the last; its tags those of the tag set charged last (the latest end of a line),
+    of those the costliest, then the first by id (by its entries)."""
+    sets = store.tag_set_ids()
     rows = store.con.execute(f"""
-        SELECT * FROM (
+        WITH c AS (
             SELECT COALESCE(ResourceId, x_Provider || ':' || COALESCE(SubAccountId, BillingAccountId, '-') || ':'
                             || COALESCE(ServiceName, '-') || ':' || COALESCE(RegionId, 'global')) AS id,
-                   ResourceId IS NOT NULL, x_Provider, COALESCE(SubAccountId, BillingAccountId), Tags AS tags,
-                   BillingCurrency, min(RegionId), min(ServiceName),
-                   arg_max(x_CostCategory, BilledCost), max(x_InstanceType), sum(BilledCost) AS cost,
-                   sum(x_Lines), max(ChargePeriodStart) AS last
-            FROM costs WHERE {window.where()} AND ChargeCategory = 'Usage' GROUP BY ALL)
-        ORDER BY id, last, cost, CAST(list_sort(map_entries(tags)) AS VARCHAR)""").fetchall()
-    by_id: dict[str, ResourceSpend] = {}
-    latest: dict[str, datetime] = {}
-    for (rid, has_rid, provider, account, tags, currency, region, service, category, itype, cost, n,
-         last) in rows:
-        tags = _tag_set(store, tags)
-        spend = by_id.get(rid)
-        if spend is None:
-            spend = by_id[rid] = ResourceSpend(rid, provider, account, region, service, category, itype,
-                                               has_resource_id=has_rid)
-        spend.cost[currency] = spend.cost.get(currency, Decimal(0)) + cost
-        spend.lines += n
-        spend.tag_sets.append((tags, currency, cost))
-        spend.instance_type = spend.instance_type or itype
-        # The tags of the latest charge; of tag sets charged as late, the costliest (the rows' order).
-        if rid not in latest or last >= latest[rid]:
-            latest[rid] = last
-            spend.tags = tags
-    return list(by_id.values())
+                   ResourceId IS NOT NULL AS has_rid, x_Provider, COALESCE(SubAccountId, BillingAccountId) AS account,
+                   RegionId, ServiceName, x_CostCategory, x_InstanceType, BillingCurrency, BilledCost, x_Lines,
+                   x_UsageType, ChargePeriodStart, ChargePeriodEnd, x_TagSet AS tag_set
+            FROM costs WHERE {window.where()} AND ChargeCategory = 'Usage'),
+        r AS (SELECT id, bool_or(has_rid) AS has_rid, min(x_Provider) AS provider, min(account) AS account,
+                     min(RegionId) AS region, min(ServiceName) AS service, max(x_InstanceType) AS itype,
+                     sum(x_Lines) AS n FROM c GROUP BY id),
+        k AS (SELECT id, first(x_CostCategory ORDER BY cost DESC, x_CostCategory NULLS LAST) AS category
+              FROM (SELECT id, x_CostCategory, x_UsageType, date_trunc('day', ChargePeriodStart),
+                           sum(BilledCost) AS cost FROM c GROUP BY ALL) GROUP BY id),
+        s AS (SELECT id, tag_set, BillingCurrency AS cur, sum(BilledCost) AS cost, max(ChargePeriodEnd) AS last
+              FROM c GROUP BY ALL),
+        t AS (SELECT id, {LATEST_TAG_SET} AS tags,
+                     list(tag_set ORDER BY last, cost, tag_set, cur) AS sets,
+                     list(cur ORDER BY last, cost, tag_set, cur) AS curs,
+                     list(cost ORDER BY last, cost, tag_set, cur) AS costs
+              FROM s GROUP BY id)
+        SELECT r.id, r.has_rid, r.provider, r.account, r.region, r.service, k.category, r.itype, r.n,
+               t.tags, t.sets, t.curs, t.costs
+        FROM r JOIN k USING (id) JOIN t USING (id) ORDER BY r.id""").fetchall()
+    out = []
+    for rid, has_rid, provider, account, region, service, category, itype, n, tags, ids, curs, costs in rows:
+        spend = ResourceSpend(rid, provider, account, region, service, category, itype, sets[tags], {}, n, has_rid,
+                              [(sets[i], cur, cost) for i, cur, cost in zip(ids, curs, costs, strict=True)])
+        for cur, cost in zip(curs, costs, strict=True):
+            spend.cost[cur] = spend.cost.get(cur, Decimal(0)) + cost
+        out.append(spend)
+    return out
 
 @builds(TransferFlow)
 def transfer_flows(store: Store, window: Window, policy: Policy) -> list[TransferFlow]:
-    # Per resource first: a flow's top resources are those it cost the most in all, and its tags theirs.
+    # Per resource and tag set first: a flow's top resources are those it cost the most in all (of equal cost,
+    # the first by id), its tags the costliest resource's, and a resource's tags its costliest tag set's.
+    sets = store.tag_set_ids()
     rows = store.con.execute(f"""
-        WITH r AS (
+        WITH t AS (
             SELECT x_Provider AS p, x_TransferKind AS k, x_TransferFrom AS src, x_TransferTo AS dst,
                    COALESCE(SubAccountId, BillingAccountId) AS account, BillingCurrency AS cur, ResourceId AS rid,
-                   sum({GB}) AS gb, sum(BilledCost) AS cost, sum(x_Lines) AS n, arg_max(Tags, BilledCost) AS tags
-            FROM costs WHERE {window.where()} AND x_TransferKind IS NOT NULL AND x_TransferDirection = 'out'
-            GROUP BY ALL)
+                   x_TagSet AS tag_set, sum({GB}) AS t_gb, sum(BilledCost) AS t_cost, sum(x_Lines) AS t_n
+            FROM costs
+            WHERE {window.where()} AND x_TransferKind IS NOT NULL AND x_TransferDirection = 'out' GROUP BY ALL),
+        r AS (SELECT p, k, src, dst, account, cur, rid, sum(t_gb) AS gb, sum(t_cost) AS cost, sum(t_n) AS n,
+                     first(tag_set ORDER BY t_cost DESC, tag_set) AS tags
+              FROM t GROUP BY ALL)
         SELECT p, k, src, dst, account, cur, sum(gb), sum(cost), sum(n),
                (list(rid ORDER BY cost DESC, rid) FILTER (WHERE rid IS NOT NULL))[1:5],
-               arg_max(tags, cost ORDER BY rid) FROM r
+               first(tags ORDER BY cost DESC, rid NULLS LAST) FROM r
         GROUP BY ALL ORDER BY 1, 2, 3, 4""").fetchall()
     out: dict[tuple, TransferFlow] = {}
     for provider, kind, src, dst, account, currency, gb, cost, n, top, tags in rows:
@@ -222,7 +241,7 @@ def transfer_flows(store: Store, window: Window, policy: Policy) -> list[Transfe
             fid = f"{provider}:{account or '-'}:{kind}:{src or '?'}->{dst or '?'}"
             flow = out[key] = TransferFlow(fid, provider, kind, src, dst, account,
                                            top_resources=list(dict.fromkeys(top or [])),
-                                           tags=_tag_set(store, tags))
+                                           tags=sets[tags])
         flow.gb += gb or Decimal(0)
         flow.cost[currency] = flow.cost.get(currency, Decimal(0)) + cost
         flow.lines += n
@@ -304,16 +323,17 @@ def team_spend(store: Store, window: Window, policy: Policy) -> list[TeamSpend]:
     the currency."""
     q = quarter_of(window.start.date())
     span = Window(q.start, min(window.end, q.end), q.label)
-    # Summed per tag set first: the team lookup then runs once per tag set, not once per line.
+    # Summed per tag set id first: the team lookup then runs once per tag set, not once per line.
+    store.tag_set_ids()
     totals: dict[str, dict[str, tuple[Decimal, Decimal, Decimal]]] = {}
     for team, cur, spent, gpu, gh in store.con.execute(f"""
         WITH g AS (
-            SELECT Tags, x_CostCategory, BillingCurrency AS cur, sum(BilledCost) AS spent,
+            SELECT x_TagSet AS tag_set, x_CostCategory, BillingCurrency AS cur, sum(BilledCost) AS spent,
                    sum(BilledCost) FILTER (WHERE x_CostCategory = 'gpu_compute') AS gpu,
                    {GPU_HOURS} AS gh
-            FROM {split.with_split(store, span.where())} GROUP BY Tags, x_CostCategory, BillingCurrency)
+            FROM {split.with_split(store, span.where())} GROUP BY x_TagSet, x_CostCategory, BillingCurrency)
         SELECT {spend_team_sql(policy)} AS team, cur, sum(spent), COALESCE(sum(gpu), 0), COALESCE(sum(gh), 0)
-        FROM g GROUP BY 1, 2""").fetchall():
+        FROM g JOIN {TAG_SET_MAPS} USING (tag_set) GROUP BY 1, 2""").fetchall():
         totals.setdefault(team, {})[cur] = (spent, gpu, gh)
     data_end = store.con.execute(f"SELECT least(max(ChargePeriodEnd), TIMESTAMP "
                                 f"{lit(span.end.isoformat(' '))}) FROM costs WHERE {span.where()}").fetchone()[0]
@@ -340,13 +360,16 @@ def unattributed_spend(store: Store, window: Window, policy: Policy) -> list[Una
     """Per currency, the spend no team owns against the total: of GPU compute (scope gpu) and of
     everything but tax (scope all: tax is no team's to own), with the largest unowned resources."""
     # Lines are summed per tag set and resource first, so the team lookup runs once per tag set.
+    store.tag_set_ids()
     rows = store.con.execute(f"""
-        WITH p AS (SELECT BillingCurrency AS cur, x_CostCategory = 'gpu_compute' AS gpu, Tags,
+        WITH p AS (SELECT BillingCurrency AS cur, x_CostCategory = 'gpu_compute' AS gpu, x_TagSet AS tag_set,
                           COALESCE(ResourceId, x_Provider || ':' || COALESCE(ServiceName, '-') || ':'
                                    || COALESCE(ChargeCategory, '-')) AS rid, sum(BilledCost) AS cost,
                           sum(x_Lines) AS n
-                   FROM costs WHERE {window.where()} AND x_CostCategory IS DISTINCT FROM 'tax' GROUP BY ALL),
-             l AS (SELECT cur, gpu, {team_sql(policy)} IS NULL AS unowned, cost, n, rid FROM p),
+                   FROM costs WHERE {window.where()} AND x_CostCategory IS DISTINCT FROM 'tax'
+                   GROUP BY ALL),
+             l AS (SELECT cur, gpu, {team_sql(policy)} IS NULL AS unowned, cost, n, rid
+                   FROM p JOIN {TAG_SET_MAPS} USING (tag_set)),
              scoped AS (SELECT 'gpu' AS scope, * FROM l WHERE gpu UNION ALL SELECT 'all' AS scope, * FROM l),
              top AS (SELECT scope, cur, rid, sum(cost) AS cost FROM scoped WHERE unowned GROUP BY scope, cur, rid
                      QUALIFY row_number() OVER (PARTITION BY scope, cur ORDER BY sum(cost) DESC, rid) <= 5)
@@ -362,23 +385,31 @@ def unattributed_spend(store: Store, window: Window, policy: Policy) -> list[Una
 @builds(Commitment)
 def commitments(store: Store, window: Window, policy: Policy) -> list[Commitment]:
     """Reservations and savings plans: the amortised cost of what they covered (CommitmentDiscountStatus
-    Used) and of the capacity nobody used (Unused), per commitment and currency."""
+    Used) and of the capacity nobody used (Unused), per commitment and currency; its tags are its costliest
+    tag set's (of equal cost, the first by id)."""
+    sets = store.tag_set_ids()
     rows = store.con.execute(f"""
-        SELECT COALESCE(CommitmentDiscountId, x_Provider || ':' || COALESCE(SubAccountId, BillingAccountId, '-')
-                        || ':' || COALESCE(x_InstanceType, '-')) AS id,
-               min(x_Provider), min(COALESCE(SubAccountId, BillingAccountId)), min(RegionId),
+        WITH c AS (SELECT COALESCE(CommitmentDiscountId, x_Provider || ':' || COALESCE(SubAccountId,
+                                   BillingAccountId, '-') || ':' || COALESCE(x_InstanceType, '-')) AS id,
+                          *, x_TagSet AS tag_set
+                   FROM costs
+                   WHERE {window.where()} AND CommitmentDiscountStatus IN ('Used', 'Unused')),
+             tg AS (SELECT id, BillingCurrency, first(tag_set ORDER BY cost DESC, tag_set) AS tags
+                    FROM (SELECT id, BillingCurrency, tag_set, sum(EffectiveCost) AS cost FROM c GROUP BY ALL)
+                    GROUP BY ALL)
+        SELECT id, min(x_Provider), min(COALESCE(SubAccountId, BillingAccountId)), min(RegionId),
                min(CommitmentDiscountType), max(x_InstanceType), max(x_GpuModel), BillingCurrency,
                COALESCE(sum(EffectiveCost) FILTER (WHERE CommitmentDiscountStatus = 'Used'), 0),
                COALESCE(sum(EffectiveCost) FILTER (WHERE CommitmentDiscountStatus = 'Unused'), 0),
-               min(ChargePeriodStart), max(ChargePeriodEnd), arg_max(Tags, EffectiveCost), max(x_CommitmentEnd),
+               min(ChargePeriodStart), max(ChargePeriodEnd), any_value(tg.tags), max(x_CommitmentEnd),
                sum(CommitmentDiscountQuantity) FILTER (WHERE CommitmentDiscountStatus = 'Used'),
                sum(CommitmentDiscountQuantity) FILTER (WHERE CommitmentDiscountStatus = 'Unused'),
                max(CommitmentDiscountUnit),
                list(DISTINCT ContractApplied ORDER BY ContractApplied) FILTER (WHERE ContractApplied IS NOT NULL)
-        FROM costs WHERE {window.where()} AND CommitmentDiscountStatus IN ('Used', 'Unused')
+        FROM c JOIN tg USING (id, BillingCurrency)
         GROUP BY id, BillingCurrency ORDER BY 1, BillingCurrency""").fetchall()
     return [Commitment(rid, provider, account, region, None, kind, itype, gpu, cur, used, unused, first, last,
-                       _tag_set(store, tags), ends, used_q, unused_q, unit, _contracts(contracts))
+                       sets[tags], ends, used_q, unused_q, unit, _contracts(contracts))
             for (rid, provider, account, region, kind, itype, gpu, cur, used, unused, first, last, tags, ends, used_q,
                  unused_q, unit, contracts) in rows]
 
@@ -487,7 +518,11 @@ def interactive_gpus(store: Store, window: Window, policy: Policy) -> list[Inter
 @builds(StorageGrowth)
 def storage_growth(store: Store, window: Window, policy: Policy) -> list[StorageGrowth]:
     """Storage resources month by month (average GB stored and cost, in each one's main currency), their
-    storage classes, and the jobs that write checkpoints to them."""
+    storage classes, and the jobs that write checkpoints to them; its tags are those charged last
+    (LATEST_TAG_SET)."""
+    sets = store.tag_set_ids()
+    storage = (f"{window.where()} AND ResourceId IS NOT NULL AND x_CostCategory = 'storage' "
+               "AND ChargeCategory = 'Usage'")
     rows = store.con.execute(f"""
         WITH m AS (
             SELECT lower(ResourceId) AS rid, date_trunc('month', ChargePeriodStart) AS month,
@@ -496,18 +531,18 @@ def storage_growth(store: Store, window: Window, policy: Policy) -> list[Storage
                    min(ChargePeriodStart) AS first, max(ChargePeriodEnd) AS last
             FROM costs WHERE {window.where()} AND ResourceId IS NOT NULL AND x_CostCategory = 'storage'
               AND ChargeCategory = 'Usage' AND ({GB_MONTHS}) IS NOT NULL GROUP BY ALL),
-        main AS (SELECT rid, arg_max(cur, cost) AS cur FROM (SELECT rid, cur, sum(cost) AS cost FROM m GROUP BY ALL)
-                 GROUP BY 1),
+        main AS (SELECT rid, first(cur ORDER BY cost DESC, cur) AS cur
+                 FROM (SELECT rid, cur, sum(cost) AS cost FROM m GROUP BY ALL) GROUP BY 1),
+        lt AS ({latest_tag_sets("lower(ResourceId)", storage)}),
         info AS (SELECT lower(ResourceId) AS rid, min(x_Provider) AS provider,
                         min(COALESCE(SubAccountId, BillingAccountId)) AS account,
                         min(RegionId) AS region,
-                        min(ServiceName) AS service, arg_max(Tags, ChargePeriodStart) AS tags,
+                        min(ServiceName) AS service, any_value(lt.tag_set) AS tags,
                         list(DISTINCT COALESCE(x_UsageType, ChargeDescription, SkuId)
                              ORDER BY COALESCE(x_UsageType, ChargeDescription, SkuId)) AS classes,
                         bool_or(regexp_matches(COALESCE(x_UsageType, '') || ' ' || COALESCE(ChargeDescription, ''),
                                                {lit(TIERED)})) AS tiered
-                 FROM costs WHERE {window.where()} AND ResourceId IS NOT NULL AND x_CostCategory = 'storage'
-                   AND ChargeCategory = 'Usage' GROUP BY 1),
+                 FROM costs JOIN lt ON lt.k = lower(ResourceId) WHERE {storage} GROUP BY 1),
         ckpt AS (SELECT lower(regexp_extract(checkpoint_uri, '^[A-Za-z0-9]+://([^/]+)', 1)) AS bucket,
                         list(DISTINCT COALESCE(name, id) ORDER BY COALESCE(name, id)) AS jobs
                  FROM jobs WHERE checkpoint_uri IS NOT NULL GROUP BY 1)
@@ -517,13 +552,13 @@ def storage_growth(store: Store, window: Window, policy: Policy) -> list[Storage
                      - epoch(greatest(m.first, m.month)), 0), 3) AS VARCHAR), CAST(m.cost AS VARCHAR)]
                     ORDER BY m.month),
                sum(m.cost),
-               (SELECT first(c.jobs) FROM ckpt c WHERE c.bucket <> '' AND (m.rid = c.bucket
+               (SELECT first(c.jobs ORDER BY c.bucket) FROM ckpt c WHERE c.bucket <> '' AND (m.rid = c.bucket
                     OR ends_with(m.rid, ':' || c.bucket) OR ends_with(m.rid, '/' || c.bucket)))
         FROM m JOIN main USING (rid, cur) JOIN info i USING (rid)
         GROUP BY ALL ORDER BY 1""").fetchall()
     return [StorageGrowth(rid, provider, account, region, service, cur,
                           [(mon, Decimal(gb), Decimal(c)) for mon, gb, c in months if gb is not None],
-                          [c for c in classes if c], tiered, list(jobs or []), _tag_set(store, tags), {cur: cost})
+                          [c for c in classes if c], tiered, list(jobs or []), sets[tags], {cur: cost})
             for rid, provider, account, region, service, tags, classes, tiered, cur, months, cost, jobs in rows]
 
 @builds(RemoteDataFlow)
@@ -580,6 +615,8 @@ def billed_gpu_machines(store: Store, window: Window, policy: Policy) -> list[Bi
     currency, and whether the day was a weekend; with the tags, jobs and pods seen on it and what the inventory,
     if one was read, says of it."""
     w = window.where()
+    sets = store.tag_set_ids()
+    used = f"{w} AND ChargeCategory = 'Usage' AND lower(ResourceId) IN (SELECT rid FROM g)"
     rows = store.con.execute(f"""
         WITH g AS (SELECT DISTINCT lower(ResourceId) AS rid FROM costs
                    WHERE {w} AND ResourceId IS NOT NULL AND ChargeCategory = 'Usage'
@@ -588,8 +625,9 @@ def billed_gpu_machines(store: Store, window: Window, policy: Policy) -> list[Bi
                      AND lower(ResourceId) IS DISTINCT FROM lower(CapacityReservationId)
                      AND lower(ResourceId) IS DISTINCT FROM lower(CommitmentDiscountId)),
              l AS (SELECT lower(ResourceId) AS rid, date_trunc('day', ChargePeriodStart) AS day, * FROM costs
-                   WHERE {w} AND ChargeCategory = 'Usage' AND lower(ResourceId) IN (SELECT rid FROM g)),
-             main AS (SELECT rid, arg_max(cur, cost) AS cur FROM (
+                   WHERE {used}),
+             lt AS ({latest_tag_sets("lower(ResourceId)", used)}),
+             main AS (SELECT rid, first(cur ORDER BY cost DESC, cur) AS cur FROM (
                           SELECT rid, BillingCurrency AS cur, sum(BilledCost) AS cost FROM l GROUP BY ALL)
                       GROUP BY 1),
              ut AS (SELECT rid, day, sum(ConsumedQuantity) FILTER (WHERE {HOURS}) AS h, min(ChargePeriodStart) AS s,
@@ -608,8 +646,8 @@ def billed_gpu_machines(store: Store, window: Window, policy: Policy) -> list[Bi
                              min(COALESCE(SubAccountId, BillingAccountId)) AS account, min(RegionId) AS region,
                              max(x_InstanceType) AS itype, max(x_GpuModel) AS gpu,
                              max(x_GpuCount) FILTER (WHERE x_CostCategory = 'gpu_compute') AS gpus,
-                             arg_max(Tags, ChargePeriodStart) AS tags, min(ChargePeriodStart) AS first,
-                             max(ChargePeriodEnd) AS last FROM l GROUP BY 1),
+                             any_value(lt.tag_set) AS tags, min(ChargePeriodStart) AS first,
+                             max(ChargePeriodEnd) AS last FROM l JOIN lt ON lt.k = l.rid GROUP BY 1),
              cost AS (SELECT rid, list({{'cur': BillingCurrency, 'cost': cost}} ORDER BY BillingCurrency) AS costs
                       FROM (SELECT rid, BillingCurrency, sum(BilledCost) AS cost FROM l GROUP BY ALL) GROUP BY 1),
              kv AS (SELECT rid, e.key AS k, list(DISTINCT e.value ORDER BY e.value)[1:5] AS vals
@@ -659,7 +697,7 @@ def billed_gpu_machines(store: Store, window: Window, policy: Policy) -> list[Bi
         days, weekend_days = data.get(provider, (0, 0))
         out.append(BilledGpuMachine(
             rid, provider, account, region, itype, gpu, gpus(count), cur, {c["cur"]: c["cost"] for c in costs}, hours,
-            n, days, weekend, weekend_days, full_days, full_min, full_max, first, last, _tag_set(store, tags),
+            n, days, weekend, weekend_days, full_days, full_min, full_max, first, last, sets[tags],
             {k: list(v) for k, v in (seen or {}).items()}, int(jobs_seen), list(dict.fromkeys(pods or [])),
             loaded, asset is not None,
             asset is not None or (provider, account, region) in scopes,
@@ -671,7 +709,10 @@ def billed_gpu_machines(store: Store, window: Window, policy: Policy) -> list[Bi
 @builds(CapacityReservation)
 def capacity_reservations(store: Store, window: Window, policy: Policy) -> list[CapacityReservation]:
     """Capacity reservations, per reservation and currency: the effective cost and instance-hours of the hours
-    something ran in them (CapacityReservationStatus Used) and of those nothing did (Unused)."""
+    something ran in them (CapacityReservationStatus Used) and of those nothing did (Unused); its tags are
+    the fullest tag set of the reservation's own lines, else of any line billed to it (of as full, the first
+    by id)."""
+    sets = store.tag_set_ids()
     rows = store.con.execute(f"""
         SELECT CapacityReservationId, min(x_Provider), min(COALESCE(SubAccountId, BillingAccountId)), min(RegionId),
                bool_or(COALESCE(x_UsageType, '') ILIKE '%CapacityBlock%'), max(x_InstanceType), max(x_GpuModel),
@@ -685,9 +726,9 @@ def capacity_reservations(store: Store, window: Window, policy: Policy) -> list[
                COALESCE(sum(ConsumedQuantity * x_GpuCount)
                         FILTER (WHERE {GPU_USAGE} AND CapacityReservationStatus = 'Unused'), 0),
                min(ChargePeriodStart), max(ChargePeriodEnd),
-               COALESCE(arg_max(Tags, cardinality(Tags))
+               COALESCE(first(x_TagSet ORDER BY cardinality(Tags) DESC, x_TagSet)
                             FILTER (WHERE lower(ResourceId) = lower(CapacityReservationId)),
-                        arg_max(Tags, cardinality(Tags)))
+                        first(x_TagSet ORDER BY cardinality(Tags) DESC, x_TagSet))
         FROM costs WHERE {window.where()} AND CapacityReservationId IS NOT NULL
         GROUP BY CapacityReservationId, BillingCurrency ORDER BY 1, BillingCurrency""").fetchall()
     kinds = {"aws": "On-Demand Capacity Reservation", "gcp": "reservation", "azure": "capacity reservation"}
@@ -708,5 +749,5 @@ def capacity_reservations(store: Store, window: Window, policy: Policy) -> list[
             rid, provider, account, region,
             "Capacity Block for ML" if block else kinds.get(provider, "capacity reservation"), itype, gpu,
             gpus(per or count), cur, used, unused, used_h, unused_h, first, last, ends.get(provider),
-            _tag_set(store, tags)))
+            sets[tags]))
     return out

@@ -18,34 +18,51 @@ from auditor.window import Window
 
 
 def moved_sql(where: str) -> str:
-    """The provider's split as rows shaped like `costs` (Tags, category, currency, provider, BilledCost and the
-    day as ChargePeriodStart): per pod tag set and day, its split and unused cost, under its node's category (a
-    GPU node's shares are GPU compute); per node, the same amount taken back from its own tags. They add up to
-    zero per node and currency, so any sum over `costs` plus these rows moves team spend and changes no total.
-    Only splits whose node is billed in the same rows are moved."""
+    """The provider's split as rows shaped like `costs` (Tags, x_TagSet, category, currency, provider, BilledCost
+    and the day as ChargePeriodStart): per pod tag set and day, its split and unused cost, under its node's
+    category (a GPU node's shares are GPU compute); per node, the same amount taken back from its own tags. They
+    add up to zero per node and currency, so any sum over `costs` plus these rows moves team spend and changes no
+    total. Only splits whose node is billed in the same rows are moved. A node's tags are those of its costliest
+    tag set (of equal cost, the lowest id) and its category that of its costliest category (of equal cost, the
+    first by name). Needs `costs.x_TagSet` (Store.tag_set_ids)."""
     return f"""
-        WITH kids AS (SELECT lower(x_SplitParentId) AS parent, BillingCurrency, Tags, x_Provider,
-                             date_trunc('day', ChargePeriodStart) AS day,
+        WITH kids AS (SELECT lower(x_SplitParentId) AS parent, BillingCurrency, x_TagSet, any_value(Tags) AS Tags,
+                             x_Provider, date_trunc('day', ChargePeriodStart) AS day,
                              sum(COALESCE(x_SplitCost, 0)) + sum(COALESCE(x_SplitUnusedCost, 0)) AS amount
                       FROM costs WHERE {where} AND x_SplitParentId IS NOT NULL
-                        AND lower(x_SplitParentId) IS DISTINCT FROM lower(ResourceId) GROUP BY ALL),
-             parents AS (SELECT lower(ResourceId) AS parent, BillingCurrency, arg_max(Tags, BilledCost) AS Tags,
-                                arg_max(x_CostCategory, BilledCost) AS x_CostCategory
-                         FROM costs WHERE {where} AND lower(ResourceId) IN (SELECT parent FROM kids)
-                           AND x_SplitParentId IS NULL GROUP BY ALL)
-        SELECT k.Tags, p.x_CostCategory, k.BillingCurrency, k.x_Provider, k.amount AS BilledCost,
+                        AND lower(x_SplitParentId) IS DISTINCT FROM lower(ResourceId)
+                      GROUP BY parent, BillingCurrency, x_TagSet, x_Provider, day),
+             node_lines AS (SELECT lower(ResourceId) AS parent, BillingCurrency, x_TagSet, x_CostCategory,
+                                   any_value(Tags) AS Tags, sum(BilledCost) AS cost
+                            FROM costs WHERE {where} AND lower(ResourceId) IN (SELECT parent FROM kids)
+                              AND x_SplitParentId IS NULL
+                            GROUP BY parent, BillingCurrency, x_TagSet, x_CostCategory),
+             sets AS (SELECT parent, BillingCurrency, x_TagSet, any_value(Tags) AS Tags, sum(cost) AS cost
+                      FROM node_lines GROUP BY parent, BillingCurrency, x_TagSet),
+             cats AS (SELECT parent, BillingCurrency, x_CostCategory, sum(cost) AS cost
+                      FROM node_lines GROUP BY parent, BillingCurrency, x_CostCategory),
+             ptags AS (SELECT parent, BillingCurrency, first(x_TagSet ORDER BY cost DESC, x_TagSet) AS x_TagSet,
+                              first(Tags ORDER BY cost DESC, x_TagSet) AS Tags
+                       FROM sets GROUP BY parent, BillingCurrency),
+             pcats AS (SELECT parent, BillingCurrency,
+                              first(x_CostCategory ORDER BY cost DESC, x_CostCategory NULLS LAST) AS x_CostCategory
+                       FROM cats GROUP BY parent, BillingCurrency),
+             parents AS (SELECT * FROM ptags JOIN pcats USING (parent, BillingCurrency))
+        SELECT k.Tags, k.x_TagSet, p.x_CostCategory, k.BillingCurrency, k.x_Provider, k.amount AS BilledCost,
                'Usage' AS ChargeCategory, k.day AS ChargePeriodStart
         FROM kids k JOIN parents p USING (parent, BillingCurrency)
         UNION ALL
-        SELECT p.Tags, p.x_CostCategory, p.BillingCurrency, min(k.x_Provider), -sum(k.amount), 'Usage', k.day
+        SELECT any_value(p.Tags), p.x_TagSet, p.x_CostCategory, p.BillingCurrency, min(k.x_Provider), -sum(k.amount),
+               'Usage', k.day
         FROM parents p JOIN kids k USING (parent, BillingCurrency)
-        GROUP BY p.parent, p.Tags, p.x_CostCategory, p.BillingCurrency, k.day"""
+        GROUP BY p.parent, p.x_TagSet, p.x_CostCategory, p.BillingCurrency, k.day"""
 
 
 def with_split(store: Store, where: str) -> str:
     """The `costs` rows of `where` and the provider's split moved among them (`moved_sql`): the relation every
     view of team spend reads (breakdowns, team reports, budgets), so that all of them follow the split. Just the
     rows where the billing has no split (looked up once per store: most exports have none)."""
+    store.tag_set_ids()  # x_TagSet, on the split's rows too
     if store.has_split is None:
         [(exists,)] = store.con.execute(
             "SELECT EXISTS (SELECT 1 FROM costs WHERE x_SplitParentId IS NOT NULL)").fetchall()
@@ -59,6 +76,7 @@ def provider_split(store: Store, window: Window, team_key: str) -> dict[str, Any
     """What the provider's split moves between teams ({team: {currency: amount}}, summing to zero per currency),
     and its figures: split and unused cost per currency, machines and pods. None when the export has no split."""
     w = window.where()
+    store.tag_set_ids()
     rows = store.con.execute(f"""
         SELECT COALESCE({team_key}, '(unattributed)'), BillingCurrency, sum(BilledCost)
         FROM ({moved_sql(w)}) GROUP BY ALL""").fetchall()

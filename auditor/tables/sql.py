@@ -58,3 +58,20 @@ def spend_team_sql(policy: Policy) -> str:
     """A billing line's team for the spend views (summary.by_team, team reports, forecast): team_sql, with tax
     lines under TAX, never unattributed."""
     return f"CASE WHEN x_CostCategory = 'tax' THEN {lit(TAX)} ELSE {team_sql(policy)} END"
+
+
+# Each tag set once, as one map of its entries sorted (what a team or a tag is looked up in: tag_sql, team_sql),
+# by its id (costs.x_TagSet: Store.tag_set_ids).
+TAG_SET_MAPS = "(SELECT tag_set, map_from_entries(any_value(entries)) AS Tags FROM tag_sets GROUP BY 1)"
+# Of the tag sets of one thing's lines, the one charged last: the latest end of a line (an engine's rows carry
+# their lines' latest end, whatever their grain), of those the costliest, then the first by id, over rows of
+# (tag_set, last, cost) summed per tag set.
+LATEST_TAG_SET = "first(tag_set ORDER BY last DESC, cost DESC, tag_set)"
+
+
+def latest_tag_sets(key: str, where: str) -> str:
+    """A query of (k, tag_set): for each value of `key` (an expression over the lines of `costs` that match
+    `where`), its tag set charged last (LATEST_TAG_SET)."""
+    return f"""SELECT k, {LATEST_TAG_SET} AS tag_set FROM (
+        SELECT {key} AS k, x_TagSet AS tag_set, max(ChargePeriodEnd) AS last, sum(BilledCost) AS cost
+        FROM costs WHERE {where} GROUP BY ALL) GROUP BY k"""

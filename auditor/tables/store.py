@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -79,7 +80,7 @@ class Store:
         self.has_split: bool | None = None  # the billing has a provider split (tables/split.py); None: not looked up
         # machines (ids, lower case) that findings say to stop or shrink: left out of the commitment baseline
         self.freed: set[str] = set()
-        self.tag_sets: dict[tuple, dict[str, str]] = {}  # one dict per distinct tag set (entities._tag_set)
+        self.tag_sets: dict[int, dict[str, str]] | None = None  # by tag set id, once `tag_sets` is made
         # Files read as one scan (the parts of an export): label -> their paths and the figures of them all.
         self.parts: dict[str, dict[str, Any]] = {}
         self._part_odd: dict[str, tuple] = {}  # per file read in a scan: its odd dates (parts.FileFigures.odd)
@@ -329,6 +330,7 @@ class Store:
         for label, paths in parts.items():  # the figures of files read as one, all together
             self.parts[label] = {"files": paths, "stats": stats.scan_stats(self.con, paths)}
         self._note_odd([source for source, _ in read])
+        self.tag_sets = None  # new lines, new tag sets: the table is made again when next asked for
         return [source for source, _ in read]
 
     def _check_limits(self, paths: list[str]) -> None:
@@ -431,6 +433,36 @@ class Store:
             what = "the cost is empty" if no_cost else "the charge period start is empty"
             raise InputError(f"{what}; every billing line needs a cost and a start time", path=path, line=row)
 
+    def tag_set_ids(self) -> dict[int, dict[str, str]]:
+        """The tag set id of every row of `costs` (its column x_TagSet), and each tag set as one dict by id
+        (read-only; rules fold a set's keys once: Context.tag). A resource carries a few tag sets and hundreds of
+        thousands of resources carry a few thousand: every query that groups or chooses by tags does so by this
+        integer, and a tag or team is looked up once per tag set (tables/sql.py TAG_SET_MAPS), never per row.
+
+        A tag set is its entries sorted: maps that hold the same entries in another order (an export's column
+        order, Spark's sorted keys) are one set, and its dict holds them sorted. Ids number the sets in that
+        sorted order, so a choice broken by the id is broken by the entries, the same whatever engine read
+        the lines and in whatever order. The table `tag_sets` (Tags, tag_set, entries) holds each distinct map."""
+        if self.tag_sets is None:
+            self.con.execute("BEGIN")
+            self.con.execute("""
+                CREATE OR REPLACE TABLE tag_sets AS
+                SELECT Tags, CAST(dense_rank() OVER (ORDER BY entries) AS INTEGER) AS tag_set, entries
+                FROM (SELECT Tags, COALESCE(list_sort(map_entries(Tags)), []) AS entries
+                      FROM (SELECT DISTINCT Tags FROM costs))""")
+            self.con.execute("ALTER TABLE costs ADD COLUMN IF NOT EXISTS x_TagSet INTEGER")
+            self.con.execute("UPDATE costs SET x_TagSet = ts.tag_set FROM tag_sets ts "
+                             "WHERE ts.Tags IS NOT DISTINCT FROM costs.Tags")
+            self.con.execute("COMMIT")
+            # Keys and values as two lists of text: Python builds them several times faster than a list of structs.
+            # Each key and value is one string however many sets hold it (interned): where tags churn, hundreds of
+            # thousands of sets repeat a few keys and owners (750,000 sets of four tags: 518 -> 265 MiB).
+            self.tag_sets = {i: dict(zip(_interned(keys), _interned(values), strict=True))
+                             for i, keys, values in self.con.execute(
+                "SELECT tag_set, list_transform(e, lambda x: x.key), list_transform(e, lambda x: x.value) "
+                "FROM (SELECT tag_set, any_value(entries) AS e FROM tag_sets GROUP BY 1)").fetchall()}
+        return self.tag_sets
+
     # ---- inventory -----------------------------------------------------------------------------------
     def _insert_rows(self, table: str, rows: list[dict[str, Any]]) -> None:
         """Rows (dicts by column name; keys the table lacks are left out) into a table, through a newline-JSON
@@ -463,7 +495,7 @@ class Store:
         freed before the outputs are written, which hold every finding."""
         self.entities.clear()
         self.has_split = None
-        self.tag_sets.clear()
+        self.tag_sets = None
         self.con.close()
 
     # ---- summaries -----------------------------------------------------------------------------------
@@ -484,6 +516,10 @@ class Store:
         if end is None or end <= last:  # lines without an end (or ending as they start): to the end of their day
             end = max(end or last, datetime.combine(last.date(), datetime.min.time()) + timedelta(days=1))
         return Window(start, end, "")
+
+
+def _interned(texts: list[str | None]) -> list[str | None]:
+    return [t if t is None else sys.intern(t) for t in texts]
 
 
 def _overlapping(spans: list[tuple[str, Any, Any]]) -> list[str]:
