@@ -7,12 +7,12 @@ finding and one action of $1,500, the $1,500 once in every total; no other day i
 
 from __future__ import annotations
 
-import csv
 import json
 from datetime import date, timedelta
 from decimal import Decimal
 from pathlib import Path
 
+import billing_csv
 import pytest
 from conftest import REPO
 
@@ -30,25 +30,15 @@ SPIKE = date(2026, 8, 18)
 @pytest.fixture(scope="module")
 def audit(tmp_path_factory) -> dict:
     folder = tmp_path_factory.mktemp("anomaly")
-    with (DEMO / "billing" / "focus-azure-2026-q3.csv").open(newline="", encoding="utf-8") as fh:
-        template = next(csv.DictReader(fh))
     charges = []
     day = date(2026, 7, 1)
     while day < date(2026, 10, 1):
         spend = [(VM + "nlp-a100-01", "88.152")]
         if day == SPIKE:
             spend += [(VM + "nlp-a100-02", "1000"), (JOB, "500")]
-        for resource, cost in spend:
-            charges.append({**template, "BilledCost": cost, "EffectiveCost": cost, "ListCost": cost,
-                            "ContractedCost": cost, "ResourceId": resource, "Tags": json.dumps({"team": "nlp"}),
-                            "ChargePeriodStart": f"{day}T00:00:00Z",
-                            "ChargePeriodEnd": f"{day + timedelta(days=1)}T00:00:00Z"})
+        charges += [billing_csv.charge(resource, day, {"team": "nlp"}, cost) for resource, cost in spend]
         day += timedelta(days=1)
-    billing = folder / "billing.csv"
-    with billing.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, list(template))
-        w.writeheader()
-        w.writerows(charges)
+    billing = billing_csv.write(folder / "billing.csv", charges)
     inventory = folder / "inventory.json"
     inventory.write_text(json.dumps({"version": 1, "assets": [], "jobs": [{"id": "sweep-42", "platform": "azureml",
                                                              "name": "sweep-42", "provider": "azure"}]}))

@@ -15,6 +15,7 @@ from datetime import date
 from decimal import Decimal
 from pathlib import Path
 
+import billing_csv
 import duckdb
 import focus_spec
 import pytest
@@ -152,30 +153,16 @@ def test_metadata_names_the_version_and_every_column(demo):
         "DECIMAL", "DATETIME", "JSON", "STRING")
 
 
-def _charge(template: dict[str, str], cost: str, tags: dict[str, str], resource: str, day: int,
-            currency: str = "USD") -> dict[str, str]:
-    return {**template, "BilledCost": cost, "EffectiveCost": cost, "ListCost": cost, "ContractedCost": cost,
-            "BillingCurrency": currency, "Tags": json.dumps(tags), "ResourceId": resource,
-            "ChargePeriodStart": f"2026-07-{day:02d}T00:00:00Z", "ChargePeriodEnd": f"2026-07-{day + 1:02d}T00:00:00Z"}
-
-
 @pytest.fixture(scope="module")
 def written(tmp_path_factory) -> Path:
     """Four charges written for the test, in two currencies: the right allocation of each is stated below."""
     folder = tmp_path_factory.mktemp("written")
-    demo_rows = rows(DEMO / "billing" / "focus-azure-2026-q3.csv")
-    template, fields = demo_rows[0], list(demo_rows[0])
     vm = "/subscriptions/s/resourcegroups/rg/providers/microsoft.compute/virtualmachines/"
-    charges = [
-        _charge(template, "100.005", {"team": "nlp"}, vm + "a", 1),
-        _charge(template, "0.015", {"project": "detector"}, vm + "b", 2),  # the policy maps detector to vision
-        _charge(template, "12.34", {"namespace": "research", "team": "vision"}, vm + "aks-gpu-0", 3),
-        _charge(template, "7.5", {}, vm + "c", 4, "EUR"),
-    ]
-    with (folder / "billing.csv").open("w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fields)
-        w.writeheader()
-        w.writerows(charges)
+    billing_csv.write(folder / "billing.csv", [
+        billing_csv.charge(vm + "a", date(2026, 7, 1), {"team": "nlp"}, "100.005"),
+        billing_csv.charge(vm + "b", date(2026, 7, 2), {"project": "detector"}, "0.015"),  # detector: vision's
+        billing_csv.charge(vm + "aks-gpu-0", date(2026, 7, 3), {"namespace": "research", "team": "vision"}, "12.34"),
+        billing_csv.charge(vm + "c", date(2026, 7, 4), {}, "7.5", BillingCurrency="EUR")])
     out = folder / "out"
     export(out, folder / "billing.csv")
     return out

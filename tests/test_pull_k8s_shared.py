@@ -10,6 +10,7 @@ import json
 import urllib.request
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -80,9 +81,9 @@ def prometheus(tmp_path_factory, prometheus_bin):
         yield url
 
 
-@pytest.fixture(scope="module")
-def snapshot(prometheus, tmp_path_factory):
-    root = tmp_path_factory.mktemp("shared")
+def pull_k8s(root: Path, prometheus: str, *extra: str) -> Path:
+    """`gpu-auditor pull --provider k8s` of the window from the recorded API server (a kubeconfig in `root`) and
+    `prometheus`, into root/snap."""
     with ApiServer(kube_api) as api:
         kubeconfig = root / "kubeconfig"
         kubeconfig.write_text(json.dumps({
@@ -92,10 +93,15 @@ def snapshot(prometheus, tmp_path_factory):
             "contexts": [{"name": "eks-gpu", "context": {"cluster": "eks-gpu", "user": "auditor"}}]}))
         result = CliRunner().invoke(cli, [
             "pull", "--provider", "k8s", "--kubeconfig", str(kubeconfig), "--since", SINCE.date().isoformat(),
-            "--until", UNTIL.date().isoformat(), "--prometheus", prometheus, "--out", str(root / "snap")],
+            "--until", UNTIL.date().isoformat(), "--prometheus", prometheus, *extra, "--out", str(root / "snap")],
             catch_exceptions=False)
     assert result.exit_code == 0, result.output
     return root / "snap"
+
+
+@pytest.fixture(scope="module")
+def snapshot(prometheus, tmp_path_factory):
+    return pull_k8s(tmp_path_factory.mktemp("shared"), prometheus)
 
 
 @pytest.fixture(scope="module")

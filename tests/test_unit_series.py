@@ -14,17 +14,15 @@ $20.00 per million tokens."""
 
 from __future__ import annotations
 
-import csv
 import json
 from datetime import UTC, timedelta
 from decimal import Decimal
 
+import billing_csv
 import pytest
 from click.testing import CliRunner
-from conftest import REPO
-from servers.http_api import ApiServer
 from servers.prometheus import serve
-from test_pull_k8s_shared import FIRST, POLICY, SINCE, TOKEN, UNTIL, kube_api
+from test_pull_k8s_shared import FIRST, POLICY, SINCE, UNTIL, pull_k8s
 
 from auditor.cli import cli
 from auditor.providers.live.job_units import counter_total
@@ -58,17 +56,7 @@ def prometheus(tmp_path_factory, prometheus_bin):
 def pulled(prometheus, tmp_path_factory):
     root = tmp_path_factory.mktemp("units")
     (root / "policy.yml").write_text(SERIES_POLICY)
-    with ApiServer(kube_api) as api:
-        (root / "kubeconfig").write_text(json.dumps({
-            "apiVersion": "v1", "kind": "Config", "current-context": "eks-gpu",
-            "clusters": [{"name": "eks-gpu", "cluster": {"server": api.url}}],
-            "users": [{"name": "auditor", "user": {"token": TOKEN}}],
-            "contexts": [{"name": "eks-gpu", "context": {"cluster": "eks-gpu", "user": "auditor"}}]}))
-        result = CliRunner().invoke(cli, [
-            "pull", "--provider", "k8s", "--kubeconfig", str(root / "kubeconfig"), "--since", SINCE.date().isoformat(),
-            "--until", UNTIL.date().isoformat(), "--prometheus", prometheus, "--policy", str(root / "policy.yml"),
-            "--out", str(root / "snap")], catch_exceptions=False)
-    assert result.exit_code == 0, result.output
+    pull_k8s(root, prometheus, "--policy", str(root / "policy.yml"))
     return root
 
 
@@ -83,14 +71,7 @@ def test_the_job_counts_the_tokens_of_its_series(pulled):
 
 
 def test_unit_costs_divide_the_jobs_cost_by_its_tokens(pulled):
-    with (REPO / "fixtures" / "demo" / "billing" / "focus-azure-2026-q3.csv").open(newline="", encoding="utf-8") as fh:
-        template = next(csv.DictReader(fh))
-    with (pulled / "billing.csv").open("w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, list(template))
-        w.writeheader()
-        w.writerow({**template, "BilledCost": "4320", "EffectiveCost": "4320", "ListCost": "4320",
-                    "ContractedCost": "4320", "ResourceId": "train/ft-llm", "Tags": json.dumps({"team": "research"}),
-                    "ChargePeriodStart": "2025-05-01T00:00:00Z", "ChargePeriodEnd": "2025-05-02T00:00:00Z"})
+    billing_csv.write(pulled / "billing.csv", [billing_csv.charge("train/ft-llm", SINCE, {"team": "research"}, "4320")])
     result = CliRunner().invoke(cli, ["audit", "--policy", str(pulled / "policy.yml"), "--out", str(pulled / "r"),
                                       str(pulled / "snap"), str(pulled / "billing.csv")], catch_exceptions=False)
     assert result.exit_code in (0, 1), result.output
@@ -101,19 +82,9 @@ def test_unit_costs_divide_the_jobs_cost_by_its_tokens(pulled):
 
 
 def test_without_the_policy_no_series_is_read(prometheus, tmp_path):
-    with ApiServer(kube_api) as api:
-        (tmp_path / "kubeconfig").write_text(json.dumps({
-            "apiVersion": "v1", "kind": "Config", "current-context": "c",
-            "clusters": [{"name": "c", "cluster": {"server": api.url}}],
-            "users": [{"name": "u", "user": {"token": TOKEN}}],
-            "contexts": [{"name": "c", "context": {"cluster": "c", "user": "u"}}]}))
-        result = CliRunner().invoke(cli, [
-            "pull", "--provider", "k8s", "--kubeconfig", str(tmp_path / "kubeconfig"), "--since",
-            SINCE.date().isoformat(), "--until", UNTIL.date().isoformat(), "--prometheus", prometheus,
-            "--out", str(tmp_path / "snap")], catch_exceptions=False)
-    assert result.exit_code == 0, result.output
-    names = [s["name"] for s in json.loads((tmp_path / "snap" / "manifest.json").read_text())["sources"]]
-    assert "k8s:job-units" not in names
+    snap = pull_k8s(tmp_path, prometheus)
+    names = [s["name"] for s in json.loads((snap / "manifest.json").read_text())["sources"]]
+    assert "k8s:job-units" not in names and "k8s:dcgm" in names
 
 
 def test_a_counter_counts_from_zero_and_restarts_on_a_fall():
