@@ -88,3 +88,13 @@ def test_the_owners_email_charts_it(audit, tmp_path: Path):
     owner = next(letter for letter in route(audit, load_policy(DEMO / "policy.yml")) if letter.is_owner)
     html = html_part(audit, owner, view(audit, owner, "finops@example.com"))
     assert "Spend anomalies" in html and html.count('class="anomaly"') == 1
+
+
+def test_a_day_counted_in_another_series_says_so_in_the_report(demo_folder):
+    """The demo's platform benchmark (i-0bench...) rose $527.04 a day on 2026-08-04..09, seen by team platform,
+    its account and the p4d family; on 2026-08-05 the family also saw a vision job's rise ($922.32 in all), more
+    than the team's $527.04, so that day counts under the family, and the team's row says so."""
+    md = (demo_folder / "report.md").read_text()
+    assert ("| Team platform | 2026-08-05 | $860.07 | $333.03 | +$527.04 (counted under Instance family aws p4d) |"
+            in md)
+    assert "| Instance family aws p4d | 2026-08-05 | $1,449.36 | $527.04 | +$922.32 |" in md
