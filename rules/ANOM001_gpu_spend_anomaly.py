@@ -183,13 +183,16 @@ class GpuSpendAnomaly(Rule):
                 i = parent[i]
             return i
 
+        same_day: dict[tuple[str, str], list[int]] = {}  # (currency, date) -> its days
+        holder: dict[tuple[str, str, str], int] = {}  # (currency, date, resource) -> a day on which it rose
         for i, (f, a) in enumerate(days):
-            mine = self._driven.get((f.resource, a["date"]), frozenset())
-            for j in range(i):
-                g, b = days[j]
-                theirs = self._driven.get((g.resource, b["date"]), frozenset())
-                if (g.currency, b["date"]) == (f.currency, a["date"]) and (not mine or not theirs or mine & theirs):
-                    parent[root(i)] = root(j)
+            same_day.setdefault((f.currency, a["date"]), []).append(i)
+            for rid in self._driven.get((f.resource, a["date"]), frozenset()):
+                parent[root(i)] = root(holder.setdefault((f.currency, a["date"], rid), i))
+        for i, (f, a) in enumerate(days):
+            if not self._driven.get((f.resource, a["date"])):  # names no resource: one jump with its whole day
+                for j in same_day[(f.currency, a["date"])]:
+                    parent[root(j)] = root(i)
         jumps: dict[int, list[tuple[Finding, dict[str, Any]]]] = {}
         for i, day in enumerate(days):
             jumps.setdefault(root(i), []).append(day)
