@@ -42,9 +42,6 @@ if TYPE_CHECKING:
 FOCUS_VERSION = "1.3"  # the columns are 1.3's: its allocation and provider columns, and all of 1.0's
 ALLOCATION_METHOD = "gpu-auditor-attribution"  # AllocatedMethodId: the method the README documents
 TAG_PREFIX = "gpu-auditor/"  # the data generator-defined tag keys of AllocatedTags
-# the columns FOCUS 1.3 adds that FOCUS 1.0 lacks: left out of what focus-validator 1.0.0 checks
-SINCE_1_3 = ("AllocatedMethodDetails", "AllocatedMethodId", "AllocatedResourceId", "AllocatedResourceName",
-             "AllocatedTags", "HostProviderName", "ServiceProviderName")
 NAMESPACE_TAGS = ["namespace", "kubernetes_namespace", "k8s-namespace", "kubernetes.io/namespace"]
 SERVICE_CATEGORY = {"gpu_compute": "Compute", "other_compute": "Compute", "storage": "Storage",
                     "transfer": "Networking"}
