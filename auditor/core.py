@@ -60,8 +60,10 @@ def configured_rules(policy: Policy, select: Iterable[str] | None = None) -> lis
 def run_rules(rules: list[Rule], entities: dict[type, list], ctx: Context) -> list[Finding]:
     findings: list[Finding] = []
     for rule in rules:
+        found: list[Finding] = []
         for entity in entities.get(rule.entity, []):
-            findings.extend(rule.check(entity, ctx))
+            found.extend(rule.check(entity, ctx))
+        findings.extend(rule.fold(found, ctx))
     findings.sort(key=finding_order)
     return findings
 

@@ -60,6 +60,7 @@ class Waiver:
 JOB_TAGS = ("job", "job-name", "job_name", "job-id", "job_id")
 TOKEN_TAGS = ("tokens", "train_tokens", "training_tokens")  # a job's label or annotation: tokens it trained on
 SAMPLE_TAGS = ("samples", "train_samples", "training_samples")
+SERIES_JOB_LABELS = ("job_name", "exported_job", "job")  # a series' labels that may name its job, in this order
 
 
 @dataclass
@@ -95,6 +96,9 @@ class Policy:
     job_tags: list[str] = field(default_factory=lambda: list(JOB_TAGS))
     token_tags: list[str] = field(default_factory=lambda: list(TOKEN_TAGS))
     sample_tags: list[str] = field(default_factory=lambda: list(SAMPLE_TAGS))
+    token_series: list[str] = field(default_factory=list)  # Prometheus counters of a job's tokens (`pull`)
+    sample_series: list[str] = field(default_factory=list)
+    series_job_labels: list[str] = field(default_factory=lambda: list(SERIES_JOB_LABELS))
 
     def convert(self, amount: Decimal, currency: str) -> Decimal | None:
         """An amount in the policy's currency: as it is, or converted at the rate the user gave; None where no
@@ -154,6 +158,14 @@ def policy_schema() -> Field:
                              doc="a job's labels or annotations that give the tokens it trained on (unit costs)"),
             sample_tags=Field("list", item=Field("str"), default=list(SAMPLE_TAGS),
                               doc="a job's labels or annotations that give the samples it trained on (unit costs)"),
+            token_series=Field("list", item=Field("metric"), default=[],
+                               doc="Prometheus counters of the tokens a job trained on, one series per job or pod "
+                                   "(read by `pull --provider k8s --prometheus`; unit costs)"),
+            sample_series=Field("list", item=Field("metric"), default=[],
+                                doc="Prometheus counters of the samples a job trained on (as token_series)"),
+            series_job_labels=Field("list", item=Field("str"), default=list(SERIES_JOB_LABELS),
+                                    doc="the labels of those series that may name the job (its name or "
+                                        "namespace/name), the first that names one taken"),
         ),
         teams=Field("map", default={}, item=record(
             lead=Field("str", required=True),
@@ -373,7 +385,9 @@ def _build(doc: dict, lines: _Lines, path: str) -> Policy:
         mask_secrets=(doc.get("outputs") or {}).get("mask_secrets", True) is not False,
         job_tags=attribution.get("job_tags") or list(JOB_TAGS),
         token_tags=attribution.get("token_tags") or list(TOKEN_TAGS),
-        sample_tags=attribution.get("sample_tags") or list(SAMPLE_TAGS))
+        sample_tags=attribution.get("sample_tags") or list(SAMPLE_TAGS),
+        token_series=attribution.get("token_series") or [], sample_series=attribution.get("sample_series") or [],
+        series_job_labels=attribution.get("series_job_labels") or list(SERIES_JOB_LABELS))
 
 
 

@@ -52,6 +52,11 @@ class Rule:
     def check(self, entity: Any, ctx: Context) -> Iterable[Finding]:
         raise NotImplementedError(f"{type(self).__name__} must define check()")
 
+    def fold(self, findings: list[Finding], ctx: Context) -> list[Finding]:
+        """The rule's findings over all its entities, once every entity is checked: a rule whose entities overlap
+        (ANOM001's series of one spend by team, account and family) folds what they saw twice into one."""
+        return findings
+
     @classmethod
     def summary(cls) -> str:
         return (cls.__doc__ or "").strip().splitlines()[0]

@@ -234,6 +234,15 @@ def _region_problem(text: str) -> str | None:
     return None
 
 
+METRIC = re.compile(r"[a-zA-Z_:][a-zA-Z0-9_:]*")
+
+
+def _metric_problem(text: str) -> str | None:
+    if not METRIC.fullmatch(text):
+        return "is not a Prometheus metric name: letters, digits, _ and :, not starting with a digit"
+    return None
+
+
 # Kinds of text with a meaning: (what it is, for errors; its check: why a value is refused, or None).
 TYPED: dict[str, tuple[str, Callable[[str], str | None]]] = {
     "regex": ("a regular expression", _regex_problem),
@@ -241,6 +250,7 @@ TYPED: dict[str, tuple[str, Callable[[str], str | None]]] = {
     "tag": ("a tag key", _tag_problem),
     "gpu": ("a GPU model such as A100 (a glob such as A100* is allowed)", _gpu_problem),
     "region": ("a region code such as us-east-1", _region_problem),
+    "metric": ("a Prometheus metric name such as training_tokens_total", _metric_problem),
 }
 
 

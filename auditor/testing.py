@@ -135,4 +135,4 @@ def run_case(case: Case) -> list[Finding]:
     findings = []
     for data in case.entities:
         findings.extend(rule.check(make_entity(cls.entity, data), ctx))
-    return findings
+    return rule.fold(findings, ctx)

@@ -1,11 +1,12 @@
 from __future__ import annotations
 
+import dataclasses
 from datetime import date, timedelta
 from decimal import Decimal
 from statistics import median
 from typing import Any
 
-from auditor.model import GpuSpendSeries, Severity, fmt_money, money
+from auditor.model import Finding, GpuSpendSeries, Severity, fmt_money, money
 from auditor.registry import register
 from auditor.rule import Rule
 from auditor.schema import Field
@@ -52,8 +53,16 @@ class GpuSpendAnomaly(Rule):
     least `threshold` spreads above the median (any rise counts where the baseline does not vary at all)
     and at least `min_excess` above it, in the policy's currency. One finding per series: its anomalous
     days, each with its spend, baseline and excess, and the `drivers` resources (jobs named as jobs) whose
-    spend that day rose most above their own median over the same baseline days. The finding's cost is
-    the sum of the excess; it claims no saving: a spike may be a planned run.
+    spend that day rose most above their own median over the same baseline days. It claims no saving: a
+    spike may be a planned run.
+
+    The three dimensions are partitions of the same spend, so one jump shows in several series. Anomalous
+    days of one currency and date whose rising resources overlap (or that name none) are one jump, counted
+    once: in the dimension that sees most of it (the largest sum of excess; ties: team, then account, then
+    family), where each series counts its own excess (they share no spend). The same day in the other
+    series is listed as `counted_under` those and adds nothing; a series none of whose days counts makes
+    no finding. The finding's cost is the sum of the excess of the days that count in it, so each jump's
+    dollars are in the actions, the headline and the team views once.
 
     ## Why it matters
     A quarterly total hides the week a team's GPU spend tripled: a runaway sweep, a cluster scaled up and
@@ -92,6 +101,10 @@ class GpuSpendAnomaly(Rule):
                             doc="the series judged: team, account and/or family"),
     }
 
+    def __init__(self, *args: Any, **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._driven: dict[tuple[str, str], frozenset[str]] = {}  # (series, day) -> every resource that rose
+
     def check(self, series: GpuSpendSeries, ctx):
         if series.dimension not in self.opt("dimensions") or series.start is None:
             return
@@ -115,11 +128,13 @@ class GpuSpendAnomaly(Rule):
             if z is not None and z < Decimal(str(self.opt("threshold"))):
                 continue
             excess_total += money(excess)
+            day = (series.start + timedelta(days=i)).isoformat()
+            drivers = self._drivers(series, i, base)
+            self._driven[(series.id, day)] = frozenset(d["resource"] for d in drivers)
             anomalies.append({
-                "date": (series.start + timedelta(days=i)).isoformat(), "spend": money(value),
-                "baseline": money(mid), "excess": money(excess),
+                "date": day, "spend": money(value), "baseline": money(mid), "excess": money(excess),
                 "score": None if z is None else round(float(z), 1), "baseline_days": len(base),
-                "drivers": self._drivers(series, i, base)})
+                "drivers": drivers[:self.opt("drivers")]})
         if not anomalies:
             return
         worst = max(anomalies, key=lambda a: (a["excess"], a["date"]))
@@ -144,7 +159,7 @@ class GpuSpendAnomaly(Rule):
             cost=excess_total, currency=cur)
 
     def _drivers(self, series: GpuSpendSeries, i: int, base: list[int]) -> list[dict[str, Any]]:
-        """The resources whose spend on day i rose most above their median over the same baseline days."""
+        """The resources whose spend on day i rose above their median over the same baseline days, most first."""
         out: list[dict[str, Any]] = []
         for rid, per in series.resources.items():
             amounts = {int(k): Decimal(str(v)) for k, v in per.items()}
@@ -154,4 +169,46 @@ class GpuSpendAnomaly(Rule):
                 out.append({"resource": rid, "job": series.jobs.get(rid), "spend": money(spend),
                             "baseline": money(mid), "change": money(spend - mid)})
         out.sort(key=lambda d: (-d["change"], d["resource"]))
-        return out[:self.opt("drivers")]
+        return out
+
+    def fold(self, findings: list[Finding], ctx) -> list[Finding]:
+        """Each jump counted once (see the docstring's last paragraph): days linked by resources in common
+        (union-find), each group's counting dimension chosen, the other days marked `counted_under`."""
+        days = [(f, a) for f in findings for a in f.evidence["anomalies"]]
+        parent = list(range(len(days)))
+
+        def root(i: int) -> int:
+            while parent[i] != i:
+                parent[i] = parent[parent[i]]
+                i = parent[i]
+            return i
+
+        same_day: dict[tuple[str, str], list[int]] = {}  # (currency, date) -> its days
+        holder: dict[tuple[str, str, str], int] = {}  # (currency, date, resource) -> a day on which it rose
+        for i, (f, a) in enumerate(days):
+            same_day.setdefault((f.currency, a["date"]), []).append(i)
+            for rid in self._driven.get((f.resource, a["date"]), frozenset()):
+                parent[root(i)] = root(holder.setdefault((f.currency, a["date"], rid), i))
+        for i, (f, a) in enumerate(days):
+            if not self._driven.get((f.resource, a["date"])):  # names no resource: one jump with its whole day
+                for j in same_day[(f.currency, a["date"])]:
+                    parent[root(j)] = root(i)
+        jumps: dict[int, list[tuple[Finding, dict[str, Any]]]] = {}
+        for i, day in enumerate(days):
+            jumps.setdefault(root(i), []).append(day)
+        for jump in jumps.values():
+            seen: dict[str, Decimal] = {}
+            for f, a in jump:
+                dim = f.evidence["dimension"]
+                seen[dim] = seen.get(dim, Decimal(0)) + Decimal(a["excess"])
+            counting = max(seen, key=lambda d: (seen[d], -DIMENSIONS.index(d)))
+            under = sorted(f.resource for f, _ in jump if f.evidence["dimension"] == counting)
+            for f, a in jump:
+                if f.evidence["dimension"] != counting:
+                    a["counted_under"] = under
+        out = []
+        for f in findings:
+            counted = [Decimal(a["excess"]) for a in f.evidence["anomalies"] if "counted_under" not in a]
+            if counted:
+                out.append(dataclasses.replace(f, cost=money(sum(counted, Decimal(0)))))
+        return out

@@ -1,6 +1,8 @@
-"""`gpu-auditor export --focus` (auditor/tables/focus_export.py): the audit's attributed costs as a FOCUS dataset,
-CSV and Parquet, one row per charge, that adds up to the bill exactly, passes the FinOps Foundation's
-focus-validator, and carries each charge's team, project, namespace and job in `x_` columns."""
+"""`gpu-auditor export --focus` (auditor/tables/focus_export.py): the audit's attributed costs as a FOCUS 1.3
+dataset, CSV and Parquet and its metadata, one row per charge, that adds up to the bill exactly, passes the FinOps
+Foundation's focus-validator (1.0.0: it checks the FOCUS 1.0 columns) and our own checks of the 1.3 columns
+(tests/focus_spec.py), and carries each charge's team, project, namespace and job in FOCUS 1.3's allocation
+columns and in `x_` columns."""
 
 from __future__ import annotations
 
@@ -13,7 +15,9 @@ from datetime import date
 from decimal import Decimal
 from pathlib import Path
 
+import billing_csv
 import duckdb
+import focus_spec
 import pytest
 from click.testing import CliRunner
 from conftest import REPO, _missing
@@ -90,35 +94,75 @@ def test_demo_team_allocation_is_the_audits(demo):
 
 
 def test_demo_jobs_are_named(demo):
-    jobs = {r["x_Job"]: r["ResourceId"] for r in rows(demo / "focus.csv") if r["x_Job"]}
+    jobs = {r["x_Job"]: r for r in rows(demo / "focus.csv") if r["x_Job"]}
     assert "vision-detector-v3-train-0805" in jobs
-    assert jobs["vision-detector-v3-train-0805"].endswith("vision-detector-v3-train-0805")
+    job = jobs["vision-detector-v3-train-0805"]
+    assert job["ResourceId"].endswith("vision-detector-v3-train-0805")
+    inventory = {j["name"]: j["id"] for j in json.loads((DEMO / "inventory.json").read_text())["jobs"]}
+    assert (job["AllocatedResourceId"], job["AllocatedResourceName"]) == (
+        "job/" + inventory["vision-detector-v3-train-0805"], "vision-detector-v3-train-0805")
+    assert json.loads(job["AllocatedTags"])["gpu-auditor/job"] == "vision-detector-v3-train-0805"
 
 
-def _charge(template: dict[str, str], cost: str, tags: dict[str, str], resource: str, day: int,
-            currency: str = "USD") -> dict[str, str]:
-    return {**template, "BilledCost": cost, "EffectiveCost": cost, "ListCost": cost, "ContractedCost": cost,
-            "BillingCurrency": currency, "Tags": json.dumps(tags), "ResourceId": resource,
-            "ChargePeriodStart": f"2026-07-{day:02d}T00:00:00Z", "ChargePeriodEnd": f"2026-07-{day + 1:02d}T00:00:00Z"}
+def test_demo_passes_our_focus_1_3_checks(demo):
+    """Each allocated charge is the whole of its origin charge (itself): AllocatedRatio 1 per row."""
+    items = rows(demo / "focus.csv")
+    assert focus_spec.errors(items, origin=id) == []
+    allocated = [r for r in items if r["AllocatedMethodId"]]
+    assert {r["AllocatedMethodId"] for r in allocated} == {"gpu-auditor-attribution"}
+    assert 0 < len(allocated) < len(items)  # the unattributed and tax charges are allocated to nothing
+    for r in items:  # the allocation columns say what the x_ columns say
+        tags = json.loads(r["AllocatedTags"] or "{}")
+        team = r["x_Team"] if r["x_Team"] not in ("(unattributed)", "(tax)") else ""
+        assert (tags.get("gpu-auditor/team", ""), tags.get("gpu-auditor/namespace", ""),
+                tags.get("gpu-auditor/job", "")) == (team, r["x_Namespace"], r["x_Job"])
+        assert bool(r["AllocatedMethodId"]) == bool(team or r["x_Namespace"] or r["x_Job"])
+        assert r["ServiceProviderName"] == r["HostProviderName"] == r["ProviderName"] != ""
+
+
+def test_our_focus_1_3_checks_judge(demo):
+    """Each rule of tests/focus_spec.py fails a row that breaks it."""
+    row = next(r for r in rows(demo / "focus.csv") if r["AllocatedMethodId"])
+    broken = {
+        "AllocatedResourceName": {**row, "AllocatedResourceName": ""},
+        "AllocatedMethodDetails: not an object": {**row, "AllocatedMethodDetails": "[1]"},
+        "AllocatedRatio outside": {**row, "AllocatedMethodDetails": '{"Elements":[{"AllocatedRatio":2}]}'},
+        "UsageQuantity without": {**row, "AllocatedMethodDetails": '{"Elements":[{"AllocatedRatio":1,'
+                                                                   '"UsageQuantity":3}]}'},
+        "not prefixed x_": {**row, "AllocatedMethodDetails": '{"Elements":[{"AllocatedRatio":1,"Pods":3}]}'},
+        "already in Tags": {**row, "Tags": '{"gpu-auditor/team":"x"}'},
+        "a value neither": {**row, "AllocatedTags": '{"gpu-auditor/team":3}'},
+        "no AllocatedMethodId": {**row, "AllocatedMethodId": ""},
+        "ServiceProviderName: null": {**row, "ServiceProviderName": ""},
+    }
+    for expected, bad in broken.items():
+        found = focus_spec.row_errors(bad)
+        assert any(expected in e for e in found), (expected, found)
+    half = {**row, "AllocatedMethodDetails": '{"Elements":[{"AllocatedRatio":0.5}]}'}
+    assert focus_spec.ratio_errors([half], origin=id) != []
+    assert focus_spec.ratio_errors([half, dict(half)], origin=lambda r: "node") == []  # two halves of one origin
+
+
+def test_metadata_names_the_version_and_every_column(demo):
+    schema = json.loads((demo / "focus-metadata.json").read_text())["Schema"]
+    assert schema["FocusVersion"] == "1.3"
+    header = next(csv.reader((demo / "focus.csv").open(encoding="utf-8")))
+    assert [c["ColumnName"] for c in schema["ColumnDefinition"]] == header
+    types = {c["ColumnName"]: c["DataType"] for c in schema["ColumnDefinition"]}
+    assert (types["BilledCost"], types["ChargePeriodStart"], types["AllocatedTags"], types["ResourceId"]) == (
+        "DECIMAL", "DATETIME", "JSON", "STRING")
 
 
 @pytest.fixture(scope="module")
 def written(tmp_path_factory) -> Path:
     """Four charges written for the test, in two currencies: the right allocation of each is stated below."""
     folder = tmp_path_factory.mktemp("written")
-    demo_rows = rows(DEMO / "billing" / "focus-azure-2026-q3.csv")
-    template, fields = demo_rows[0], list(demo_rows[0])
     vm = "/subscriptions/s/resourcegroups/rg/providers/microsoft.compute/virtualmachines/"
-    charges = [
-        _charge(template, "100.005", {"team": "nlp"}, vm + "a", 1),
-        _charge(template, "0.015", {"project": "detector"}, vm + "b", 2),  # the policy maps detector to vision
-        _charge(template, "12.34", {"namespace": "research", "team": "vision"}, vm + "aks-gpu-0", 3),
-        _charge(template, "7.5", {}, vm + "c", 4, "EUR"),
-    ]
-    with (folder / "billing.csv").open("w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, fields)
-        w.writeheader()
-        w.writerows(charges)
+    billing_csv.write(folder / "billing.csv", [
+        billing_csv.charge(vm + "a", date(2026, 7, 1), {"team": "nlp"}, "100.005"),
+        billing_csv.charge(vm + "b", date(2026, 7, 2), {"project": "detector"}, "0.015"),  # detector: vision's
+        billing_csv.charge(vm + "aks-gpu-0", date(2026, 7, 3), {"namespace": "research", "team": "vision"}, "12.34"),
+        billing_csv.charge(vm + "c", date(2026, 7, 4), {}, "7.5", BillingCurrency="EUR")])
     out = folder / "out"
     export(out, folder / "billing.csv")
     return out
@@ -131,6 +175,16 @@ def test_written_charges_are_allocated_as_stated(written):
                    ("vision", "detector", "", "USD", Decimal("0.015")),
                    ("vision", "", "research", "USD", Decimal("12.34")),
                    ("(unattributed)", "", "", "EUR", Decimal("7.5"))]
+    # FOCUS 1.3: the most specific of namespace and team is what the charge is allocated to; the EUR charge has
+    # neither, so it is no allocated charge
+    allocation = [(r["AllocatedResourceId"], r["AllocatedResourceName"], r["AllocatedTags"])
+                  for r in rows(written / "focus.csv")]
+    assert allocation == [
+        ("team/nlp", "nlp", '{"gpu-auditor/team":"nlp"}'),
+        ("team/vision", "vision", '{"gpu-auditor/team":"vision","gpu-auditor/project":"detector"}'),
+        ("namespace/research", "research", '{"gpu-auditor/team":"vision","gpu-auditor/namespace":"research"}'),
+        ("", "", "")]
+    assert focus_spec.errors(rows(written / "focus.csv"), origin=id) == []
     # 100.005 + 0.015 + 12.34: each charge unrounded, so the sum is the bill's, not a sum of rounded cents
     assert billed(rows(written / "focus.csv")) == {"USD": Decimal("112.36"), "EUR": Decimal("7.5")}
 

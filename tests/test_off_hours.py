@@ -7,11 +7,11 @@ owner, are not flagged."""
 
 from __future__ import annotations
 
-import csv
 import json
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 
+import billing_csv
 import pytest
 from conftest import REPO
 
@@ -28,17 +28,13 @@ MONDAY = datetime(2026, 7, 6)
 @pytest.fixture(scope="module")
 def findings(tmp_path_factory) -> list[dict]:
     folder = tmp_path_factory.mktemp("offhours")
-    with (DEMO / "billing" / "focus-azure-2026-q3.csv").open(newline="", encoding="utf-8") as fh:
-        template = next(csv.DictReader(fh))  # 24 h of Standard_NC24ads_A100_v4 at $3.673: $88.152 a day
     machines = {ML + "ci-ana": {"owner": "ana@example.com"}, VM: {"owner": "ana@example.com"},
                 ML + "ci-shared": {"team": "nlp"}}
     charges, assets, usage = [], [], []
     for rid, tags in machines.items():
         for d in range(7):
             day = MONDAY + timedelta(days=d)
-            charges.append({**template, "ResourceId": rid, "Tags": json.dumps(tags),
-                            "ChargePeriodStart": f"{day:%Y-%m-%dT%H:%M:%SZ}",
-                            "ChargePeriodEnd": f"{day + timedelta(days=1):%Y-%m-%dT%H:%M:%SZ}"})
+            charges.append(billing_csv.charge(rid, day, tags))  # 24 h of the A100 VM at $3.673: $88.152
         assets.append({"id": rid, "provider": "azure", "kind": "vm", "instance_type": "Standard_NC24ads_A100_v4",
                        "tags": tags})
         for h in range(168):
@@ -47,11 +43,7 @@ def findings(tmp_path_factory) -> list[dict]:
             usage.append({"asset_id": rid, "window_start": f"{t:%Y-%m-%dT%H:%M:%SZ}",
                           "window_end": f"{t + timedelta(hours=1):%Y-%m-%dT%H:%M:%SZ}", "samples": 60,
                           "mean_util_pct": 40.0 if working else 0.0, "source": "test"})
-    billing = folder / "billing.csv"
-    with billing.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, list(template))
-        w.writeheader()
-        w.writerows(charges)
+    billing = billing_csv.write(folder / "billing.csv", charges)
     inventory = folder / "inventory.json"
     inventory.write_text(json.dumps({"version": 1, "assets": assets, "gpu_usage": usage, "jobs": []}))
     doc = run_audit(load_policy(DEMO / "policy.yml"), [billing], inventory, parse_quarter("2026-Q3"),
@@ -76,17 +68,13 @@ def pod_findings(tmp_path_factory) -> list[dict]:
     the node's whole cost, 2,088 h at $3.673. Its slice reports the same pattern as above for the first week:
     113 idle off-hours of 168 measured, $1,803.49 a month. A second pod, labelled for training, is not flagged."""
     folder = tmp_path_factory.mktemp("offhours-pods")
-    with (DEMO / "billing" / "focus-azure-2026-q3.csv").open(newline="", encoding="utf-8") as fh:
-        template = next(csv.DictReader(fh))
     node = "/subscriptions/s/resourcegroups/mc/providers/microsoft.compute/virtualmachines/aks-gpu-0"
     nodes = [node, node + "b"]
     charges = []
     for rid in nodes:
         day = MONDAY
         while day < datetime(2026, 10, 1):
-            charges.append({**template, "ResourceId": rid, "Tags": "{}",
-                            "ChargePeriodStart": f"{day:%Y-%m-%dT%H:%M:%SZ}",
-                            "ChargePeriodEnd": f"{day + timedelta(days=1):%Y-%m-%dT%H:%M:%SZ}"})
+            charges.append(billing_csv.charge(rid, day))
             day += timedelta(days=1)
     pods = {"jupyter-ana": {"workload": "interactive", "owner": "ana@example.com"},
             "trainer": {"workload": "training", "owner": "ana@example.com"}}
@@ -111,11 +99,7 @@ def pod_findings(tmp_path_factory) -> list[dict]:
                             for pod, tags in pods.items()],
         "slice_usage": usage,
     }
-    billing = folder / "billing.csv"
-    with billing.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, list(template))
-        w.writeheader()
-        w.writerows(charges)
+    billing = billing_csv.write(folder / "billing.csv", charges)
     (folder / "inventory.json").write_text(json.dumps(inventory))
     doc = run_audit(load_policy(DEMO / "policy.yml"), [billing], folder / "inventory.json", parse_quarter("2026-Q3"),
                     date(2026, 10, 15), select=["OFF001"]).to_dict()

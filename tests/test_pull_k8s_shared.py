@@ -7,16 +7,15 @@ HTTP API. Then an audit of the snapshot: idle and oversized slices, unallocated 
 from __future__ import annotations
 
 import json
-import socket
-import subprocess
-import time
 import urllib.request
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 from servers.http_api import RECORDED, ApiServer, Request, recorded
+from servers.prometheus import serve
 
 from auditor.cli import cli
 from auditor.providers.live.snapshot import load_snapshot
@@ -75,47 +74,16 @@ def openmetrics(scrapes: list[str], start: datetime, end: datetime, step: timede
     return "\n".join(out) + "\n# EOF\n"
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def prometheus(tmp_path_factory, prometheus_bin):
-    prom, promtool = prometheus_bin
-    root = tmp_path_factory.mktemp("prometheus")
     scrapes = [(RECORDED / "dcgm" / f"scrape-{x}.prom").read_text() for x in ("a", "b")]
-    (root / "dcgm.om").write_text(openmetrics(scrapes, FIRST, UNTIL, STEP))
-    subprocess.run([promtool, "tsdb", "create-blocks-from", "openmetrics", str(root / "dcgm.om"), str(root / "data")],
-                   check=True, capture_output=True, timeout=120)
-    (root / "prometheus.yml").write_text("global: {}\n")
-    port = free_port()
-    log = open(root / "prometheus.log", "wb")
-    proc = subprocess.Popen([prom, f"--config.file={root / 'prometheus.yml'}", f"--storage.tsdb.path={root / 'data'}",
-                             "--storage.tsdb.retention.time=100y", f"--web.listen-address=127.0.0.1:{port}"],
-                            stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(150):
-            try:
-                with urllib.request.urlopen(url + "/-/ready", timeout=1) as r:
-                    if r.status == 200:
-                        break
-            except OSError:
-                time.sleep(0.2)
-        else:
-            pytest.fail(f"Prometheus did not start: {(root / 'prometheus.log').read_text()[-2000:]}")
+    with serve(*prometheus_bin, tmp_path_factory.mktemp("prometheus"), openmetrics(scrapes, FIRST, UNTIL, STEP)) as url:
         yield url
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-        log.close()
 
 
-@pytest.fixture(scope="module")
-def snapshot(prometheus, tmp_path_factory):
-    root = tmp_path_factory.mktemp("shared")
+def pull_k8s(root: Path, prometheus: str, *extra: str) -> Path:
+    """`gpu-auditor pull --provider k8s` of the window from the recorded API server (a kubeconfig in `root`) and
+    `prometheus`, into root/snap."""
     with ApiServer(kube_api) as api:
         kubeconfig = root / "kubeconfig"
         kubeconfig.write_text(json.dumps({
@@ -125,10 +93,15 @@ def snapshot(prometheus, tmp_path_factory):
             "contexts": [{"name": "eks-gpu", "context": {"cluster": "eks-gpu", "user": "auditor"}}]}))
         result = CliRunner().invoke(cli, [
             "pull", "--provider", "k8s", "--kubeconfig", str(kubeconfig), "--since", SINCE.date().isoformat(),
-            "--until", UNTIL.date().isoformat(), "--prometheus", prometheus, "--out", str(root / "snap")],
+            "--until", UNTIL.date().isoformat(), "--prometheus", prometheus, *extra, "--out", str(root / "snap")],
             catch_exceptions=False)
     assert result.exit_code == 0, result.output
     return root / "snap"
+
+
+@pytest.fixture(scope="module")
+def snapshot(prometheus, tmp_path_factory):
+    return pull_k8s(tmp_path_factory.mktemp("shared"), prometheus)
 
 
 @pytest.fixture(scope="module")

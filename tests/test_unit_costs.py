@@ -8,11 +8,11 @@ a used GPU-hour, +26.0%."""
 
 from __future__ import annotations
 
-import csv
 import json
 from datetime import date, datetime, timedelta
 from decimal import Decimal
 
+import billing_csv
 import pytest
 from conftest import REPO
 
@@ -29,26 +29,18 @@ START = datetime(2026, 8, 3)
 @pytest.fixture(scope="module")
 def inputs(tmp_path_factory):
     folder = tmp_path_factory.mktemp("unitcost")
-    with (DEMO / "billing" / "focus-azure-2026-q3.csv").open(newline="", encoding="utf-8") as fh:
-        template = next(csv.DictReader(fh))
     charges, jobs = [], []
     for name, days, util, tags in (("ft-1", 10, 50.0, {"team": "nlp", "tokens": "2.4B"}),
                                    ("ft-2", 5, 25.0, {"team": "nlp", "train_tokens": "600000000"})):
         for d in range(days):
             day = START + timedelta(days=d)
-            charges.append({**template, "ResourceId": JOBS + name, "Tags": json.dumps({"team": "nlp"}),
-                            "ChargePeriodStart": f"{day:%Y-%m-%dT%H:%M:%SZ}",
-                            "ChargePeriodEnd": f"{day + timedelta(days=1):%Y-%m-%dT%H:%M:%SZ}"})
+            charges.append(billing_csv.charge(JOBS + name, day, {"team": "nlp"}))
         jobs.append({"id": JOBS + name, "platform": "azureml", "provider": "azure", "name": name,
                      "state": "Completed", "instance_type": "Standard_NC24ads_A100_v4", "instance_count": 1,
                      "start_time": f"{START:%Y-%m-%dT%H:%M:%SZ}",
                      "end_time": f"{START + timedelta(days=days):%Y-%m-%dT%H:%M:%SZ}", "tags": tags,
                      "mean_util_pct": util})
-    billing = folder / "billing.csv"
-    with billing.open("w", newline="", encoding="utf-8") as fh:
-        w = csv.DictWriter(fh, list(template))
-        w.writeheader()
-        w.writerows(charges)
+    billing = billing_csv.write(folder / "billing.csv", charges)
     inventory = folder / "inventory.json"
     inventory.write_text(json.dumps({"version": 1, "assets": [], "jobs": jobs}))
     return billing, inventory

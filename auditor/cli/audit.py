@@ -120,7 +120,7 @@ def audit(billing, policy_path, inventory, quarter, since, until, out_dir, fail_
         from auditor.outputs.mail import smtp_settings
 
         smtp = smtp_settings()
-    billing = live_snapshots(live, pull_args, window, quiet) + list(billing)
+    billing = live_snapshots(live, pull_args, window, quiet, policy) + list(billing)
     stamp = stamp_of(generated_at)
     last_quarter = load_previous(previous) if previous is not None else None
     reader = None

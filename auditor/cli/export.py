@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 import click
@@ -14,8 +15,9 @@ from auditor.window import from_options
 @click.command()
 @click.argument("billing", nargs=-1, required=True, type=PATH)
 @click.option("--focus", "focus_dir", type=PATH, required=True,
-              help="Folder for focus.csv and focus.parquet: one row per charge, FOCUS columns, then the audit's "
-                   "allocation (x_Team, x_Project, x_Namespace, x_Job).")
+              help="Folder for focus.csv, focus.parquet and focus-metadata.json: one row per charge, FOCUS 1.3 "
+                   "columns (the audit's allocation in Allocated*), then the same in x_Team, x_Project, "
+                   "x_Namespace, x_Job.")
 @click.option("--policy", "policy_path", required=True, type=PATH, help="The GPU policy: its team attribution.")
 @click.option("--inventory", type=PATH, help="Inventory snapshot (JSON): its jobs name the charges that are jobs.")
 @click.option("--quarter", help="Window as a calendar quarter, e.g. 2026-Q3.")
@@ -25,7 +27,7 @@ from auditor.window import from_options
 def export(billing: tuple[Path, ...], focus_dir: Path, policy_path: Path, inventory: Path | None,
            quarter: str | None, since: str | None, until: str | None, follow_symlinks: bool) -> None:
     """Write the billing in the window, each charge allocated to its team, project, namespace and job, as a
-    FOCUS dataset (CSV and Parquet) that adds up to the bill exactly.
+    FOCUS 1.3 dataset (CSV and Parquet, and its metadata) that adds up to the bill exactly.
 
     \b
     Example:
@@ -48,7 +50,7 @@ def export(billing: tuple[Path, ...], focus_dir: Path, policy_path: Path, invent
     if inputs.inventory is not None:
         store.load_snapshot(inputs.inventory)
     window = store.audit_window(window or inputs.window, "export")
-    files = focus_export.export(store, window, policy)
+    files = focus_export.export(store, window, policy, datetime.now(UTC))
     totals = focus_export.totals(store, window)
     written = write_files(folder, files, what="FOCUS export")
     [(rows,)] = store.con.execute(f"SELECT count(*) FROM costs WHERE {window.where()}").fetchall()

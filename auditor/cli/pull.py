@@ -44,7 +44,7 @@ def pull_options(several: bool):
     return decorate
 
 
-def live_snapshots(live: bool, pull_args: dict, window, quiet: bool) -> list[Path]:
+def live_snapshots(live: bool, pull_args: dict, window, quiet: bool, policy=None) -> list[Path]:
     """For `audit --live`: pull each --provider into a snapshot in a temporary folder (removed when the command
     ends) and return the snapshot folders; without --live, check that there is something to audit."""
     import tempfile
@@ -63,19 +63,24 @@ def live_snapshots(live: bool, pull_args: dict, window, quiet: bool) -> list[Pat
     tmp = click.get_current_context().with_resource(tempfile.TemporaryDirectory(prefix="gpu-auditor-live-"))
     out = []
     for provider in dict.fromkeys(providers):
-        options = pull_request(provider, window or quarter_to_date(), pull_args)
+        options = pull_request(provider, window or quarter_to_date(), pull_args, policy)
         pull_snapshot(options, Path(tmp) / provider, progress=progress(quiet))
         out.append(Path(tmp) / provider)
     return out
 
 
-def pull_request(provider: str, window, args: dict):
+def pull_request(provider: str, window, args: dict, policy=None):
+    """The pull's options; a policy's counters of tokens and samples (attribution.token_series, sample_series)
+    are read from Prometheus with the DCGM series."""
     from auditor.providers.live.pull import PullOptions
 
+    series = {"tokens": policy.token_series, "samples": policy.sample_series} if policy else {}
     return PullOptions(provider, window, regions=list(args["regions"]), profile=args["profile"],
                        assume_role=args["assume_role"], accounts=list(args["accounts"]), billing=args["billing_uri"],
                        kubeconfig=str(args["kubeconfig"]) if args["kubeconfig"] else None, context=args["context"],
-                       prometheus=args["prometheus"], prices=args["prices"])
+                       prometheus=args["prometheus"], prices=args["prices"],
+                       unit_series={unit: names for unit, names in series.items() if names},
+                       series_job_labels=policy.series_job_labels if policy else [])
 
 
 @click.command("pull")
@@ -85,9 +90,12 @@ def pull_request(provider: str, window, args: dict):
 @click.option("--until", help="Window end (UTC date, exclusive).")
 @click.option("--out", "out_dir", required=True, type=PATH, help="The snapshot folder to write.")
 @click.option("--force", is_flag=True, help="Replace an existing snapshot folder.")
+@click.option("--policy", "policy_path", type=PATH, help="Kubernetes with --prometheus: the policy whose "
+              "attribution.token_series and sample_series (counters of a job's tokens and samples) to read.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress lines on stderr.")
 @FOLLOW_SYMLINKS
-def pull_command(providers, quarter, since, until, out_dir, force, quiet, follow_symlinks, **pull_args):
+def pull_command(providers, quarter, since, until, out_dir, force, policy_path, quiet, follow_symlinks,
+                 **pull_args):
     """Pull billing and live GPU inventory from one provider into a snapshot folder.
 
     \b
@@ -107,7 +115,12 @@ def pull_command(providers, quarter, since, until, out_dir, force, quiet, follow
     if not providers:  # checked here, not by click, whose message runs over several lines
         raise click.UsageError("--provider is required (aws, gcp, azure or k8s)")
     window = from_options(quarter, since, until) or quarter_to_date()
-    manifest = pull_snapshot(pull_request(providers, window, pull_args), out_dir, force=force,
+    policy = None
+    if policy_path is not None:
+        from auditor.policy import load_policy
+
+        policy = load_policy(policy_path)
+    manifest = pull_snapshot(pull_request(providers, window, pull_args, policy), out_dir, force=force,
                              progress=progress(quiet), follow_symlinks=follow_symlinks)
     c = manifest["counts"]
     click.echo(f"wrote snapshot {safe(out_dir)} ({window.label}): {c['assets']} GPU assets, "

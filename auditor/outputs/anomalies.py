@@ -32,6 +32,12 @@ def _bars(days: list[Any], marked: set[int]) -> list[dict[str, Any]]:
     return out
 
 
+def title_of(resource: str) -> str:
+    """A series' title from its id (gpu-spend/<dimension>/<key>/<currency>): `Team nlp`."""
+    _, dimension, rest = resource.split("/", 2)
+    return f"{LABELS.get(dimension, dimension)} {rest.rsplit('/', 1)[0]}"
+
+
 def _charted(findings: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The open ANOM001 findings with a daily series, in the order they are charted: teams first, then accounts,
     then instance families; the largest excess first."""
@@ -47,7 +53,9 @@ def series(findings: list[dict[str, Any]]) -> int:
 
 def charts(findings: list[dict[str, Any]], limit: int = CHARTS, days: int | None = None) -> list[dict[str, Any]]:
     """The open ANOM001 findings (`_charted`), at most `limit`, each as {title, currency, start, end, bars,
-    days: [anomalous days], more_days, more_excess, excess, resource}. `days`: at most that many anomalous days
+    days: [anomalous days], more_days, more_excess, excess, counted_elsewhere, resource}: `excess` is what the
+    finding counts, its days' excess but that of the days `counted_under` another series's (ANOM001 counts a jump
+    once), each such day naming them, `counted_elsewhere` how many. `days`: at most that many anomalous days
     listed per series (the largest excess, in date order), the rest counted in more_days and summed in
     more_excess; every day stays marked on its bars. None: every day."""
     out = []
@@ -62,11 +70,13 @@ def charts(findings: list[dict[str, Any]], limit: int = CHARTS, days: int | None
         rest = [a for a in e["anomalies"] if a not in listed]
         out.append({
             "title": f"{LABELS.get(e['dimension'], e['dimension'])} {e['key']}", "currency": f["currency"],
+            "counted_elsewhere": sum(1 for a in e["anomalies"] if a.get("counted_under")),
             "resource": f["resource"], "start": e["start"],
             "end": (start + timedelta(days=len(e["days"]) - 1)).isoformat(), "excess": f["cost"],
             "bars": _bars(e["days"], marked), "anomalous": len(e["anomalies"]),
             "days": [{**a, "drivers": [{"name": d.get("job") or d["resource"], "change": d["change"],
-                                        "job": bool(d.get("job"))} for d in a["drivers"][:DRIVERS]]}
+                                        "job": bool(d.get("job"))} for d in a["drivers"][:DRIVERS]],
+                      "counted_under": [title_of(r) for r in a.get("counted_under") or []]}
                      for a in listed],
             "more_days": len(rest), "more_excess": str(sum((Decimal(a["excess"]) for a in rest), Decimal(0)))})
     return out

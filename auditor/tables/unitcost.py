@@ -4,7 +4,9 @@ cost, per job, per team and for the window, in each currency, and how that moved
 - Cost per used GPU-hour: a job's cost / its useful GPU-hours (tables/jobcost.py: billed GPU-hours less those
   lost to interruptions, weighted by measured GPU utilisation), over the jobs whose utilisation was measured.
 - Cost per million tokens (samples): a job's cost x 10^6 / the tokens (samples) it reports in a label or
-  annotation the policy names (`attribution.token_tags`, `sample_tags`), over the jobs that report them.
+  annotation the policy names (`attribution.token_tags`, `sample_tags`), else in a Prometheus counter it names
+  (`token_series`, `sample_series`: the pull writes each job's total as its tag of the series' name,
+  providers/live/job_units.py), over the jobs that report them.
 
 A team's and the window's figures are ratios of sums over their jobs (a sweep counted once, its trials in it), so
 a large job weighs as much as it cost. Amounts are exact until shown: rounded once, to the cent."""
@@ -91,8 +93,8 @@ def unit_costs(store: Store, policy: Policy, label: str, jobs: list[dict[str, An
         if j["cost"] is None or j["currency"] is None:
             continue
         used = Decimal(j["useful_gpu_hours"]) if j.get("useful_gpu_hours") else None
-        counts = {"tokens": count_of(tags.get(j["id"], {}), policy.token_tags),
-                  "samples": count_of(tags.get(j["id"], {}), policy.sample_tags)}
+        counts = {"tokens": count_of(tags.get(j["id"], {}), policy.token_tags + policy.token_series),
+                  "samples": count_of(tags.get(j["id"], {}), policy.sample_tags + policy.sample_series)}
         if not used and not any(counts.values()):
             continue
         one = _Sum()

@@ -10,6 +10,8 @@ Sources, each recorded in the snapshot manifest on its own:
 - `k8s:dcgm`: GPU utilisation and framebuffer memory from the DCGM exporter, through the Prometheus HTTP API
   (`/api/v1/query_range` over `DCGM_FI_PROF_GR_ENGINE_ACTIVE`, else `DCGM_FI_DEV_GPU_UTIL`, and
   `DCGM_FI_DEV_FB_USED`), per node and per MIG slice or pod (dcgm.py).
+- `k8s:job-units`: with a policy naming them (`pull --policy`), the Prometheus counters of each job's tokens and
+  samples (`attribution.token_series`, `sample_series`), as the job's tags (job_units.py).
 
 Shared GPUs (MIG, time-slicing, MPS; k8s_gpus.py): a node's `gpu_count` is its physical GPUs, its allocatable
 GPU resources become `gpu_units`, and every pod on a GPU node holding any of them a `gpu_allocations` row.
@@ -26,7 +28,7 @@ from kubernetes import client, config
 from kubernetes.client.rest import ApiException
 from kubernetes.config.config_exception import ConfigException
 
-from auditor.providers.live import dcgm, prometheus
+from auditor.providers.live import dcgm, job_units, prometheus
 from auditor.providers.live.k8s_gpus import (
     hami_devices,
     node_gpus,
@@ -65,8 +67,13 @@ def pull(p: Pull) -> None:
     p.run("k8s:workloads", "jobs", lambda: _workloads(p, api, nodes))
     if p.options.prometheus:
         p.run("k8s:dcgm", "metrics", lambda: _dcgm(p, nodes))
+        if p.options.unit_series:
+            p.run("k8s:job-units", "metrics", lambda: job_units.read(p))
     else:
         p.fail("k8s:dcgm", "metrics", "no Prometheus URL (--prometheus): GPU utilisation was not read")
+        if p.options.unit_series:
+            p.fail("k8s:job-units", "metrics", "no Prometheus URL (--prometheus): the policy's token and sample "
+                   "series were not read")
 
 
 def _api_client(p: Pull) -> client.ApiClient:

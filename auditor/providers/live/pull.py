@@ -106,6 +106,10 @@ class PullOptions:
     context: str | None = None
     prometheus: str | None = None  # base URL of the Prometheus HTTP API holding DCGM exporter metrics
     prices: bool = False  # also read on-demand prices of the GPU types seen from the provider's price API
+    # Kubernetes with Prometheus: the policy's counters of a job's tokens and samples ({"tokens": [metric, ...]})
+    # and the series labels that may name the job (attribution.token_series, sample_series, series_job_labels)
+    unit_series: dict[str, list[str]] = field(default_factory=dict)
+    series_job_labels: list[str] = field(default_factory=list)
 
 
 class Pull:
