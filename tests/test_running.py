@@ -27,6 +27,7 @@ from auditor.outputs.report import render_csv, render_html, render_md, write_out
 from auditor.outputs.terminal import summary_lines
 from auditor.outputs.view import build_view
 from auditor.policy import load_policy
+from auditor.registry import all_rules
 from auditor.window import parse_quarter
 
 DEMO = Path(__file__).resolve().parents[1] / "fixtures" / "demo"
@@ -39,15 +40,15 @@ RESERVATION_ID = "9c1e3a5b-7d9f-4b2d-a6c8-0e2f4a6c8e1b"  # COM001: unused all qu
 EVAL_A100 = "i-0c2e4a6b8d0f13579"  # GPU002: starts mid-quarter in the second quarter made here
 CHECKPOINTS = "nlp-training-checkpoints"  # STO001: a checkpoint bucket growing month on month
 STOPPED = (IDLE_H100, BATCH_G5X8, SANDBOX_L4, CHECKPOINTS)
-# what each stopped resource is still found for. By their docs, GPU005 flags a stopped machine only while it
+# what each stopped resource is still found for. By their docs, GPU007 flags a stopped machine only while it
 # still bills, GPU006 a machine billed on most days of the window and STO001 a store growing over its months,
 # so the sandbox, the H100 billed half of it and the bucket deleted mid-quarter are no such finding at all:
 # they save nothing either way
 STILL_FOUND = {IDLE_H100: {"GPU001"}, BATCH_G5X8: {"GPU002"}, SANDBOX_L4: set(), CHECKPOINTS: set(),
                RESERVATION_ID: {"COM001"}}
 WHOLE_COST = {"GPU001", "GPU005", "GPU006", "COM001"}  # the saving is the resource's whole run rate
-SAVING_RULES = {"GPU001", "GPU002", "GPU005", "GPU006", "COM001", "COM002", "KUBE001", "KUBE002", "KUBE003",
-                "NET001", "REG002", "SPOT002", "SPOT003", "STO001"}
+SAVING_RULES = {"GPU001", "GPU002", "GPU005", "GPU006", "GPU007", "COM001", "COM002", "KUBE001", "KUBE002",
+                "KUBE003", "NET001", "REG002", "SPOT002", "SPOT003", "STO001"}
 
 
 COLUMNS = (("ResourceId", "ChargePeriodStart", "BilledCost", "SkuId"),  # FOCUS, the CUR, its snake-case spelling
@@ -229,8 +230,9 @@ def test_one_action_per_resource_adding_up_to_the_headline_in_every_view(policy,
 
 
 def test_no_commitment_on_a_machine_flagged_to_stop(whole):
-    flagged = {f.resource for f in whole.findings if f.rule in {"GPU001", "GPU002", "GPU005", "GPU006"}
-               and not f.waived}
+    frees = {r.id for r in all_rules() if r.frees_capacity}
+    assert frees == {"GPU001", "GPU002", "GPU005", "GPU006", "GPU007"}
+    flagged = {f.resource for f in whole.findings if f.rule in frees and not f.waived}
     types = {f.evidence.get("current_type") for f in whole.findings if f.rule == "GPU002"}
     commitments = [f for f in whole.findings if f.rule == "COM004"]
     assert flagged and commitments
