@@ -31,7 +31,7 @@ def _load_generator():
 generate = _load_generator()
 
 SEEDS = (1, 2, 3)
-RULES = ("GPU001", "GPU005", "GPU006", "COM002", "COM004", "SPOT001", "TAG001", "BUD001")
+RULES = ("GPU001", "GPU005", "GPU006", "GPU007", "COM002", "COM004", "SPOT001", "TAG001", "BUD001")
 
 
 @pytest.fixture(scope="module", params=SEEDS, ids=[f"seed{s}" for s in SEEDS])
@@ -68,6 +68,13 @@ def test_the_plan_has_waste_and_look_alikes(quarter):
                  "i-util-at-threshold", "i-short-6-days"):
         assert kind in ids
         assert not any(m.id.startswith(kind) for m in q.machines if m.id in q.expected[True]["GPU005"])
+    # GPU007: stopped machines just past each threshold are flagged, those just short are not, owned or not
+    stopped = {m.id.rsplit("-", 1)[0]: m.id for m in q.machines if m.state != "running"}
+    for kind, flagged in (("i-parked", True), ("i-parked-unowned", True), ("i-parked-7-days", True),
+                          ("i-parked-6-days", False), ("i-parked-disk-at-cost", True),
+                          ("i-parked-disk-under-cost", False), ("i-stopped-compute-1-day-before", True),
+                          ("i-stopped-compute-2-days-before", False)):
+        assert (stopped[kind] in q.expected[True]["GPU007"]) == flagged, kind
     # No contradictions: a family's floor is all one machine to stop, so no commitment is sized on it.
     assert "i-forgotten-steady" in ids and "i-owned-idle-steady" in ids
     for inventory in (True, False):
