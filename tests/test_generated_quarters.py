@@ -13,16 +13,17 @@ from pathlib import Path
 import pytest
 
 from auditor.core import run_audit
+from auditor.gate import run_gate
 from auditor.policy import load_policy
 from auditor.registry import all_rules
 from auditor.window import parse_quarter
 
 REPO = Path(__file__).resolve().parents[1]
 
-def _load_generator():
-    """fixtures/quarters/generate.py by its path, under a name of its own: other tests import a `generate` too
+def _load_generator(name: str = "generate"):
+    """fixtures/quarters/<name>.py by its path, under a name of its own: other tests import a `generate` too
     (fixtures/demo's), and a bare `import generate` takes whichever was imported first in the session."""
-    spec = importlib.util.spec_from_file_location("quarters_generate", REPO / "fixtures" / "quarters" / "generate.py")
+    spec = importlib.util.spec_from_file_location(f"quarters_{name}", REPO / "fixtures" / "quarters" / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while the class is built
     spec.loader.exec_module(module)
@@ -30,6 +31,7 @@ def _load_generator():
 
 
 generate = _load_generator()
+manifests = _load_generator("manifests")
 
 SEEDS = (1, 2, 3)
 RULES = ("GPU001", "GPU005", "GPU006", "GPU007", "COM002", "COM004", "SPOT001", "TAG001", "TAG003", "BUD001")
@@ -92,6 +94,28 @@ def test_the_plan_has_waste_and_look_alikes(quarter):
         assert "aws:ap-south-1:g4dn:USD" not in q.expected[inventory]["COM004"]
     assert "aws:sa-east-1:g4dn:USD" in q.expected[False]["COM004"]
     assert "aws:sa-east-1:g4dn:USD" not in q.expected[True]["COM004"]
+
+
+@pytest.fixture(scope="module", params=SEEDS, ids=[f"seed{s}" for s in SEEDS])
+def gate(request, tmp_path_factory):
+    g = manifests.generate(request.param, tmp_path_factory.mktemp(f"manifests{request.param}"))
+    return g, run_gate(load_policy(g.policy), [g.manifests], fail_on=None, today=date(2026, 10, 15))
+
+
+@pytest.mark.parametrize("rule", manifests.RULES)
+def test_the_gate_has_precision_and_recall_one(gate, rule):
+    """The job rules on generated manifests (fixtures/quarters/manifests.py): every file read, and each rule's
+    findings exactly the answers its docs give for the plan."""
+    g, result = gate
+    assert not result.failures and not result.warnings
+    got, want = {f.resource for f in result.findings if f.rule == rule}, g.expected[rule]
+    assert got == want, f"{rule}: false {sorted(got - want)}, missed {sorted(want - got)}"
+
+
+def test_the_gate_covers_every_job_rule(gate):
+    g, result = gate
+    assert set(manifests.RULES) == {r.id for r in result.rules}
+    assert all(g.expected[r] for r in manifests.RULES if r != "SPOT003")  # SPOT003: no Kubernetes max wait
 
 
 def high_waste(audit) -> Decimal:
