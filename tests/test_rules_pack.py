@@ -17,15 +17,15 @@ import pytest
 from click.testing import CliRunner
 
 from auditor.cli import cli
-from auditor.core import run_audit, waiver_statuses
-from auditor.model import StorageGrowth, money
+from auditor.core import configured_rules, run_audit, waiver_statuses
+from auditor.model import GpuCapacity, StorageGrowth, money
 from auditor.policy import load_policy, parse_policy, render_markdown
 from auditor.providers.catalog import load_catalog
 from auditor.providers.live.snapshot import load_snapshot
 from auditor.registry import all_rules, get_rule, policy_keys
 from auditor.tables import entities, stats
 from auditor.tables.store import Store
-from auditor.testing import context, load_cases, run_case
+from auditor.testing import context, load_cases, make_entity, run_case
 from auditor.window import parse_quarter
 
 REPO = Path(__file__).resolve().parents[1]
@@ -517,3 +517,21 @@ def test_rules_explain_shows_options_and_policy_keys(rule):
         assert f"  {key} (default " in out
     for key in policy_keys(rule):
         assert f"\n  {key}\n" in out + "\n"
+
+
+def test_an_older_forgotten_capacity_clause_still_loads():
+    """Before GPU007, `forgotten_capacity` held the stopped machines too (`require_owner: false`: only those). Such
+    a policy loads as it was written; its stopped machine that still pays is GPU007's, at GPU007's defaults, and
+    GPU005 then judges no ownership, so flags nothing."""
+    policy = parse_policy("policy: older\nowner: owner@example.com\nclauses:\n  forgotten_capacity:\n"
+                          "    text: Every GPU machine has an owner; a stopped one gives up its disks.\n"
+                          "    min_days: 7\n    require_owner: false\n", "<older policy>")
+    rules = {r.id: r for r in configured_rules(policy, ["GPU005", "GPU007"])}
+    assert rules["GPU007"].opt("min_stopped_days") == 7 and rules["GPU005"].opt("require_owner") is False
+    ctx = context()
+    ctx.policy = policy
+    machines = [make_entity(GpuCapacity, e) for c in CASES for e in c.entities
+                if c.id in ("GPU007-owned_parked_vm_with_disks_still_billing_fails",
+                            "GPU005-nobody_behind_it_and_measured_idle_fails")]
+    assert len(machines) == 2
+    assert [f.rule for m in machines for r in rules.values() for f in r.check(m, ctx)] == ["GPU007"]
