@@ -34,7 +34,8 @@ generate = _load_generator()
 manifests = _load_generator("manifests")
 
 SEEDS = (1, 2, 3)
-RULES = ("GPU001", "GPU005", "GPU006", "GPU007", "COM002", "COM004", "SPOT001", "TAG001", "TAG003", "BUD001")
+RULES = ("GPU001", "GPU005", "GPU006", "GPU007", "COM002", "COM004", "SPOT001", "TAG001", "TAG002", "TAG003",
+         "BUD001", "POL001")
 
 
 @pytest.fixture(scope="module", params=SEEDS, ids=[f"seed{s}" for s in SEEDS])
@@ -42,7 +43,7 @@ def quarter(request, tmp_path_factory):
     q = generate.generate(request.param, tmp_path_factory.mktemp(f"quarter{request.param}"))
     policy = load_policy(q.policy)
     audits = {inv: run_audit(policy, [q.billing], q.inventory if inv else None, parse_quarter("2026-Q3"),
-                             date(2026, 10, 15)) for inv in (True, False)}
+                             generate.AS_OF) for inv in (True, False)}
     return q, audits
 
 
