@@ -35,7 +35,7 @@ manifests = _load_generator("manifests")
 
 SEEDS = (1, 2, 3)
 RULES = ("GPU001", "GPU005", "GPU006", "GPU007", "COM002", "COM004", "SPOT001", "TAG001", "TAG002", "TAG003",
-         "BUD001", "POL001")
+         "BUD001", "POL001", "NET001", "REG002")
 
 
 @pytest.fixture(scope="module", params=SEEDS, ids=[f"seed{s}" for s in SEEDS])
@@ -89,6 +89,11 @@ def test_the_plan_has_waste_and_look_alikes(quarter):
                           ("i-parked-disk-under-cost", False), ("i-stopped-compute-1-day-before", True),
                           ("i-stopped-compute-2-days-before", False)):
         assert (stopped[kind] in q.expected[True]["GPU007"]) == flagged, kind
+    # NET001 above 730 GB a month (24 GB a day is 730), REG002 at least 730 into a region with 100.00 of GPUs
+    flows = {rule: {r.rsplit(":", 1)[1] for r in q.expected[True][rule]} for rule in ("NET001", "REG002")}
+    assert flows["NET001"] == {"us-east-1->us-west-2", "us-east-1->ap-northeast-2", "us-east-1->ca-central-1",
+                               "us-east-1->ap-southeast-2"}
+    assert flows["REG002"] == {"us-east-1->us-west-2", "us-west-2->us-east-1", "us-east-1->ap-southeast-2"}
     # No contradictions: a family's floor is all one machine to stop, so no commitment is sized on it.
     assert "i-forgotten-steady" in ids and "i-owned-idle-steady" in ids
     for inventory in (True, False):
