@@ -26,8 +26,9 @@ class StoppedGpuStillBilled(Rule):
       machine with no compute line in the window has been stopped all of it), or at once while its
       compute still bills: one parked for a few days may be started again.
     What it still pays (the disks, and the compute billed while stopped) as a monthly run rate must
-    reach `min_monthly_cost`. A terminated or deleted machine is not judged. Being stopped is a fact
-    of the inventory and the bill: confidence high. The owner is not judged here (a machine with
+    reach `min_monthly_cost` (in the policy's currency: an amount in another is converted at the
+    policy's rates, and without a rate not judged). A terminated or deleted machine is not judged.
+    Being stopped is a fact of the inventory and the bill: confidence high. The owner is not judged here (a machine with
     no owner anywhere that runs is GPU005's); the finding names the machine's state, what still
     bills and for how many days its compute has been stopped. The cost is what the machine and its
     disks were billed in the window; the saving is what it still pays, as a monthly run rate.
@@ -88,9 +89,9 @@ class StoppedGpuStillBilled(Rule):
         if disks_count:
             disks = ", ".join(r.rsplit("/", 1)[-1] for r in a.storage_resources[:3])
             reasons.append(f"is {state} but its disks ({disks}) still bill"
-                           + ("" if compute_billed else f", {stopped_days:.0f} days after its compute stopped"))
+                           + ("" if compute_billed else f", {int(stopped_days)} days after its compute stopped"))
             monthly += ctx.monthly(storage_cost)
-        if not reasons or monthly < Decimal(str(self.opt("min_monthly_cost"))):
+        if not reasons or self.short_of(monthly, currency, "min_monthly_cost", ctx):
             return
         total = compute_cost + storage_cost
         gpus = f"{a.gpu_count or '?'}x {a.gpu_model or 'GPU'}"
