@@ -28,10 +28,11 @@ if TYPE_CHECKING:
 
 LEVELS = ("low", "medium", "high")
 # A machine's inventory state, by the words the clouds use: stopped (stopped, stopping, deallocated, suspended,
-# hibernated) is GPU007's to judge, gone (terminated, deleted) nobody's; anything else runs. GCP calls a stopped
-# instance TERMINATED: its disks stay and bill (a deleted one is no longer listed), so there it is stopped.
+# hibernated) is GPU007's to judge, gone (terminated, shutting down: AWS's way to terminated, deleted) nobody's;
+# anything else runs. GCP calls a stopped instance TERMINATED: its disks stay and bill (a deleted one is no
+# longer listed), so there it is stopped.
 STOPPED = ("stop", "dealloc", "suspend", "hibernat")
-GONE = ("terminat", "delet")
+GONE = ("terminat", "shutting", "delet")
 
 
 def machine_state(state: str | None, provider: str | None = None) -> str:
