@@ -1,6 +1,7 @@
-"""Whole generated quarters (fixtures/quarters/generate.py) with planted waste and look-alikes near every threshold:
-each rule's findings, with and without the inventory, are exactly the answers the generator states from the rules'
-documentation (precision and recall 1.0), and less data never finds more waste."""
+"""Whole generated quarters (fixtures/quarters/generate.py) and job manifests (fixtures/quarters/manifests.py) with
+planted waste and look-alikes near every threshold: each rule's findings, with and without the inventory (and the
+job rules' through the gate), are exactly the answers the generators state from the rules' documentation
+(precision and recall 1.0), every rule of the pack has its answer stated, and less data never finds more waste."""
 
 from __future__ import annotations
 
