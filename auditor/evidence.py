@@ -27,6 +27,21 @@ if TYPE_CHECKING:
     from auditor.context import Context
 
 LEVELS = ("low", "medium", "high")
+# A machine's inventory state, by the words the clouds use: stopped (stopped, stopping, deallocated, suspended,
+# hibernated) is GPU007's to judge, gone (terminated, shutting down: AWS's way to terminated, deleted) nobody's;
+# anything else runs. GCP calls a stopped instance TERMINATED: its disks stay and bill (a deleted one is no
+# longer listed), so there it is stopped.
+STOPPED = ("stop", "dealloc", "suspend", "hibernat")
+GONE = ("terminat", "shutting", "delet")
+
+
+def machine_state(state: str | None, provider: str | None = None) -> str:
+    """`stopped`, `gone` or `running`: what a machine's inventory state says (no state: running)."""
+    s = (state or "running").lower()
+    if provider == "gcp" and s == "terminated":
+        return "stopped"
+    return "gone" if any(w in s for w in GONE) else "stopped" if any(w in s for w in STOPPED) else "running"
+
 SOURCES = ("billing", "inventory", "jobs", "utilisation")
 # How a finding's confidence is judged, as the report says it beside the findings that state one.
 HOW_JUDGED = ("A machine is called forgotten only when none of the sources read (its billing lines' tags, its "

@@ -42,8 +42,8 @@ TEXTS = {
     "spot_opportunity": "Training jobs that checkpoint run on spot capacity, which costs 60-90% less.",
     "spot_configuration": "A spot job's maximum wait leaves room for interruptions, and interruptions cost "
                           "it at most 10% of its training.",
-    "forgotten_capacity": "Every GPU machine has an owner and reports its utilisation; a stopped machine gives up "
-                          "its disks and reservations within a week.",
+    "forgotten_capacity": "Every GPU machine has an owner and reports its utilisation.",
+    "stopped_capacity": "A stopped GPU machine gives up its disks and reservations within a week.",
     "forgotten_in_billing": "Every GPU machine the bill shows running has an owner, a job and a place in the "
                             "inventory; one billed around the clock with none of them is stopped.",
     "capacity_reservations": "A GPU capacity reservation is cancelled once the work it was made for is done: at "

@@ -1,47 +1,39 @@
 from __future__ import annotations
 
-from datetime import timedelta
 from decimal import Decimal
 
-from auditor.evidence import stewardship
+from auditor.evidence import machine_state, stewardship
 from auditor.model import GpuCapacity, Severity, fmt_money, primary
 from auditor.registry import register
 from auditor.rule import Rule
 from auditor.schema import Field
 
-STOPPED = ("stop", "dealloc", "suspend", "hibernat")  # stopped, stopping, deallocated, suspended, hibernated
-GONE = ("terminat", "delet")
-
 
 @register
 class ForgottenGpuCapacity(Rule):
-    """GPU capacity nobody looks after: running with no owner and no job in any source, or stopped and still billed.
+    """GPU capacity nobody looks after: a running machine with no owner and no job in any source.
 
     ## What it does
-    Flags a GPU machine of the inventory (VM, node, notebook, cluster) that
-    - has been billed for at least `min_days` days in the audit window, and none of the sources the
-      audit has shows an owner or a job: no owner, team or project tag (the policy's
-      `attribution`) in its inventory tags or node labels nor on any of its billing lines, no job tag
-      (`attribution.job_tags`) on its lines, no pod or task the provider split its cost to, no job of
-      the inventory or manifests on its provider, account, region and instance type, and no measured
-      GPU utilisation at or above `max_mean_util_pct` (a machine in use is looked after); or
-    - is stopped (stopped, deallocated, suspended) and still pays: for compute billed up to the
-      end of the billing (an Azure VM stopped but not deallocated, a reservation or capacity
-      block), or for the disks named after it (Azure and GCP name a machine's disks after it).
-    A machine with an owner anywhere is owned, and one with a job anywhere is in use: neither is
-    forgotten (TAG001 asks for missing tags). Each finding lists the sources it checked and those it
-    lacked, and its confidence: high when its utilisation was measured and is under the threshold,
-    medium when it has no metrics (`has never reported GPU utilisation` or none for `min_days` days is
-    then one of its reasons). A stopped machine that still pays is a fact of the bill: high. With
-    `require_owner` false, ownership is not judged and only stopped machines that still pay are
-    flagged. The cost is what the machine and its disks were billed in the window. The saving, for a
-    stopped machine, is what it still pays as a monthly run rate; for a forgotten running one, its
-    billed cost as a monthly run rate, since the first question is whether it is needed at all.
+    Flags a running GPU machine of the inventory (VM, node, notebook, cluster) that has been billed
+    for at least `min_days` days in the audit window, and none of the sources the audit has shows
+    an owner or a job: no owner, team or project tag (the policy's `attribution`) in its inventory
+    tags or node labels nor on any of its billing lines, no job tag (`attribution.job_tags`) on its
+    lines, no pod or task the provider split its cost to, no job of the inventory or manifests on
+    its provider, account, region and instance type, and no measured GPU utilisation at or above
+    `max_mean_util_pct` (a machine in use is looked after). A machine with an owner anywhere is
+    owned, and one with a job anywhere is in use: neither is forgotten (TAG001 asks for missing
+    tags, GPU001 for idle ones). A stopped machine is not judged here: one that still pays for
+    compute or disks is GPU007's, whoever owns it; a terminated one is nobody's. Each finding lists
+    the sources it checked and those it lacked, and its confidence: high when its utilisation was
+    measured and is under the threshold, medium when it has no metrics (`has never reported GPU
+    utilisation` or none for `min_days` days is then one of its reasons). With `require_owner`
+    false, ownership is not judged and nothing is flagged (kept so that older policies load). The
+    cost is what the machine and the disks named after it were billed in the window; the saving,
+    that as a monthly run rate, since the first question is whether it is needed at all.
 
     ## Why it matters
     A GPU machine nobody owns and nothing runs on is one nobody will notice idling: an 8x A100 node
-    costs about $16,000 a month whether anyone uses it or not. Stopping a VM does not stop its
-    disks or its reservation from billing. Calling an owned, busy machine forgotten costs the
+    costs about $16,000 a month whether anyone uses it or not. Calling an owned, busy machine forgotten costs the
     audit its readers' trust, so every source is read before it is said.
 
     ## Example
@@ -54,8 +46,7 @@ class ForgottenGpuCapacity(Rule):
 
     ## How to fix
     Find who launched it (CloudTrail, the Activity Log, Cloud Audit Logs), tag it with its owner and
-    team, and stop or delete it if nobody claims it. Delete or snapshot the disks of a stopped
-    machine, and deallocate (not just stop) an Azure VM.
+    team, and stop or delete it if nobody claims it.
     """
 
     id = "GPU005"
@@ -69,59 +60,41 @@ class ForgottenGpuCapacity(Rule):
                           doc="days a machine must be billed, or without metrics, before it counts as forgotten"),
         "require_owner": Field("bool", default=True,
                                doc="judge ownership: a running machine with no owner and no job in any source is "
-                                   "forgotten (false: only stopped machines that still pay are flagged)"),
+                                   "forgotten (false: nothing is flagged; a stopped machine that pays is GPU007's)"),
         "max_mean_util_pct": Field("number", default=10, minimum=0, maximum=100,
                                    doc="measured mean GPU utilisation at or above which a machine is in use"),
     }
 
     def check(self, a: GpuCapacity, ctx):
         days = Decimal(str(self.opt("min_days")))
-        state = (a.state or "running").lower()
-        if any(s in state for s in GONE):
+        if machine_state(a.state, a.provider) != "running":  # a stopped machine that still pays is GPU007's
             return
         billed = primary(a.cost)
         storage = primary(a.storage_cost)
         currency = billed[0] if billed else (storage[0] if storage else "USD")
         compute_cost = a.cost.get(currency, Decimal(0))
         storage_cost = a.storage_cost.get(currency, Decimal(0))
-        reasons: list[str] = []
-        evidence: dict = {}
-        confidence = "high"  # a stopped machine that still pays: a fact of the bill
-        if any(s in state for s in STOPPED):
-            still_billed = a.last_billed_at is not None and self._end(a, ctx) - a.last_billed_at <= timedelta(days=1)
-            if still_billed:
-                reasons.append(f"is {state} but its compute is still billed to the end of the billing")
-            if storage_cost > 0:
-                disks = ", ".join(r.rsplit("/", 1)[-1] for r in a.storage_resources[:3])
-                reasons.append(f"is {state} but its disks ({disks}) still bill")
-            if not reasons:
-                return
-            monthly = ctx.monthly(storage_cost) + (ctx.monthly(compute_cost, a.billed_hours) if still_billed else 0)
-            basis = "what it still pays (disks, and compute billed while stopped) as a monthly run rate"
-            evidence = {"confidence": confidence, "sources_checked": ["billing", "inventory"],
-                        "sources_lacked": [], "bill_alone": False}
-        else:
-            billed_days = Decimal(str(a.billed_hours or 0)) / 24
-            if not self.opt("require_owner") or billed_days < days or not billed or billed[1] <= 0:
-                return
-            seen = stewardship(ctx, billing_tags=a.billing_tags, inventory_tags=a.tags, kind=a.kind,
-                               jobs_seen=a.jobs_seen, jobs_read=a.jobs_read, split_resources=a.split_resources,
-                               mean_util_pct=a.mean_util_pct if a.usage_hours else None,
-                               busy_pct=self.opt("max_mean_util_pct"))
-            if not seen.forgotten:
-                return
-            reasons.append("has no owner, team or project tag in its inventory tags or on its billing lines")
-            reasons.append("no job seen on it" if a.jobs_read else "no job tag or cost split on its billing lines")
-            dark = self._days_without_metrics(a)
-            if dark is not None and dark >= days:
-                reasons.append("has never reported GPU utilisation" if a.last_usage_at is None else
-                               f"has reported no GPU utilisation for {dark:.0f} days")
-            elif a.mean_util_pct is not None and a.usage_hours:
-                reasons.append(f"{a.mean_util_pct:.1f}% mean GPU utilisation")
-            confidence = seen.confidence()
-            monthly = ctx.monthly(compute_cost, a.billed_hours) + ctx.monthly(storage_cost)
-            basis = "billed cost as a monthly run rate, if nobody claims it"
-            evidence = seen.as_evidence(confidence)
+        billed_days = Decimal(str(a.billed_hours or 0)) / 24
+        if not self.opt("require_owner") or billed_days < days or not billed or billed[1] <= 0:
+            return
+        seen = stewardship(ctx, billing_tags=a.billing_tags, inventory_tags=a.tags, kind=a.kind,
+                           jobs_seen=a.jobs_seen, jobs_read=a.jobs_read, split_resources=a.split_resources,
+                           mean_util_pct=a.mean_util_pct if a.usage_hours else None,
+                           busy_pct=self.opt("max_mean_util_pct"))
+        if not seen.forgotten:
+            return
+        reasons = ["has no owner, team or project tag in its inventory tags or on its billing lines",
+                   "no job seen on it" if a.jobs_read else "no job tag or cost split on its billing lines"]
+        dark = self._days_without_metrics(a)
+        if dark is not None and dark >= days:
+            reasons.append("has never reported GPU utilisation" if a.last_usage_at is None else
+                           f"has reported no GPU utilisation for {dark:.0f} days")
+        elif a.mean_util_pct is not None and a.usage_hours:
+            reasons.append(f"{a.mean_util_pct:.1f}% mean GPU utilisation")
+        confidence = seen.confidence()
+        monthly = ctx.monthly(compute_cost, a.billed_hours) + ctx.monthly(storage_cost)
+        basis = "billed cost as a monthly run rate, if nobody claims it"
+        evidence = seen.as_evidence(confidence)
         total = compute_cost + storage_cost
         gpus = f"{a.gpu_count or '?'}x {a.gpu_model or 'GPU'}"
         yield self.finding(
@@ -136,10 +109,6 @@ class ForgottenGpuCapacity(Rule):
                       "storage_resources": a.storage_resources, "jobs_seen": a.jobs_seen,
                       "min_days": self.opt("min_days"), "savings_basis": basis},
             cost=total, monthly_savings=monthly if monthly > 0 else None, currency=currency)
-
-    @staticmethod
-    def _end(a: GpuCapacity, ctx):
-        return min(a.data_end or ctx.window.end, ctx.window.end)
 
     @staticmethod
     def _days_without_metrics(a: GpuCapacity) -> Decimal | None:

@@ -17,21 +17,21 @@ import pytest
 from click.testing import CliRunner
 
 from auditor.cli import cli
-from auditor.core import run_audit, waiver_statuses
-from auditor.model import StorageGrowth, money
+from auditor.core import configured_rules, run_audit, waiver_statuses
+from auditor.model import GpuCapacity, StorageGrowth, money
 from auditor.policy import load_policy, parse_policy, render_markdown
 from auditor.providers.catalog import load_catalog
 from auditor.providers.live.snapshot import load_snapshot
 from auditor.registry import all_rules, get_rule, policy_keys
 from auditor.tables import entities, stats
 from auditor.tables.store import Store
-from auditor.testing import context, load_cases, run_case
+from auditor.testing import context, load_cases, make_entity, run_case
 from auditor.window import parse_quarter
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "fixtures" / "demo"
 CASES = load_cases(REPO / "fixtures" / "rules")
-PACK = ("GPU005", "SPOT002", "SPOT003", "BUD001", "TAG003", "REG002", "COM001", "STO001", "POL001")
+PACK = ("GPU005", "GPU007", "SPOT002", "SPOT003", "BUD001", "TAG003", "REG002", "COM001", "STO001", "POL001")
 Q3 = parse_quarter("2026-Q3")
 D = Decimal
 
@@ -86,9 +86,10 @@ EXPECTED = {
     "COM001-partly_used_aws_reservation_fails": {"arn:aws:ec2:us-east-1:111122223333:reserved-instances/abcd":
                                                  "1994.54"},
     "STO001-checkpoint_bucket_growing_fails": {"nlp-training-checkpoints": "169.74"},
-    "GPU005-stopped_with_disks_still_billing_fails": {
-        "/subscriptions/0000/resourcegroups/rg/providers/microsoft.compute/virtualmachines/old-a100": "122.86"},
-    "GPU005-stopped_but_compute_billed_to_the_end_fails": {"vm-stopped": "383.98"},
+    "GPU007-owned_parked_vm_with_disks_still_billing_fails": {
+        "/subscriptions/0000/resourcegroups/rg/providers/microsoft.compute/virtualmachines/vm-parked": "122.86"},
+    "GPU007-stopped_but_compute_billed_to_the_end_fails": {"vm-stopped": "383.98", "vm-stopped-unowned": "383.98"},
+    "GPU007-stopped_days_threshold": {"vm-week": "13.22"},
 }
 
 
@@ -322,9 +323,9 @@ def demo_audit(demo_policy):
 
 
 # GPU005: the sandbox L4 without metrics is tagged team, owner and project, and the untagged T4 is 30 % busy:
-# owned or in use, neither is forgotten (issue 26). The parked Azure A100 still pays for its disk.
+# owned or in use, neither is forgotten (issue 26). The parked Azure A100, owned, still pays for its disk: GPU007.
 PLANTED = {
-    "GPU002": {BATCH_G5X8}, "GPU005": {PARKED_AZ_A100}, "COM001": {RESERVATION},
+    "GPU002": {BATCH_G5X8}, "GPU005": set(), "GPU007": {PARKED_AZ_A100}, "COM001": {RESERVATION},
     "SPOT002": {JOB + "vision-detector-v3-train-0805"},
     "SPOT003": {JOB + "nlp-distill-spot-0903", JOB + "vision-sam-ft-spot-0909"},
     "BUD001": {"nlp", "vision"}, "TAG003": {"org:gpu:USD"}, "REG002": {FLOW}, "STO001": {"nlp-training-checkpoints"},
@@ -516,3 +517,21 @@ def test_rules_explain_shows_options_and_policy_keys(rule):
         assert f"  {key} (default " in out
     for key in policy_keys(rule):
         assert f"\n  {key}\n" in out + "\n"
+
+
+def test_an_older_forgotten_capacity_clause_still_loads():
+    """Before GPU007, `forgotten_capacity` held the stopped machines too (`require_owner: false`: only those). Such
+    a policy loads as it was written; its stopped machine that still pays is GPU007's, at GPU007's defaults, and
+    GPU005 then judges no ownership, so flags nothing."""
+    policy = parse_policy("policy: older\nowner: owner@example.com\nclauses:\n  forgotten_capacity:\n"
+                          "    text: Every GPU machine has an owner; a stopped one gives up its disks.\n"
+                          "    min_days: 7\n    require_owner: false\n", "<older policy>")
+    rules = {r.id: r for r in configured_rules(policy, ["GPU005", "GPU007"])}
+    assert rules["GPU007"].opt("min_stopped_days") == 7 and rules["GPU005"].opt("require_owner") is False
+    ctx = context()
+    ctx.policy = policy
+    machines = [make_entity(GpuCapacity, e) for c in CASES for e in c.entities
+                if c.id in ("GPU007-owned_parked_vm_with_disks_still_billing_fails",
+                            "GPU005-nobody_behind_it_and_measured_idle_fails")]
+    assert len(machines) == 2
+    assert [f.rule for m in machines for r in rules.values() for f in r.check(m, ctx)] == ["GPU007"]

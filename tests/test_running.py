@@ -23,10 +23,12 @@ import pytest
 from auditor.core import run_audit
 from auditor.figures import TOP_ACTIONS
 from auditor.model import money
+from auditor.outputs.mail.compose import compose_all
 from auditor.outputs.report import render_csv, render_html, render_md, write_outputs
 from auditor.outputs.terminal import summary_lines
 from auditor.outputs.view import build_view
 from auditor.policy import load_policy
+from auditor.registry import all_rules
 from auditor.window import parse_quarter
 
 DEMO = Path(__file__).resolve().parents[1] / "fixtures" / "demo"
@@ -39,15 +41,15 @@ RESERVATION_ID = "9c1e3a5b-7d9f-4b2d-a6c8-0e2f4a6c8e1b"  # COM001: unused all qu
 EVAL_A100 = "i-0c2e4a6b8d0f13579"  # GPU002: starts mid-quarter in the second quarter made here
 CHECKPOINTS = "nlp-training-checkpoints"  # STO001: a checkpoint bucket growing month on month
 STOPPED = (IDLE_H100, BATCH_G5X8, SANDBOX_L4, CHECKPOINTS)
-# what each stopped resource is still found for. By their docs, GPU005 flags a stopped machine only while it
+# what each stopped resource is still found for. By their docs, GPU007 flags a stopped machine only while it
 # still bills, GPU006 a machine billed on most days of the window and STO001 a store growing over its months,
 # so the sandbox, the H100 billed half of it and the bucket deleted mid-quarter are no such finding at all:
 # they save nothing either way
 STILL_FOUND = {IDLE_H100: {"GPU001"}, BATCH_G5X8: {"GPU002"}, SANDBOX_L4: set(), CHECKPOINTS: set(),
                RESERVATION_ID: {"COM001"}}
 WHOLE_COST = {"GPU001", "GPU005", "GPU006", "COM001"}  # the saving is the resource's whole run rate
-SAVING_RULES = {"GPU001", "GPU002", "GPU005", "GPU006", "COM001", "COM002", "KUBE001", "KUBE002", "KUBE003",
-                "NET001", "REG002", "SPOT002", "SPOT003", "STO001"}
+SAVING_RULES = {"GPU001", "GPU002", "GPU005", "GPU006", "GPU007", "COM001", "COM002", "KUBE001", "KUBE002",
+                "KUBE003", "NET001", "REG002", "SPOT002", "SPOT003", "STO001"}
 
 
 COLUMNS = (("ResourceId", "ChargePeriodStart", "BilledCost", "SkuId"),  # FOCUS, the CUR, its snake-case spelling
@@ -226,11 +228,35 @@ def test_one_action_per_resource_adding_up_to_the_headline_in_every_view(policy,
     found = list(csv.DictReader(io.StringIO(render_csv(audit))))
     assert sum(Decimal(r["monthly_savings"]) for r in found if r["monthly_savings"] and not r["counted_under"]
                and r["confidence"] == "high" and r["waived"] == "False") == headline
+    # the owner's e-mail (text and HTML parts) states the same total of the same actions
+    [summary] = [d.msg for d in compose_all(doc, policy) if d.label == "summary"]
+    text = summary.get_body(("plain",)).get_content()
+    html = summary.get_body(("html",)).get_content()
+    assert f"All {len(acts)}: {_money(headline)} a month, the savings found" in text
+    assert f"All {len(acts)} actions, one per resource: {_money(headline)} a month, the savings found" in html
+    # one quarterly savings figure: the next quarter's hours (2026-Q4: 2,208), the forecast's the same
+    written = doc["summary"]
+    assert written["quarterly_savings"] == written["forecast"]["savings"]
+    assert Decimal(written["quarterly_savings"]["USD"]) == money(headline * 2208 / 730)
 
 
-def test_no_commitment_on_a_machine_flagged_to_stop(whole):
-    flagged = {f.resource for f in whole.findings if f.rule in {"GPU001", "GPU002", "GPU005", "GPU006"}
-               and not f.waived}
+@pytest.mark.parametrize("inventory", [True, False])
+def test_no_commitment_on_a_machine_flagged_to_stop(policy, whole, inventory):
+    """With or without the inventory, no commitment is sized on a machine the same audit says to stop or
+    shrink: each is left out of the baseline and named in the report's forecast. From the demo's bill alone no
+    machine is to stop (each carries an owner: not forgotten; idle or oversized needs metrics), so nothing is
+    left out; tests/test_generated_quarters.py holds a family whose one machine the bill alone says to stop."""
+    if not inventory:
+        bill = run_audit(policy, [DEMO / "billing"], None, Q3, date(2026, 10, 15))
+        stop = {f.resource.lower() for f in bill.findings
+                if f.rule in {r.id for r in all_rules() if r.frees_capacity} and not f.waived}
+        assert stop == set(bill.summary["baseline_left_out"]) == set(), sorted(stop)
+        assert {f.resource for f in bill.findings if f.rule == "COM004"} >= {
+            f.resource for f in whole.findings if f.rule == "COM004"}  # nothing left out: every family at least
+        return
+    frees = {r.id for r in all_rules() if r.frees_capacity}
+    assert frees == {"GPU001", "GPU002", "GPU005", "GPU006", "GPU007"}
+    flagged = {f.resource for f in whole.findings if f.rule in frees and not f.waived}
     types = {f.evidence.get("current_type") for f in whole.findings if f.rule == "GPU002"}
     commitments = [f for f in whole.findings if f.rule == "COM004"]
     assert flagged and commitments

@@ -216,7 +216,11 @@ def build_job(doc: Document, ctx: Context, w: Workload) -> Job | None:
     provider, model, _ = gpu_from_type(catalog, provider, instance_type)
     mig = next((p.mig for p in gpu_pods if p.mig), None)
     other = next((p.other for p in gpu_pods if p.other), None)
-    accelerator = instance_type if instance_type and (model or looks_gpu(provider, instance_type)) else None
+    # an instance type the catalog lacks is an unknown GPU type when it looks like a GPU machine, or when the pods
+    # ask for NVIDIA GPUs on it (no provider label needed: the request says what it is meant to be)
+    asks_gpus = any(p.gpus for p in gpu_pods) and not other
+    accelerator = (instance_type if instance_type and (model or asks_gpus or looks_gpu(provider, instance_type))
+                   else None)
     if model is None and gpu_label:
         model, accelerator = gpu_model_named(catalog, gpu_label), gpu_label
     if model is None and nodes.get(FAMILY_LABEL):
