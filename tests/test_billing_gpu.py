@@ -228,6 +228,9 @@ def test_a_findings_team_follows_the_providers_split():
     assert sorted(r for r, _ in teams if r == "BUD001") == ["BUD001", "BUD001"]
     assert {res: t for (rule, res), t in teams.items() if rule == "BUD001"} == {"research": "research",
                                                                                  "vision": "vision"}
+    # The team's own report counts the node's share on its GPU (A100), as the node's own lines are
+    assert {t: {m: money(v["billed_cost"]["USD"]) for m, v in audit.summary["team_spend"][t]["by_model"].items()}
+            for t in ("research", "vision")} == {"research": {"A100": D("1573.21")}, "vision": {"A100": D("786.42")}}
     research_csv = render(audit, "csv", "research")
     assert NODE in research_csv and CR_EKS not in research_csv
     assert NODE not in render(audit, "csv", "ml-platform") and NODE in render(audit, "md", "research")

@@ -18,14 +18,15 @@ from auditor.window import Window
 
 
 def moved_sql(where: str, parent: bool = False) -> str:
-    """The provider's split as rows shaped like `costs` (Tags, x_TagSet, category, currency, provider, BilledCost
-    and the day as ChargePeriodStart): per pod tag set and day, its split and unused cost, under its node's
-    category (a GPU node's shares are GPU compute); per node, the same amount taken back from its own tags. They
-    add up to zero per node and currency, so any sum over `costs` plus these rows moves team spend and changes no
-    total. Only splits whose node is billed in the same rows are moved. A node's tags are those of its costliest
-    tag set (of equal cost, the lowest id) and its category that of its costliest category (of equal cost, the
-    first by name). Needs `costs.x_TagSet` (Store.tag_set_ids). `parent`: each row names its node too
-    (`x_SplitOf`, lower case), for `teams_of`."""
+    """The provider's split as rows shaped like `costs` (Tags, x_TagSet, category, GPU model, currency, provider,
+    BilledCost and the day as ChargePeriodStart): per pod tag set and day, its split and unused cost, under its
+    node's category and GPU model (a GPU node's shares are GPU compute on its GPU); per node, the same amount
+    taken back from its own tags. They add up to zero per node and currency, so any sum over `costs` plus these
+    rows moves team spend and changes no total. Only splits whose node is billed in the same rows are moved. A
+    node's tags are those of its costliest tag set (of equal cost, the lowest id), its category and GPU model
+    those of its costliest (of equal cost, the first by name); GPU-hours stay with the node's lines. Needs
+    `costs.x_TagSet` (Store.tag_set_ids). `parent`: each row names its node too (`x_SplitOf`, lower case), for
+    `teams_of`."""
     of = ", parent AS x_SplitOf" if parent else ""
     of_node = ", p.parent AS x_SplitOf" if parent else ""
     return f"""
@@ -36,10 +37,10 @@ def moved_sql(where: str, parent: bool = False) -> str:
                         AND lower(x_SplitParentId) IS DISTINCT FROM lower(ResourceId)
                       GROUP BY parent, BillingCurrency, x_TagSet, x_Provider, day),
              node_lines AS (SELECT lower(ResourceId) AS parent, BillingCurrency, x_TagSet, x_CostCategory,
-                                   any_value(Tags) AS Tags, sum(BilledCost) AS cost
+                                   x_GpuModel, any_value(Tags) AS Tags, sum(BilledCost) AS cost
                             FROM costs WHERE {where} AND lower(ResourceId) IN (SELECT parent FROM kids)
                               AND x_SplitParentId IS NULL
-                            GROUP BY parent, BillingCurrency, x_TagSet, x_CostCategory),
+                            GROUP BY parent, BillingCurrency, x_TagSet, x_CostCategory, x_GpuModel),
              sets AS (SELECT parent, BillingCurrency, x_TagSet, any_value(Tags) AS Tags, sum(cost) AS cost
                       FROM node_lines GROUP BY parent, BillingCurrency, x_TagSet),
              cats AS (SELECT parent, BillingCurrency, x_CostCategory, sum(cost) AS cost
@@ -50,15 +51,21 @@ def moved_sql(where: str, parent: bool = False) -> str:
              pcats AS (SELECT parent, BillingCurrency,
                               first(x_CostCategory ORDER BY cost DESC, x_CostCategory NULLS LAST) AS x_CostCategory
                        FROM cats GROUP BY parent, BillingCurrency),
-             parents AS (SELECT * FROM ptags JOIN pcats USING (parent, BillingCurrency))
-        SELECT k.Tags, k.x_TagSet, p.x_CostCategory, k.BillingCurrency, k.x_Provider, k.amount AS BilledCost,
-               'Usage' AS ChargeCategory, k.day AS ChargePeriodStart{of}
+             models AS (SELECT parent, BillingCurrency, x_GpuModel, sum(cost) AS cost
+                        FROM node_lines GROUP BY parent, BillingCurrency, x_GpuModel),
+             pmodels AS (SELECT parent, BillingCurrency,
+                                first(x_GpuModel ORDER BY cost DESC, x_GpuModel NULLS LAST) AS x_GpuModel
+                         FROM models GROUP BY parent, BillingCurrency),
+             parents AS (SELECT * FROM ptags JOIN pcats USING (parent, BillingCurrency)
+                         JOIN pmodels USING (parent, BillingCurrency))
+        SELECT k.Tags, k.x_TagSet, p.x_CostCategory, p.x_GpuModel, k.BillingCurrency, k.x_Provider,
+               k.amount AS BilledCost, 'Usage' AS ChargeCategory, k.day AS ChargePeriodStart{of}
         FROM kids k JOIN parents p USING (parent, BillingCurrency)
         UNION ALL
-        SELECT any_value(p.Tags), p.x_TagSet, p.x_CostCategory, p.BillingCurrency, min(k.x_Provider), -sum(k.amount),
-               'Usage', k.day{of_node}
+        SELECT any_value(p.Tags), p.x_TagSet, p.x_CostCategory, p.x_GpuModel, p.BillingCurrency, min(k.x_Provider),
+               -sum(k.amount), 'Usage', k.day{of_node}
         FROM parents p JOIN kids k USING (parent, BillingCurrency)
-        GROUP BY p.parent, p.x_TagSet, p.x_CostCategory, p.BillingCurrency, k.day"""
+        GROUP BY p.parent, p.x_TagSet, p.x_CostCategory, p.x_GpuModel, p.BillingCurrency, k.day"""
 
 
 def with_split(store: Store, where: str) -> str:
