@@ -57,6 +57,16 @@ def configured_rules(policy: Policy, select: Iterable[str] | None = None) -> lis
     return out
 
 
+def follow_split(findings: list[Finding], teams: dict[str, str | None]) -> None:
+    """A finding on a machine the provider split (`teams`: split.teams_of) is counted under the team that bears
+    the largest part of its cost, as its spend is, not under the team of the machine's own tags: findings by
+    team, team reports and actions per team then agree with team spend and budgets."""
+    for f in findings:
+        key = f.resource.lower() if f.resource else None
+        if key in teams:
+            f.team = teams[key]
+
+
 def run_rules(rules: list[Rule], entities: dict[type, list], ctx: Context) -> list[Finding]:
     findings: list[Finding] = []
     for rule in rules:
@@ -164,8 +174,10 @@ def run_audit(policy: Policy, billing: list[Path | str], inventory: Path | None 
     `engine` reads the billing files into the store (default: DuckDB in process; `--engine spark` gives
     Spark's, tables/spark.py); `previous` is last quarter's audit (trend.load_previous)."""
     # The tables load DuckDB: imported here, so that the gate, which runs only the rules, starts fast.
+    from auditor.tables import split
     from auditor.tables.entities import BUILDERS, build
     from auditor.tables.jobcost import job_costs, job_totals
+    from auditor.tables.sql import team_sql
     from auditor.tables.store import Store
     from auditor.tables.summary import summarize
     from auditor.tables.unitcost import unit_costs
@@ -202,6 +214,7 @@ def run_audit(policy: Policy, billing: list[Path | str], inventory: Path | None 
     if SteadyGpuSpend in needed:
         findings += run_rules([r for r in rules if r.entity is SteadyGpuSpend],
                               {SteadyGpuSpend: build(store, window, policy, SteadyGpuSpend)}, ctx)
+    follow_split(findings, split.teams_of(store, window, team_sql(policy)))
     waivers = apply_waivers(findings, policy, today)
     seen = {**{t: len(v) for t, v in entities.items()}, WaiverStatus: len(waivers)}
     checked = {r.id: seen.get(r.entity, 0) for r in rules}

@@ -34,6 +34,8 @@ _MARKDOWN = "\\`*_{}[]<>()#+!|"
 
 def _escape(match: re.Match[str]) -> str:
     ch = match.group()
+    if 0xDC80 <= ord(ch) <= 0xDCFF:  # a byte that was not UTF-8 (a file name read with surrogate escapes)
+        return f"\\x{ord(ch) - 0xDC00:02x}"
     return _NAMED.get(ch) or (f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}")
 
 

@@ -59,8 +59,9 @@ class IdleGpu(Rule):
         elif t and t.price_per_hour is not None:
             currency, cost = "USD", None
             monthly, basis = t.price_per_hour * 730, "catalog on-demand price x 730 h"
-        else:
-            currency, cost, monthly, basis = "USD", None, None, "no price known"
+        else:  # no saving rather than $0: the catalog says why a type has no price
+            currency, cost, monthly = "USD", None, None
+            basis = f"no on-demand price: {t.unpriced}" if t and t.unpriced else "no price known"
         gpus = f"{asset.gpu_count or '?'}x {asset.gpu_model or 'GPU'}"
         spent = f"; {fmt_money(cost, currency)} billed in {ctx.window.label}" if cost is not None else ""
         yield self.finding(

@@ -133,7 +133,8 @@ class OversizedGpu(Rule):
                       "memory_bound_alternative": hint.name if hint else None,
                       "needs_memory_reduction": memory_only,
                       "price_region": ctx.catalog.prices[asset.provider].region,
-                      "prices": ctx.catalog.prices[asset.provider].source, "savings_basis": basis},
+                      "prices": "; ".join(dict.fromkeys(ctx.catalog.price_source(t) for t in (current, target_type))),
+                      "savings_basis": basis},
             cost=cost, monthly_savings=monthly, currency=currency, wasted=wasted,
             key=f"memory:{target_type.name}" if memory_only else target_type.name)
 

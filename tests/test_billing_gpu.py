@@ -188,6 +188,74 @@ def test_cur2_split_cost_allocation_and_capacity_reservation_columns():
     assert money(f.monthly_savings) == money(D("2359.6272") * 730 / 72)  # still billed at the end of the data
 
 
+SPLIT_BUDGETS = parse_policy("""
+policy: test
+version: "1"
+owner: finops@example.com
+currency: USD
+attribution: {team_tags: [team], owner_tags: [owner]}
+teams:
+  research: {lead: lead-research@example.com, budget_per_quarter: 1000}
+  vision: {lead: lead-vision@example.com, budget_per_quarter: 500}
+  ml-platform: {lead: lead-platform@example.com, budget_per_quarter: 3000}
+""")
+NODE = "i-0eksgpu000000001"
+
+
+def split_teams(audit) -> dict:
+    """Each finding's team by rule and resource, and each action's team by resource."""
+    return ({(f.rule, f.resource): f.team for f in audit.findings},
+            {a["resource"]: a["team"] for a in audit.summary["actions"]})
+
+
+def test_a_findings_team_follows_the_providers_split():
+    """A finding on a node the provider split is the team's that bears the largest part of its cost once the
+    split is moved in (as its spend is), not the team of the node's own tags. The node of cur2-eks-split.csv
+    (tagged ml-platform) is split whole: research 1,573.2081, vision 786.4191 of its 2,359.6272. So its TAG001
+    (no owner, no project tag) is research's, in the findings, the actions and research's own report; the
+    reservation, not split, stays ml-platform's. Budgets go by the same split: research (1,573.21 of 1,000) and
+    vision (786.42 of 500) are over; ml-platform (2,359.63 of 3,000: the empty reservation alone) is not, though
+    the node's tags alone would put it at 4,719.25."""
+    from auditor.tables.split import teams_of
+    from auditor.tables.sql import team_sql
+
+    store = store_of(GPU / "cur2-eks-split.csv")
+    assert teams_of(store, Q3, team_sql(SPLIT_BUDGETS)) == {NODE: "research"}
+    audit = run_audit(SPLIT_BUDGETS, [GPU / "cur2-eks-split.csv"], window=Q3)
+    teams, acts = split_teams(audit)
+    assert teams[("TAG001", NODE)] == "research" and acts[NODE] == "research"
+    assert teams[("COM002", CR_EKS)] == "ml-platform" and acts[CR_EKS] == "ml-platform"
+    assert sorted(r for r, _ in teams if r == "BUD001") == ["BUD001", "BUD001"]
+    assert {res: t for (rule, res), t in teams.items() if rule == "BUD001"} == {"research": "research",
+                                                                                 "vision": "vision"}
+    # The team's own report counts the node's share on its GPU (A100), as the node's own lines are
+    assert {t: {m: money(v["billed_cost"]["USD"]) for m, v in audit.summary["team_spend"][t]["by_model"].items()}
+            for t in ("research", "vision")} == {"research": {"A100": D("1573.21")}, "vision": {"A100": D("786.42")}}
+    research_csv = render(audit, "csv", "research")
+    assert NODE in research_csv and CR_EKS not in research_csv
+    assert NODE not in render(audit, "csv", "ml-platform") and NODE in render(audit, "md", "research")
+
+
+def test_a_node_split_in_part_stays_with_the_team_that_bears_most_of_it(tmp_path):
+    """Only the vision pod's lines kept: vision bears 786.4191 of the node, the node's own team (ml-platform)
+    the 1,573.2081 left: the node's findings stay ml-platform's. With only research's kept, research bears
+    1,573.2081 and ml-platform 786.4191: research's."""
+    from auditor.tables.split import teams_of
+    from auditor.tables.sql import team_sql
+
+    with open(GPU / "cur2-eks-split.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    for pod, team in ((POD_RESEARCH, "ml-platform"), (POD_VISION, "research")):
+        path = tmp_path / f"without-{team}.csv"
+        with open(path, "w", newline="") as f:
+            w = csv.DictWriter(f, list(rows[0]))
+            w.writeheader()
+            w.writerows(r for r in rows if r["line_item_resource_id"] != pod)
+        assert teams_of(store_of(path), Q3, team_sql(SPLIT_BUDGETS)) == {NODE: team}
+        teams, acts = split_teams(run_audit(SPLIT_BUDGETS, [path], window=Q3))
+        assert teams[("TAG001", NODE)] == team and acts[NODE] == team
+
+
 # --- FOCUS 1.3 and the GPU columns of FOCUS 1.1-1.2 ---------------------------------------------------------------
 
 

@@ -297,3 +297,16 @@ def test_hami_and_runai_pods_cost_their_fraction(tmp_path):
     got = {n["name"]: (n["gpu_count"], n["gpu_hours"], n["allocated_gpu_hours"])
            for n in doc["summary"]["kubernetes_gpus"]["nodes"]}
     assert got == {"hami-1": (2, 48, 31.2), "runai-1": (8, 192, 126)}
+
+
+@pytest.mark.parametrize("model, balanced", [
+    ("B200", {"1g.23gb": 2, "2g.45gb": 1, "3g.90gb": 1}),
+    ("GB200", {"1g.23gb": 2, "2g.47gb": 1, "3g.93gb": 1})])
+def test_nvidias_balanced_blackwell_layout_fills_one_gpu_in_full(model, balanced):
+    """NVIDIA GPU Operator's default `all-balanced` MIG layout for a B200 (device 0x290110DE) and a GB200
+    (0x294110DE): 2 + 2 + 3 = 7 compute slices and 1 + 1 + 2 + 4 = 8 memory slices, one GPU exactly. Held in
+    full, it comes out one GPU allocated; one layout more needs a second GPU."""
+    assert mig.gpus_cut(model, balanced) == 1
+    assert mig.gpus_cut(model, {p: 2 * n for p, n in balanced.items()}) == 2
+    shares = mig.slice_shares(model, balanced, gpus=1)
+    assert sum(n * shares[p] for p, n in balanced.items()) == 1

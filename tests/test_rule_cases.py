@@ -43,6 +43,9 @@ EXPECTED_SAVINGS: dict[str, dict[str, str]] = {
     "GPU002-compute_boundary_picks_next_cheapest_fails": {"i-h9": "30433.41", "i-h10": "24148.40"},
     "GPU002-gcp_single_gpu_recommends_g2_standard_4_fails": {"1234567890123": "2165.40"},
     "GPU002-saving_exactly_min_monthly_savings_fails": {"i-g4dn8": "1204.50"},
+    "GPU002-light_load_fits_an_eighth_of_an_l4_fails": {"i-g6-light": "440.04"},
+    "GPU002-unpriced_partial_a10_is_never_the_target_fails": {"vm-nv36": "1952.02"},
+    "GPU002-small_t4_load_moves_to_an_eighth_of_an_l4_fails": {"i-t4": "236.52"},
     # billed 16,030.80 over 730 h x (1 - 13.3504 / 21.96)
     "GPU002-billed_cost_times_price_ratio_fails": {"i-billed": "6285.01"},
     # billed cost x 730 / window hours (2208 in 2026-Q3)
@@ -63,7 +66,8 @@ def price_known(case: Case, entity: dict) -> bool:
     if billed:
         return billed[1] > 0
     if case.rule in ("GPU001", "GPU002"):
-        return load_catalog().instance(entity.get("provider"), entity.get("instance_type")) is not None
+        t = load_catalog().instance(entity.get("provider"), entity.get("instance_type"))
+        return t is not None and t.price_per_hour is not None  # an unpriced type: no saving, never $0
     return False
 
 

@@ -228,3 +228,26 @@ def test_spark_sums_the_split_of_hourly_lines_as_duckdb(spark, tmp_path):
     assert splits[0] == splits[1]
     assert splits[0]["split_cost"]["USD"] + splits[0]["unused_cost"]["USD"] == 24 * Decimal("786.5424")
     assert sum(v["USD"] for t, v in splits[0]["moves"].items() if v["USD"] > 0) == 24 * Decimal("786.5424")
+
+
+def test_findings_teams_follow_the_split_on_spark_as_on_duckdb(spark, tmp_path):
+    """The provider's split decides a finding's team on Spark as on DuckDB: the split node of
+    fixtures/billing/gpu/cur2-eks-split.csv (tagged ml-platform, its cost split whole to research and vision,
+    research the larger) has its findings and its action under research, and team spend, budgets and findings
+    agree to the cent on both engines."""
+    from auditor.core import run_audit
+    from auditor.window import parse_quarter
+
+    policy = load_policy(DEMO / "policy.yml")
+    path = FIXTURES / "gpu" / "cur2-eks-split.csv"
+    q3 = parse_quarter("2026-Q3")
+    audits = [run_audit(policy, [path], window=q3),
+              run_audit(policy, [path], window=q3,
+                        engine=lambda store, paths, progress=None: engine.load_billing(store, paths, spark=spark))]
+    seen = [({(f.rule, f.resource): (f.team, f.cost, f.monthly_savings) for f in a.findings},
+             {x["resource"]: x["team"] for x in a.summary["actions"]},
+             cents(a.summary["by_team"]), cents(a.summary["teams"])) for a in audits]
+    assert seen[0] == seen[1]
+    findings, acts, _, _ = seen[0]
+    assert acts["i-0eksgpu000000001"] == "research"
+    assert {team for (_, res), (team, _, _) in findings.items() if res == "i-0eksgpu000000001"} == {"research"}

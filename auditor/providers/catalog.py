@@ -25,9 +25,10 @@ class InstanceType:
     name: str
     gpu_model: str
     gpu_count: int  # GPUs the instance shows (a fractional type's one logical GPU)
-    price_per_hour: Decimal | None  # on-demand, in the provider's price region, USD; None: not sold on demand
+    price_per_hour: Decimal | None  # on-demand, in the provider's price region, USD; None: unpriced
     gpu_share: Decimal = Decimal(1)  # of a physical GPU per GPU shown: 0.125 on a g6f.xlarge (GpuPartitionSize)
     source: str | None = None  # where the price comes from, where not the provider's price_source
+    unpriced: str | None = None  # why there is no price (sold only as capacity blocks, no public price found)
 
     @property
     def gpus(self) -> Decimal:
@@ -80,10 +81,14 @@ class Catalog:
             self.accelerators[provider] = {k.lower(): v for k, v in (p.get("accelerator_families") or {}).items()}
             for name, (count, price, *more) in p["instance_types"].items():
                 extra = more[0] if more else {}
+                # A price or the reason there is none, never both nor neither: an unpriced type is never $0.
+                if (price is None) == (not extra.get("unpriced")):
+                    raise ValueError(f"catalog: {provider} {name}: give an on-demand price or `unpriced` with "
+                                     "the reason there is none, not both")
                 model = self.families[provider][family_of(provider, name).lower()]
                 self.types[(provider, name.lower())] = InstanceType(
                     provider, name, model, int(count), Decimal(str(price)) if price is not None else None,
-                    Decimal(str(extra.get("gpu_share", 1))), extra.get("source"))
+                    Decimal(str(extra.get("gpu_share", 1))), extra.get("source"), extra.get("unpriced"))
         self.aws_regions: dict[str, dict] = data.get("aws_regions", {})
 
     def instance(self, provider: str | None, instance_type: str | None) -> InstanceType | None:
@@ -104,6 +109,10 @@ class Catalog:
         if not provider or not instance_type:
             return None
         return self.accelerators.get(provider, {}).get(family_of(provider, instance_type).lower())
+
+    def price_source(self, t: InstanceType) -> str:
+        """Where a type's price comes from: its own source, else its provider's price page."""
+        return t.source or self.prices[t.provider].source
 
     def instance_types(self, provider: str) -> list[InstanceType]:
         """The provider's GPU instance types with an on-demand price (what a saving can be priced against)."""

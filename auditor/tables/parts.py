@@ -13,6 +13,7 @@ from typing import Any
 
 import duckdb
 
+from auditor.files import shown
 from auditor.providers.billing.detect import Sniffed, sniff
 from auditor.sql import lit
 from auditor.tables.normalize import FILE
@@ -37,7 +38,8 @@ def batches(files: list[tuple[Path, str]], con: duckdb.DuckDBPyConnection) -> li
     for path, digest in files:
         sniffed = sniff(path, con)
         bytes_ = path.stat().st_size
-        if sniffed.container == "avro" or bytes_ > BATCH_FILE_BYTES:
+        # (a name that is not UTF-8 is read through a link, whose name a scan of several would report: alone)
+        if sniffed.container == "avro" or bytes_ > BATCH_FILE_BYTES or shown(path) != str(path):
             batches.append([(sniffed, digest)])
             continue
         key = (path.parent, sniffed.format, sniffed.container, sniffed.compression, sniffed.columns,

@@ -17,14 +17,18 @@ from auditor.tables.store import Store
 from auditor.window import Window
 
 
-def moved_sql(where: str) -> str:
-    """The provider's split as rows shaped like `costs` (Tags, x_TagSet, category, currency, provider, BilledCost
-    and the day as ChargePeriodStart): per pod tag set and day, its split and unused cost, under its node's
-    category (a GPU node's shares are GPU compute); per node, the same amount taken back from its own tags. They
-    add up to zero per node and currency, so any sum over `costs` plus these rows moves team spend and changes no
-    total. Only splits whose node is billed in the same rows are moved. A node's tags are those of its costliest
-    tag set (of equal cost, the lowest id) and its category that of its costliest category (of equal cost, the
-    first by name). Needs `costs.x_TagSet` (Store.tag_set_ids)."""
+def moved_sql(where: str, parent: bool = False) -> str:
+    """The provider's split as rows shaped like `costs` (Tags, x_TagSet, category, GPU model, currency, provider,
+    BilledCost and the day as ChargePeriodStart): per pod tag set and day, its split and unused cost, under its
+    node's category and GPU model (a GPU node's shares are GPU compute on its GPU); per node, the same amount
+    taken back from its own tags. They add up to zero per node and currency, so any sum over `costs` plus these
+    rows moves team spend and changes no total. Only splits whose node is billed in the same rows are moved. A
+    node's tags are those of its costliest tag set (of equal cost, the lowest id), its category and GPU model
+    those of its costliest (of equal cost, the first by name); GPU-hours stay with the node's lines. Needs
+    `costs.x_TagSet` (Store.tag_set_ids). `parent`: each row names its node too (`x_SplitOf`, lower case), for
+    `teams_of`."""
+    of = ", parent AS x_SplitOf" if parent else ""
+    of_node = ", p.parent AS x_SplitOf" if parent else ""
     return f"""
         WITH kids AS (SELECT lower(x_SplitParentId) AS parent, BillingCurrency, x_TagSet, any_value(Tags) AS Tags,
                              x_Provider, date_trunc('day', ChargePeriodStart) AS day,
@@ -33,10 +37,10 @@ def moved_sql(where: str) -> str:
                         AND lower(x_SplitParentId) IS DISTINCT FROM lower(ResourceId)
                       GROUP BY parent, BillingCurrency, x_TagSet, x_Provider, day),
              node_lines AS (SELECT lower(ResourceId) AS parent, BillingCurrency, x_TagSet, x_CostCategory,
-                                   any_value(Tags) AS Tags, sum(BilledCost) AS cost
+                                   x_GpuModel, any_value(Tags) AS Tags, sum(BilledCost) AS cost
                             FROM costs WHERE {where} AND lower(ResourceId) IN (SELECT parent FROM kids)
                               AND x_SplitParentId IS NULL
-                            GROUP BY parent, BillingCurrency, x_TagSet, x_CostCategory),
+                            GROUP BY parent, BillingCurrency, x_TagSet, x_CostCategory, x_GpuModel),
              sets AS (SELECT parent, BillingCurrency, x_TagSet, any_value(Tags) AS Tags, sum(cost) AS cost
                       FROM node_lines GROUP BY parent, BillingCurrency, x_TagSet),
              cats AS (SELECT parent, BillingCurrency, x_CostCategory, sum(cost) AS cost
@@ -47,15 +51,21 @@ def moved_sql(where: str) -> str:
              pcats AS (SELECT parent, BillingCurrency,
                               first(x_CostCategory ORDER BY cost DESC, x_CostCategory NULLS LAST) AS x_CostCategory
                        FROM cats GROUP BY parent, BillingCurrency),
-             parents AS (SELECT * FROM ptags JOIN pcats USING (parent, BillingCurrency))
-        SELECT k.Tags, k.x_TagSet, p.x_CostCategory, k.BillingCurrency, k.x_Provider, k.amount AS BilledCost,
-               'Usage' AS ChargeCategory, k.day AS ChargePeriodStart
+             models AS (SELECT parent, BillingCurrency, x_GpuModel, sum(cost) AS cost
+                        FROM node_lines GROUP BY parent, BillingCurrency, x_GpuModel),
+             pmodels AS (SELECT parent, BillingCurrency,
+                                first(x_GpuModel ORDER BY cost DESC, x_GpuModel NULLS LAST) AS x_GpuModel
+                         FROM models GROUP BY parent, BillingCurrency),
+             parents AS (SELECT * FROM ptags JOIN pcats USING (parent, BillingCurrency)
+                         JOIN pmodels USING (parent, BillingCurrency))
+        SELECT k.Tags, k.x_TagSet, p.x_CostCategory, p.x_GpuModel, k.BillingCurrency, k.x_Provider,
+               k.amount AS BilledCost, 'Usage' AS ChargeCategory, k.day AS ChargePeriodStart{of}
         FROM kids k JOIN parents p USING (parent, BillingCurrency)
         UNION ALL
-        SELECT any_value(p.Tags), p.x_TagSet, p.x_CostCategory, p.BillingCurrency, min(k.x_Provider), -sum(k.amount),
-               'Usage', k.day
+        SELECT any_value(p.Tags), p.x_TagSet, p.x_CostCategory, p.x_GpuModel, p.BillingCurrency, min(k.x_Provider),
+               -sum(k.amount), 'Usage', k.day{of_node}
         FROM parents p JOIN kids k USING (parent, BillingCurrency)
-        GROUP BY p.parent, p.x_TagSet, p.x_CostCategory, p.BillingCurrency, k.day"""
+        GROUP BY p.parent, p.x_TagSet, p.x_CostCategory, p.x_GpuModel, p.BillingCurrency, k.day"""
 
 
 def with_split(store: Store, where: str) -> str:
@@ -98,6 +108,30 @@ def provider_split(store: Store, window: Window, team_key: str) -> dict[str, Any
             "unused_cost": {cur: unused for cur, _, unused, _ in figures},
             "methods": sorted({m for *_, methods in figures for m in methods}),
             "machines": machines, "pods": pods}
+
+
+def teams_of(store: Store, window: Window, team_key: str) -> dict[str, str | None]:
+    """The team of each machine the provider split (by its id in lower case): the team that bears the largest
+    part of its cost in the window once the split is moved in (of equal parts, the first by name; of several
+    currencies, its largest amount), the attribution every view of team spend makes of its cost. A finding on
+    the machine is that team's (core.follow_split). None for a machine whose largest part no team bears; {}
+    where the export has no split. FOCUS 1.3 allocated charges are the machine's own lines, each with its tags."""
+    w = window.where()
+    with_split(store, w)  # looks up whether the billing has a split (store.has_split)
+    if not store.has_split:
+        return {}
+    rows = store.con.execute(f"""
+        WITH parents AS (SELECT DISTINCT lower(x_SplitParentId) AS parent FROM costs
+                         WHERE {w} AND x_SplitParentId IS NOT NULL),
+             parts AS (SELECT lower(ResourceId) AS parent, {team_key} AS team, BillingCurrency, BilledCost
+                       FROM costs WHERE {w} AND lower(ResourceId) IN (SELECT parent FROM parents)
+                         AND (x_SplitParentId IS NULL OR lower(x_SplitParentId) = lower(ResourceId))
+                       UNION ALL
+                       SELECT x_SplitOf, {team_key}, BillingCurrency, BilledCost FROM ({moved_sql(w, parent=True)})),
+             teams AS (SELECT parent, team, BillingCurrency, sum(BilledCost) AS cost FROM parts GROUP BY ALL)
+        SELECT parent, first(team ORDER BY cost DESC, team NULLS LAST, BillingCurrency) FROM teams
+        GROUP BY parent""").fetchall()
+    return dict(rows)
 
 
 def apply(by_team: dict[str, dict[str, Decimal]], moves: dict[str, dict[str, Decimal]]) -> None:

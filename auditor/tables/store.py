@@ -23,7 +23,7 @@ from typing import Any
 import duckdb
 
 from auditor.errors import InputError, OutOfMemory
-from auditor.files import sha256_of
+from auditor.files import readable, sha256_of, shown
 from auditor.providers.billing import csv_dialect
 from auditor.providers.billing.columns import SUM_TOO_LARGE, Columns, check_types
 from auditor.providers.billing.detect import Sniffed, expand, sniff
@@ -150,10 +150,10 @@ class Store:
         for i, path in enumerate(files, 1):
             digest = sha256_of(path)
             if digest in seen:
-                self.warnings.append(f"{path}: same content as {seen[digest]}; read once")
-                self.sources.append(SourceFile(str(path), "duplicate", digest, duplicate_of=seen[digest]))
+                self.warnings.append(f"{shown(path)}: same content as {seen[digest]}; read once")
+                self.sources.append(SourceFile(shown(path), "duplicate", digest, duplicate_of=seen[digest]))
                 continue
-            seen[digest] = str(path)
+            seen[digest] = shown(path)
             if progress:
                 progress(f"[{i}/{len(files)}] reading {path}{where}")
             yield path, digest
@@ -224,7 +224,7 @@ class Store:
         file, line and column at fault, and finds a file delivered twice. A CSV file DuckDB refuses is read
         again from its normalized `copy` where it has one (mixed line endings, a repeated header: csv_dialect)."""
         sniffed = batch[0][0]
-        paths = [str(s.path) for s, _ in batch]
+        paths = [shown(s.path) for s, _ in batch]  # each file's name in `costs` and every message
         cols = Columns(sniffed.columns, sniffed.fields, sniffed.types)
         exprs, checks = self.reader_sql(sniffed.format, cols)
         check_types(cols, checks, paths[0])  # a BOOLEAN cost column: refused, not summed as 1 a line
@@ -303,8 +303,9 @@ class Store:
         if many:
             lines = partial(parts.numbered_in_files, lines, parts.starts(figures), first_row)
             self._part_odd.update({f: d.odd for f, d in figures.items()})
-        return [(SourceFile(str(s.path), s.format, digest, cost_column=cost_column,
-                            stats=figures[str(s.path)].stats if many else {}, part_of=label if many else None), lines)
+        return [(SourceFile(shown(s.path), s.format, digest, cost_column=cost_column,
+                            stats=figures[shown(s.path)].stats if many else {}, part_of=label if many else None),
+                 lines)
                 for s, digest in batch]
 
     def _register(self, source: SourceFile, line_sql: Callable[[], str] | None) -> SourceFile:
@@ -383,7 +384,7 @@ class Store:
     def _relation(self, s: Sniffed, paths: list[str] | None = None, copy: str | None = None) -> str:
         """The read of a sniffed file (from its normalized `copy` where it has one: csv_dialect.py); or of several
         like it, as one scan naming each line's file (FILE)."""
-        p = lit(copy or str(s.path)) if paths is None else "[" + ", ".join(lit(x) for x in paths) + "]"
+        p = lit(copy or readable(s.path)) if paths is None else "[" + ", ".join(lit(x) for x in paths) + "]"
         named = "" if paths is None else f", filename = {lit(FILE)}"
         if s.container == "parquet":
             return f"read_parquet({p}, file_row_number = true{named})"

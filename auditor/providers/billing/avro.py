@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from auditor.errors import InputError
+from auditor.files import shown
 
 if TYPE_CHECKING:
     from duckdb import DuckDBPyConnection
@@ -128,7 +129,7 @@ def to_parquet(path: Path, folder: str | Path) -> Path:
     damaged is one InputError naming the record where reading stopped; no half-written copy is left."""
     fastavro, pa, pq = _modules(path)
     schema = _header(path)
-    fd, name = tempfile.mkstemp(prefix=f"{Path(path).name}-", suffix=".parquet", dir=folder)
+    fd, name = tempfile.mkstemp(prefix=f"{shown(Path(path).name)}-", suffix=".parquet", dir=folder)
     os.close(fd)
     out = Path(name)
     done, batch = 0, []

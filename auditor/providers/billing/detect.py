@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from auditor.errors import InputError
+from auditor.files import readable
 from auditor.providers.billing import avro, csv_dialect
 from auditor.readable import files_under, kind_of
 
@@ -156,9 +157,9 @@ def _nested_columns(path: Path, con: DuckDBPyConnection,
 
     kind = "Parquet" if reader == "read_parquet" else "JSON"
     try:
-        top = con.execute(f"DESCRIBE SELECT * FROM {reader}(?)", [str(path)]).fetchall()
+        top = con.execute(f"DESCRIBE SELECT * FROM {reader}(?)", [readable(path)]).fetchall()
     except duckdb.Error as e:
-        reason = re.sub(r"^[A-Za-z ]*Error: ", "", str(e).splitlines()[0]).replace(f" '{path}'", "")
+        reason = re.sub(r"^[A-Za-z ]*Error: ", "", str(e).splitlines()[0]).replace(f" '{readable(path)}'", "")
         raise InputError(f"cannot read the {kind} file (cut short or damaged?): {reason}", path=str(path)) from None
     if reader == "read_parquet":
         _refuse_twins(path, _parquet_names(path, con))
@@ -168,7 +169,7 @@ def _nested_columns(path: Path, con: DuckDBPyConnection,
 def _parquet_names(path: Path, con: DuckDBPyConnection) -> list[str]:
     """The top-level column names a Parquet file's schema holds, as written (DuckDB renames a second
     `BilledCost` to `BilledCost_1`)."""
-    rows = con.execute("SELECT name, num_children FROM parquet_schema(?)", [str(path)]).fetchall()
+    rows = con.execute("SELECT name, num_children FROM parquet_schema(?)", [readable(path)]).fetchall()
 
     def after(i: int) -> int:  # the index past the schema element at i and its children
         end = i + 1
