@@ -7,10 +7,12 @@ open last quarter) and still open (open in both, with the quarter it was first s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from auditor.audit_model import Amount
 from auditor.auditfile import read_audit
 
 
@@ -20,7 +22,7 @@ def load_previous(path: Path) -> dict[str, Any]:
     return {"path": str(path), "sha256": saved.sha256, "doc": saved.doc}
 
 
-def change_of(previous: dict[str, str] | None, current: dict[str, str] | None) -> dict[str, Any]:
+def change_of(previous: Mapping[str, Amount] | None, current: Mapping[str, Amount] | None) -> dict[str, Any]:
     """Per currency: previous, current, the change and the change in percent (None where there was nothing)."""
     previous, current = previous or {}, current or {}
     change, pct = {}, {}
