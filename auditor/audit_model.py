@@ -8,9 +8,9 @@ audit.json from an earlier version may lack are NotRequired: the view reads them
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime
 from decimal import Decimal
-from collections.abc import Mapping
 from typing import Any, NotRequired, TypedDict
 
 Amount = Decimal | str  # money: exact as computed, the cent text ("12.34") in audit.json

@@ -165,3 +165,21 @@ def test_a_new_platform_is_read_by_its_registration_alone(monkeypatch):
     assert [(j.id, j.source_file, j.source_line) for j in parse(doc, CATALOG)] == [("acme:train", "acme.yaml", 7)]
     with pytest.raises(Exception, match=r"SkyPilot task, or Acme job$"):
         parse(Document({"other": 1}, "x.yaml", 1), CATALOG)
+
+
+# ---- outputs ---------------------------------------------------------------------------------------------------
+
+def test_cli_format_choices_are_the_outputs():
+    from auditor.outputs.registry import outputs
+
+    assert sorted(_choices("report", "--format")) == sorted(outputs())
+
+
+def test_every_output_is_written_and_documented(demo_folder):
+    from auditor.outputs.registry import outputs
+
+    files = {o.file for o in outputs().values()}
+    assert files <= {p.name for p in demo_folder.iterdir()}  # `audit --out` writes every registered format
+    for name in files:
+        assert f"`{name}`" in README or name in README, name
+    assert "`@output(" in _section(ARCHITECTURE, "## Where to add")

@@ -21,6 +21,7 @@ from auditor.model import fmt_money
 from auditor.outputs import audit_json
 from auditor.outputs.actions import ACTIONS_CSV, write_actions_csv
 from auditor.outputs.jobs import JOBS_CSV, write_jobs_csv
+from auditor.outputs.registry import output, outputs
 from auditor.outputs.view import audit_doc, build_view, fmt_num, team_of
 from auditor.text import md_escape, one_line, safe_cell, template_value
 
@@ -29,8 +30,6 @@ if TYPE_CHECKING:
 
 
 
-FORMATS = ("json", "html", "md", "csv")
-FILE_NAMES = {"json": "audit.json", "html": "report.html", "md": "report.md", "csv": "findings.csv"}
 CSV_FIELDS = ("severity", "rule", "name", "resource", "team", "owner", "provider", "account", "region",
               "currency", "cost", "monthly_savings", "waived", "message", "remediation", "fingerprint",
               "clause", "evidence", "waiver_reason", "waiver_owner", "waiver_expires", "counted_under", "wasted",
@@ -61,17 +60,20 @@ def _env() -> jinja2.Environment:
     return env
 
 
+@output("json", "audit.json", per_team=False)
 def render_json(audit: Audit | dict[str, Any]) -> str:
     buf = io.StringIO()
     write_json(audit, buf)
     return buf.getvalue()
 
 
+@output("html", "report.html")
 def render_html(audit: Audit | dict[str, Any], team: str | None = None) -> str:
     """The e-mail-safe HTML report; with `team`, that team's own report: its findings, spend and machines."""
     return _render("html", build_view(audit, team))
 
 
+@output("md", "report.md")
 def render_md(audit: Audit | dict[str, Any], team: str | None = None) -> str:
     return _render("md", build_view(audit, team))
 
@@ -88,6 +90,7 @@ def _csv_row(f: dict[str, Any]) -> dict[str, Any]:
             "waiver_expires": waiver.get("expires")}
 
 
+@output("csv", "findings.csv")
 def render_csv(audit: Audit | dict[str, Any], team: str | None = None) -> str:
     buf = io.StringIO()
     write_csv(audit, buf, team)
@@ -116,14 +119,15 @@ def load_audit(path: Path) -> dict[str, Any]:
     return read_audit(path).doc
 
 
-RENDERERS = {"json": render_json, "html": render_html, "md": render_md, "csv": render_csv}
+# the registry (outputs/registry.py), as the names the rest of the code reads
+FORMATS = tuple(outputs())
+FILE_NAMES = {o.name: o.file for o in outputs().values()}
 
 
 def render(audit: Audit | dict[str, Any], fmt: str, team: str | None = None) -> str:
     """One format of the audit; with `team`, that team's view (audit.json is always the whole audit)."""
-    if fmt == "json" or team is None:
-        return RENDERERS[fmt](audit)
-    return RENDERERS[fmt](audit, team)
+    out = outputs()[fmt]
+    return out.render(audit, team) if out.per_team and team is not None else out.render(audit)
 
 
 def teams_of(audit: Audit | dict[str, Any]) -> list[str]:

@@ -7,7 +7,7 @@ import re
 
 import duckdb
 
-from auditor.errors import InputError, out_of_memory
+from auditor.errors import AuditorError, InputError, out_of_memory
 from auditor.providers.billing import azure
 from auditor.providers.billing.columns import MONEY, SUM_TOO_LARGE, Columns
 from auditor.providers.billing.detect import MAX_LINE, Sniffed, gzip_line_over
@@ -32,7 +32,7 @@ def csv_reason(error: str) -> str:
 
 
 def diagnose(con: duckdb.DuckDBPyConnection, s: Sniffed, cols: Columns, relation: str,
-             checks: list[tuple[str, str]], first_row: int, error: duckdb.Error) -> InputError:
+             checks: list[tuple[str, str]], first_row: int, error: duckdb.Error) -> AuditorError:
     """Turn a DuckDB error into one line that names the file, the line and the column."""
     if s.container == "csv" and s.compression == "gzip" and (line := gzip_line_over(s.path)):
         # DuckDB holds a line whole before refusing it: a long line (or a gzip bomb's endless one) was
