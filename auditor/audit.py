@@ -9,6 +9,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from auditor import __version__
+from auditor.audit_model import Summary
 from auditor.auditfile import SCHEMA as AUDIT_SCHEMA
 from auditor.errors import EXIT_FINDINGS, EXIT_PARTIAL
 from auditor.model import Finding, Severity, money
@@ -28,7 +29,7 @@ class Audit:
     policy: Policy
     findings: list[Finding]
     sources: list[SourceFile]
-    summary: dict[str, Any]
+    summary: Summary  # audit_model.py: every section typed
     clauses: list[dict[str, Any]]
     waivers: list[dict[str, Any]]
     warnings: list[str] = field(default_factory=list)

@@ -8,12 +8,12 @@ import csv
 import json
 from typing import Any, TextIO
 
+from auditor.model import UNATTRIBUTED
 from auditor.text import safe_cell
 
 ACTIONS_CSV = "actions.csv"
 ACTIONS_FIELDS = ("rank", "severity", "resource", "team", "owner", "currency", "saving", "to_check", "wasted",
                   "cost", "still_running", "confidence", "rule", "name", "message", "reasons", "findings")
-UNATTRIBUTED = "(unattributed)"
 
 
 def write_actions_csv(doc: dict[str, Any], fh: TextIO, team: str | None = None) -> None:

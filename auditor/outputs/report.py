@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -78,7 +79,7 @@ def render_md(audit: Audit | dict[str, Any], team: str | None = None) -> str:
     return _render("md", build_view(audit, team))
 
 
-def _render(fmt: str, view: dict[str, Any]) -> str:
+def _render(fmt: str, view: Mapping[str, Any]) -> str:
     """A report template over a view (build_view), which the HTML and the Markdown of one run share."""
     return _env().get_template(f"report.{fmt}.j2").render(**view)
 
@@ -147,7 +148,7 @@ def write_outputs(audit: Audit | dict[str, Any], out_dir: Path, formats: tuple[s
     # (a rule's costliest findings, the rest summed) are rendered first, from one view. All of them land together
     # (atomic.write_files).
     streamed: dict[str, Any] = {"json": lambda fh: write_json(doc, fh), "csv": lambda fh: write_csv(doc, fh, team)}
-    view = build_view(doc, team) if {"html", "md"} & set(formats) else {}
+    view: Mapping[str, Any] = build_view(doc, team) if {"html", "md"} & set(formats) else {}
     rendered = {FILE_NAMES[f]: streamed.get(f) or _render(f, view) for f in formats}
     if "csv" in formats:  # the jobs and the actions beside the findings, written row by row
         rendered[JOBS_CSV] = lambda fh: write_jobs_csv(doc, fh, team)

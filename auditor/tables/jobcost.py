@@ -21,6 +21,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from auditor.audit_model import JobTotals
 from auditor.model import gpus
 from auditor.sql import lit
 from auditor.tables.sql import GPU_HOURS, GPU_USAGE, tag_sql, team_sql
@@ -124,7 +125,7 @@ def job_costs(store: Store, window: Window, policy: Policy, findings: list[Findi
     return [_row(r, on_job) for r in rows]
 
 
-def job_totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def job_totals(rows: list[dict[str, Any]]) -> JobTotals:
     """The jobs' cost and known waste per currency, exact (summed before any rounding), over the jobs and sweeps
     (a trial is in its sweep), with how many there are and how many had no billing found."""
     cost: dict[str, Decimal] = {}
