@@ -163,3 +163,35 @@ class Summary(TypedDict):
     sparklines: dict[str, Any]  # tables/weekly.sparklines
     jobs: NotRequired[JobTotals]
     unit_costs: NotRequired[dict[str, Any]]
+
+
+class Tool(TypedDict):
+    name: str
+    version: str
+
+
+class WindowText(TypedDict):
+    start: str
+    end: str
+    label: str
+
+
+class AuditDoc(TypedDict):
+    """audit.json (audit.Audit.to_dict, read back by auditfile.read_audit after checking it against
+    audit.schema.json): what every output renders."""
+    schema: str
+    tool: Tool
+    generated_at: str
+    as_of: NotRequired[str | None]
+    window: WindowText
+    policy: dict[str, Any]
+    partial: bool
+    inputs: dict[str, Any]
+    summary: Summary
+    clauses: list[dict[str, Any]]
+    findings: list[dict[str, Any]]
+    baseline: NotRequired[dict[str, Any] | None]
+    waivers: list[dict[str, Any]]
+    warnings: list[str]
+    trend: NotRequired[dict[str, Any] | None]
+    jobs: NotRequired[list[dict[str, Any]]]

@@ -38,7 +38,7 @@ def _brief(f: dict[str, Any]) -> dict[str, Any]:
                                   "cost", "monthly_savings", "currency")}
 
 
-def compare(current: dict[str, Any], previous: dict[str, Any]) -> dict[str, Any]:
+def compare(current: Mapping[str, Any], previous: Mapping[str, Any]) -> dict[str, Any]:
     """The trend from `previous` to `current`, both audit.json dicts."""
     label = previous["window"].get("label") or previous["window"].get("start", "")
     prev_all = {f["fingerprint"]: f for f in previous["findings"]}

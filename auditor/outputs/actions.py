@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import csv
 import json
-from typing import Any, TextIO
+from typing import TextIO
 
+from auditor.audit_model import AuditDoc
 from auditor.model import UNATTRIBUTED
 from auditor.text import safe_cell
 
@@ -16,7 +17,7 @@ ACTIONS_FIELDS = ("rank", "severity", "resource", "team", "owner", "currency", "
                   "cost", "still_running", "confidence", "rule", "name", "message", "reasons", "findings")
 
 
-def write_actions_csv(doc: dict[str, Any], fh: TextIO, team: str | None = None) -> None:
+def write_actions_csv(doc: AuditDoc, fh: TextIO, team: str | None = None) -> None:
     """Every action (with `team`, that team's), in rank order, one row each."""
     w = csv.writer(fh, lineterminator="\n")
     w.writerow(ACTIONS_FIELDS)

@@ -18,6 +18,7 @@ import jinja2
 import markupsafe
 
 from auditor.atomic import target, write_files
+from auditor.audit_model import AuditDoc
 from auditor.model import fmt_money
 from auditor.outputs import audit_json
 from auditor.outputs.actions import ACTIONS_CSV, write_actions_csv
@@ -62,20 +63,20 @@ def _env() -> jinja2.Environment:
 
 
 @output("json", "audit.json", per_team=False)
-def render_json(audit: Audit | dict[str, Any]) -> str:
+def render_json(audit: Audit | AuditDoc) -> str:
     buf = io.StringIO()
     write_json(audit, buf)
     return buf.getvalue()
 
 
 @output("html", "report.html")
-def render_html(audit: Audit | dict[str, Any], team: str | None = None) -> str:
+def render_html(audit: Audit | AuditDoc, team: str | None = None) -> str:
     """The e-mail-safe HTML report; with `team`, that team's own report: its findings, spend and machines."""
     return _render("html", build_view(audit, team))
 
 
 @output("md", "report.md")
-def render_md(audit: Audit | dict[str, Any], team: str | None = None) -> str:
+def render_md(audit: Audit | AuditDoc, team: str | None = None) -> str:
     return _render("md", build_view(audit, team))
 
 
@@ -92,13 +93,13 @@ def _csv_row(f: dict[str, Any]) -> dict[str, Any]:
 
 
 @output("csv", "findings.csv")
-def render_csv(audit: Audit | dict[str, Any], team: str | None = None) -> str:
+def render_csv(audit: Audit | AuditDoc, team: str | None = None) -> str:
     buf = io.StringIO()
     write_csv(audit, buf, team)
     return buf.getvalue()
 
 
-def write_csv(audit: Audit | dict[str, Any], fh: Any, team: str | None = None) -> None:
+def write_csv(audit: Audit | AuditDoc, fh: Any, team: str | None = None) -> None:
     """findings.csv, a row at a time into `fh`."""
     w = csv.writer(fh, lineterminator="\n")
     w.writerow(CSV_FIELDS)
@@ -108,12 +109,12 @@ def write_csv(audit: Audit | dict[str, Any], fh: Any, team: str | None = None) -
             w.writerow([safe_cell(d.get(k)) for k in CSV_FIELDS])
 
 
-def write_json(audit: Audit | dict[str, Any], fh: Any) -> None:
+def write_json(audit: Audit | AuditDoc, fh: Any) -> None:
     """audit.json into `fh`, finding by finding (audit_json.py)."""
     audit_json.write_json(audit_doc(audit), fh)
 
 
-def load_audit(path: Path) -> dict[str, Any]:
+def load_audit(path: Path) -> AuditDoc:
     """A saved audit.json, to re-render (`gpu-auditor report`)."""
     from auditor.auditfile import read_audit
 
@@ -125,13 +126,13 @@ FORMATS = tuple(outputs())
 FILE_NAMES = {o.name: o.file for o in outputs().values()}
 
 
-def render(audit: Audit | dict[str, Any], fmt: str, team: str | None = None) -> str:
+def render(audit: Audit | AuditDoc, fmt: str, team: str | None = None) -> str:
     """One format of the audit; with `team`, that team's view (audit.json is always the whole audit)."""
     out = outputs()[fmt]
     return out.render(audit, team) if out.per_team and team is not None else out.render(audit)
 
 
-def teams_of(audit: Audit | dict[str, Any]) -> list[str]:
+def teams_of(audit: Audit | AuditDoc) -> list[str]:
     """Every team the audit knows: the policy's, those spend is attributed to, and those findings name."""
     doc = audit_doc(audit)
     s = doc["summary"]
@@ -139,7 +140,7 @@ def teams_of(audit: Audit | dict[str, Any]) -> list[str]:
     return sorted(names)
 
 
-def write_outputs(audit: Audit | dict[str, Any], out_dir: Path, formats: tuple[str, ...] = FORMATS,
+def write_outputs(audit: Audit | AuditDoc, out_dir: Path, formats: tuple[str, ...] = FORMATS,
                   team: str | None = None, follow_symlinks: bool = False) -> list[Path]:
     """Render the formats asked for, then write them into `out_dir` as one (atomic.write_files); a symbolic
     link on the way to `out_dir` is refused unless `follow_symlinks`."""

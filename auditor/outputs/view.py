@@ -9,9 +9,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import date
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, TypedDict
+from typing import TYPE_CHECKING, Any, TypedDict, cast
 
-from auditor.audit_model import Amount, CoverageMonth, Hours, PerCurrency, Summary
+from auditor.audit_model import Amount, AuditDoc, CoverageMonth, Hours, PerCurrency, Summary, Tool, WindowText
 from auditor.evidence import HOW_JUDGED
 from auditor.figures import TOP_ACTIONS, finding_team
 from auditor.model import HOURS_PER_MONTH, UNATTRIBUTED
@@ -37,21 +37,27 @@ def fmt_num(value: Any, digits: int = 0) -> str:
     return f"{float(value):,.{digits}f}"
 
 
-def audit_doc(audit: Audit | dict[str, Any]) -> dict[str, Any]:
+def audit_doc(audit: Audit | AuditDoc | dict[str, Any]) -> AuditDoc:
     """The JSON-able audit, as every output shows it: an Audit's to_dict(), or a dict read back from
     audit.json, with secrets masked (secret_patterns.py) unless the policy said `mask_secrets: false` (then
     recorded in audit.json's policy section, so `gpu-auditor report` keeps to it)."""
     if isinstance(audit, _Shown):
-        return audit
+        return _shown(audit)
     if not isinstance(audit, dict):
         masked = getattr(audit.policy, "mask_secrets", True)
         doc = audit.to_dict(masked=masked)  # masked as it is encoded: one walk
         if not masked:
             doc["policy"]["mask_secrets"] = False
-        return _Shown(doc)
+        return _shown(_Shown(doc))
     if (audit.get("policy") or {}).get("mask_secrets", True) is False:
-        return _Shown(audit)
-    return _Shown(mask_deep(audit))
+        return _shown(_Shown(audit))
+    return _shown(_Shown(mask_deep(audit)))
+
+
+def _shown(doc: _Shown) -> AuditDoc:
+    """The shown audit as the AuditDoc it holds: an Audit's to_dict(), or an audit.json that read_audit checked
+    against audit.schema.json (a dict a test builds is taken as one)."""
+    return cast(AuditDoc, doc)
 
 
 CATEGORIES = {"gpu_compute": "GPU compute", "other_compute": "Other compute", "storage": "Storage",
@@ -254,7 +260,7 @@ Row = dict[str, Any]  # one row of a table the templates loop over
 class Scope:
     """What every section of one view starts from: the shown audit, the team (None: the organisation), and the
     findings and spend in scope."""
-    doc: dict[str, Any]
+    doc: AuditDoc
     s: Summary
     team: str | None
     cur: str
@@ -271,9 +277,9 @@ class Scope:
         return self.spend.get(self.cur)
 
 
-def _scope(audit: Audit | dict[str, Any], team: str | None) -> Scope:
+def _scope(audit: Audit | AuditDoc | dict[str, Any], team: str | None) -> Scope:
     doc = audit_doc(audit)
-    s: Summary = doc["summary"]
+    s = doc["summary"]
     every = [f for f in doc["findings"] if team is None or team_of(f) == team]
     open_ = [f for f in every if not f["waived"]]
     team_spend: Mapping[str, Any] = (s.get("team_spend") or {}).get(team, {}) if team else {}
@@ -287,15 +293,15 @@ def _scope(audit: Audit | dict[str, Any], team: str | None) -> Scope:
 
 
 class HeadView(TypedDict):
-    doc: dict[str, Any]
+    doc: AuditDoc
     team: str | None
     cur: str
     policy: dict[str, Any]
-    window: dict[str, Any]
+    window: WindowText
     window_text: str
     generated_at: str
     as_of: str
-    tool: dict[str, Any]
+    tool: Tool
     partial: bool
     team_lead: str | None
     spend: PerCurrency
@@ -656,7 +662,7 @@ class ReportView(HeadView, ComplianceView, SpendView, BudgetsView, FleetView, Fi
     jobs: Row
 
 
-def build_view(audit: Audit | dict[str, Any], team: str | None = None) -> ReportView:
+def build_view(audit: Audit | AuditDoc | dict[str, Any], team: str | None = None) -> ReportView:
     """The names the templates see, from the audit.json dict alone, one section at a time. With `team`, the view
     is that team's: its findings, spend, machines, forecast and trend; the policy and the inputs stay the
     organisation's."""
