@@ -4,6 +4,7 @@ agreeing with the audit it describes and with audit.schema.json, and out of memo
 from __future__ import annotations
 
 import inspect
+import io
 import json
 import types
 import typing
@@ -13,10 +14,12 @@ import jsonschema
 from click.testing import CliRunner
 
 from auditor import audit_model
-from auditor.audit_model import Summary
+from auditor.audit_model import AuditDoc, Summary
+from auditor.auditfile import read_audit
 from auditor.cli import cli
 from auditor.errors import EXIT_INPUT, AuditorError, InputError, OutOfMemory, out_of_memory
 from auditor.outputs import view
+from auditor.outputs.audit_json import write_json
 
 REPO = Path(__file__).resolve().parent.parent
 SCHEMA = json.loads((REPO / "auditor" / "data" / "audit.schema.json").read_text(encoding="utf-8"))
@@ -89,8 +92,25 @@ def _disagreements(model: typing.Any, schema: dict[str, typing.Any], where: str)
     return out
 
 
-def test_the_summary_model_and_audit_schema_name_the_same_keys():
+def test_the_audit_model_and_audit_schema_name_the_same_keys():
+    assert _disagreements(AuditDoc, SCHEMA, "(top level)") == []
     assert _disagreements(Summary, SCHEMA["properties"]["summary"], "summary") == []
+
+
+def test_the_comparison_finds_a_key_on_one_side_only():
+    class Lacks(typing.TypedDict):
+        basis: str
+
+    schema = {"properties": {"basis": {}, "next": {}}}
+    assert _disagreements(Lacks, schema, "forecast") == ["forecast.next: in the schema, not in the model"]
+
+
+def test_audit_json_read_back_into_the_model_writes_the_same_bytes(demo_folder):
+    saved = read_audit(demo_folder / "audit.json")
+    assert set(saved.doc) == set(typing.get_type_hints(AuditDoc))
+    buf = io.StringIO()
+    write_json(saved.doc, buf)
+    assert buf.getvalue() == (demo_folder / "audit.json").read_text(encoding="utf-8")
 
 
 def test_the_demo_summary_has_exactly_the_model_keys_and_validates(demo_folder):
