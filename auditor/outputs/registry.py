@@ -1,6 +1,7 @@
 """The registry of the audit's output formats: `@output(name, file)` on the function that renders a format, in
-the module that implements it (outputs/report.py). `gpu-auditor audit` and `report` write and print these
-formats; their `--format` choices and the docs are tested against this registry (tests/test_registries.py)."""
+the module that implements it (outputs/report.py, which imports any other). `gpu-auditor audit` and `report`
+write and print these formats; their `--format` choices and the docs are tested against this registry
+(tests/test_registries.py)."""
 
 from __future__ import annotations
 
@@ -32,9 +33,9 @@ def output(name: str, file: str, per_team: bool = True) -> Callable[[Render], Re
 
 
 def outputs() -> dict[str, Output]:
-    """Every output format, in the order they are registered (and written)."""
-    import auditor.outputs.report  # noqa: F401 - its @output decorators fill the registry
-
+    """Every output format registered so far, in the order they are registered (and written). They register as
+    their modules load: import `auditor.outputs.report` (which the commands do) for all of them; it names the
+    result FORMATS and FILE_NAMES."""
     return dict(_OUTPUTS)
 
 
