@@ -185,3 +185,12 @@ def test_every_output_is_written_and_documented(demo_folder):
     for name in files:
         assert f"`{name}`" in README or name in README, name
     assert "`@output(" in _section(ARCHITECTURE, "## Where to add")
+
+
+def test_gate_format_choices_are_the_gate_outputs():
+    from auditor.outputs.ci_formats import FORMATS
+
+    assert sorted(_choices("gate", "--format")) == sorted(FORMATS)
+    assert set(FORMATS) == {"text", "json", "sarif", "junit", "github", "markdown"}  # the six the README names
+    for fmt in FORMATS:
+        assert f"`{fmt}`" in README or fmt in README, fmt

@@ -40,3 +40,23 @@ def outputs() -> dict[str, Output]:
 
 
 
+
+
+# The gate's formats (outputs/ci_formats.py): each a function of the gate's verdict, named by `gate --format`.
+_GATE_OUTPUTS: dict[str, Callable[..., str]] = {}
+
+
+def gate_output(name: str) -> Callable[[Render], Render]:
+    """Register the function it decorates as the gate's format `name` (a GateResult -> the format's text)."""
+    def register(render: Render) -> Render:
+        if name in _GATE_OUTPUTS and _GATE_OUTPUTS[name] is not render:
+            raise ValueError(f"gate format {name!r} registered twice")
+        _GATE_OUTPUTS[name] = render
+        return render
+    return register
+
+
+def gate_outputs() -> dict[str, Render]:
+    """The gate's formats registered so far, in the order they are registered (outputs/ci_formats.py loads them
+    all; it names them FORMATS)."""
+    return dict(_GATE_OUTPUTS)
