@@ -11,12 +11,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 from decimal import Decimal
-from typing import Any, NotRequired, TypedDict
+from typing import Annotated, Any, NotRequired, TypedDict
 
-Amount = Decimal | str  # money: exact as computed, the cent text ("12.34") in audit.json
+# Each kind of value audit.json writes as text is Annotated with the name of its definition in the generated
+# schema (audit_schema.py), which says how the text looks.
+Amount = Annotated[Decimal | str, "money"]  # exact as computed, the cent text ("12.34") in audit.json
 PerCurrency = Mapping[str, Amount]  # ISO currency code: amount; currencies are never added together
-Hours = str  # GPU-hours, one decimal ("12.5")
-Time = datetime | str  # UTC; "2026-07-01T00:00:00Z" in audit.json
+Hours = Annotated[str, "hours"]  # GPU-hours, one decimal ("12.5")
+Time = Annotated[datetime | str, "time"]  # UTC; "2026-07-01T00:00:00Z" in audit.json
+Stamp = Annotated[str, "time"]  # a time as audit.json writes it
 
 
 class FindingCounts(TypedDict):
@@ -32,7 +35,7 @@ class TeamBudget(TypedDict):
     budget: Amount | None
     spent: Amount
     share_of_budget: float | None
-    left_out: dict[str, Any]
+    left_out: PerCurrency  # spend in currencies the policy gives no rate for: not in `spent`
     gpu_hours: Hours
     gpu_hours_budget: str | None
     gpu_hours_share: float | None
@@ -138,7 +141,7 @@ class Summary(TypedDict):
     by_provider: dict[str, PerCurrency]
     transfer_gb_out: dict[str, str]
     lines_by_category: dict[str, int]
-    gpu_hours: Hours
+    gpu_hours: Hours | None  # None: no GPU usage in the window
     by_team: dict[str, PerCurrency]
     teams: dict[str, TeamBudget]
     findings: FindingCounts
@@ -171,8 +174,8 @@ class Tool(TypedDict):
 
 
 class WindowText(TypedDict):
-    start: str
-    end: str
+    start: Stamp
+    end: Stamp
     label: str
 
 
@@ -181,7 +184,7 @@ class AuditDoc(TypedDict):
     audit.schema.json): what every output renders."""
     schema: str
     tool: Tool
-    generated_at: str
+    generated_at: Stamp
     as_of: NotRequired[str | None]
     window: WindowText
     policy: dict[str, Any]

@@ -13,7 +13,7 @@ from pathlib import Path
 import jsonschema
 from click.testing import CliRunner
 
-from auditor import audit_model
+from auditor import audit_model, audit_schema
 from auditor.audit_model import AuditDoc, Summary
 from auditor.auditfile import read_audit
 from auditor.cli import cli
@@ -158,3 +158,44 @@ def test_an_audit_out_of_memory_says_so_in_one_line_and_writes_nothing(tmp_path,
     assert "ran out of memory reading the file (the database may use 2MB" in lines[0]
     assert lines[0].startswith("gpu-auditor: error: ") and "Traceback" not in result.output
     assert not out.exists()
+
+
+# ---- the schema generated from the model ------------------------------------------------------------------------
+
+GENERATED = REPO / "docs" / "audit.schema.json"
+
+
+def test_the_checked_in_schema_is_the_one_the_model_generates():
+    assert audit_schema.text() == GENERATED.read_text(encoding="utf-8"), \
+        "regenerate it: python -m auditor.audit_schema > docs/audit.schema.json"
+
+
+def test_the_demo_audit_validates_against_the_generated_schema(demo_folder):
+    doc = json.loads((demo_folder / "audit.json").read_text(encoding="utf-8"))
+    jsonschema.Draft202012Validator(json.loads(GENERATED.read_text(encoding="utf-8"))).validate(doc)
+
+
+def _errors(doc: dict[str, typing.Any]) -> list[list[typing.Any]]:
+    validator = jsonschema.Draft202012Validator(json.loads(GENERATED.read_text(encoding="utf-8")))
+    return [list(e.absolute_path) for e in validator.iter_errors(doc)]
+
+
+def test_the_generated_schema_refuses_what_the_model_does_not_say(demo_folder):
+    doc = json.loads((demo_folder / "audit.json").read_text(encoding="utf-8"))
+    doc["summary"]["surprise"] = 1  # a key added to the summary and not to its model
+    doc["summary"]["forecast"]["savings"]["USD"] = "12.5"  # money is cents
+    doc["summary"]["fleet"]["machines_total"] = "7"
+    doc["window"]["start"] = "2026-07-01"  # a time is UTC with its Z
+    del doc["summary"]["coverage"]["missing"]
+    assert sorted(_errors(doc), key=str) == sorted([
+        ["summary"], ["summary", "forecast"], ["summary", "fleet", "machines_total"],  # forecast: its object or null
+        ["window", "start"], ["summary", "coverage"]], key=str)
+
+
+def test_an_earlier_audit_without_the_newer_keys_still_validates(demo_folder):
+    doc = json.loads((demo_folder / "audit.json").read_text(encoding="utf-8"))
+    for key in ("actions", "savings_by_team", "jobs", "unit_costs"):
+        del doc["summary"][key]
+    for key in ("as_of", "baseline", "trend", "jobs"):
+        del doc[key]
+    assert _errors(doc) == []
