@@ -54,14 +54,14 @@ def diagnose(con: duckdb.DuckDBPyConnection, s: Sniffed, cols: Columns, relation
                 f"FROM {relation}) WHERE v IS NOT NULL AND ({tests[kind]}) ORDER BY rn LIMIT 1").fetchone()
             if row:
                 shown = f"{redact(str(row[1]))[:60]!r}"
-                if kind == "money" and con.execute("SELECT isfinite(TRY_CAST(? AS DOUBLE))",
-                                                        [str(row[1])]).fetchone()[0]:
+                if kind == "money" and (finite := con.execute("SELECT isfinite(TRY_CAST(? AS DOUBLE))",
+                                                              [str(row[1])]).fetchone()) and finite[0]:
                     return InputError(f"{shown} is out of range: an amount has at most 20 digits before the "
                                       "decimal point", path=str(s.path), line=row[0], column=column)
                 return InputError(f"{shown} is not {want[kind]}", path=str(s.path), line=row[0],
                                   column=column)
     except duckdb.Error as e:
         error = e
-    line = re.search(r"[Ll]ine:? (\d+)", str(error))
+    named = re.search(r"[Ll]ine:? (\d+)", str(error))
     return InputError(f"cannot read the file: {csv_reason(str(error))}", path=str(s.path),
-                      line=int(line.group(1)) if line else None)
+                      line=int(named.group(1)) if named else None)

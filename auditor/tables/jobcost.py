@@ -18,6 +18,7 @@ totals are summed over the rows without a `sweep_id`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +37,7 @@ MANAGED = ("sagemaker", "vertex-ai", "azureml")  # billed per job, never through
 HOURS = Decimal("0.1")  # GPU-hours to one decimal, as everywhere in audit.json
 
 
-def job_costs(store: Store, window: Window, policy: Policy, findings: list[Finding] = ()) -> list[dict[str, Any]]:
+def job_costs(store: Store, window: Window, policy: Policy, findings: Sequence[Finding] = ()) -> list[dict[str, Any]]:
     ws, we = lit(window.start.isoformat(" ")), lit(window.end.isoformat(" "))
     managed = ", ".join(lit(p) for p in MANAGED)
     rows = store.con.execute(f"""
