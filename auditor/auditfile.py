@@ -60,7 +60,8 @@ def read_audit(path: Path) -> SavedAudit:
 
 @cache
 def _schema() -> dict[str, Any]:
-    return json.loads((files("auditor.data") / "audit.schema.json").read_text(encoding="utf-8"))
+    schema: dict[str, Any] = json.loads((files("auditor.data") / "audit.schema.json").read_text(encoding="utf-8"))
+    return schema
 
 
 def _check_depth(doc: Any, where: str) -> None:
