@@ -9,6 +9,7 @@ from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from auditor import __version__
+from auditor.audit_model import AuditDoc, Summary
 from auditor.auditfile import SCHEMA as AUDIT_SCHEMA
 from auditor.errors import EXIT_FINDINGS, EXIT_PARTIAL
 from auditor.model import Finding, Severity, money
@@ -28,7 +29,7 @@ class Audit:
     policy: Policy
     findings: list[Finding]
     sources: list[SourceFile]
-    summary: dict[str, Any]
+    summary: Summary  # audit_model.py: every section typed
     clauses: list[dict[str, Any]]
     waivers: list[dict[str, Any]]
     warnings: list[str] = field(default_factory=list)
@@ -68,12 +69,12 @@ class Audit:
         worst = self.worst()
         return EXIT_FINDINGS if fail_on is not None and worst is not None and worst >= fail_on else 0
 
-    def to_dict(self, masked: bool = False) -> dict[str, Any]:
+    def to_dict(self, masked: bool = False) -> AuditDoc:
         """The JSON-able audit (audit.json): every report format is rendered from this dict alone. `masked`: as
         the outputs show it, with what looks like a credential masked (secret_patterns.mask_deep); the parts
         that grow with the bill (summary, findings, jobs) are masked in the same walk that encodes them."""
         small = mask_deep if masked else _same
-        doc = {
+        doc: AuditDoc = {
             "schema": AUDIT_SCHEMA,
             "tool": {"name": "gpu-auditor", "version": __version__},
             "generated_at": self.stamp().isoformat() + "Z",

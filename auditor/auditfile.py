@@ -10,8 +10,9 @@ from decimal import Decimal, InvalidOperation
 from functools import cache
 from importlib.resources import files
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from auditor.audit_model import AuditDoc
 from auditor.errors import InputError
 from auditor.schema import MAX_AMOUNT
 
@@ -23,7 +24,7 @@ _TYPES = {"object": dict, "array": list, "string": str, "boolean": bool, "null":
 
 @dataclass(frozen=True)
 class SavedAudit:
-    doc: dict[str, Any]
+    doc: AuditDoc  # checked against audit.schema.json
     path: Path  # the audit.json itself
     sha256: str
 
@@ -53,12 +54,14 @@ def read_audit(path: Path) -> SavedAudit:
     problem = _mismatch(doc, _schema(), "")
     if problem:
         raise InputError(problem, path=str(file))
-    return SavedAudit(doc, file, hashlib.sha256(raw).hexdigest())
+    # checked against audit.schema.json above (tests/test_typed.py: its keys are the model's)
+    return SavedAudit(cast(AuditDoc, doc), file, hashlib.sha256(raw).hexdigest())
 
 
 @cache
 def _schema() -> dict[str, Any]:
-    return json.loads((files("auditor.data") / "audit.schema.json").read_text(encoding="utf-8"))
+    schema: dict[str, Any] = json.loads((files("auditor.data") / "audit.schema.json").read_text(encoding="utf-8"))
+    return schema
 
 
 def _check_depth(doc: Any, where: str) -> None:

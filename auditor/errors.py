@@ -9,10 +9,11 @@ from auditor.text import one_line
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_INPUT, EXIT_PARTIAL = 0, 1, 2, 3
 
 
-class InputError(Exception):
-    """Bad input: a file, a policy, an option. Exit code 2."""
+class AuditorError(Exception):
+    """An error a user can act on: printed as one line naming the file (and line and column) it is about, exit
+    code 2; the CLI catches these. Bad input is an InputError; running out of memory is not (OutOfMemory)."""
 
-    exit_code = 2
+    exit_code = EXIT_INPUT
 
     def __init__(self, message: str, path: str | None = None, line: int | None = None,
                  column: str | None = None):
@@ -33,8 +34,13 @@ class InputError(Exception):
         return one_line(f"{where}{col}{self.message}")  # a file name's CR or LF never starts a new line
 
 
-class OutOfMemory(InputError):
-    """DuckDB ran out of the memory the store allows it (and of room to spill)."""
+class InputError(AuditorError):
+    """Bad input: a file, a policy, an option. Exit code 2."""
+
+
+class OutOfMemory(AuditorError):
+    """DuckDB ran out of the memory the store allows it (and of room to spill): not a bad file, a limit to raise;
+    a read that meets it beside others is tried again alone (tables/store.py). Exit code 2, as for bad input."""
 
 
 def out_of_memory(path: str | None = None) -> OutOfMemory:
@@ -56,7 +62,7 @@ class InputErrors(InputError):
         self.errors = errors
 
     def __str__(self) -> str:
-        return "\n".join(InputError.__str__(e) for e in self.errors)
+        return "\n".join(AuditorError.__str__(e) for e in self.errors)
 
     @classmethod
     def raise_if_any(cls, errors: list[InputError]) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import difflib
 import fnmatch
 import re
 from dataclasses import dataclass, field
@@ -15,10 +14,10 @@ import yaml
 
 from auditor.errors import InputError, InputErrors
 from auditor.model import Severity
-from auditor.registry import all_rules, get_rule, iter_clauses
+from auditor.registry import get_rule, iter_clauses, rule_keys
 from auditor.safeyaml import NoAliasLoader
 from auditor.schema import Field, Validator, fmt_path, record
-from auditor.text import is_clean, md_escape, one_line
+from auditor.text import did_you_mean, is_clean, md_escape, one_line
 
 
 @dataclass
@@ -352,9 +351,7 @@ def _meaning_errors(doc: dict, lines: _Lines, path: str) -> list[InputError]:
         try:
             get_rule(w["rule"])
         except KeyError:
-            known = [r.id for r in all_rules()] + [r.name for r in all_rules()]
-            near = difflib.get_close_matches(w["rule"], known, n=1)
-            hint = f"; did you mean {near[0]!r}?" if near else ""
+            hint = did_you_mean(w["rule"], rule_keys())
             errors.append(InputError(f"waivers[{i}].rule: no rule {w['rule']!r}{hint}", path=path,
                                      line=lines(("waivers", i, "rule"))))
     return errors

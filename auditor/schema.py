@@ -7,7 +7,6 @@ nearest valid key for a typo.
 from __future__ import annotations
 
 import contextlib
-import difflib
 import fnmatch
 import re
 from collections.abc import Callable
@@ -224,8 +223,7 @@ def _gpu_problem(text: str) -> str | None:
     families = {f for _, f in OTHER_NAMES} | set(OTHER_ACCELERATORS.values()) | set(OTHER_PREFIXES.values())
     if any(fnmatch.fnmatchcase(f.lower(), pattern) for f in families) or family_named(pattern.rstrip("*")):
         return None
-    near = difflib.get_close_matches(text.strip(), models, n=1)
-    return f"names no GPU model of the catalog{f'; did you mean {near[0]!r}?' if near else ''}"
+    return f"names no GPU model of the catalog{did_you_mean(text.strip(), models)}"
 
 
 def _region_problem(text: str) -> str | None:

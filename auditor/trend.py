@@ -7,10 +7,12 @@ open last quarter) and still open (open in both, with the quarter it was first s
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from auditor.audit_model import Amount
 from auditor.auditfile import read_audit
 
 
@@ -20,7 +22,7 @@ def load_previous(path: Path) -> dict[str, Any]:
     return {"path": str(path), "sha256": saved.sha256, "doc": saved.doc}
 
 
-def change_of(previous: dict[str, str] | None, current: dict[str, str] | None) -> dict[str, Any]:
+def change_of(previous: Mapping[str, Amount] | None, current: Mapping[str, Amount] | None) -> dict[str, Any]:
     """Per currency: previous, current, the change and the change in percent (None where there was nothing)."""
     previous, current = previous or {}, current or {}
     change, pct = {}, {}
@@ -36,7 +38,7 @@ def _brief(f: dict[str, Any]) -> dict[str, Any]:
                                   "cost", "monthly_savings", "currency")}
 
 
-def compare(current: dict[str, Any], previous: dict[str, Any]) -> dict[str, Any]:
+def compare(current: Mapping[str, Any], previous: Mapping[str, Any]) -> dict[str, Any]:
     """The trend from `previous` to `current`, both audit.json dicts."""
     label = previous["window"].get("label") or previous["window"].get("start", "")
     prev_all = {f["fingerprint"]: f for f in previous["findings"]}

@@ -68,7 +68,7 @@ class StoppedGpuStillBilled(Rule):
     }
 
     def check(self, a: GpuCapacity, ctx):
-        if machine_state(a.state, a.provider) != "stopped":
+        if a.state is None or machine_state(a.state, a.provider) != "stopped":
             return
         state = a.state.lower() if any(w in a.state.lower() for w in STOPPED) else f"stopped ({a.state})"
         billed, stored = primary(a.cost), primary(a.storage_cost)

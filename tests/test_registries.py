@@ -165,3 +165,32 @@ def test_a_new_platform_is_read_by_its_registration_alone(monkeypatch):
     assert [(j.id, j.source_file, j.source_line) for j in parse(doc, CATALOG)] == [("acme:train", "acme.yaml", 7)]
     with pytest.raises(Exception, match=r"SkyPilot task, or Acme job$"):
         parse(Document({"other": 1}, "x.yaml", 1), CATALOG)
+
+
+# ---- outputs ---------------------------------------------------------------------------------------------------
+
+def test_cli_format_choices_are_the_outputs():
+    from auditor.outputs.report import FORMATS
+
+    assert sorted(_choices("report", "--format")) == sorted(FORMATS)
+
+
+def test_every_output_is_written_and_documented(demo_folder):
+    from auditor.outputs.registry import outputs
+    from auditor.outputs.report import FILE_NAMES, FORMATS
+
+    assert tuple(outputs()) == FORMATS
+    files = set(FILE_NAMES.values())
+    assert files <= {p.name for p in demo_folder.iterdir()}  # `audit --out` writes every registered format
+    for name in files:
+        assert f"`{name}`" in README or name in README, name
+    assert "`@output(" in _section(ARCHITECTURE, "## Where to add")
+
+
+def test_gate_format_choices_are_the_gate_outputs():
+    from auditor.outputs.ci_formats import FORMATS
+
+    assert sorted(_choices("gate", "--format")) == sorted(FORMATS)
+    assert set(FORMATS) == {"text", "json", "sarif", "junit", "github", "markdown"}  # the six the README names
+    for fmt in FORMATS:
+        assert f"`{fmt}`" in README or fmt in README, fmt

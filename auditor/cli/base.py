@@ -13,7 +13,7 @@ from pathlib import Path
 
 import click
 
-from auditor.errors import EXIT_INPUT, InputError, out_of_memory
+from auditor.errors import EXIT_INPUT, AuditorError, out_of_memory
 from auditor.model import Severity
 from auditor.outputs.terminal import progress_line, safe
 from auditor.secret_patterns import mask
@@ -58,7 +58,7 @@ class AuditorGroup(click.Group):
     def invoke(self, ctx: click.Context):
         try:
             return super().invoke(ctx)
-        except InputError as e:
+        except AuditorError as e:  # bad input, or out of memory: one line each
             if sys.stderr.isatty():  # start clean of a progress line left on the terminal
                 click.echo("\r\033[K", err=True, nl=False)
             for line in str(e).splitlines():  # one line per error (InputErrors: all of a policy's)

@@ -6,17 +6,18 @@ from __future__ import annotations
 
 import csv
 import json
-from typing import Any, TextIO
+from typing import TextIO
 
+from auditor.audit_model import AuditDoc
+from auditor.model import UNATTRIBUTED
 from auditor.text import safe_cell
 
 ACTIONS_CSV = "actions.csv"
 ACTIONS_FIELDS = ("rank", "severity", "resource", "team", "owner", "currency", "saving", "to_check", "wasted",
                   "cost", "still_running", "confidence", "rule", "name", "message", "reasons", "findings")
-UNATTRIBUTED = "(unattributed)"
 
 
-def write_actions_csv(doc: dict[str, Any], fh: TextIO, team: str | None = None) -> None:
+def write_actions_csv(doc: AuditDoc, fh: TextIO, team: str | None = None) -> None:
     """Every action (with `team`, that team's), in rank order, one row each."""
     w = csv.writer(fh, lineterminator="\n")
     w.writerow(ACTIONS_FIELDS)

@@ -8,6 +8,7 @@ small writes at scale); here a value is turned into text by one recursive join, 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from json.encoder import encode_basestring  # the C escaping json.dumps(ensure_ascii=False) uses
 from typing import Any, TextIO
 
@@ -16,7 +17,7 @@ from auditor.text import json_text
 STEP = "  "  # indent=2
 
 
-def write_json(doc: dict[str, Any], fh: TextIO) -> None:
+def write_json(doc: Mapping[str, Any], fh: TextIO) -> None:
     """`doc` as indented JSON into `fh`, with a final newline; the lists at its top level (findings, jobs) and
     in its top-level sections item by item."""
     if not doc:

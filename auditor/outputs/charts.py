@@ -4,6 +4,7 @@ chart has its numbers in a table beside it."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import date, timedelta
 from decimal import Decimal
 from typing import Any
@@ -28,7 +29,7 @@ def _width(part: Decimal, whole: Decimal) -> int:
     return 0 if part <= 0 or whole <= 0 else max(1, int(part * 100 / whole))
 
 
-def weekly(summary: dict[str, Any], cur: str, team: str | None = None) -> dict[str, Any] | None:
+def weekly(summary: Mapping[str, Any], cur: str, team: str | None = None) -> dict[str, Any] | None:
     """{teams: [{name, colour}], weeks: [{week, start, cells, total, others, bands, band_hours}], has_bands}
     for the organisation or one team; None where the audit has no weekly figures (an older audit.json)."""
     w = summary.get("weekly")
@@ -64,7 +65,7 @@ def weekly(summary: dict[str, Any], cur: str, team: str | None = None) -> dict[s
             "has_spend": top > 0}
 
 
-def sparkline(summary: dict[str, Any], resource: str) -> dict[str, Any] | None:
+def sparkline(summary: Mapping[str, Any], resource: str) -> dict[str, Any] | None:
     """A finding's resource's daily spend as bar heights, with its peak, total and first day; None where the
     audit has no time series for it."""
     series = (summary.get("sparklines") or {}).get(resource)

@@ -14,11 +14,11 @@ from auditor.atomic import target, write_file
 from auditor.errors import InputError
 from auditor.gate import GATE_SCHEMA, GateResult
 from auditor.model import Finding, Severity
+from auditor.outputs.registry import gate_output, gate_outputs
 from auditor.rule import Rule
 from auditor.secret_patterns import mask, mask_deep
 from auditor.text import md_escape, one_line, printable
 
-FORMATS = ("text", "json", "sarif", "junit", "github", "markdown")
 SARIF_SCHEMA = "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"
 
 
@@ -26,8 +26,7 @@ def render(result: GateResult, fmt: str) -> str:
     """One format of the verdict. Values from the manifests (job names, tags, file names) never act as
     control characters in it (text.py), and secrets in them are masked unless the policy says
     `mask_secrets: false` (secret_patterns.py)."""
-    return {"text": text, "json": as_json, "sarif": sarif, "junit": junit, "github": github,
-            "markdown": markdown}[fmt](result)
+    return gate_outputs()[fmt](result)
 
 
 def write_output(path: Path, content: str, follow_symlinks: bool = False) -> None:
@@ -70,6 +69,7 @@ def summary_line(r: GateResult) -> str:
             f"{f' ({counts})' if counts else ''}, {waived} waived; fail on {fail_on}: {verdict}")
 
 
+@gate_output("text")
 def text(r: GateResult) -> str:
     lines = [f"{_failed_where(e)}: error: {e['message']}" for e in r.failed_files()]
     for f in r.active():
@@ -85,6 +85,7 @@ def text(r: GateResult) -> str:
     return "\n".join(_show(r, line) for line in lines) + "\n"
 
 
+@gate_output("markdown")
 def markdown(r: GateResult) -> str:
     """The gate's report in Markdown, for a GitHub job summary ($GITHUB_STEP_SUMMARY) or a merge request: the
     verdict, the files that could not be read, a table of the open findings (blocking ones first), the waived ones
@@ -112,6 +113,7 @@ def markdown(r: GateResult) -> str:
     return "\n".join(out).rstrip("\n") + "\n"
 
 
+@gate_output("json")
 def as_json(r: GateResult) -> str:
     doc = {
         "schema": GATE_SCHEMA,
@@ -192,6 +194,7 @@ def _failure_notification(e: dict[str, Any]) -> dict[str, Any]:
             "locations": [{"physicalLocation": location}]}
 
 
+@gate_output("sarif")
 def sarif(r: GateResult) -> str:
     rules = sorted(r.rules, key=lambda x: x.id)
     index = {rule.id: i for i, rule in enumerate(rules)}
@@ -257,6 +260,7 @@ def _one_line_deep(value: object) -> object:
 # ---- JUnit XML ----------------------------------------------------------------------------------------------
 
 
+@gate_output("junit")
 def junit(r: GateResult) -> str:
     """One test case per job and rule, one suite per file: a finding at or above --fail-on is a failure, a
     waived one is skipped, one below it passes with the finding in its system-out."""
@@ -325,6 +329,7 @@ def _prop(s: str) -> str:
     return _data(s).replace(":", "%3A").replace(",", "%2C")
 
 
+@gate_output("github")
 def github(r: GateResult) -> str:
     """`::error file=...,line=...,title=...::message` for what blocks, `::warning` below --fail-on, `::notice`
     for what a waiver covers; GitHub shows them on the lines of the pull request."""
@@ -345,3 +350,6 @@ def github(r: GateResult) -> str:
     out += [f"::warning::{_data(_show(r, w))}" for w in r.warnings]
     out.append(_show(r, summary_line(r)))
     return "\n".join(out) + "\n"
+
+
+FORMATS = tuple(gate_outputs())  # the registered formats (outputs/registry.py), as `gate --format` offers them

@@ -8,6 +8,7 @@ import json
 from decimal import Decimal
 from typing import Any, TextIO
 
+from auditor.audit_model import AuditDoc
 from auditor.model import UNATTRIBUTED
 from auditor.text import safe_cell
 
@@ -25,7 +26,7 @@ def _mine(job: dict[str, Any], team: str | None) -> bool:
     return team is None or (job.get("team") or UNATTRIBUTED) == team
 
 
-def write_jobs_csv(doc: dict[str, Any], fh: TextIO, team: str | None = None) -> None:
+def write_jobs_csv(doc: AuditDoc, fh: TextIO, team: str | None = None) -> None:
     """Every job, sweep and trial (with `team`, that team's), one row per job and currency, written as it goes."""
     w = csv.writer(fh, lineterminator="\n")
     w.writerow(JOBS_FIELDS)
@@ -39,7 +40,7 @@ def _d(value: Any) -> Decimal:
     return Decimal(str(value)) if value not in (None, "") else Decimal(0)
 
 
-def jobs_view(doc: dict[str, Any], team: str | None = None) -> dict[str, Any]:
+def jobs_view(doc: AuditDoc, team: str | None = None) -> dict[str, Any]:
     """What the Jobs section shows: the costliest jobs and sweeps (trials are counted in their sweep), the
     costliest waste per team, and the totals by currency."""
     rows = [j for j in doc.get("jobs") or [] if _mine(j, team) and not j.get("sweep_id")]
@@ -47,7 +48,8 @@ def jobs_view(doc: dict[str, Any], team: str | None = None) -> dict[str, Any]:
     totals: dict[str, Decimal] = {}
     waste: dict[str, Decimal] = {}
     if team is None:  # the audit's exact totals (summary.jobs); a team's, summed from its rows' cents
-        totals, waste = ((doc["summary"].get("jobs") or {}).get(k) or {} for k in ("cost", "waste"))
+        exact = doc["summary"].get("jobs")
+        totals, waste = ({c: _d(v) for c, v in exact[k].items()} if exact else {} for k in ("cost", "waste"))
     for j in priced if team is not None else ():
         totals[j["currency"]] = totals.get(j["currency"], Decimal(0)) + _d(j["cost"])
         waste[j["currency"]] = waste.get(j["currency"], Decimal(0)) + _d(j.get("waste"))

@@ -9,6 +9,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,10 +18,12 @@ import jinja2
 import markupsafe
 
 from auditor.atomic import target, write_files
+from auditor.audit_model import AuditDoc
 from auditor.model import fmt_money
 from auditor.outputs import audit_json
 from auditor.outputs.actions import ACTIONS_CSV, write_actions_csv
 from auditor.outputs.jobs import JOBS_CSV, write_jobs_csv
+from auditor.outputs.registry import output, outputs
 from auditor.outputs.view import audit_doc, build_view, fmt_num, team_of
 from auditor.text import md_escape, one_line, safe_cell, template_value
 
@@ -29,8 +32,6 @@ if TYPE_CHECKING:
 
 
 
-FORMATS = ("json", "html", "md", "csv")
-FILE_NAMES = {"json": "audit.json", "html": "report.html", "md": "report.md", "csv": "findings.csv"}
 CSV_FIELDS = ("severity", "rule", "name", "resource", "team", "owner", "provider", "account", "region",
               "currency", "cost", "monthly_savings", "waived", "message", "remediation", "fingerprint",
               "clause", "evidence", "waiver_reason", "waiver_owner", "waiver_expires", "counted_under", "wasted",
@@ -61,22 +62,25 @@ def _env() -> jinja2.Environment:
     return env
 
 
-def render_json(audit: Audit | dict[str, Any]) -> str:
+@output("json", "audit.json", per_team=False)
+def render_json(audit: Audit | AuditDoc) -> str:
     buf = io.StringIO()
     write_json(audit, buf)
     return buf.getvalue()
 
 
-def render_html(audit: Audit | dict[str, Any], team: str | None = None) -> str:
+@output("html", "report.html")
+def render_html(audit: Audit | AuditDoc, team: str | None = None) -> str:
     """The e-mail-safe HTML report; with `team`, that team's own report: its findings, spend and machines."""
     return _render("html", build_view(audit, team))
 
 
-def render_md(audit: Audit | dict[str, Any], team: str | None = None) -> str:
+@output("md", "report.md")
+def render_md(audit: Audit | AuditDoc, team: str | None = None) -> str:
     return _render("md", build_view(audit, team))
 
 
-def _render(fmt: str, view: dict[str, Any]) -> str:
+def _render(fmt: str, view: Mapping[str, Any]) -> str:
     """A report template over a view (build_view), which the HTML and the Markdown of one run share."""
     return _env().get_template(f"report.{fmt}.j2").render(**view)
 
@@ -88,13 +92,14 @@ def _csv_row(f: dict[str, Any]) -> dict[str, Any]:
             "waiver_expires": waiver.get("expires")}
 
 
-def render_csv(audit: Audit | dict[str, Any], team: str | None = None) -> str:
+@output("csv", "findings.csv")
+def render_csv(audit: Audit | AuditDoc, team: str | None = None) -> str:
     buf = io.StringIO()
     write_csv(audit, buf, team)
     return buf.getvalue()
 
 
-def write_csv(audit: Audit | dict[str, Any], fh: Any, team: str | None = None) -> None:
+def write_csv(audit: Audit | AuditDoc, fh: Any, team: str | None = None) -> None:
     """findings.csv, a row at a time into `fh`."""
     w = csv.writer(fh, lineterminator="\n")
     w.writerow(CSV_FIELDS)
@@ -104,29 +109,30 @@ def write_csv(audit: Audit | dict[str, Any], fh: Any, team: str | None = None) -
             w.writerow([safe_cell(d.get(k)) for k in CSV_FIELDS])
 
 
-def write_json(audit: Audit | dict[str, Any], fh: Any) -> None:
+def write_json(audit: Audit | AuditDoc, fh: Any) -> None:
     """audit.json into `fh`, finding by finding (audit_json.py)."""
     audit_json.write_json(audit_doc(audit), fh)
 
 
-def load_audit(path: Path) -> dict[str, Any]:
+def load_audit(path: Path) -> AuditDoc:
     """A saved audit.json, to re-render (`gpu-auditor report`)."""
     from auditor.auditfile import read_audit
 
     return read_audit(path).doc
 
 
-RENDERERS = {"json": render_json, "html": render_html, "md": render_md, "csv": render_csv}
+# the registry (outputs/registry.py), as the names the rest of the code reads
+FORMATS = tuple(outputs())
+FILE_NAMES = {o.name: o.file for o in outputs().values()}
 
 
-def render(audit: Audit | dict[str, Any], fmt: str, team: str | None = None) -> str:
+def render(audit: Audit | AuditDoc, fmt: str, team: str | None = None) -> str:
     """One format of the audit; with `team`, that team's view (audit.json is always the whole audit)."""
-    if fmt == "json" or team is None:
-        return RENDERERS[fmt](audit)
-    return RENDERERS[fmt](audit, team)
+    out = outputs()[fmt]
+    return out.render(audit, team) if out.per_team and team is not None else out.render(audit)
 
 
-def teams_of(audit: Audit | dict[str, Any]) -> list[str]:
+def teams_of(audit: Audit | AuditDoc) -> list[str]:
     """Every team the audit knows: the policy's, those spend is attributed to, and those findings name."""
     doc = audit_doc(audit)
     s = doc["summary"]
@@ -134,7 +140,7 @@ def teams_of(audit: Audit | dict[str, Any]) -> list[str]:
     return sorted(names)
 
 
-def write_outputs(audit: Audit | dict[str, Any], out_dir: Path, formats: tuple[str, ...] = FORMATS,
+def write_outputs(audit: Audit | AuditDoc, out_dir: Path, formats: tuple[str, ...] = FORMATS,
                   team: str | None = None, follow_symlinks: bool = False) -> list[Path]:
     """Render the formats asked for, then write them into `out_dir` as one (atomic.write_files); a symbolic
     link on the way to `out_dir` is refused unless `follow_symlinks`."""
@@ -143,7 +149,7 @@ def write_outputs(audit: Audit | dict[str, Any], out_dir: Path, formats: tuple[s
     # (a rule's costliest findings, the rest summed) are rendered first, from one view. All of them land together
     # (atomic.write_files).
     streamed: dict[str, Any] = {"json": lambda fh: write_json(doc, fh), "csv": lambda fh: write_csv(doc, fh, team)}
-    view = build_view(doc, team) if {"html", "md"} & set(formats) else {}
+    view: Mapping[str, Any] = build_view(doc, team) if {"html", "md"} & set(formats) else {}
     rendered = {FILE_NAMES[f]: streamed.get(f) or _render(f, view) for f in formats}
     if "csv" in formats:  # the jobs and the actions beside the findings, written row by row
         rendered[JOBS_CSV] = lambda fh: write_jobs_csv(doc, fh, team)

@@ -11,7 +11,7 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import Any
 
-from auditor.model import HOURS_PER_MONTH
+from auditor.model import HOURS_PER_MONTH, UNATTRIBUTED
 from auditor.sql import lit
 from auditor.tables import split, stats
 from auditor.tables.sql import GPU_HOURS, PRICING_SQL, TAG_SET_MAPS
@@ -19,7 +19,6 @@ from auditor.tables.store import Store
 from auditor.window import Window, add_months, next_window, previous_window
 
 TOP = 20  # rows kept per breakdown; the rest are summed into one "(N more)" row
-UNATTRIBUTED = "(unattributed)"
 PRICING = ("on_demand", "spot", "committed")
 DIMENSIONS = {
     "provider": "x_Provider",

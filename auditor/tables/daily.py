@@ -9,9 +9,9 @@ from datetime import timedelta
 from decimal import Decimal
 from typing import TYPE_CHECKING
 
-from auditor.model import GpuSpendSeries
+from auditor.model import UNATTRIBUTED, GpuSpendSeries
 from auditor.providers.catalog import family_sql
-from auditor.tables.breakdown import UNATTRIBUTED, attributed
+from auditor.tables.breakdown import attributed
 from auditor.tables.sql import spend_team_sql, tag_sql
 from auditor.tables.store import Store
 from auditor.window import Window

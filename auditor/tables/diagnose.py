@@ -7,7 +7,7 @@ import re
 
 import duckdb
 
-from auditor.errors import InputError, out_of_memory
+from auditor.errors import AuditorError, InputError, out_of_memory
 from auditor.providers.billing import azure
 from auditor.providers.billing.columns import MONEY, SUM_TOO_LARGE, Columns
 from auditor.providers.billing.detect import MAX_LINE, Sniffed, gzip_line_over
@@ -32,7 +32,7 @@ def csv_reason(error: str) -> str:
 
 
 def diagnose(con: duckdb.DuckDBPyConnection, s: Sniffed, cols: Columns, relation: str,
-             checks: list[tuple[str, str]], first_row: int, error: duckdb.Error) -> InputError:
+             checks: list[tuple[str, str]], first_row: int, error: duckdb.Error) -> AuditorError:
     """Turn a DuckDB error into one line that names the file, the line and the column."""
     if s.container == "csv" and s.compression == "gzip" and (line := gzip_line_over(s.path)):
         # DuckDB holds a line whole before refusing it: a long line (or a gzip bomb's endless one) was
@@ -54,14 +54,14 @@ def diagnose(con: duckdb.DuckDBPyConnection, s: Sniffed, cols: Columns, relation
                 f"FROM {relation}) WHERE v IS NOT NULL AND ({tests[kind]}) ORDER BY rn LIMIT 1").fetchone()
             if row:
                 shown = f"{redact(str(row[1]))[:60]!r}"
-                if kind == "money" and con.execute("SELECT isfinite(TRY_CAST(? AS DOUBLE))",
-                                                        [str(row[1])]).fetchone()[0]:
+                if kind == "money" and (finite := con.execute("SELECT isfinite(TRY_CAST(? AS DOUBLE))",
+                                                              [str(row[1])]).fetchone()) and finite[0]:
                     return InputError(f"{shown} is out of range: an amount has at most 20 digits before the "
                                       "decimal point", path=str(s.path), line=row[0], column=column)
                 return InputError(f"{shown} is not {want[kind]}", path=str(s.path), line=row[0],
                                   column=column)
     except duckdb.Error as e:
         error = e
-    line = re.search(r"[Ll]ine:? (\d+)", str(error))
+    named = re.search(r"[Ll]ine:? (\d+)", str(error))
     return InputError(f"cannot read the file: {csv_reason(str(error))}", path=str(s.path),
-                      line=int(line.group(1)) if line else None)
+                      line=int(named.group(1)) if named else None)

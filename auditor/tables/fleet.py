@@ -7,9 +7,9 @@ from collections.abc import Callable
 from decimal import Decimal
 from typing import Any
 
-from auditor.model import Finding, GpuAsset
+from auditor.model import UNATTRIBUTED, Finding, GpuAsset
 from auditor.sql import lit
-from auditor.tables.breakdown import UNATTRIBUTED, hours_text
+from auditor.tables.breakdown import hours_text
 from auditor.tables.store import Store
 from auditor.window import Window
 

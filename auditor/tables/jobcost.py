@@ -18,9 +18,11 @@ totals are summed over the rows without a `sweep_id`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
+from auditor.audit_model import JobTotals
 from auditor.model import gpus
 from auditor.sql import lit
 from auditor.tables.sql import GPU_HOURS, GPU_USAGE, tag_sql, team_sql
@@ -35,7 +37,7 @@ MANAGED = ("sagemaker", "vertex-ai", "azureml")  # billed per job, never through
 HOURS = Decimal("0.1")  # GPU-hours to one decimal, as everywhere in audit.json
 
 
-def job_costs(store: Store, window: Window, policy: Policy, findings: list[Finding] = ()) -> list[dict[str, Any]]:
+def job_costs(store: Store, window: Window, policy: Policy, findings: Sequence[Finding] = ()) -> list[dict[str, Any]]:
     ws, we = lit(window.start.isoformat(" ")), lit(window.end.isoformat(" "))
     managed = ", ".join(lit(p) for p in MANAGED)
     rows = store.con.execute(f"""
@@ -124,7 +126,7 @@ def job_costs(store: Store, window: Window, policy: Policy, findings: list[Findi
     return [_row(r, on_job) for r in rows]
 
 
-def job_totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
+def job_totals(rows: list[dict[str, Any]]) -> JobTotals:
     """The jobs' cost and known waste per currency, exact (summed before any rounding), over the jobs and sweeps
     (a trial is in its sweep), with how many there are and how many had no billing found."""
     cost: dict[str, Decimal] = {}

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
-from auditor.errors import InputError
+from auditor.errors import AuditorError, InputError
 from auditor.providers.billing import avro
 from auditor.providers.billing.detect import DATA_SUFFIXES, Sniffed, _is_sidecar, is_uri, manifest_keys, sniff
 from auditor.providers.redact import redact
@@ -108,7 +108,7 @@ def _sniff_uri(spark, fs, path, uri: str, store: Store) -> Sniffed:
         else:
             local.write_bytes(head)
         return sniff(local, store.con)
-    except InputError as e:
+    except AuditorError as e:  # bad input or out of memory
         e.path = uri  # the file, not its local sample
         raise
     finally:

@@ -22,7 +22,7 @@ from typing import Any
 
 import duckdb
 
-from auditor.errors import InputError, OutOfMemory
+from auditor.errors import AuditorError, InputError, OutOfMemory
 from auditor.files import readable, sha256_of, shown
 from auditor.providers.billing import csv_dialect
 from auditor.providers.billing.columns import SUM_TOO_LARGE, Columns, check_types
@@ -282,7 +282,7 @@ class Store:
                 error = diagnose(con, sniffed, cols, relation, checks, first_row, e)
                 error.line = copy.original_line(error.line) if copy else error.line
                 raise error from None
-            except InputError:
+            except AuditorError:  # bad input or out of memory: nothing of this batch is kept
                 con.execute("ROLLBACK")
                 raise
             except RuntimeError as e:  # DuckDB answers Ctrl-C during a query with RuntimeError('Query interrupted')

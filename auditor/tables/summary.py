@@ -10,9 +10,10 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from auditor.audit_model import Summary
 from auditor.context import Context
 from auditor.figures import action_totals, action_totals_by, apportion_amounts, sum_money
-from auditor.model import Finding, GpuAsset, GpuSlice, NodeGpuAllocation, Severity, TeamSpend, money
+from auditor.model import UNATTRIBUTED, Finding, GpuAsset, GpuSlice, NodeGpuAllocation, Severity, TeamSpend, money
 from auditor.policy import Policy
 from auditor.tables import breakdown, fleet, shared_gpus, split, stats, weekly
 from auditor.tables.entities import build
@@ -22,7 +23,7 @@ from auditor.window import Window
 
 
 def summarize(store: Store, policy: Policy, window: Window, findings: list[Finding],
-              acts: list[dict[str, Any]]) -> dict[str, Any]:
+              acts: list[dict[str, Any]]) -> Summary:
     """`acts`: the open findings' actions (figures.actions), whose savings are the headline."""
     figures = stats.window_stats(store.con, window)
     active = [f for f in findings if not f.waived]
@@ -58,7 +59,7 @@ def summarize(store: Store, policy: Policy, window: Window, findings: list[Findi
                         "gpu_hours_budget": None if t.gpu_hours_budget is None else str(t.gpu_hours_budget),
                         "gpu_hours_share": _pct(t.gpu_hours, t.gpu_hours_budget)}
                for t in build(store, window, policy, TeamSpend)}  # the figures BUD001 judges
-    out = {
+    out: Summary = {
         **figures,
         "by_team": by_team,
         "teams": budgets,
@@ -68,7 +69,7 @@ def summarize(store: Store, policy: Policy, window: Window, findings: list[Findi
         "savings_to_check": action_totals(acts, "to_check"),
         "wasted": action_totals(acts, "wasted"),
         "actions": acts,
-        "savings_by_team": action_totals_by(acts, "saving", lambda a: a["team"] or breakdown.UNATTRIBUTED),
+        "savings_by_team": action_totals_by(acts, "saving", lambda a: a["team"] or UNATTRIBUTED),
         "findings_cost": sum_money(active, "cost"),
         "breakdown": breakdown.spend_breakdown(store, window, policy.currency, team_key, project_key),
         "gpu_hours_by_pricing": breakdown.gpu_hours_by_pricing(per_team),
@@ -95,7 +96,7 @@ def _pct(part: Decimal, whole: Decimal | None) -> float | None:
     return round(float(part / whole) * 100, 1) if whole else None
 
 
-def _round_breakdowns(s: dict[str, Any]) -> None:
+def _round_breakdowns(s: Summary) -> None:
     """Round every breakdown once, so that its parts add up to the figure it breaks down as that is shown."""
     total = {c: money(v) for c, v in s["billed_cost"].items()}
     gpu = {"gpu_compute": {c: money(v) for c, v in s["gpu_cost"].items()}}

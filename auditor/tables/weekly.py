@@ -11,9 +11,9 @@ from decimal import Decimal
 from typing import Any
 
 from auditor.figures import TOP_ACTIONS, apportion_amounts
-from auditor.model import money
+from auditor.model import UNATTRIBUTED, money
 from auditor.sql import lit
-from auditor.tables.breakdown import UNATTRIBUTED, attributed, hours_text
+from auditor.tables.breakdown import attributed, hours_text
 from auditor.tables.fleet import BANDS
 from auditor.tables.store import Store
 from auditor.window import Window

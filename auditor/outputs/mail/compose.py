@@ -7,6 +7,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from email import policy as email_policy
@@ -18,6 +19,7 @@ from typing import Any
 
 import jinja2
 
+from auditor.audit_model import AuditDoc
 from auditor.auditfile import read_audit
 from auditor.errors import InputError
 from auditor.figures import ORGANISATION
@@ -34,10 +36,11 @@ from auditor.text import one_line, template_value
 FINDING_KEYS = ("rule", "name", "severity", "resource", "message", "remediation", "currency", "waived")
 
 
-def load_audit(path: Path) -> tuple[dict[str, Any], Path]:
+def load_audit(path: Path) -> tuple[AuditDoc, Path]:
     """An audit folder or its audit.json, as written by `gpu-auditor audit`."""
     saved = read_audit(path)
-    audit, file = saved.doc, saved.path
+    audit: Mapping[str, Any] = saved.doc
+    file = saved.path
     # what routing and the message read
     needed = {"window": ("label", "start", "end"), "summary": ("by_team", "billed_cost")}
     missing = [f"{part}.{key}" for part, keys in needed.items() for key in keys
@@ -49,10 +52,10 @@ def load_audit(path: Path) -> tuple[dict[str, Any], Path]:
         missing += sorted({f"findings[].{k}" for f in findings for k in FINDING_KEYS if k not in f})
     if missing:
         raise InputError(f"audit.json lacks {', '.join(missing)}; rerun `gpu-auditor audit`", path=str(file))
-    return audit, file
+    return saved.doc, file
 
 
-def audit_fingerprint(audit: dict[str, Any]) -> str:
+def audit_fingerprint(audit: AuditDoc) -> str:
     """What identifies one audit: its window, policy, inputs (by content) and results; not when it was run or
     where its files lay, so rerunning the same audit gives the same fingerprint and sends nothing twice."""
     core = {k: v for k, v in audit.items() if k not in ("generated_at", "as_of", "tool", "inputs", "warnings")}
@@ -67,7 +70,7 @@ def message_key(fingerprint: str, recipient: str) -> str:
     return hashlib.sha256(f"{fingerprint}\n{recipient.lower()}".encode()).hexdigest()
 
 
-def subject(audit: dict[str, Any], letter: Letter) -> str:
+def subject(audit: AuditDoc, letter: Letter) -> str:
     if letter.is_owner:
         who, spend = "all teams", amounts(audit["summary"]["billed_cost"])
         savings = amounts(audit["summary"].get("monthly_savings"))
@@ -108,7 +111,7 @@ def _env(autoescape: bool) -> jinja2.Environment:
     return env
 
 
-def view(audit: dict[str, Any], letter: Letter, owner: str) -> dict[str, Any]:
+def view(audit: AuditDoc, letter: Letter, owner: str) -> dict[str, Any]:
     """The names the email templates see."""
     start = datetime.fromisoformat(audit["window"]["start"].rstrip("Z"))
     end = datetime.fromisoformat(audit["window"]["end"].rstrip("Z"))
@@ -160,7 +163,7 @@ FITS = (Fit(SHOWN_PER_RULE), Fit(SHOWN_PER_RULE, 1), Fit(SHOWN_PER_RULE, 0, 0),
         *(Fit(n, 0, 0) for n in (20, 10, 5, 2, 1)), Fit(1, 0, 0, weekly=False))
 
 
-def attachments(audit: dict[str, Any], letter: Letter) -> list[tuple[str, str, str]]:
+def attachments(audit: AuditDoc, letter: Letter) -> list[tuple[str, str, str]]:
     """(file name, text, subtype) of what a message carries whole beside its short body: the full report and every
     finding as CSV, the owner's of the whole audit, a lead's of each of their teams. Nothing in the message points
     to a file the reader cannot open (the audit folder is on the auditor's machine)."""
@@ -176,7 +179,7 @@ def attachments(audit: dict[str, Any], letter: Letter) -> list[tuple[str, str, s
     return out
 
 
-def html_part(audit: dict[str, Any], letter: Letter, names: dict[str, Any]) -> str:
+def html_part(audit: AuditDoc, letter: Letter, names: dict[str, Any]) -> str:
     """The HTML of a message's body from `view`'s names (and the attachments' names, where not given)."""
     names = {"attachments": [name for name, _, _ in attachments(audit, letter)], **names}
     return _env(autoescape=True).get_template("email.html.j2").render(**names)
@@ -203,7 +206,7 @@ def body(text: str, html: str) -> EmailMessage:
     return part
 
 
-def compose(audit: dict[str, Any], letter: Letter, sender: str, owner: str, key: str) -> EmailMessage:
+def compose(audit: AuditDoc, letter: Letter, sender: str, owner: str, key: str) -> EmailMessage:
     """The message: multipart/mixed, its body multipart/alternative (plain text first, it reads well alone, then
     the HTML; the two as sent, headers and transfer encoding included, under BODY_LIMIT), then the attachments
     (`attachments`). Headers are set through the standard library's email API from single-line values, so no
@@ -245,7 +248,7 @@ class Draft:
     label: str  # the readable part of its file name
 
 
-def compose_all(audit: dict[str, Any], policy: Policy, sender: str | None = None,
+def compose_all(audit: AuditDoc, policy: Policy, sender: str | None = None,
                 status: str = PENDING) -> list[Draft]:
     """Route the audit and compose one message per recipient. Every input error is raised here, before the
     outbox is touched."""

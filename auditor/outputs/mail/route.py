@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
+from auditor.audit_model import AuditDoc, Summary
 from auditor.errors import InputError
 from auditor.model import UNATTRIBUTED
 from auditor.policy import Policy, address_problem
@@ -38,7 +39,7 @@ def added(a: dict[str, Decimal], b: Mapping[str, Decimal]) -> dict[str, Decimal]
     return out
 
 
-def savings_of(summary: dict[str, Any], team: str, findings: list[dict[str, Any]]) -> dict[str, Decimal]:
+def savings_of(summary: Summary, team: str, findings: list[dict[str, Any]]) -> dict[str, Decimal]:
     """A team's monthly savings per currency as the audit counted them (summary.savings_by_team: each resource
     once); for an audit.json written before the summary had them, the open findings' savings not marked as
     counted under another finding."""
@@ -102,7 +103,7 @@ class Letter:
     unowned: list[Section] = field(default_factory=list)  # for the owner: what no lead in the policy owns
 
 
-def route(audit: dict[str, Any], policy: Policy) -> list[Letter]:
+def route(audit: AuditDoc, policy: Policy) -> list[Letter]:
     """Who gets what. Every finding and every dollar of spend lands in at least one message: its team's lead
     when the policy names the team, otherwise the policy owner."""
     by_team = audit["summary"]["by_team"]
@@ -114,7 +115,8 @@ def route(audit: dict[str, Any], policy: Policy) -> list[Letter]:
         active = [f for f in mine if not f["waived"]]
         key = UNATTRIBUTED if team is None else team
         spend = amounts(by_team.get(key))
-        used = ((audit["summary"].get("teams") or {}).get(key) or {}).get("share_of_budget")
+        judged = (audit["summary"].get("teams") or {}).get(key)
+        used = judged.get("share_of_budget") if judged else None
         savings = savings_of(audit["summary"], key, active)
         if team is None:  # the findings on no team's resource: unattributed ones and the organisation's
             savings = added(savings, amounts((audit["summary"].get("savings_by_team") or {}).get(ORGANISATION)))
@@ -123,7 +125,7 @@ def route(audit: dict[str, Any], policy: Policy) -> list[Letter]:
 
     teams = [section(name, mail_address(t.lead, f"the lead of team {one_line(name)!r}"), True,
                      t.budget_per_quarter) for name, t in policy.teams.items()]
-    others = sorted(({f.get("team") for f in findings if f.get("team") is not None} |
+    others = sorted(({t for f in findings if (t := f.get("team")) is not None} |
                      {k for k in by_team if k not in (UNATTRIBUTED, TAX)}) - set(policy.teams))
     unowned = [section(None, None, False)] + [section(name, None, False) for name in sorted(others)]
     unowned = [s for s in unowned if s.spend or s.findings or s.waived]

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 import boto3
@@ -47,14 +48,14 @@ def pull(p: Pull, session_factory: Callable[..., Any] = boto3.Session) -> None:
                     p.fail(f"aws:{name}:{source}:{region}", k, account)
             continue
         for region in regions:
-            ec2_ok = p.run(f"aws:{account.id}:ec2:{region}", "inventory", lambda a=account, r=region: _ec2(p, a, r))
+            ec2_ok = p.run(f"aws:{account.id}:ec2:{region}", "inventory", partial(_ec2, p, account, region))
             if ec2_ok:
                 p.run(f"aws:{account.id}:cloudwatch:{region}", "metrics",
-                      lambda a=account, r=region: aws_cloudwatch.metrics(p, a, r))
+                      partial(aws_cloudwatch.metrics, p, account, region))
             else:
                 p.fail(f"aws:{account.id}:cloudwatch:{region}", "metrics", "skipped: the EC2 inventory failed")
             p.run(f"aws:{account.id}:sagemaker:{region}", "jobs",
-                  lambda a=account, r=region: aws_sagemaker.training_jobs(p, a, r))
+                  partial(aws_sagemaker.training_jobs, p, account, region))
     billing_account = Account(base, "")
     p.run("aws:cur", "billing", lambda: aws_cur.report(p, billing_account, regions[0]))
     if o.prices:

@@ -27,7 +27,7 @@ def metrics(p: Pull, account: Account, region: str) -> dict[str, int]:
             for m in page["Metrics"]:
                 dims = {d["Name"]: d["Value"] for d in m.get("Dimensions", [])}
                 iid = dims.get("InstanceId") or account.hosts.get(dims.get("host", ""))
-                if iid not in assets:
+                if iid is None or iid not in assets:
                     continue
                 qid = f"q{len(queries)}"
                 owner[qid] = (iid, key)

@@ -83,7 +83,7 @@ def tuning_job(d: dict[str, Any], tags: dict[str, str], account: str, region: st
     are one trial's, `max_runtime_s` the whole search's, `sweep_trial_timeout_s` each trial's. Hyperband stops
     trials early by itself; otherwise early stopping is `TrainingJobEarlyStoppingType: Auto`."""
     config = d.get("HyperParameterTuningJobConfig") or {}
-    definition = d.get("TrainingJobDefinition") or next(iter(d.get("TrainingJobDefinitions") or []), {})
+    definition: dict[str, Any] = d.get("TrainingJobDefinition") or next(iter(d.get("TrainingJobDefinitions") or []), {})
     rc = definition.get("ResourceConfig") or {}
     limits = config.get("ResourceLimits") or {}
     strategy = str(config.get("Strategy") or "").lower()

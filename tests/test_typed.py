@@ -1,0 +1,201 @@
+"""The typed core: the report's view built one section at a time (each builder short), the summary's typed model
+agreeing with the audit it describes and with audit.schema.json, and out of memory an error of its own."""
+
+from __future__ import annotations
+
+import inspect
+import io
+import json
+import types
+import typing
+from pathlib import Path
+
+import jsonschema
+from click.testing import CliRunner
+
+from auditor import audit_model, audit_schema
+from auditor.audit_model import AuditDoc, Summary
+from auditor.auditfile import read_audit
+from auditor.cli import cli
+from auditor.errors import EXIT_INPUT, AuditorError, InputError, OutOfMemory, out_of_memory
+from auditor.outputs import view
+from auditor.outputs.audit_json import write_json
+
+REPO = Path(__file__).resolve().parent.parent
+SCHEMA = json.loads((REPO / "auditor" / "data" / "audit.schema.json").read_text(encoding="utf-8"))
+DEMO = REPO / "fixtures" / "demo"
+
+
+# ---- the view, section by section -------------------------------------------------------------------------------
+
+def _builders() -> list[typing.Callable[..., typing.Any]]:
+    source = inspect.getsource(view.build_view)
+    return [getattr(view, name) for name in dir(view) if name.startswith("_") and f"{name}(c)" in source]
+
+
+def test_build_view_is_its_sections_each_under_60_lines():
+    builders = _builders()
+    assert len(builders) >= 10
+    for fn in [view.build_view, *builders]:
+        lines = len(inspect.getsource(fn).splitlines())
+        assert lines < 60, f"{fn.__name__}: {lines} lines"
+
+
+def test_every_name_a_section_makes_is_in_the_view_and_typed(demo_folder):
+    doc = json.loads((demo_folder / "audit.json").read_text(encoding="utf-8"))
+    for team in (None, "vision"):
+        shown = view.build_view(doc, team)
+        assert set(shown) == set(typing.get_type_hints(view.ReportView)), team
+    for fn in _builders():  # each builder makes exactly the names of its own section
+        section = typing.get_type_hints(fn)["return"]
+        assert set(fn(view._scope(doc, None))) == set(typing.get_type_hints(section)), fn.__name__
+
+
+# ---- the summary's model, the audit and the schema ------------------------------------------------------------
+
+def _typed_dict(tp: typing.Any) -> typing.Any:
+    """The TypedDict `tp` is, holds (dict values, list items) or may be (X | None); None for any other type."""
+    if typing.is_typeddict(tp):
+        return tp
+    for arg in typing.get_args(tp):
+        found = _typed_dict(arg) if not isinstance(arg, types.NoneType) else None
+        if found is not None:
+            return found
+    return None
+
+
+def _object(schema: dict[str, typing.Any]) -> dict[str, typing.Any]:
+    """The object a schema node describes: through $ref, oneOf (the object branch) and additionalProperties."""
+    if "$ref" in schema:
+        return _object(SCHEMA["$defs"][schema["$ref"].rsplit("/", 1)[-1]])
+    for branch in schema.get("oneOf", []):
+        if branch.get("type") == "object" or "$ref" in branch:
+            return _object(branch)
+    if "properties" not in schema and isinstance(schema.get("additionalProperties"), dict):
+        return _object(schema["additionalProperties"])
+    if "items" in schema:
+        return _object(schema["items"])
+    return schema
+
+
+def _disagreements(model: typing.Any, schema: dict[str, typing.Any], where: str) -> list[str]:
+    hints = typing.get_type_hints(model)
+    props = _object(schema).get("properties")
+    if props is None:  # the schema says only "an object": nothing to compare
+        return []
+    out = [f"{where}.{k}: in the model, not in the schema" for k in set(hints) - set(props)]
+    out += [f"{where}.{k}: in the schema, not in the model" for k in set(props) - set(hints)]
+    for key in set(hints) & set(props):
+        inner = _typed_dict(hints[key])
+        if inner is not None:
+            out += _disagreements(inner, props[key], f"{where}.{key}")
+    return out
+
+
+def test_the_audit_model_and_audit_schema_name_the_same_keys():
+    assert _disagreements(AuditDoc, SCHEMA, "(top level)") == []
+    assert _disagreements(Summary, SCHEMA["properties"]["summary"], "summary") == []
+
+
+def test_the_comparison_finds_a_key_on_one_side_only():
+    class Lacks(typing.TypedDict):
+        basis: str
+
+    schema = {"properties": {"basis": {}, "next": {}}}
+    assert _disagreements(Lacks, schema, "forecast") == ["forecast.next: in the schema, not in the model"]
+
+
+def test_audit_json_read_back_into_the_model_writes_the_same_bytes(demo_folder):
+    saved = read_audit(demo_folder / "audit.json")
+    assert set(saved.doc) == set(typing.get_type_hints(AuditDoc))
+    buf = io.StringIO()
+    write_json(saved.doc, buf)
+    assert buf.getvalue() == (demo_folder / "audit.json").read_text(encoding="utf-8")
+
+
+def test_the_demo_summary_has_exactly_the_model_keys_and_validates(demo_folder):
+    doc = json.loads((demo_folder / "audit.json").read_text(encoding="utf-8"))
+    summary = doc["summary"]
+    assert set(summary) == set(typing.get_type_hints(Summary))
+    assert set(summary["forecast"]) == set(typing.get_type_hints(audit_model.Forecast))
+    assert set(summary["fleet"]) == set(typing.get_type_hints(audit_model.Fleet))
+    for detail in summary["team_spend"].values():
+        assert set(detail) <= set(typing.get_type_hints(audit_model.TeamDetail))
+    for budget in summary["teams"].values():
+        assert set(budget) == set(typing.get_type_hints(audit_model.TeamBudget))
+    jsonschema.validate(doc, SCHEMA)
+
+
+def test_the_schema_refuses_a_summary_section_of_the_wrong_type(demo_folder):
+    doc = json.loads((demo_folder / "audit.json").read_text(encoding="utf-8"))
+    doc["summary"]["jobs"]["count"] = "many"
+    try:
+        jsonschema.validate(doc, SCHEMA)
+    except jsonschema.ValidationError as e:
+        assert list(e.absolute_path) == ["summary", "jobs", "count"]
+    else:
+        raise AssertionError("a job count that is text was accepted")
+
+
+# ---- out of memory: its own error, still one line and exit 2 ----------------------------------------------------
+
+def test_out_of_memory_is_not_bad_input():
+    error = out_of_memory("bills/cur.csv")
+    assert isinstance(error, OutOfMemory) and isinstance(error, AuditorError)
+    assert not isinstance(error, InputError)
+    assert str(error).startswith("bills/cur.csv: ran out of memory reading the file")
+
+
+def test_an_audit_out_of_memory_says_so_in_one_line_and_writes_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPU_AUDITOR_MEMORY_LIMIT", "2MB")
+    out = tmp_path / "report"
+    result = CliRunner().invoke(cli, ["audit", "-q", "--policy", str(DEMO / "policy.yml"), "--inventory",
+                                      str(DEMO / "inventory.json"), "--quarter", "2026-Q3", "--out", str(out),
+                                      str(DEMO / "billing")])
+    assert result.exit_code == EXIT_INPUT
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1
+    assert "ran out of memory reading the file (the database may use 2MB" in lines[0]
+    assert lines[0].startswith("gpu-auditor: error: ") and "Traceback" not in result.output
+    assert not out.exists()
+
+
+# ---- the schema generated from the model ------------------------------------------------------------------------
+
+GENERATED = REPO / "docs" / "audit.schema.json"
+
+
+def test_the_checked_in_schema_is_the_one_the_model_generates():
+    assert audit_schema.text() == GENERATED.read_text(encoding="utf-8"), \
+        "regenerate it: python -m auditor.audit_schema > docs/audit.schema.json"
+
+
+def test_the_demo_audit_validates_against_the_generated_schema(demo_folder):
+    doc = json.loads((demo_folder / "audit.json").read_text(encoding="utf-8"))
+    jsonschema.Draft202012Validator(json.loads(GENERATED.read_text(encoding="utf-8"))).validate(doc)
+
+
+def _errors(doc: dict[str, typing.Any]) -> list[list[typing.Any]]:
+    validator = jsonschema.Draft202012Validator(json.loads(GENERATED.read_text(encoding="utf-8")))
+    return [list(e.absolute_path) for e in validator.iter_errors(doc)]
+
+
+def test_the_generated_schema_refuses_what_the_model_does_not_say(demo_folder):
+    doc = json.loads((demo_folder / "audit.json").read_text(encoding="utf-8"))
+    doc["summary"]["surprise"] = 1  # a key added to the summary and not to its model
+    doc["summary"]["forecast"]["savings"]["USD"] = "12.5"  # money is cents
+    doc["summary"]["fleet"]["machines_total"] = "7"
+    doc["window"]["start"] = "2026-07-01"  # a time is UTC with its Z
+    del doc["summary"]["coverage"]["missing"]
+    assert sorted(_errors(doc), key=str) == sorted([
+        ["summary"], ["summary", "forecast"], ["summary", "fleet", "machines_total"],  # forecast: its object or null
+        ["window", "start"], ["summary", "coverage"]], key=str)
+
+
+def test_an_earlier_audit_without_the_newer_keys_still_validates(demo_folder):
+    doc = json.loads((demo_folder / "audit.json").read_text(encoding="utf-8"))
+    for key in ("actions", "savings_by_team", "jobs", "unit_costs"):
+        del doc["summary"][key]
+    for key in ("as_of", "baseline", "trend", "jobs"):
+        del doc[key]
+    assert _errors(doc) == []
