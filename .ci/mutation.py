@@ -16,6 +16,8 @@ and reports/ moved under auditor/ (where the installed package has them), so the
 from __future__ import annotations
 
 import argparse
+import ast
+import difflib
 import os
 import re
 import shutil
@@ -99,11 +101,23 @@ def equivalents() -> list[dict]:
     return yaml.safe_load(EQUIVALENTS.read_text()) or [] if EQUIVALENTS.exists() else []
 
 
-def diff_of(mutmut: str, cwd: Path, name: str) -> tuple[str, str]:
-    """The line a mutant changes: (before, after), stripped."""
-    out = subprocess.run([mutmut, "show", name], cwd=cwd, capture_output=True, text=True).stdout
-    before = [ln[1:].strip() for ln in out.splitlines() if ln.startswith("-") and not ln.startswith("---")]
-    after = [ln[1:].strip() for ln in out.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
+def mutant_sources(tree: Path, target: str) -> dict[str, list[str]]:
+    """Every function of mutmut's mutated copy of `target` by name, as source lines (its mutants and the original,
+    `x_<function>__mutmut_<n>` and `..._orig`): read once, where `mutmut show` starts mutmut for each mutant."""
+    path = tree / "mutants" / target
+    text = path.read_text()
+    lines = text.splitlines()
+    return {n.name: lines[n.lineno - 1:n.end_lineno] for n in ast.walk(ast.parse(text))
+            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and "__mutmut_" in n.name}
+
+
+def diff_of(sources: dict[str, list[str]], name: str) -> tuple[str, str]:
+    """The line a mutant changes: (before, after), stripped. `name` is mutmut's (module.x_function__mutmut_n)."""
+    func = name.rsplit(".", 1)[-1]
+    mutant, orig = sources.get(func, []), sources.get(func.rsplit("__mutmut_", 1)[0] + "__mutmut_orig", [])
+    diff = list(difflib.unified_diff(orig[1:], mutant[1:], lineterm="", n=0))  # the def lines differ by name
+    before = [ln[1:].strip() for ln in diff if ln.startswith("-") and not ln.startswith("---")]
+    after = [ln[1:].strip() for ln in diff if ln.startswith("+") and not ln.startswith("+++")]
     return " ".join(before), " ".join(after)
 
 
@@ -114,7 +128,7 @@ def run_module(module: str, mutmut: str, known: list[dict]) -> dict:
         return {"module": module, "error": f"no test file {', '.join(missing)}"}
     with tempfile.TemporaryDirectory(prefix="mutation-") as tmp:
         tree = Path(tmp) / "tree"
-        tree_copy(tree, module, tests)
+        target = tree_copy(tree, module, tests)
         env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
         started = time.monotonic()
         run = subprocess.run([mutmut, "run", "--max-children", str(os.cpu_count() or 1)], cwd=tree, env=env,
@@ -126,10 +140,11 @@ def run_module(module: str, mutmut: str, known: list[dict]) -> dict:
             tail = (run.stderr or run.stdout).strip().splitlines()[-3:]
             return {"module": module, "error": "mutmut failed: " + " / ".join(tail)}
         survivors, explained = [], []
+        sources = mutant_sources(tree, target)
         for name, status in sorted(statuses.items()):
             if status not in ("survived", "no tests"):
                 continue
-            before, after = diff_of(mutmut, tree, name)
+            before, after = diff_of(sources, name)
             reason = next((e["reason"] for e in known if e["module"] == module and e["before"] == before
                            and e["after"] == after), None)
             (explained if reason else survivors).append({"name": name, "before": before, "after": after,
