@@ -71,6 +71,7 @@ def test_the_action_takes_a_saving_that_counts_then_the_largest_then_the_most_se
     assert take(_f("r", "USD", "A", None), _f("r", "USD", "B", D("1"))) == "B"  # a saving before none
     assert take(_f("r", "USD", "A", D("900"), confidence="low"), _f("r", "USD", "B", D("1"))) == "B"  # counts first
     assert take(_f("r", "USD", "A", D("1")), _f("r", "USD", "B", D("2"))) == "B"  # the largest
+    assert take(_f("r", "USD", "A", D("0.00")), _f("r", "USD", "B", D("0.50"))) == "B"  # a saving of 0 is 0
     assert take(_f("r", "USD", "B", D("2")), _f("r", "USD", "A", D("2"), severity=Severity.HIGH)) == "A"
     assert take(_f("r", "USD", "B", D("2"), severity=Severity.HIGH), _f("r", "USD", "A", D("2"))) == "B"
     assert take(_f("r", "USD", "B", D("2")), _f("r", "USD", "A", D("2"))) == "A"  # then the first rule
@@ -106,12 +107,14 @@ def test_an_action_folds_its_resources_findings():
 
 def test_actions_rank_by_severity_then_saving_then_to_check_then_cost_then_resource_then_currency():
     found = [_f("e", "USD", "R", None, cost=D("9")), _f("f", "USD", "R", None, cost=D("10")),
+             _f("h", "USD", "R", D("0.50"), confidence="low"), _f("i", "USD", "R", None, cost=D("0.50")),
+             _f("j", "USD", "R", None),
              _f("d", "USD", "R", D("5"), confidence="low"), _f("c", "USD", "R", D("6"), confidence="low"),
              _f("b", "USD", "R", D("1")), _f("a", "USD", "R", D("2")), _f("z", "USD", "R", None, Severity.HIGH),
              _f("g", "USD", "R", None), _f("g", "EUR", "R", None)]
     assert [(a["resource"], a["currency"]) for a in actions(found)] == [
-        ("z", "USD"), ("a", "USD"), ("b", "USD"), ("c", "USD"), ("d", "USD"), ("f", "USD"), ("e", "USD"),
-        ("g", "EUR"), ("g", "USD")]
+        ("z", "USD"), ("a", "USD"), ("b", "USD"), ("c", "USD"), ("d", "USD"), ("h", "USD"), ("f", "USD"),
+        ("e", "USD"), ("i", "USD"), ("g", "EUR"), ("g", "USD"), ("j", "USD")]
 
 
 def test_action_totals_by_a_key_add_up_to_the_total():
@@ -129,9 +132,9 @@ def test_savings_by_count_the_taken_findings_of_high_confidence():
     from auditor.figures import savings_by
     found = [_f("i-1", "USD", "GPU001", D("900")), _f("i-1", "USD", "GPU002", D("500")),
              _f("i-2", "USD", "GPU002", D("40")), _f("i-3", "USD", "GPU002", D("70"), confidence="low"),
-             _f("i-4", "EUR", "GPU001", D("8")), _f("i-5", "USD", "TAG001", None)]
+             _f("i-4", "EUR", "GPU001", D("8")), _f("i-5", "USD", "TAG001", None), _f("i-6", "USD", "GPU001", D("100"))]
     actions(found)
-    assert savings_by(found, lambda f: f.rule) == {"GPU001": {"USD": D("900"), "EUR": D("8")},
+    assert savings_by(found, lambda f: f.rule) == {"GPU001": {"USD": D("1000"), "EUR": D("8")},
                                                    "GPU002": {"USD": D("40")}}
 
 
@@ -141,12 +144,12 @@ def test_apportion_to_a_target_a_cent_off_moves_the_parts_with_the_smallest_rema
     # parts 1.35 rounded down to 1.34, target 1.33: a cent less, from the smallest remainder (a's .004 < b's .006)
     assert apportion({"a": D("0.014"), "b": D("1.336")}, D("1.33")) == {"a": D("0.00"), "b": D("1.33")}
     # equal remainders: the cents go by key
-    assert apportion({"b": D("0.005"), "a": D("0.005"), "c": D("0.005")}) == {
+    assert apportion({"c": D("0.005"), "b": D("0.005"), "a": D("0.005")}) == {
         "a": D("0.01"), "b": D("0.01"), "c": D("0.00")}
     # more cents than parts: round and round
     assert apportion({"a": D("0"), "b": D("0")}, D("0.03")) == {"a": D("0.02"), "b": D("0.01")}
     assert apportion({"a": D("0"), "b": D("0")}, D("-0.03")) == {"a": D("-0.01"), "b": D("-0.02")}
-    assert apportion({}) == {}
+    assert apportion({}) == {} and apportion({}, D("1.00")) == {}  # no part to give a cent to
 
 
 def test_apportion_amounts_to_targets_with_pinned_parts():
@@ -154,6 +157,11 @@ def test_apportion_amounts_to_targets_with_pinned_parts():
     # gpu pinned at 10.00 (shown in the headline); x and y make up the rest of 13.02: 3.02
     out = apportion_amounts(items, {"USD": D("13.02")}, {"gpu": {"USD": D("10.00")}, "gone": {"USD": D("1")}})
     assert out == {"gpu": {"USD": D("10.00")}, "x": {"USD": D("1.01")}, "y": {"USD": D("2.01")}}
+    # a pinned part without the currency pins none of it
+    items["x"]["EUR"] = D("2.004")
+    out = apportion_amounts(items, {"USD": D("13.02"), "EUR": D("2.00")}, {"gpu": {"USD": D("10.00")}})
+    assert out["x"] == {"USD": D("1.01"), "EUR": D("2.00")}
+    del items["x"]["EUR"]
     # a currency without a target: its parts' own rounded sum (13.01), the cent to the largest remainder (gpu's)
     assert apportion_amounts(items, {"EUR": D("1")}) == {"gpu": {"USD": D("10.01")}, "x": {"USD": D("1.00")},
                                                          "y": {"USD": D("2.00")}}
