@@ -146,6 +146,8 @@ def test_apportion_to_a_target_a_cent_off_moves_the_parts_with_the_smallest_rema
     # equal remainders: the cents go by key
     assert apportion({"c": D("0.005"), "b": D("0.005"), "a": D("0.005")}) == {
         "a": D("0.01"), "b": D("0.01"), "c": D("0.00")}
+    # equal remainders (half a cent each): the cent goes by key, not to the part that rounds half to even
+    assert apportion({"a": D("0.025"), "b": D("0.015")}) == {"a": D("0.03"), "b": D("0.01")}
     # more cents than parts: round and round
     assert apportion({"a": D("0"), "b": D("0")}, D("0.03")) == {"a": D("0.02"), "b": D("0.01")}
     assert apportion({"a": D("0"), "b": D("0")}, D("-0.03")) == {"a": D("-0.01"), "b": D("-0.02")}
