@@ -102,7 +102,8 @@ def test_a_hami_slot_is_a_whole_gpu_not_its_split():
 #            and offered as 16 replicas (8 slices: more than the 7 it holds, so 1/8 each, 1/16 a replica).
 #            ml/o1 (vision) 2 replicas (3 GPU-hours), ml/o2 (speech) a whole GPU for 12 h (12), web/o3 a whole
 #            GPU from noon and runs on (12), web/o4 a whole GPU for 9 h (9): 36 held, $36 unallocated
-#   i-under  1 A100 40GB billed $24.00 with three 1g.10gb (a quarter each): lab/u1 holds one (6 GPU-hours, $6)
+#   i-under  1 A100 40GB billed $24.00 with three 1g.10gb (a quarter each) time-sliced 2 ways (6 replicas, an
+#            eighth each): lab/u1 holds two (6 GPU-hours, $6)
 #   i-spare  1 GPU billed $10.00 and 5.00 EUR, i-spare2 1 GPU billed $1.00: no pod, all unallocated
 
 def _store() -> tuple[Store, list[GpuAsset]]:
@@ -113,7 +114,7 @@ def _store() -> tuple[Store, list[GpuAsset]]:
                 ("i-whole", "nvidia.com/gpu", "none", None, 2, 1, 1, None, 1),
                 ("i-over", "nvidia.com/gpu", "none", None, 2, 1, 1, None, 1),
                 ("i-over", "nvidia.com/mig-1g.10gb.shared", "mig", "1g.10gb", 16, 1, 7, 10.0, 2),
-                ("i-under", "nvidia.com/mig-1g.10gb", "mig", "1g.10gb", 3, 1, 7, 10.0, 1),
+                ("i-under", "nvidia.com/mig-1g.10gb", "mig", "1g.10gb", 6, 1, 7, 10.0, 2),
                 ("i-spare", "nvidia.com/gpu", "none", None, 1, 1, 1, None, 1),
                 ("i-spare2", "nvidia.com/gpu", "none", None, 1, 1, 1, None, 1),
                 ("i-zero", "nvidia.com/gpu", "none", None, 1, 1, 1, None, 1)]:
@@ -133,7 +134,7 @@ def _store() -> tuple[Store, list[GpuAsset]]:
                 ("o2", "i-over", "nvidia.com/gpu", 1, "ml", "o2", None, day, noon, {"team": "speech"}, None),
                 ("o3", "i-over", "nvidia.com/gpu", 1, "web", "o3", None, noon, None, {}, None),
                 ("o4", "i-over", "nvidia.com/gpu", 1, "web", "o4", None, day, t(2026, 7, 1, 9), {}, None),
-                ("u1", "i-under", "nvidia.com/mig-1g.10gb", 1, "lab", "u1", None, day, None, {}, None)]:
+                ("u1", "i-under", "nvidia.com/mig-1g.10gb", 2, "lab", "u1", None, day, None, {}, None)]:
         con.execute("INSERT INTO gpu_allocations VALUES (?, ?, ?, ?, ?, ?, ?, 'Running', ?, ?, ?, ?)", row)
     # p2's activity: half of a sample before the window (20% over 12 h in it), then 50% for 12 h; p1's none
     for row in [("i-mig", "web", "p2", t(2026, 6, 30, 12), noon, 20.0, 60.0, 10.0),
@@ -210,9 +211,22 @@ def test_a_nodes_cost_is_shared_by_the_gpu_hours_its_pods_held():
         Fraction(1, 16), {"USD": D("3")}, {"USD": D("12")}, {"USD": D("9")})
     assert (over.allocated_gpu_hours, over.unallocated_cost) == (36, {"USD": D("36")})
     assert over.free_now == {"nvidia.com/gpu": 1, "nvidia.com/mig-1g.10gb.shared": 14}
-    # i-under: an A100 40GB's 1g.10gb is a quarter of it
-    assert (by_id["u1"].share, by_id["u1"].cost) == (Fraction(1, 4), {"USD": D("6")})
+    # i-under: an A100 40GB's 1g.10gb is a quarter of it, a replica of it an eighth
+    assert (by_id["u1"].share, by_id["u1"].cost) == (Fraction(1, 8), {"USD": D("6")})
     assert by["i-spare"].unallocated_cost == {"USD": D("10"), "EUR": D("5")}
+
+
+def test_a_node_held_over_its_gpus_has_nothing_unallocated():
+    """Two pods each holding the one GPU all day: 48 GPU-hours held of 24. What pods held is capped at the node's
+    GPU-hours, and nothing of its cost is unallocated."""
+    store = Store()
+    store.con.execute("INSERT INTO gpu_units VALUES ('n', 'nvidia.com/gpu', 'none', NULL, 1, 1, 1, NULL, 1)")
+    for pod in ("a", "b"):
+        store.con.execute(f"INSERT INTO gpu_allocations VALUES ('{pod}', 'n', 'nvidia.com/gpu', 1, 'ml', '{pod}', "
+                          "NULL, 'Running', NULL, NULL, NULL, NULL)")
+    nodes, slices = build(store, DAY, [GpuAsset("n", "aws", gpu_count=1, cost={"USD": D("24")})], now=LATER)
+    assert (nodes[0].allocated_gpu_hours, nodes[0].unallocated_cost) == (24, {"USD": D("0")})
+    assert [s.cost for s in slices] == [{"USD": D("24")}, {"USD": D("24")}]
 
 
 def test_a_node_without_a_price_costs_nothing():
@@ -294,6 +308,7 @@ def test_the_summary_rounds_hours_and_money_as_shown():
     nodes, slices = build(store, DAY, assets, now=LATER)
     nodes[0].node_hours = 24.0504  # 192.4032 GPU-hours: 192.4 to the hundredth
     nodes[0].allocated_gpu_hours = 60.404
+    next(s for s in slices if s.id == "u1").hours = 24.02  # lab: 6 + 2/8 x 24.02 = 12.005 GPU-hours: 12.00
     doc = summary(nodes, slices, _team)
     assert doc["nodes"][0] == {"id": "i-mig", "name": "mig-node", "gpu_model": "A100-80GB", "gpu_count": 8,
                                "sharing": ["mig"], "gpu_hours": 192.4, "allocated_gpu_hours": 60.4,
@@ -303,5 +318,6 @@ def test_the_summary_rounds_hours_and_money_as_shown():
     assert doc["nodes"][1]["cost"] == {"USD": D("12.07")}
     ns = {(r["namespace"], r["team"], r["currency"]): r for r in doc["namespaces"]}
     assert ns[("lab", None, "USD")]["total"] == D("36.07") and ns[("ml", None, "EUR")]["gpu_hours"] == D("37.2")
+    assert ns[("lab", None, "USD")]["gpu_hours"] == D("12.00")
     assert ns[("ml", "vision", "USD")] == {"namespace": "ml", "team": "vision", "currency": "USD", "gpu_hours": 15,
                                            "allocated": D("63.00"), "idle_share": D("135.00"), "total": D("198.00")}
