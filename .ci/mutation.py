@@ -56,8 +56,8 @@ CORE: dict[str, list[str]] = {
 for path in sorted((REPO / "rules").glob("[A-Z]*[0-9]_*.py")):
     CORE[f"rules/{path.name}"] = ["tests/test_rule_cases.py", "-k", path.name.split("_")[0]]
 
-# The modules CI mutates on every run (.ci/run: --ci): those whose every surviving mutant is killed or explained in
-# .ci/mutation-equivalents.yml. A module joins when its survivors are dealt with; the rest are measured with --all.
+# The modules CI mutates when a change touches them (.ci/run: --ci): those whose every surviving mutant is killed or
+# explained in .ci/mutation-equivalents.yml. A module joins when its survivors are dealt with; --all measures the rest.
 GATED = ["auditor/window.py", "auditor/figures.py", "auditor/tables/shared_gpus.py", "rules/GPU001_idle_gpu.py",
          "rules/GPU004_unknown_gpu_type.py"]
 
