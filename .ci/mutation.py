@@ -1,7 +1,8 @@
 """Mutation testing of the core with mutmut: small deliberate bugs in the modules where a wrong line means a wrong
 dollar or a wrong verdict, each run against the fast tests that state that module's behaviour.
 
-    python .ci/mutation.py                 # the core modules changed since HEAD's first parent (CI)
+    python .ci/mutation.py                 # the core modules a change touches (since HEAD's first parent)
+    python .ci/mutation.py --ci            # of those, the gated ones (CI, on every run)
     python .ci/mutation.py --all           # every core module (weekly, or on demand)
     python .ci/mutation.py auditor/window.py rules/GPU001_idle_gpu.py
     python .ci/mutation.py --all --write   # and write the scores into docs/mutation.md
@@ -15,6 +16,8 @@ and reports/ moved under auditor/ (where the installed package has them), so the
 from __future__ import annotations
 
 import argparse
+import ast
+import difflib
 import os
 import re
 import shutil
@@ -45,24 +48,38 @@ CORE: dict[str, list[str]] = {
     "auditor/providers/billing/gcp.py": ["tests/test_readers_gcp.py"],
     "auditor/providers/billing/azure.py": ["tests/test_readers_azure.py"],
     "auditor/providers/billing/focus.py": ["tests/test_readers.py"],
+    "auditor/providers/billing/avro.py": ["tests/test_readers_avro.py"],
+    "auditor/providers/billing/csv_dialect.py": ["tests/test_csv_dialect.py"],
+    "auditor/providers/billing/detect.py": ["tests/test_detect_missing.py", "tests/test_readers.py"],
 }
 # Every rule, against its own YAML cases (fixtures/rules/<ID>.yml, run by tests/test_rule_cases.py).
 for path in sorted((REPO / "rules").glob("[A-Z]*[0-9]_*.py")):
     CORE[f"rules/{path.name}"] = ["tests/test_rule_cases.py", "-k", path.name.split("_")[0]]
 
-# The modules CI mutates on every run (.ci/run: --ci): those whose every surviving mutant is killed or explained in
-# .ci/mutation-equivalents.yml. A module joins when its survivors are dealt with; the rest are measured with --all.
-GATED = ["auditor/window.py"]
+# The modules CI mutates when a change touches them (.ci/run: --ci): those whose every surviving mutant is killed or
+# explained in .ci/mutation-equivalents.yml. A module joins when its survivors are dealt with; --all measures the rest.
+GATED = ["auditor/window.py", "auditor/figures.py", "auditor/tables/shared_gpus.py", "rules/GPU001_idle_gpu.py",
+         "rules/GPU004_unknown_gpu_type.py"]
 
+COMMAND = ".venv/bin/python .ci/mutation.py"  # how a row of the scores table is measured again
 LINE = re.compile(r"^\s*(?P<name>\S+): (?P<status>.+)$")
 
 
+def touched_by(module: str) -> set[str]:
+    """The files whose change can change a module's score: the module, its tests, and a rule's YAML cases."""
+    files = {module, *(t for t in CORE[module] if t.startswith("tests/"))}
+    if module.startswith("rules/"):
+        files.add(f"fixtures/rules/{Path(module).name.split('_')[0]}.yml")
+    return files
+
+
 def changed_modules(base: str) -> list[str]:
-    """The core modules a change touches: those differing between `base` and HEAD."""
+    """The core modules a change touches: those whose module, tests or cases differ between `base` and HEAD."""
     out = subprocess.run(["git", "diff", "--name-only", base, "HEAD"], cwd=REPO, capture_output=True, text=True)
     if out.returncode:
         sys.exit(f"mutation: cannot compare with {base}: {out.stderr.strip()}")
-    return [p for p in out.stdout.split() if p in CORE]
+    changed = set(out.stdout.split())
+    return [m for m in CORE if touched_by(m) & changed]
 
 
 def tree_copy(into: Path, module: str, tests: list[str]) -> str:
@@ -88,11 +105,23 @@ def equivalents() -> list[dict]:
     return yaml.safe_load(EQUIVALENTS.read_text()) or [] if EQUIVALENTS.exists() else []
 
 
-def diff_of(mutmut: str, cwd: Path, name: str) -> tuple[str, str]:
-    """The line a mutant changes: (before, after), stripped."""
-    out = subprocess.run([mutmut, "show", name], cwd=cwd, capture_output=True, text=True).stdout
-    before = [ln[1:].strip() for ln in out.splitlines() if ln.startswith("-") and not ln.startswith("---")]
-    after = [ln[1:].strip() for ln in out.splitlines() if ln.startswith("+") and not ln.startswith("+++")]
+def mutant_sources(tree: Path, target: str) -> dict[str, list[str]]:
+    """Every function of mutmut's mutated copy of `target` by name, as source lines (its mutants and the original,
+    `x_<function>__mutmut_<n>` and `..._orig`): read once, where `mutmut show` starts mutmut for each mutant."""
+    path = tree / "mutants" / target
+    text = path.read_text()
+    lines = text.splitlines()
+    return {n.name: lines[n.lineno - 1:n.end_lineno] for n in ast.walk(ast.parse(text))
+            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and "__mutmut_" in n.name}
+
+
+def diff_of(sources: dict[str, list[str]], name: str) -> tuple[str, str]:
+    """The line a mutant changes: (before, after), stripped. `name` is mutmut's (module.x_function__mutmut_n)."""
+    func = name.rsplit(".", 1)[-1]
+    mutant, orig = sources.get(func, []), sources.get(func.rsplit("__mutmut_", 1)[0] + "__mutmut_orig", [])
+    diff = list(difflib.unified_diff(orig[1:], mutant[1:], lineterm="", n=0))  # the def lines differ by name
+    before = [ln[1:].strip() for ln in diff if ln.startswith("-") and not ln.startswith("---")]
+    after = [ln[1:].strip() for ln in diff if ln.startswith("+") and not ln.startswith("+++")]
     return " ".join(before), " ".join(after)
 
 
@@ -103,7 +132,7 @@ def run_module(module: str, mutmut: str, known: list[dict]) -> dict:
         return {"module": module, "error": f"no test file {', '.join(missing)}"}
     with tempfile.TemporaryDirectory(prefix="mutation-") as tmp:
         tree = Path(tmp) / "tree"
-        tree_copy(tree, module, tests)
+        target = tree_copy(tree, module, tests)
         env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
         started = time.monotonic()
         run = subprocess.run([mutmut, "run", "--max-children", str(os.cpu_count() or 1)], cwd=tree, env=env,
@@ -115,10 +144,11 @@ def run_module(module: str, mutmut: str, known: list[dict]) -> dict:
             tail = (run.stderr or run.stdout).strip().splitlines()[-3:]
             return {"module": module, "error": "mutmut failed: " + " / ".join(tail)}
         survivors, explained = [], []
+        sources = mutant_sources(tree, target)
         for name, status in sorted(statuses.items()):
             if status not in ("survived", "no tests"):
                 continue
-            before, after = diff_of(mutmut, tree, name)
+            before, after = diff_of(sources, name)
             reason = next((e["reason"] for e in known if e["module"] == module and e["before"] == before
                            and e["after"] == after), None)
             (explained if reason else survivors).append({"name": name, "before": before, "after": after,
@@ -129,34 +159,47 @@ def run_module(module: str, mutmut: str, known: list[dict]) -> dict:
 
 
 def write_scores(results: list[dict]) -> None:
-    rows = ["| module | mutants | killed | equivalent (explained) | surviving | score |",
-            "|---|---:|---:|---:|---:|---:|"]
-    for r in results:
-        if "error" in r:
-            rows.append(f"| `{r['module']}` | | | | | not run: {r['error']} |")
-            continue
-        score = (r["killed"] + len(r["explained"])) / r["mutants"] if r["mutants"] else 1
-        rows.append(f"| `{r['module']}` | {r['mutants']} | {r['killed']} | {len(r['explained'])} | "
-                    f"{len(r['survivors'])} | {score:.1%} |")
+    """Each run module's row of the scores table replaced (the others kept as measured before); every core module
+    has a row, "not measured" until it is."""
     text = DOC.read_text()
     start, end = text.index(BEGIN) + len(BEGIN), text.index(END)
-    DOC.write_text(text[:start] + "\n" + "\n".join(rows) + "\n" + text[end:])
+    rows = {m.group(1): line for line in text[start:end].splitlines() if (m := re.match(r"\| `([^`]+)` \|", line))}
+    today = time.strftime("%Y-%m-%d", time.gmtime())
+    for r in results:
+        if "error" in r:
+            rows[r["module"]] = (f"| `{r['module']}` | | | | | not run: {r['error']} | {today} | "
+                                 f"`{COMMAND} {r['module']}` |")
+            continue
+        score = (r["killed"] + len(r["explained"])) / r["mutants"] if r["mutants"] else 1
+        rows[r["module"]] = (f"| `{r['module']}` | {r['mutants']} | {r['killed']} | {len(r['explained'])} | "
+                             f"{len(r['survivors'])} | {score:.1%} | {today} | `{COMMAND} {r['module']}` |")
+    table = ["| module | mutants | killed | equivalent (explained) | surviving | score | measured | command |",
+             "|---|---:|---:|---:|---:|---:|---|---|"]
+    table += [rows.get(m, f"| `{m}` | | | | | not measured | | |") for m in CORE]
+    DOC.write_text(text[:start] + "\n" + "\n".join(table) + "\n" + text[end:])
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("modules", nargs="*", help="core modules to mutate (default: those changed since --base)")
     parser.add_argument("--all", action="store_true", help="every core module")
-    parser.add_argument("--ci", action="store_true", help="the gated modules (GATED), as CI runs them")
+    parser.add_argument("--ci", action="store_true", help="the gated modules (GATED) a change touches, as CI runs "
+                        "them")
+    parser.add_argument("--gated", action="store_true", help="every gated module")
     parser.add_argument("--base", default="HEAD^1", help="compare with this revision to find changed modules")
     parser.add_argument("--write", action="store_true", help="write the scores into docs/mutation.md")
     args = parser.parse_args()
     unknown = [m for m in args.modules if m not in CORE]
     if unknown:
         parser.error(f"not a core module: {', '.join(unknown)} (the modules are listed in .ci/mutation.py CORE)")
-    modules = list(CORE) if args.all else GATED if args.ci else args.modules or changed_modules(args.base)
+    if args.all or args.gated:
+        modules = list(CORE) if args.all else GATED
+    elif args.ci:
+        modules = [m for m in changed_modules(args.base) if m in GATED]
+    else:
+        modules = args.modules or changed_modules(args.base)
     if not modules:
-        print("mutation: no core module changed; nothing to mutate")
+        print("mutation: the change touches no module to mutate")
         return 0
     mutmut = shutil.which("mutmut", path=str(Path(sys.executable).parent)) or shutil.which("mutmut")
     if not mutmut:

@@ -9,6 +9,9 @@ A case file `fixtures/rules/<ID>.yml`:
         - {id: i-1, provider: aws, instance_type: p5.48xlarge, usage_hours: 720, mean_util_pct: 2}
       fail: [i-1]                           # the exact set of flagged resource ids
       message_contains: "2.0%"              # optional
+      findings:                             # optional: what a flagged resource's finding states, exactly
+        i-1: {cost: "812.40", monthly_savings: "823.68", currency: USD, wasted: "812.40",
+              message: "...", evidence: {mean_util_pct: 2.0, ...}}   # any of these keys; evidence whole
     busy_machine_passes:
       options: {max_mean_util_pct: 5}       # per-case options (optional)
       entities: [...]
@@ -43,7 +46,11 @@ from auditor.registry import get_rule
 from auditor.schema import parse_datetime
 from auditor.window import parse_quarter
 
-CASE_KEYS = {"entities", "fail", "options", "message_contains", "window", "description", "rates", "refused"}
+CASE_KEYS = {"entities", "fail", "options", "message_contains", "window", "description", "rates", "refused",
+             "findings"}
+# what a case may state of a flagged resource's finding (`findings:`); the amounts as strings, compared as Decimals
+FINDING_KEYS = {"cost", "monthly_savings", "wasted", "currency", "message", "evidence", "severity", "confidence",
+                "team", "owner"}
 POLICY = ("policy: rule test policy\nowner: owner@example.com\n"
           "teams:\n  vision: {lead: lead@example.com, projects: [detector]}\n")
 
@@ -61,6 +68,7 @@ class Case:
     path: str = ""
     rates: dict[str, Any] | None = None  # the policy's rates.per_unit for the case (the policy is in USD)
     refused: str | None = None  # the policy with these options is refused when it loads, with this message
+    findings: dict[str, dict[str, Any]] = field(default_factory=dict)  # resource id: what its finding states
 
 
 def load_cases(folder: str | Path) -> list[Case]:
@@ -73,9 +81,15 @@ def load_cases(folder: str | Path) -> list[Case]:
             unknown = set(body) - CASE_KEYS
             if unknown:
                 raise ValueError(f"{path}: case {name}: unknown keys {sorted(unknown)}")
+            stated = {str(k): v for k, v in (body.get("findings") or {}).items()}
+            for resource, fields in stated.items():
+                if set(fields) - FINDING_KEYS:
+                    raise ValueError(f"{path}: case {name}: findings.{resource}: unknown keys "
+                                     f"{sorted(set(fields) - FINDING_KEYS)}")
             cases.append(Case(f"{rule}-{name}", rule, name, body.get("entities") or [], set(body.get("fail") or []),
                               {**defaults, **(body.get("options") or {})}, body.get("message_contains"),
-                              body.get("window", "2026-Q3"), str(path), body.get("rates"), body.get("refused")))
+                              body.get("window", "2026-Q3"), str(path), body.get("rates"), body.get("refused"),
+                              stated))
     return cases
 
 

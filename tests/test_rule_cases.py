@@ -139,6 +139,22 @@ def test_findings_are_complete(case: Case) -> None:
     assert len(set(fingerprints)) == len(fingerprints), "two findings of one case share a fingerprint"
 
 
+STATED_CASES = [c for c in FAILING if c.findings]
+AMOUNTS = ("cost", "monthly_savings", "wasted")
+
+
+@pytest.mark.parametrize("case", STATED_CASES, ids=[c.id for c in STATED_CASES])
+def test_findings_state_what_the_case_says(case: Case) -> None:
+    """A case's `findings:` (worked out from the rule's docs): each flagged resource's cost, saving, waste and
+    currency to the cent, its whole message and its whole evidence."""
+    found = {f.resource: f for f in check_findings(case)}
+    for resource, stated in case.findings.items():
+        f = found[resource]
+        got = {k: f.severity.label if k == "severity" else getattr(f, k) for k in stated}
+        want = {k: (None if v is None else Decimal(str(v))) if k in AMOUNTS else v for k, v in stated.items()}
+        assert got == want, f"{case.id}: {resource}"
+
+
 SAVINGS_CASES = [c for c in FAILING if c.rule in SAVINGS_RULES]
 
 
@@ -186,6 +202,8 @@ def test_case_is_well_formed(case: Case) -> None:
         assert isinstance(make_entity(cls.entity, data), cls.entity)
     if case.message_contains:
         assert case.fail, "message_contains needs a failing case"
+    unflagged = sorted(set(case.findings) - case.fail)
+    assert not unflagged, f"findings names resources the case does not flag: {unflagged}"
 
 
 def test_expected_savings_name_real_cases() -> None:
