@@ -35,7 +35,7 @@ generate = _load_generator()
 manifests = _load_generator("manifests")
 
 SEEDS = (1, 2, 3)
-RULES = ("GPU001", "GPU005", "GPU006", "GPU007", "COM002", "COM004", "SPOT001", "TAG001", "TAG002", "TAG003",
+RULES = ("GPU001", "GPU002", "GPU005", "GPU006", "GPU007", "COM002", "COM004", "SPOT001", "TAG001", "TAG002", "TAG003",
          "BUD001", "POL001", "NET001", "REG002")
 
 
@@ -90,6 +90,14 @@ def test_the_plan_has_waste_and_look_alikes(quarter):
                           ("i-parked-disk-under-cost", False), ("i-stopped-compute-1-day-before", True),
                           ("i-stopped-compute-2-days-before", False)):
         assert (stopped[kind] in q.expected[True]["GPU007"]) == flagged, kind
+    # GPU002: a T4 holds 13.3 GB and a 42 % p95 of an L4, an L4 19.9 GB (20.1: nothing cheaper), a 10.0 % mean is
+    # judged (9.9: idle, GPU001's), 0.1436/h saves 50.02 a month (0.1435: 49.98); never from the bill alone
+    planted = {m.id.rsplit("-", 1)[0]: m.id for m in q.machines if m.id.startswith("i-gpu002-")}
+    want = {"i-gpu002-oversized", "i-gpu002-fits-l4", "i-gpu002-pace-fits-t4", "i-gpu002-mean-at-10",
+            "i-gpu002-saves-50.02"}
+    assert {k for k, v in planted.items() if v in q.expected[True]["GPU002"]} == want
+    assert len(planted) == 9 and not q.expected[False]["GPU002"]
+    assert planted["i-gpu002-mean-under-10"] in q.expected[True]["GPU001"]
     # NET001 above 730 GB a month (24 GB a day is 730), REG002 at least 730 into a region with 100.00 of GPUs
     flows = {rule: {r.rsplit(":", 1)[1] for r in q.expected[True][rule]} for rule in ("NET001", "REG002")}
     assert flows["NET001"] == {"us-east-1->us-west-2", "us-east-1->ap-northeast-2", "us-east-1->ca-central-1",
