@@ -35,8 +35,8 @@ generate = _load_generator()
 manifests = _load_generator("manifests")
 
 SEEDS = (1, 2, 3)
-RULES = ("GPU001", "GPU002", "GPU005", "GPU006", "GPU007", "COM002", "COM004", "SPOT001", "TAG001", "TAG002", "TAG003",
-         "BUD001", "POL001", "NET001", "REG002")
+RULES = ("GPU001", "GPU002", "GPU005", "GPU006", "GPU007", "COM001", "COM002", "COM003", "COM004", "SPOT001",
+         "TAG001", "TAG002", "TAG003", "BUD001", "POL001", "NET001", "REG002")
 
 
 @pytest.fixture(scope="module", params=SEEDS, ids=[f"seed{s}" for s in SEEDS])
@@ -98,6 +98,11 @@ def test_the_plan_has_waste_and_look_alikes(quarter):
     assert {k for k, v in planted.items() if v in q.expected[True]["GPU002"]} == want
     assert len(planted) == 9 and not q.expected[False]["GPU002"]
     assert planted["i-gpu002-mean-under-10"] in q.expected[True]["GPU001"]
+    # COM001: over 10 % unused (11.25 %, not 10 %) and 50.00 (not 49.98) of amortised cost, a GPU type; COM003:
+    # ending from the window's end to 92 days after (not at 2027-01-01), covering 100.00 a month (not 99.99)
+    ris = {rule: {a.split("/ri-")[1] for a in q.expected[True][rule]} for rule in ("COM001", "COM003")}
+    assert ris["COM001"] == {"unused-11pct", "unused-50.00", "covers-100.00", "covers-99.99"}
+    assert ris["COM003"] == {"unused-10pct", "unused-50.00", "covers-100.00"}
     # NET001 above 730 GB a month (24 GB a day is 730), REG002 at least 730 into a region with 100.00 of GPUs
     flows = {rule: {r.rsplit(":", 1)[1] for r in q.expected[True][rule]} for rule in ("NET001", "REG002")}
     assert flows["NET001"] == {"us-east-1->us-west-2", "us-east-1->ap-northeast-2", "us-east-1->ca-central-1",
@@ -167,6 +172,10 @@ def test_savings_only_for_what_still_runs(quarter, inventory):
         assert (f.monthly_savings is not None) == running, (f.rule, f.resource, f.monthly_savings)
         if not running:
             assert f.evidence["still_running"] is False and f.wasted > 0, (f.rule, f.resource)
+    # a reservation whose lines (billed 0: paid up front) run to the window's last day still runs, named in
+    # CommitmentDiscountId whatever the lines' ResourceId
+    unused = [f for f in audits[inventory].findings if f.rule == "COM001"]
+    assert unused and all(f.still_running and f.monthly_savings > 0 for f in unused)
 
 
 def test_sources_are_stated(quarter):
