@@ -36,7 +36,7 @@ manifests = _load_generator("manifests")
 
 SEEDS = (1, 2, 3)
 RULES = ("GPU001", "GPU002", "GPU005", "GPU006", "GPU007", "COM001", "COM002", "COM003", "COM004", "OFF001",
-         "SPOT001", "TAG001", "TAG002", "TAG003", "BUD001", "POL001", "NET001", "REG002")
+         "SPOT001", "STO001", "TAG001", "TAG002", "TAG003", "BUD001", "POL001", "NET001", "REG002")
 
 
 @pytest.fixture(scope="module", params=SEEDS, ids=[f"seed{s}" for s in SEEDS])
@@ -107,6 +107,10 @@ def test_the_plan_has_waste_and_look_alikes(quarter):
     # a month (not 9.99); never from the bill alone
     nbs = {m.id.rsplit("-", 1)[0][2:] for m in q.machines if m.id in q.expected[True]["OFF001"]}
     assert nbs == {"nb-idle-nights", "nb-idle-8", "nb-nil-0.9", "nb-saves-10.00"} and not q.expected[False]["OFF001"]
+    # STO001: 5.0 % a month (not 4.95), growing in every month (not dipping, not flat), 20.00 (not 19.99), three
+    # months (not two), no Glacier, a checkpoint store by name or (with the inventory) by the job writing to it
+    assert q.expected[True]["STO001"] == {"vision-checkpoints", "checkpoints-5.0pct", "ckpt-cost-20.00", "nlp-runs"}
+    assert q.expected[False]["STO001"] == q.expected[True]["STO001"] - {"nlp-runs"}
     # NET001 above 730 GB a month (24 GB a day is 730), REG002 at least 730 into a region with 100.00 of GPUs
     flows = {rule: {r.rsplit(":", 1)[1] for r in q.expected[True][rule]} for rule in ("NET001", "REG002")}
     assert flows["NET001"] == {"us-east-1->us-west-2", "us-east-1->ap-northeast-2", "us-east-1->ca-central-1",
