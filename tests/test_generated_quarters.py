@@ -35,7 +35,7 @@ generate = _load_generator()
 manifests = _load_generator("manifests")
 
 SEEDS = (1, 2, 3)
-RULES = ("GPU001", "GPU002", "GPU005", "GPU006", "GPU007", "COM001", "COM002", "COM003", "COM004", "OFF001",
+RULES = ("ANOM001", "GPU001", "GPU002", "GPU005", "GPU006", "GPU007", "COM001", "COM002", "COM003", "COM004", "OFF001",
          "SPOT001", "STO001", "TAG001", "TAG002", "TAG003", "BUD001", "POL001", "NET001", "REG002")
 
 
@@ -75,7 +75,7 @@ def test_precision_and_recall_are_one(quarter, rule, inventory):
 
 def test_the_plan_has_waste_and_look_alikes(quarter):
     """The answers are not empty: something is planted for every rule, and look-alikes are left alone."""
-    q, _ = quarter
+    q, audits = quarter
     for rule in RULES:
         assert q.expected[True][rule] or rule == "TAG003", rule  # TAG003: flagged on odd seeds, just not on even
     ids = {m.id.rsplit("-", 1)[0] for m in q.machines}
@@ -111,6 +111,10 @@ def test_the_plan_has_waste_and_look_alikes(quarter):
     # months (not two), no Glacier, a checkpoint store by name or (with the inventory) by the job writing to it
     assert q.expected[True]["STO001"] == {"vision-checkpoints", "checkpoints-5.0pct", "ckpt-cost-20.00", "nlp-runs"}
     assert q.expected[False]["STO001"] == q.expected[True]["STO001"] - {"nlp-runs"}
+    # ANOM001: the one day of nlp's 500.04 over its baseline, the finding's cost its excess (499.99 on day 40: not)
+    for audit in audits.values():
+        [jump] = [f for f in audit.findings if f.rule == "ANOM001"]
+        assert jump.cost == Decimal("500.04") and "2026-09-09" in jump.message and "2026-08-10" not in jump.message
     # NET001 above 730 GB a month (24 GB a day is 730), REG002 at least 730 into a region with 100.00 of GPUs
     flows = {rule: {r.rsplit(":", 1)[1] for r in q.expected[True][rule]} for rule in ("NET001", "REG002")}
     assert flows["NET001"] == {"us-east-1->us-west-2", "us-east-1->ap-northeast-2", "us-east-1->ca-central-1",
