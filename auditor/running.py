@@ -7,8 +7,8 @@ the inventory saw it running. A machine terminated mid-quarter saves nothing mor
 stays shown as waste (`Finding.wasted`). The same question, asked the same way, for every kind of resource:
 
 - a machine, a node, a bucket or volume, a reservation, a commitment: its own resource id (or an ARN or path
-  that ends with it) in the billing, or a running state in the inventory (a Kubernetes node `ready`); a
-  parked machine (GPU005) also the disks billed under its name;
+  that ends with it) in the billing (a commitment's lines name it in CommitmentDiscountId), or a running state
+  in the inventory (a Kubernetes node `ready`); a parked machine (GPU005) also the disks billed under its name;
 - a Kubernetes slice (a pod's GPUs), an interactive pod (OFF001) too: the node it runs on (nodes priced from
   the catalog have no billing: the inventory decides);
 - a job: the job's own billing lines (a SageMaker ARN), or a state the inventory calls running;
@@ -94,11 +94,16 @@ def billed_last_day(con: Any, window: Window, ids: set[str]) -> set[str]:
                                 (transfer, " AND x_CostCategory = 'transfer'", TRANSFER)):
         if not asked:
             continue
+        # a commitment's lines (a reservation's fee, the usage it covered) name it in CommitmentDiscountId, whatever
+        # their ResourceId
+        commitments = "" if only else (f" UNION ALL SELECT lower(CommitmentDiscountId), x_Provider, ChargePeriodEnd "
+                                       f"FROM costs WHERE {window.where()} AND CommitmentDiscountId IS NOT NULL")
         con.execute("CREATE OR REPLACE TEMP TABLE running_ids AS SELECT unnest(?::VARCHAR[]) AS id", [sorted(asked)])
         rows = con.execute(f"""
-            WITH b AS (SELECT lower(ResourceId) AS rid, regexp_extract(lower(ResourceId), '[^/:]+$') AS tail,
-                              x_Provider AS provider, max(ChargePeriodEnd) AS last
-                       FROM costs WHERE {window.where()} AND ResourceId IS NOT NULL{only} GROUP BY ALL)
+            WITH l AS (SELECT lower(ResourceId) AS rid, x_Provider, ChargePeriodEnd FROM costs
+                       WHERE {window.where()} AND ResourceId IS NOT NULL{only}{commitments}),
+                 b AS (SELECT rid, regexp_extract(rid, '[^/:]+$') AS tail, x_Provider AS provider,
+                              max(ChargePeriodEnd) AS last FROM l GROUP BY ALL)
             SELECT k.id, b.provider, max(b.last) FROM running_ids k JOIN b ON b.rid = k.id OR b.tail = k.id
             GROUP BY ALL""").fetchall()
         con.execute("DROP TABLE running_ids")

@@ -17,9 +17,11 @@ class UnusedCommitment(Rule):
     the AWS CUR's reservation and savings plan fees (the unused part of an `RIFee` or
     `SavingsPlanRecurringFee` line, as its amortised cost) and Azure's `UnusedReservation` charges.
     Per commitment, the unused cost is the amortised cost of the capacity nobody used in the audit
-    window. Flags a commitment whose unused share exceeds `max_unused_pct` and whose unused cost
-    reaches `min_unused_cost`; with `gpu_only` (the default), only commitments for GPU instance
-    types. The saving is the unused cost as a monthly run rate.
+    window, and its unused share is that over its whole amortised cost in the window (used + unused);
+    amortised throughout, never the billed fee lines (an All Upfront reservation is billed nothing in
+    the window, a partial upfront one only its recurring part). Flags a commitment whose unused share
+    exceeds `max_unused_pct` and whose unused cost reaches `min_unused_cost`; with `gpu_only` (the
+    default), only commitments for GPU instance types. The saving is the unused cost as a monthly run rate.
 
     ## Why it matters
     A reservation is paid every hour whether anything runs on it or not. An unused one-year

@@ -16,8 +16,10 @@ class CommitmentExpiring(Rule):
     ## What it does
     Reads the commitments of the billing with the end of their term (the AWS CUR's `reservation/EndTime`
     and `savingsPlan/EndTime`; FOCUS, Azure and GCP exports do not carry it, so their commitments are not
-    judged). Flags a commitment that ends within `within_days` after the audit window (the next quarter
-    by default) and covered at least `min_covered_per_month` of usage a month in the window: when it
+    judged). Flags a commitment that ends from the end of the audit window (included) to `within_days`
+    days after it (excluded: the next quarter by default) and covered at least `min_covered_per_month`
+    of usage a month in the window (its used, amortised cost over the hours from its first line's start
+    to its last line's end, scaled to 730 hours): when it
     ends, that usage is billed at on-demand prices. With `gpu_only` (the default), only commitments for
     GPU instance types. The finding states what the commitment covered (its used, amortised cost) as a
     monthly run rate; it states no saving, since renewing keeps the price as it is.

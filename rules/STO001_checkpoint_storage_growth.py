@@ -17,10 +17,12 @@ class CheckpointStorageGrowth(Rule):
     Reads the billing's storage lines by resource and month (average GB stored: the GB-months
     billed, over the part of the month they cover). A bucket, volume or storage account is a
     checkpoint store when a job writes its checkpoints there, or when its name matches one of
-    `name_patterns`. Flags one that grew in every one of at least `min_months` months, by
-    `min_growth_pct_per_month` or more a month on average, while all of it stayed in its first
-    storage class (no infrequent-access, archive or tiering lines: no lifecycle rule moves or
-    expires anything), once it costs `min_monthly_cost` a month. The saving estimate is what the
+    `name_patterns`. Flags one billed in at least `min_months` months of the window, each month's
+    average GB above the month before's (3 months: July < August < September), growing on average
+    `min_growth_pct_per_month` or more a month ((last month's GB / the first's - 1) / (months - 1),
+    not compounded: 1,000 to 1,100 GB over three months is 5.0 %), while all of it stayed in its
+    first storage class (no infrequent-access, archive or tiering lines: no lifecycle rule moves or
+    expires anything), once its last month costs `min_monthly_cost`. The saving estimate is what the
     growth in the window costs each month now: (last month's GB - first month's GB) x the price
     per GB-month billed.
 

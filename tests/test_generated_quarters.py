@@ -35,8 +35,9 @@ generate = _load_generator()
 manifests = _load_generator("manifests")
 
 SEEDS = (1, 2, 3)
-RULES = ("GPU001", "GPU005", "GPU006", "GPU007", "COM002", "COM004", "SPOT001", "TAG001", "TAG002", "TAG003",
-         "BUD001", "POL001", "NET001", "REG002")
+RULES = ("ANOM001", "GPU001", "GPU002", "GPU005", "GPU006", "GPU007", "COM001", "COM002", "COM003", "COM004",
+         "KUBE001", "KUBE003", "OFF001", "SPOT001", "STO001", "TAG001", "TAG002", "TAG003", "BUD001", "POL001",
+         "NET001", "REG002")
 
 
 @pytest.fixture(scope="module", params=SEEDS, ids=[f"seed{s}" for s in SEEDS])
@@ -75,7 +76,7 @@ def test_precision_and_recall_are_one(quarter, rule, inventory):
 
 def test_the_plan_has_waste_and_look_alikes(quarter):
     """The answers are not empty: something is planted for every rule, and look-alikes are left alone."""
-    q, _ = quarter
+    q, audits = quarter
     for rule in RULES:
         assert q.expected[True][rule] or rule == "TAG003", rule  # TAG003: flagged on odd seeds, just not on even
     ids = {m.id.rsplit("-", 1)[0] for m in q.machines}
@@ -90,6 +91,37 @@ def test_the_plan_has_waste_and_look_alikes(quarter):
                           ("i-parked-disk-under-cost", False), ("i-stopped-compute-1-day-before", True),
                           ("i-stopped-compute-2-days-before", False)):
         assert (stopped[kind] in q.expected[True]["GPU007"]) == flagged, kind
+    # GPU002: a T4 holds 13.3 GB and a 42 % p95 of an L4, an L4 19.9 GB (20.1: nothing cheaper), a 10.0 % mean is
+    # judged (9.9: idle, GPU001's), 0.1436/h saves 50.02 a month (0.1435: 49.98); never from the bill alone
+    planted = {m.id.rsplit("-", 1)[0]: m.id for m in q.machines if m.id.startswith("i-gpu002-")}
+    want = {"i-gpu002-oversized", "i-gpu002-fits-l4", "i-gpu002-pace-fits-t4", "i-gpu002-mean-at-10",
+            "i-gpu002-saves-50.02"}
+    assert {k for k, v in planted.items() if v in q.expected[True]["GPU002"]} == want
+    assert len(planted) == 9 and not q.expected[False]["GPU002"]
+    assert planted["i-gpu002-mean-under-10"] in q.expected[True]["GPU001"]
+    # COM001: over 10 % unused (11.25 %, not 10 %) and 50.00 (not 49.98) of amortised cost, a GPU type; COM003:
+    # ending from the window's end to 92 days after (not at 2027-01-01), covering 100.00 a month (not 99.99)
+    ris = {rule: {a.split("/ri-")[1] for a in q.expected[True][rule]} for rule in ("COM001", "COM003")}
+    assert ris["COM001"] == {"unused-11pct", "unused-50.00", "covers-100.00", "covers-99.99"}
+    assert ris["COM003"] == {"unused-10pct", "unused-50.00", "covers-100.00"}
+    # OFF001: 8 idle off-hours (not 7), under 1 % (0.9, not 1.0), an owner, off-hours (not working hours), 10.00
+    # a month (not 9.99); never from the bill alone
+    nbs = {m.id.rsplit("-", 1)[0][2:] for m in q.machines if m.id in q.expected[True]["OFF001"]}
+    assert nbs == {"nb-idle-nights", "nb-idle-8", "nb-nil-0.9", "nb-saves-10.00"} and not q.expected[False]["OFF001"]
+    # STO001: 5.0 % a month (not 4.95), growing in every month (not dipping, not flat), 20.00 (not 19.99), three
+    # months (not two), no Glacier, a checkpoint store by name or (with the inventory) by the job writing to it
+    assert q.expected[True]["STO001"] == {"vision-checkpoints", "checkpoints-5.0pct", "ckpt-cost-20.00", "nlp-runs"}
+    assert q.expected[False]["STO001"] == q.expected[True]["STO001"] - {"nlp-runs"}
+    # KUBE003: 25 % of a node's GPU-hours held by no pod (not 24.99 %), and 24 of them (not 23.98)
+    nodes = {m.id.rsplit("-", 1)[0][2:] for m in q.machines if m.id in q.expected[True]["KUBE003"]}
+    assert nodes == {"k8s-unallocated-25pct", "k8s-24-gpu-hours"} and not q.expected[False]["KUBE003"]
+    # KUBE001: 4.9 % (not 5.0 %) of engine activity, over 24 h of samples (not 23)
+    pods = {p.rsplit("/", 1)[0].rsplit("-", 1)[0][2:] for p in q.expected[True]["KUBE001"]}
+    assert pods == {"k8s-full", "k8s-24-gpu-hours"} and not q.expected[False]["KUBE001"]
+    # ANOM001: the one day of nlp's 500.04 over its baseline, the finding's cost its excess (499.99 on day 40: not)
+    for audit in audits.values():
+        [jump] = [f for f in audit.findings if f.rule == "ANOM001"]
+        assert jump.cost == Decimal("500.04") and "2026-09-09" in jump.message and "2026-08-10" not in jump.message
     # NET001 above 730 GB a month (24 GB a day is 730), REG002 at least 730 into a region with 100.00 of GPUs
     flows = {rule: {r.rsplit(":", 1)[1] for r in q.expected[True][rule]} for rule in ("NET001", "REG002")}
     assert flows["NET001"] == {"us-east-1->us-west-2", "us-east-1->ap-northeast-2", "us-east-1->ca-central-1",
@@ -159,6 +191,10 @@ def test_savings_only_for_what_still_runs(quarter, inventory):
         assert (f.monthly_savings is not None) == running, (f.rule, f.resource, f.monthly_savings)
         if not running:
             assert f.evidence["still_running"] is False and f.wasted > 0, (f.rule, f.resource)
+    # a reservation whose lines (billed 0: paid up front) run to the window's last day still runs, named in
+    # CommitmentDiscountId whatever the lines' ResourceId
+    unused = [f for f in audits[inventory].findings if f.rule == "COM001"]
+    assert unused and all(f.still_running and f.monthly_savings > 0 for f in unused)
 
 
 def test_sources_are_stated(quarter):
