@@ -52,7 +52,7 @@ def off_hours_overlap(start: datetime, end: datetime, zone: ZoneInfo, work: tupl
 
 @register
 class InteractiveGpuOffHours(Rule):
-    """Notebook or dev machine with an owner, billed nights, weekends and holidays while its GPUs sat at 0%.
+    """Notebook or dev machine with an owner, billed nights, weekends and holidays while its GPUs sat idle (under 1%).
 
     ## What it does
     Reads the interactive GPU machines of the inventory: SageMaker notebook instances, Vertex AI Workbench
@@ -140,7 +140,7 @@ class InteractiveGpuOffHours(Rule):
         yield self.finding(
             gpu, ctx,
             f"{gpu.platform} {gpu.name or gpu.id} ({gpu.instance_type or '?'}, {gpus}, owner {owner or 'none'}) sat "
-            f"at 0% GPU utilisation for {idle:,.1f} off-hours (nights, weekends and holidays, "
+            f"idle (under 1% GPU utilisation) for {idle:,.1f} off-hours (nights, weekends and holidays, "
             f"{self.opt('time_zone')}) of {gpu.sampled_hours:,.0f} h measured in {ctx.window.label}, billed at "
             f"{fmt_money(rate, currency)}/h; a schedule saves {fmt_money(monthly, currency)} a month",
             evidence={"platform": gpu.platform, "idle_off_hours": round(idle, 2),
