@@ -435,14 +435,17 @@ def steady_gpu_spend(store: Store, window: Window, policy: Policy) -> list[Stead
                  "AND CommitmentDiscountStatus IS NULL AND NOT __freed")
     # The resources of `costs` freed (by their id, or its last segment), found once, in a table joined by id: as a
     # list of hundreds of literals in each row's filter, each row was compared with each (1M lines: 3 CPU s).
-    store.con.execute("CREATE OR REPLACE TEMP TABLE freed_ids AS SELECT unnest(?::VARCHAR[]) AS id",
-                      [sorted(store.freed)])
-    store.con.execute("""
-        CREATE OR REPLACE TEMP TABLE freed_resources AS SELECT DISTINCT ResourceId FROM costs
-        WHERE lower(ResourceId) IN (SELECT id FROM freed_ids)
-           OR regexp_extract(lower(ResourceId), '[^/:]+$') IN (SELECT id FROM freed_ids)""")
-    source = ("(SELECT c.*, f.ResourceId IS NOT NULL AS __freed FROM costs c "
-              "LEFT JOIN freed_resources f ON c.ResourceId = f.ResourceId)")
+    source = "(SELECT *, false AS __freed FROM costs)"
+    if store.freed:
+        store.con.execute("CREATE OR REPLACE TEMP TABLE freed_ids AS SELECT unnest(?::VARCHAR[]) AS id",
+                          [sorted(store.freed)])
+        store.con.execute("""
+            CREATE OR REPLACE TEMP TABLE freed_resources AS
+            SELECT ResourceId FROM (SELECT DISTINCT ResourceId FROM costs WHERE ResourceId IS NOT NULL)
+            WHERE lower(ResourceId) IN (SELECT id FROM freed_ids)
+               OR regexp_extract(lower(ResourceId), '[^/:]+$') IN (SELECT id FROM freed_ids)""")
+        source = ("(SELECT c.*, f.ResourceId IS NOT NULL AS __freed FROM costs c "
+                  "LEFT JOIN freed_resources f ON c.ResourceId = f.ResourceId)")
     gpu = (f"{window.where()} AND x_CostCategory = 'gpu_compute' AND ChargeCategory = 'Usage' "
            "AND x_InstanceType IS NOT NULL")
     family = family_sql("x_Provider", "x_InstanceType")
@@ -460,7 +463,7 @@ def steady_gpu_spend(store: Store, window: Window, policy: Policy) -> list[Stead
         FROM g GROUP BY ALL HAVING sum(od) > 0 ORDER BY 1, 2, 3, 4""").fetchall()
     floors = hourly_floors(store, window, f"{gpu} AND {on_demand}", family, source)
     for table in ("freed_ids", "freed_resources"):
-        store.con.execute(f"DROP TABLE {table}")
+        store.con.execute(f"DROP TABLE IF EXISTS {table}")
     out = []
     for provider, region, family_name, cur, days, billed, od, cm, types, model in rows:
         hours, ran, floor, at = floors.get((provider, region, family_name, cur), (0, 0, Decimal(0), None))
