@@ -161,3 +161,39 @@ def test_a_line_without_a_cost_is_named_among_lines_of_its_day(tmp_path):
         Store().load_billing([path])
     assert e.value.line == 7  # the header is line 1; the sixth line has no cost
     assert "cost is empty" in str(e.value)
+
+
+def test_tags_are_classified_by_their_own_columns_and_sum_the_lines(tmp_path):
+    """Tag churn (a run tag that changes every few hours on the same node and usage type): the tag map is built
+    once per distinct value of the tag columns alone, the rest once per distinct value of the other columns
+    (normalize.split), and the rows still sum the lines exactly. Where another output reads a tag column, the
+    tags stay in that output's key."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import generate
+
+    from auditor.providers.billing.columns import Columns
+    from auditor.providers.billing.detect import sniff
+    from auditor.tables.schema import COSTS
+
+    info = generate.generate(20000, tmp_path / "bench", ("tagchurn-parquet",))
+    files = [Path(f) for f in info["formats"]["tagchurn-parquet"]]
+    store = Store()
+    store.load_billing(files)
+    assert sums(store, "costs") == sums(store, "lines")
+    assert store.con.execute("SELECT count(DISTINCT Tags) FROM costs").fetchone()[0] > 1000
+
+    sniffed = sniff(files[0], store.con)
+    cols = Columns(sniffed.columns, sniffed.fields, sniffed.types)
+    exprs, _ = store.reader_sql(sniffed.format, cols)
+    tag_columns = sorted(c for c in sniffed.columns if c.startswith("resource_tags_"))
+    groups = normalize.split(exprs, cols)
+    assert (["Tags"], tag_columns) in groups
+    assert not any(set(key) & set(tag_columns) for outputs, key in groups if outputs != ["Tags"])
+    # Each key's classification is computed before the join, once per key (materialized: DuckDB would otherwise
+    # move it above the join, onto every row).
+    sql = normalize.select_sql(exprs, cols, "t", 1, "f", sniffed.format, list(COSTS))
+    assert sql.count("AS MATERIALIZED") == len(groups)
+
+    exprs["x_Namespace"] = f"CASE WHEN {tag_columns[0]} = 'a' THEN 'b' END"  # another output reads a tag column
+    [key] = [key for outputs, key in normalize.split(exprs, cols) if "Tags" in outputs]
+    assert set(tag_columns) < set(key)

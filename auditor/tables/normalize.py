@@ -35,6 +35,7 @@ FILE = "__gpu_auditor_file"
 # computed line by line and grouped by its value, and the description of a group is that of its first line.
 FREE_TEXT = "ChargeDescription"
 FREE_TEXT_READERS = (FREE_TEXT, "x_InstanceType")
+TAGS = "Tags"
 EXTRA = ("_kind", "_gpu", "_gpu_count")
 DEFAULTS = {"_gpu": "CAST(NULL AS VARCHAR)", "_gpu_count": f"CAST(NULL AS {GPU_COUNT})"}
 
@@ -63,17 +64,26 @@ def split(exprs: dict[str, str], cols: Columns) -> list[tuple[list[str], list[st
     times = [c for c in TIMES if c in exprs and worth(c)]
     time_cols = set().union(*(refs[c] for c in times)) if times else set()
     rest = [c for c in exprs if c not in TIMES and worth(c) and not refs[c] & time_cols]
+    # Tags churn apart from everything else (a run or owner tag that changes by the hour on the same resource and
+    # usage type): keyed by their own columns, where no other output reads them, their distinct values are far
+    # fewer than those of every column together, and the rest's key stays as small as the resources and usage
+    # types are many (1M lines of tag churn: 200,000 distinct keys a file classified, against a few thousand).
+    others = set().union(*(refs[c] for c in rest if c != TAGS))
+    tags = [TAGS] if TAGS in rest and not refs[TAGS] & others else []
+    rest = [c for c in rest if c not in tags]
     groups = []
-    for outputs in (times, rest):
+    for outputs in (times, tags, rest):
         if outputs:
             groups.append((outputs, sorted(set().union(*(refs[c] for c in outputs)))))
     return groups
 
 
 def select_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: int, path: str, fmt: str,
-               costs: list[str], row_number: str = "row_number() OVER ()", files: bool = False) -> str:
+               costs: list[str], row_number: str = "row_number() OVER ()", files: bool = False,
+               materialized: bool = True) -> str:
     """The SELECT of one file's `costs` rows (the columns in `costs` order), or of several files' where
-    `files`: the relation then names each row's file in its FILE column. `exprs` are the reader's
+    `files`: the relation then names each row's file in its FILE column. `materialized`: each distinct key's
+    classification is a materialized CTE (DuckDB; Spark plans its own and knows no such CTE). `exprs` are the reader's
     expressions by output column; the catalog tables `catalog_instance_types` and `catalog_gpu_families` add
     the GPU model and count."""
     outputs_all = [c for c in costs if c not in ENRICHED] + list(EXTRA)
@@ -90,6 +100,10 @@ def select_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: i
         computed = ", ".join(f"{exprs[c]} AS {q('__' + c)}" for c in outputs)
         dims = f"SELECT {', '.join(names.values())}, {computed} FROM ({dims})"
         on = " AND ".join(f"s.{q(k)} IS NOT DISTINCT FROM d{i}.{names[k]}" for k in key)
+        # Materialized: left to itself, DuckDB moves the computed expressions above the join, and classifies
+        # every row instead of every distinct key (1M lines of tag churn: 206,256 rows a file, for 5,072 keys).
+        if materialized:
+            dims = f"WITH __d{i} AS MATERIALIZED ({dims}) SELECT * FROM __d{i}"
         source += f" JOIN ({dims}) d{i} ON {on}"
     inner = ", ".join(f"{keyed[c]}.{q('__' + c)} AS {q(c)}" if c in keyed else f"{exprs[c]} AS {q(c)}"
                       for c in outputs_all) + (f", s.{FILE}" if files else "")
