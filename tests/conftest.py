@@ -102,6 +102,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
 
 
+# --- one worker per core: `-n auto` (pytest-xdist) in pyproject.toml ------------------------------------------
+# A test file is the unit a worker takes: its tests run on one worker, in their order, so that a module fixture is
+# built once and a test may rely on the one before it (tests/test_readme.py runs the README's commands in sequence).
+# Spark's test files (tests/test_spark*.py) are one unit, so that one worker starts the JVM (the `spark` session
+# fixture), not every worker. `-n 0` runs everything in this process.
+
+
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadFileScheduling
+
+    class ByFile(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return "spark" if Path(module).name.startswith("test_spark") else module
+
+    return ByFile(config, log)
+
+
 # --- the rule registry, restored after a test that registers throwaway rules ---------------------------------
 
 
