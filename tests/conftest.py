@@ -103,21 +103,24 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 
 # --- one worker per core: `-n auto` (pytest-xdist) in pyproject.toml ------------------------------------------
-# A test file is the unit a worker takes: its tests run on one worker, in their order, so that a module fixture is
-# built once and a test may rely on the one before it (tests/test_readme.py runs the README's commands in sequence).
-# Spark's test files (tests/test_spark*.py) are one unit, so that one worker starts the JVM (the `spark` session
-# fixture), not every worker. `-n 0` runs everything in this process.
+# The unit a worker takes is a test function with all its parameters: they run on one worker, in their order (the
+# README's commands in tests/test_readme.py run in sequence), and a module fixture is built at most once per worker.
+# A whole file is too coarse: tests/test_reliability.py alone would be the run's last minutes. Spark's test files
+# (tests/test_spark*.py) are one unit, so that one worker starts the JVM (the `spark` session fixture), not every
+# worker. `-n 0` runs everything in this process.
 
 
 def pytest_xdist_make_scheduler(config, log):
-    from xdist.scheduler import LoadFileScheduling
+    from xdist.scheduler import LoadScopeScheduling
 
-    class ByFile(LoadFileScheduling):
+    class ByFunction(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            module = nodeid.split("::", 1)[0]
-            return "spark" if Path(module).name.startswith("test_spark") else module
+            module, _, function = nodeid.partition("::")
+            if Path(module).name.startswith("test_spark"):
+                return "spark"
+            return f"{module}::{function.split('[', 1)[0]}"
 
-    return ByFile(config, log)
+    return ByFunction(config, log)
 
 
 # --- the rule registry, restored after a test that registers throwaway rules ---------------------------------
