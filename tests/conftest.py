@@ -102,6 +102,31 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.slow)
 
 
+# --- one worker per core: `-n auto` (pytest-xdist) in pyproject.toml ------------------------------------------
+# The unit a worker takes is a test function with all its parameters: they run on one worker, in their order (the
+# README's commands in tests/test_readme.py run in sequence), and a module fixture is built at most once per worker.
+# A whole file is too coarse: tests/test_reliability.py alone would be the run's last minutes. The files whose
+# module or session fixtures start a program or build an environment stay whole on one worker, so that it is done
+# once, not once per worker: Spark's JVM (tests/test_spark*.py, one unit together), the browser, Prometheus, the
+# installed wheel and the Action's virtual environment. `-n 0` runs everything in this process.
+ONE_WORKER = {"test_chromium.py": "chromium", "test_pull_k8s_shared.py": "prometheus", "test_wheel.py": "wheel",
+              "test_integrations.py": "integrations", "test_unit_series.py": "prometheus-series"}
+
+
+def pytest_xdist_make_scheduler(config, log):
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByFunction(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module, _, function = nodeid.partition("::")
+            name = Path(module).name
+            if name.startswith("test_spark"):
+                return "spark"
+            return ONE_WORKER.get(name) or f"{module}::{function.split('[', 1)[0]}"
+
+    return ByFunction(config, log)
+
+
 # --- the rule registry, restored after a test that registers throwaway rules ---------------------------------
 
 

@@ -21,6 +21,7 @@ from auditor.testing import load_cases, make_entity
 REPO = Path(__file__).resolve().parents[1]
 RULES_DIR = REPO / "rules"
 CASES_DIR = REPO / "fixtures" / "rules"
+CASES = load_cases(CASES_DIR)  # read once: every rule's test looks for its own among them
 RULES = all_rules()
 IDS = [r.id for r in RULES]
 ENTITIES = typing.get_args(Entity)  # every entity class a rule may read
@@ -135,7 +136,7 @@ def test_options_are_documented_and_defaults_valid(rule: type[Rule]) -> None:
 def test_every_rule_has_failing_and_passing_cases(rule: type[Rule]) -> None:
     path = CASES_DIR / f"{rule.id}.yml"
     assert path.is_file(), f"{rule.id}: no case file {path.relative_to(REPO)}"
-    cases = [c for c in load_cases(CASES_DIR) if c.rule == rule.id]
+    cases = [c for c in CASES if c.rule == rule.id]
     assert cases and all(c.path == str(path) for c in cases)
     assert any(c.fail for c in cases), f"{rule.id}: no failing case"
     assert any(not c.fail for c in cases), f"{rule.id}: no passing case"

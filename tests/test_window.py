@@ -8,7 +8,7 @@ from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from auditor.errors import InputError
@@ -73,6 +73,7 @@ def test_quarter_hours_of_a_year():
     assert [parse_quarter(f"2026-Q{q}").hours for q in (1, 2, 3, 4)] == [2160, 2184, 2208, 2208]
 
 
+@settings(deadline=None)  # the property, not the speed: a loaded machine must not fail it
 @given(st.datetimes(min_value=datetime(1971, 1, 1), max_value=datetime(9998, 12, 31, 23, 59, 59)))
 def test_every_instant_falls_in_exactly_one_quarter(instant):
     w = quarter_of(instant.date())
@@ -84,6 +85,7 @@ def test_every_instant_falls_in_exactly_one_quarter(instant):
     assert parse_quarter(w.label) == w
 
 
+@settings(deadline=None)  # the property, not the speed: a loaded machine must not fail it
 @given(st.dates(min_value=date(1971, 1, 1), max_value=date(9990, 12, 31)), st.integers(-40, 40))
 def test_add_months_lands_on_the_first_of_the_right_month(day, months):
     d = add_months(datetime.combine(day, datetime.min.time()), months)

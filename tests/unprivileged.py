@@ -41,6 +41,7 @@ def open_folder() -> Path:
     return folder
 
 
+@cache  # once per process: what it loads stays loaded
 def _load_everything() -> None:
     """Import and read, before privileges are dropped, what a run may load lazily: the child may not be able to
     read the Python installation or the checkout (under /root, private to root)."""
