@@ -9,6 +9,7 @@ Spark, the values DuckDB gives.
 from __future__ import annotations
 
 import json
+import os
 import sys
 from decimal import Decimal
 from pathlib import Path
@@ -251,3 +252,21 @@ def test_findings_teams_follow_the_split_on_spark_as_on_duckdb(spark, tmp_path):
     findings, acts, _, _ = seen[0]
     assert acts["i-0eksgpu000000001"] == "research"
     assert {team for (_, res), (team, _, _) in findings.items() if res == "i-0eksgpu000000001"} == {"research"}
+
+
+def test_a_billing_file_named_in_latin1_reads_on_spark_as_on_duckdb(spark, tmp_path):
+    """A file whose name is not UTF-8 (latin-1 `coût.csv`, the bytes b'co\\xfbts.csv') is read on Spark as DuckDB reads
+    it: through its link of a UTF-8 name (issue 30), to the cent, and named with its byte escaped."""
+    raw = os.fsencode(tmp_path) + b"/co\xfbts.csv"
+    try:
+        with open(raw, "wb") as f:
+            f.write((FIXTURES / "gpu" / "cur2-eks-split.csv").read_bytes())
+    except OSError as e:  # a file system that takes only UTF-8 names: nothing to test there
+        pytest.skip(f"the file system refuses the name: {e}")
+    path = Path(os.fsdecode(raw))
+    duck = Store()
+    duck.load_billing([path])
+    on_spark = Store()
+    engine.load_billing(on_spark, [path], spark=spark)
+    assert summaries(on_spark) == summaries(duck) and summaries(duck)["stats"]["billed_cost"]
+    assert [s.path for s in on_spark.sources] == [s.path for s in duck.sources] == [str(tmp_path / "co\\xfbts.csv")]

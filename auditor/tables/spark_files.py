@@ -16,6 +16,7 @@ from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
 from auditor.errors import AuditorError, InputError
+from auditor.files import readable, shown
 from auditor.providers.billing import avro
 from auditor.providers.billing.detect import DATA_SUFFIXES, Sniffed, _is_sidecar, is_uri, manifest_keys, sniff
 from auditor.providers.redact import redact
@@ -197,10 +198,18 @@ def billing_files(spark, store: Store, paths: list, progress: Callable[[str], No
         for path, digest in store.distinct_files(local, progress, " on Spark"):
             # file: URIs: every executor reads the same path from its own file system (a shared mount on a
             # cluster), rather than the cluster's default file system.
-            yield str(path), digest, sniff(path, store.con), Path(path).resolve().as_uri()
+            yield shown(path), digest, sniff(path, store.con), _file_uri(path)
     uris = [p for p in paths if is_uri(p)]
     if uris:
         yield from _distinct_uris(spark, store, uris, progress)
+
+
+def _file_uri(path) -> str:
+    """The file: URI Spark reads a local file by. A name that is not UTF-8 is read through its link of a UTF-8 name
+    (files.readable), as DuckDB reads it: Hadoop decodes a URI's escapes as UTF-8 and would not find the file."""
+    if shown(path) != str(path):
+        return Path(readable(path)).as_uri()
+    return Path(path).resolve().as_uri()
 
 
 def check_gzip_name(s: Sniffed, name: str) -> None:
