@@ -526,7 +526,7 @@ class NodeGpuAllocation:
     name: str | None = None
     instance_type: str | None = None
     gpu_model: str | None = None
-    gpu_count: int = 0  # physical GPUs
+    gpu_count: int | Decimal = 0  # physical GPUs; a fractional GPU's share of one (a g6f node: 0.25)
     sharing: list[str] = field(default_factory=list)
     node_hours: float = 0.0  # hours the node ran in the window
     allocated_gpu_hours: float = 0.0
@@ -539,7 +539,7 @@ class NodeGpuAllocation:
 
     @property
     def gpu_hours(self) -> float:
-        return self.gpu_count * self.node_hours
+        return float(self.gpu_count) * self.node_hours
 
     @property
     def unallocated_gpu_hours(self) -> float:

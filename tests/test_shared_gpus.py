@@ -321,3 +321,11 @@ def test_the_summary_rounds_hours_and_money_as_shown():
     assert ns[("lab", None, "USD")]["gpu_hours"] == D("12.00")
     assert ns[("ml", "vision", "USD")] == {"namespace": "ml", "team": "vision", "currency": "USD", "gpu_hours": 15,
                                            "allocated": D("63.00"), "idle_share": D("135.00"), "total": D("198.00")}
+
+
+def test_a_node_of_a_fractional_gpu_counts_its_share_in_gpu_hours():
+    """A Kubernetes node on a fractional-GPU type (a g6f.xlarge holds a quarter of an L4: gpu_count Decimal 0.25)
+    runs 100 hours: 25 GPU-hours, with 10 allocated 15 unallocated (a Decimal times a float raised TypeError)."""
+    node = NodeGpuAllocation("node-g6f", gpu_model="L4", gpu_count=D("0.25"), node_hours=100.0,
+                             allocated_gpu_hours=10.0)
+    assert node.gpu_hours == 25.0 and node.unallocated_gpu_hours == 15.0
