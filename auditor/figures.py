@@ -71,7 +71,7 @@ def actions(findings: list[Finding]) -> list[dict[str, Any]]:
     by_resource: dict[tuple[str, str], list[Finding]] = {}
     for f in findings:
         by_resource.setdefault((f.resource, f.currency), []).append(f)
-    out = []
+    out: list[dict[str, Any]] = []
     for (resource, currency), group in by_resource.items():
         group.sort(key=_choice)
         take = group[0]

@@ -16,7 +16,7 @@ from auditor.errors import InputError, InputErrors
 from auditor.model import Severity
 from auditor.registry import get_rule, iter_clauses, rule_keys
 from auditor.safeyaml import NoAliasLoader
-from auditor.schema import Field, Validator, fmt_path, record
+from auditor.schema import Field, Validator, fmt_path, record, record_of
 from auditor.text import did_you_mean, is_clean, md_escape, one_line
 
 
@@ -139,7 +139,7 @@ def policy_schema() -> Field:
         }
         for cls in rules:
             fields.update(cls.options)
-        clauses[clause] = record(**fields)
+        clauses[clause] = record_of(fields)
     return record(
         policy=Field("str", required=True, doc="the policy's title"),
         version=Field("scalar", default="1", doc="the policy's version; quoted or not"),
@@ -172,7 +172,7 @@ def policy_schema() -> Field:
             gpu_hours_per_quarter=Field("money", minimum=0, doc="GPU-hours the team may use in a quarter"),
             projects=Field("list", item=Field("str"), default=[]),
         )),
-        clauses=record(**clauses),
+        clauses=record_of(clauses),
         outputs=record(
             mask_secrets=Field("bool", default=True, doc="mask access keys, tokens, private keys and other "
                                "credential-shaped text in every output (audit.json, reports, e-mail, gate output)"),
@@ -264,8 +264,8 @@ def parse_policy(text: str, path: str = "<policy>") -> Policy:
         loader.dispose()
     if not isinstance(data, dict):
         raise InputError("a policy is a YAML mapping with keys policy, owner, clauses, ...", path=path, line=1)
-    for e in lines.errors:
-        e.path = path
+    for err in lines.errors:
+        err.path = path
     v = Validator(path, lines, collect=True, raw=lines.raw.get)  # every error in the file, not only the first
     doc = v.check(data, policy_schema())
     InputErrors.raise_if_any(lines.errors + v.errors + _meaning_errors(doc, lines, path))

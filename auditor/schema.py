@@ -40,6 +40,12 @@ def record(required: bool = False, doc: str = "", **fields: Field) -> Field:
     return Field("record", required=required, fields=fields, doc=doc)
 
 
+def record_of(fields: dict[str, Field]) -> Field:
+    """A record of keys known only at run time (rule options): a key may be any name, `doc` or `required`
+    included, which `record(**fields)` would take as its own arguments."""
+    return Field("record", fields=fields)
+
+
 def fmt_path(path: Path) -> str:
     out = ""
     for p in path:

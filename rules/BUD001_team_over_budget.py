@@ -94,12 +94,12 @@ class TeamOverBudget(Rule):
                             gpu_hours_forecast=str(round(forecast_h, 1)))
             text = (f"{t.gpu_hours:,.0f} GPU-hours used of {t.gpu_hours_budget:,.0f} "
                     f"({self._pct(t.gpu_hours, t.gpu_hours_budget)}), forecast {forecast_h:,.0f}")
+            bucket: list[str] | None = None  # over or forecast_over; None: neither
+            extra = Decimal(0)  # the GPU-hours over budget (or forecast over), where bucket is set
             if t.gpu_hours > t.gpu_hours_budget:
                 bucket, extra = over, t.gpu_hours - t.gpu_hours_budget
             elif elapsed_pct >= self.opt("min_elapsed_pct") and forecast_h >= t.gpu_hours_budget * alert:
                 bucket, extra = forecast_over, max(forecast_h - t.gpu_hours_budget, Decimal(0))
-            else:
-                bucket, extra = None, None
             if bucket is not None:
                 if per_hour:
                     text += f", about {fmt_money(extra * per_hour, t.currency)} at {fmt_money(per_hour, t.currency)} " \

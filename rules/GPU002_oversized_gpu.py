@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+from decimal import Decimal
 from fractions import Fraction
 
 from auditor.model import GpuAsset, Severity, fmt_money, primary
@@ -101,24 +102,27 @@ class OversizedGpu(Rule):
             target_type, memory_only = hint, True
         else:
             target_type, memory_only = best, False
-        currency, cost, monthly, wasted, basis = self._saving(asset, ctx, current, target_type)
+        currency, cost, monthly, wasted, basis = self._saving(asset, ctx, current.price_per_hour,
+                                                              target_type.price_per_hour)
         if self.short_of(monthly, currency, "min_monthly_savings", ctx):
             return
-        hint_gpu = ctx.catalog.gpu(hint.gpu_model) if hint else None
         head = (f"{asset.instance_type} {asset.name or asset.id} peaks at {asset.peak_mem_gb:g} GB of "
                 f"{gpu.memory_gb:g} GB GPU memory and {asset.p95_util_pct:g}% utilisation: ")
+        # target_type is the memory-bound hint when memory_only, else the best fit
         if memory_only:
-            message = (f"{head}memory alone keeps it off {hint.name} ({_gpus(hint)}, "
-                       f"{hint_gpu.memory_gb:g} GB a GPU, needs {need_mem:.1f} GB with headroom); mixed precision "
+            message = (f"{head}memory alone keeps it off {target_type.name} ({_gpus(target_type)}, "
+                       f"{ctx.catalog.gpu(target_type.gpu_model).memory_gb:g} GB a GPU, needs {need_mem:.1f} GB "
+                       f"with headroom); mixed precision "
                        f"(bf16) or gradient checkpointing would bring it within, saving about "
                        f"{fmt_money(monthly, currency)} a month")
         else:
-            message = (f"{head}{best.name} ({_gpus(best)}) fits, saving about "
+            message = (f"{head}{target_type.name} ({_gpus(target_type)}) fits, saving about "
                        f"{fmt_money(monthly, currency)} a month")
-            if best.gpu_count < count:
-                message += f"; its load fits {best.gpu_count} of its {count} GPUs"
+            if target_type.gpu_count < count:
+                message += f"; its load fits {target_type.gpu_count} of its {count} GPUs"
             if hint:
-                message += (f"; memory alone rules out the cheaper {hint.name} ({hint_gpu.memory_gb:g} GB a GPU): "
+                message += (f"; memory alone rules out the cheaper {hint.name} "
+                            f"({ctx.catalog.gpu(hint.gpu_model).memory_gb:g} GB a GPU): "
                             "mixed precision (bf16) or gradient checkpointing may bring the peak within it")
         yield self.finding(
             asset, ctx, message,
@@ -139,14 +143,16 @@ class OversizedGpu(Rule):
             key=f"memory:{target_type.name}" if memory_only else target_type.name)
 
     @staticmethod
-    def _saving(asset: GpuAsset, ctx, current: InstanceType, to: InstanceType):
-        ratio = to.price_per_hour / current.price_per_hour
+    def _saving(asset: GpuAsset, ctx, current_price: Decimal, to_price: Decimal):
+        """The saving of moving to a type priced `to_price` from one priced `current_price` (both priced:
+        `instance_types` holds only priced types and `check` returns on an unpriced current one)."""
+        ratio = to_price / current_price
         billed = primary(asset.cost)
         if billed:
             currency, cost = billed
             return (currency, cost, ctx.monthly(cost, asset.billed_hours) * (1 - ratio), cost * (1 - ratio),
                     "billed cost as a monthly run rate x the catalog price ratio")
-        return ("USD", None, (current.price_per_hour - to.price_per_hour) * 730, None,
+        return ("USD", None, (current_price - to_price) * 730, None,
                 "catalog on-demand price difference x 730 h")
 
 

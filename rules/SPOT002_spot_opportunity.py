@@ -73,8 +73,7 @@ class SpotOpportunity(Rule):
             saving, per = ctx.monthly(cost) * discount, "a month"
             basis = (f"billed cost as a monthly run rate x the catalog's typical {job.provider} spot discount "
                      f"({discount:.0%}); an estimate")
-        elif t and (job.training_s or job.max_runtime_s):
-            seconds = job.training_s or job.max_runtime_s
+        elif t and (seconds := job.training_s or job.max_runtime_s):
             currency, cost = "USD", None
             saving = t.price_per_hour * job.instance_count * Decimal(seconds) / 3600 * discount
             per = "a run"

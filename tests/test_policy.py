@@ -415,3 +415,13 @@ def test_waivers_from_the_policy_file(valid):
 def test_version_keeps_its_written_text():
     """YAML reads 2026.10 as the float 2026.1; the policy keeps the version as the team wrote it."""
     assert parse_policy(BASE + "version: 2026.10\n").version == "2026.10"
+
+
+def test_record_of_keeps_keys_named_like_records_own_arguments():
+    """A rule option may be named `doc` or `required`: record_of keeps it a key, where record(**options) would
+    have taken it as the record's own doc or required flag."""
+    from auditor.schema import Field, record_of
+
+    options = {"doc": Field("str"), "required": Field("bool", default=True), "limit": Field("int")}
+    made = record_of(options)
+    assert (made.kind, made.fields, made.required, made.doc) == ("record", options, False, "")

@@ -43,18 +43,18 @@ def attributed(store: Store, window: Window, team_key: str, project_key: str) ->
     spend_team_sql), into a table kept for the store's life, and are joined back by the id, rather than once per
     row or once per query. The split's rows carry the tag set id of the tags they move to or from."""
     rows = split.with_split(store, window.where())  # the provider's split of shared nodes moved (split.py)
-    key = ("attribution", window, team_key, project_key)
-    if key not in store.entities:
+    key = (window, team_key, project_key)
+    if key not in store.attributions:
         store.tag_set_ids()
-        store.entities[key] = f"attribution_{len(store.entities)}"
+        store.attributions[key] = f"attribution_{len(store.attributions)}"
         store.con.execute(f"""
-            CREATE OR REPLACE TEMP TABLE {store.entities[key]} AS
+            CREATE OR REPLACE TEMP TABLE {store.attributions[key]} AS
             SELECT tag_set, x_CostCategory, COALESCE({team_key}, {lit(UNATTRIBUTED)}) AS team,
                    COALESCE({project_key}, '(no project)') AS project
             FROM (SELECT DISTINCT x_TagSet AS tag_set, x_CostCategory FROM {rows})
             JOIN {TAG_SET_MAPS} USING (tag_set)""")
     return f"""(SELECT c.*, t.team, t.project FROM {rows} c
-                JOIN {store.entities[key]} t
+                JOIN {store.attributions[key]} t
                 ON c.x_TagSet = t.tag_set AND c.x_CostCategory IS NOT DISTINCT FROM t.x_CostCategory)"""
 
 
@@ -81,7 +81,8 @@ def spend_breakdown(store: Store, window: Window, currency: str, team_key: str,
             _add(items[-1]["billed_cost"], cur, billed)
             _add(items[-1]["gpu_cost"], cur, gpu)
         if len(items) > TOP:
-            rest = {"key": f"({len(items) - TOP + 1} more)", "billed_cost": {}, "gpu_cost": {}, "rest": True}
+            rest: dict[str, Any] = {"key": f"({len(items) - TOP + 1} more)", "billed_cost": {}, "gpu_cost": {},
+                                    "rest": True}
             for item in items[TOP - 1:]:
                 for field in ("billed_cost", "gpu_cost"):
                     for cur, amount in item[field].items():
@@ -153,7 +154,7 @@ def gpu_by_model(teams: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
 def previous_spend(store: Store, window: Window) -> dict[str, Any] | None:
     """The window before, when the billing read covers it: its spend, for the quarter-over-quarter change."""
     prev = previous_window(window)
-    rows = store.con.execute(f"SELECT COALESCE(sum(x_Lines), 0) FROM costs WHERE {prev.where()}").fetchone()[0]
+    rows = store.value(f"SELECT COALESCE(sum(x_Lines), 0) FROM costs WHERE {prev.where()}")
     if not rows:
         return None
     totals = stats.per_currency(store.con,
@@ -175,7 +176,7 @@ def coverage(store: Store, window: Window) -> dict[str, Any]:
         months.append(m.strftime("%Y-%m"))
         m = add_months(m, 1)
     providers = sorted({p for _, p, _ in counts})
-    by_month = {mo: {} for mo in months}
+    by_month: dict[str, dict[str, int]] = {mo: {} for mo in months}
     for mo, p, n in counts:
         by_month.setdefault(mo, {})[p] = n
     missing = [f"no {p} billing lines for {mo}" for mo in months for p in providers if not by_month[mo].get(p)]
@@ -196,9 +197,9 @@ def forecast(store: Store, window: Window, team_key: str,
     """Next window's spend at the current run rate: the billed cost per hour of the window's last calendar month
     (up to where the billing ends), times the hours of the next window; and the same less the recommended
     monthly savings over those hours."""
-    data_end = store.con.execute(
+    data_end = store.value(
         f"SELECT max(least(COALESCE(ChargePeriodEnd, ChargePeriodStart), TIMESTAMP {lit(window.end.isoformat(' '))}))"
-        f" FROM costs WHERE {window.where()}").fetchone()[0]
+        f" FROM costs WHERE {window.where()}")
     if data_end is None:
         return None
     month = (window.end - timedelta(microseconds=1)).replace(day=1, hour=0, minute=0, second=0, microsecond=0)

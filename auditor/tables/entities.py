@@ -287,7 +287,7 @@ def gpu_capacity(store: Store, window: Window, policy: Policy) -> list[GpuCapaci
                     AND j.itype = lower(a.instance_type))
         FROM assets a LEFT JOIN billed USING (id) LEFT JOIN u ON u.asset_id = a.id
              LEFT JOIN disks USING (id)""").fetchall()
-    data_end = store.con.execute(f"SELECT max(ChargePeriodEnd) FROM costs WHERE {window.where()}").fetchone()[0]
+    data_end = store.value(f"SELECT max(ChargePeriodEnd) FROM costs WHERE {window.where()}")
     by_id = {r[0]: r[1:] for r in rows}
     # What the bill says of each machine (every line's tags, the pods its cost was split to): evidence of an owner
     # or a job that its inventory entry may lack.
@@ -313,7 +313,7 @@ def gpu_capacity(store: Store, window: Window, policy: Policy) -> list[GpuCapaci
 
 
 def _jobs_read(store: Store) -> bool:
-    return bool(store.con.execute("SELECT count(*) FROM jobs").fetchone()[0])
+    return bool(store.value("SELECT count(*) FROM jobs"))
 
 @builds(TeamSpend)
 def team_spend(store: Store, window: Window, policy: Policy) -> list[TeamSpend]:
@@ -335,8 +335,8 @@ def team_spend(store: Store, window: Window, policy: Policy) -> list[TeamSpend]:
         SELECT {spend_team_sql(policy)} AS team, cur, sum(spent), COALESCE(sum(gpu), 0), COALESCE(sum(gh), 0)
         FROM g JOIN {TAG_SET_MAPS} USING (tag_set) GROUP BY 1, 2""").fetchall():
         totals.setdefault(team, {})[cur] = (spent, gpu, gh)
-    data_end = store.con.execute(f"SELECT least(max(ChargePeriodEnd), TIMESTAMP "
-                                f"{lit(span.end.isoformat(' '))}) FROM costs WHERE {span.where()}").fetchone()[0]
+    data_end = store.value(f"SELECT least(max(ChargePeriodEnd), TIMESTAMP "
+                           f"{lit(span.end.isoformat(' '))}) FROM costs WHERE {span.where()}")
     out = []
     for name, team in policy.teams.items():
         spent = gpu = gpu_hours = Decimal(0)
@@ -602,10 +602,9 @@ def remote_data_flows(store: Store, window: Window, policy: Policy) -> list[Remo
 
 # ---- Kubernetes GPUs, whole and shared (KUBE001-KUBE003; the cost model is tables/shared_gpus.py) ----------
 def _shared_gpus(store: Store, window: Window, policy: Policy) -> tuple[list, list]:
-    key = ("shared_gpus", window)
-    if key not in store.entities:
-        store.entities[key] = shared_gpus.build(store, window, build(store, window, policy, GpuAsset))
-    return store.entities[key]
+    if window not in store.shared_gpus:
+        store.shared_gpus[window] = shared_gpus.build(store, window, build(store, window, policy, GpuAsset))
+    return store.shared_gpus[window]
 
 
 @builds(NodeGpuAllocation)
@@ -697,7 +696,7 @@ def billed_gpu_machines(store: Store, window: Window, policy: Policy) -> list[Bi
     # The inventory, where one was read: machines by id (and by an ARN's or path's last segment), and the
     # provider, account and region pairs it covers.
     assets = build(store, window, policy, GpuAsset)
-    loaded = bool(store.con.execute("SELECT count(*) FROM assets").fetchone()[0])
+    loaded = bool(store.value("SELECT count(*) FROM assets"))
     by_id = {a.id.lower(): a for a in assets}
     scopes = {(p, acct, reg) for p, acct, reg in store.con.execute(
         "SELECT DISTINCT provider, account, region FROM assets").fetchall()}

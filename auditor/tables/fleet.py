@@ -26,7 +26,7 @@ def machines(assets: list[GpuAsset], findings: list[Finding], currency: str,
     for f in findings:
         if f.entity_type == "GpuAsset":
             found.setdefault(f.resource, []).append(f)
-    out = []
+    out: list[dict[str, Any]] = []
     for a in assets:
         team, owner = attribute(a.tags)
         status = [STATUS_BY_CLAUSE[f.clause] + (" (waived)" if f.waived else "")

@@ -73,7 +73,8 @@ def build(store: Store, window: Window, assets: list[GpuAsset],
         SELECT id, asset_id, resource, units, namespace, pod, workload, start_time, end_time, tags, share
         FROM gpu_allocations WHERE (start_time IS NULL OR start_time < TIMESTAMP {we})
           AND (end_time IS NULL OR end_time > TIMESTAMP {ws}) ORDER BY id, resource""").fetchall()
-    usage = {(r[0], r[1], r[2]): r[3:] for r in store.con.execute(f"""
+    # a pod's hours, mean and p95 active %, peak memory: the four GpuSlice fields after its hours
+    usage = {(r[0], r[1], r[2]): (r[3], r[4], r[5], r[6]) for r in store.con.execute(f"""
         WITH u AS (SELECT *, greatest(epoch(least(window_end, TIMESTAMP {we}))
                                       - epoch(greatest(window_start, TIMESTAMP {ws})), 0) / 3600.0 AS h
                    FROM slice_usage WHERE pod IS NOT NULL AND window_start < TIMESTAMP {we}
@@ -109,8 +110,8 @@ def build(store: Store, window: Window, assets: list[GpuAsset],
         for a in mine:
             resources_of[a[0]] = resources_of.get(a[0], 0) + 1
         for aid, _, resource, n, namespace, pod, workload, a_start, a_end, tags, own in mine:
-            u = unit_of.get(resource)
-            sharing, profile, slices_n, per_gpu, mem = (u[2], u[3], u[5], u[6], u[7]) if u else \
+            unit = unit_of.get(resource)
+            sharing, profile, slices_n, per_gpu, mem = (unit[2], unit[3], unit[5], unit[6], unit[7]) if unit else \
                 ("none", None, 1, 1, None)
             hours = _hours(max(start, a_start or start), min(end, a_end or end))
             # a HAMi or Run:ai pod's own share of each GPU, else the unit's
@@ -119,12 +120,12 @@ def build(store: Store, window: Window, assets: list[GpuAsset],
             held += gpu_hours
             if a_end is None and resource in node.free_now:
                 node.free_now[resource] = max(0, node.free_now[resource] - n)
-            used = usage.get((asset.id, namespace, pod))
+            used = usage.get((asset.id, namespace, pod), (None, None, None, None))
             slices.append(GpuSlice(
                 aid if resources_of[aid] == 1 else f"{aid}:{resource}", asset.provider, asset.account,
                 asset.region, asset.id, asset.name, namespace, pod, workload, resource, sharing, profile, n,
                 slices_n, per_gpu, mem, asset.gpu_model, asset.instance_type, float(hours),
-                *(used if used else (None, None, None, None)),
+                *used,
                 cost=_scale(cost, gpu_hours, capacity), cost_basis=basis, tags=dict(tags or {}), share=share))
         node.pods = len({a[0] for a in mine})
         node.allocated_gpu_hours = float(min(held, capacity))

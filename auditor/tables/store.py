@@ -77,6 +77,9 @@ class Store:
         self.warnings: list[str] = []
         self._money_totals = [0.0] * len(MONEY_COLUMNS)  # every cost read so far, either sign (_check_limits)
         self.entities: dict[tuple[type, Window], list] = {}  # built once each (tables/entities.py)
+        self.shared_gpus: dict[Window, tuple[list, list]] = {}  # nodes and slices, once a window (entities.py)
+        # the attribution table's name, by window, team key and project key (tables/breakdown.py attributed)
+        self.attributions: dict[tuple[Window, str, str], str] = {}
         self.has_split: bool | None = None  # the billing has a provider split (tables/split.py); None: not looked up
         # machines (ids, lower case) that findings say to stop or shrink: left out of the commitment baseline
         self.freed: set[str] = set()
@@ -487,6 +490,13 @@ class Store:
                          f"columns = {spec})")
         os.unlink(path)
 
+    def value(self, sql: str) -> Any:
+        """The one value of a query that answers one row (an aggregate, a count)."""
+        row = self.con.execute(sql).fetchone()
+        if row is None:
+            raise ValueError(f"no row from a query that answers one: {sql}")
+        return row[0]
+
     def load_snapshot(self, doc: dict[str, Any]) -> None:
         for table in ("assets", "gpu_usage", "jobs", "gpu_units", "gpu_allocations", "slice_usage"):
             self._insert_rows(table, doc.get(table) or [])
@@ -495,6 +505,8 @@ class Store:
         """The audit is done with the tables: their memory (DuckDB's, and the entities built from them) is
         freed before the outputs are written, which hold every finding."""
         self.entities.clear()
+        self.shared_gpus.clear()
+        self.attributions.clear()
         self.has_split = None
         self.tag_sets = None
         self.con.close()

@@ -16,7 +16,9 @@ PROVIDERS = {"AWS": "aws", "Amazon Web Services": "aws", "Microsoft": "azure", "
 def _structured(cols: Columns, column: str) -> bool:
     """Whether the file holds the column as a MAP or a STRUCT (Parquet, JSON objects), not as JSON text."""
     found = cols.name(column)
-    return bool(found) and base_type(cols.types.get(found, "VARCHAR")) in ("MAP", "STRUCT")
+    if not found:
+        return False
+    return base_type(cols.types.get(found, "VARCHAR")) in ("MAP", "STRUCT")
 
 
 def _json(cols: Columns, column: str) -> str:
@@ -155,4 +157,4 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
                                      "CommitmentDiscountQuantity")]
     checks += [(c, "time") for c in ("ChargePeriodStart", "ChargePeriodEnd")]
     checks += [(c, "json") for c in ("Tags", "SkuPriceDetails", "AllocatedTags") if not _structured(cols, c)]
-    return exprs, [(cols.name(c), k) for c, k in checks if cols.name(c)]
+    return exprs, [(name, k) for c, k in checks if (name := cols.name(c))]

@@ -12,7 +12,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from azure.core.exceptions import HttpResponseError
-from azure.core.rest import HttpRequest
+from azure.core.rest import HttpRequest, HttpResponse
 
 from auditor.providers.live.pull import Pull, UnreadableAnswer, http_link
 
@@ -35,7 +35,7 @@ class Rest:
         from azure.core.pipeline import policies
 
         self.p, self.base, self.call, self.link, self.parse_float = p, base.rstrip("/"), call or {}, link, parse_float
-        self.client = PipelineClient(self.base, policies=[
+        self.client: PipelineClient[HttpRequest, HttpResponse] = PipelineClient(self.base, policies=[
             policies.RequestIdPolicy(), policies.HeadersPolicy(), policies.UserAgentPolicy(sdk_moniker="gpu-auditor"),
             policies.ProxyPolicy(), policies.RedirectPolicy(), *([auth] if auth else [])])
 

@@ -95,7 +95,8 @@ def _api_client(p: Pull) -> client.ApiClient:
 
 def _list(p: Pull, call, **kwargs) -> list[dict]:
     """Every item of a list call, following `metadata.continue`, as the API's own JSON."""
-    items, token = [], None
+    items: list[dict] = []
+    token = None
     while True:
         args = {**kwargs, "limit": PAGE, "_preload_content": False}
         if token:
@@ -157,7 +158,7 @@ def _nodes(p: Pull, api: client.ApiClient, nodes: dict[str, dict]) -> dict[str, 
             "gpu_model": gpu_model(product, memory_gb), "gpu_count": gpus,
             "gpu_memory_gb": round(memory_gb, 3) if memory_gb else None,
             "lifecycle": "spot" if _is_spot(labels) else "on_demand",
-            "state": {"True": "ready", "False": "not_ready"}.get(ready, "unknown"),
+            "state": {"True": "ready", "False": "not_ready"}.get(ready or "", "unknown"),  # ready: None, no condition
             "launch_time": meta.get("creationTimestamp"),
             "tags": {k: v for k, v in labels.items() if "/" not in k},  # the users' own labels, not the system's
         }
@@ -261,7 +262,8 @@ def _workloads(p: Pull, api: client.ApiClient, nodes: dict[str, dict]) -> dict[s
 def _add_allocations(p: Pull, pod: dict, nodes: dict[str, dict]) -> None:
     """The GPU units a pod holds on a GPU node, one row per resource, with when it held them."""
     meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
-    node = nodes.get(spec.get("nodeName"))
+    node_name = spec.get("nodeName")
+    node = nodes.get(node_name) if node_name is not None else None
     if node is None:
         return  # pending, or on a node without GPUs: it holds none
     ended = [c["state"]["terminated"].get("finishedAt") for c in status.get("containerStatuses") or []
@@ -303,6 +305,7 @@ def _add_job(p: Pull, key: str, platform: str, meta: dict, spec: dict, status: d
         return 0
     ran_on = [nodes[n] for n in ((pod.get("spec") or {}).get("nodeName") for pod in pods) if n in nodes]
     node = ran_on[0] if ran_on else None
+    state: str | None  # the job's phase where none of these
     if status.get("succeeded"):
         state = "succeeded"
     elif status.get("active") or status.get("phase") == "Running":
