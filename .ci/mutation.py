@@ -58,8 +58,13 @@ for path in sorted((REPO / "rules").glob("[A-Z]*[0-9]_*.py")):
 
 # The modules CI mutates when a change touches them (.ci/run: --ci): those whose every surviving mutant is killed or
 # explained in .ci/mutation-equivalents.yml. A module joins when its survivors are dealt with; --all measures the rest.
-GATED = ["auditor/window.py", "auditor/figures.py", "auditor/tables/shared_gpus.py", "rules/GPU001_idle_gpu.py",
-         "rules/GPU004_unknown_gpu_type.py"]
+GATED = [
+    "auditor/window.py",
+    "auditor/figures.py",
+    "auditor/tables/shared_gpus.py",
+    "rules/GPU001_idle_gpu.py",
+    "rules/GPU004_unknown_gpu_type.py",
+]
 
 COMMAND = ".venv/bin/python .ci/mutation.py"  # how a row of the scores table is measured again
 LINE = re.compile(r"^\s*(?P<name>\S+): (?P<status>.+)$")
