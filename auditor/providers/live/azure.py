@@ -30,6 +30,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator
 from decimal import Decimal
+from functools import partial
 from typing import Any
 
 from auditor.providers.live import azure_cost, azure_ml, azure_monitor, azure_prices
@@ -57,14 +58,14 @@ def pull(p: Pull, credential: Any = None) -> None:
     call = {"enforce_https": False} if endpoint and endpoint.startswith("http://") else {}
     arm = Rest.arm(p, credential, endpoint or ARM, call)
     for sub in subscriptions:
-        vms = p.run(f"azure:{sub}:compute", "inventory", lambda s=sub: _compute(p, credential, s, kw, call))
-        sets = p.run(f"azure:{sub}:scalesets", "inventory", lambda s=sub: _scale_sets(p, credential, s, kw, call))
+        vms = p.run(f"azure:{sub}:compute", "inventory", partial(_compute, p, credential, sub, kw, call))
+        sets = p.run(f"azure:{sub}:scalesets", "inventory", partial(_scale_sets, p, credential, sub, kw, call))
         if vms or sets:
-            p.run(f"azure:{sub}:metrics", "metrics", lambda s=sub: azure_monitor.metrics(p, arm, s))
+            p.run(f"azure:{sub}:metrics", "metrics", partial(azure_monitor.metrics, p, arm, sub))
         else:
             p.fail(f"azure:{sub}:metrics", "metrics", "skipped: the VM and scale set inventories failed")
-        p.run(f"azure:{sub}:ml", "jobs", lambda s=sub: azure_ml.jobs(p, arm, s))
-        p.run(f"azure:{sub}:cost", "billing", lambda s=sub: azure_cost.daily_cost(p, credential, s, kw, call))
+        p.run(f"azure:{sub}:ml", "jobs", partial(azure_ml.jobs, p, arm, sub))
+        p.run(f"azure:{sub}:cost", "billing", partial(azure_cost.daily_cost, p, credential, sub, kw, call))
     if p.options.prices:
         base = os.environ.get(PRICES_ENDPOINT_ENV) or azure_prices.PRICES
         p.run("azure:prices", "prices", lambda: azure_prices.prices(p, base))

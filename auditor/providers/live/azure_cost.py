@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
 from azure.core.rest import HttpRequest
@@ -62,13 +63,16 @@ def daily_cost(p: Pull, credential, sub: str, kw: dict, call: dict) -> dict[str,
             alias: QueryAggregation(name=name, function="Sum") for alias, name in AGGREGATION.items()},
             grouping=[QueryGrouping(type="Dimension", name="ResourceId"),
                       QueryGrouping(type="Dimension", name="Meter")]))
-    pages = [_query_page(p, lambda: client.query.usage(scope, query, cls=lambda r, d, h: r.http_response, **call))]
-    while pages[-1] and (pages[-1].get("properties") or {}).get("nextLink"):
-        link = http_link(pages[-1]["properties"]["nextLink"], "nextLink", base)
-        request = HttpRequest("POST", link, json=query.as_dict())
+    pages: list[dict] = []
+    page = _query_page(p, lambda: client.query.usage(scope, query, cls=_http_response, **call))
+    while page:
+        pages.append(page)
+        link = (page.get("properties") or {}).get("nextLink")
+        if not link:
+            break
+        request = HttpRequest("POST", http_link(link, "nextLink", base), json=query.as_dict())
         # nextLink: the SDK has no pager for the query API
-        pages.append(_query_page(p, lambda r=request: client._client.send_request(r, **call)))
-    pages = [page for page in pages if page]
+        page = _query_page(p, partial(client._client.send_request, request, **call))
     rows = sum(len((page.get("properties") or {}).get("rows") or []) for page in pages)
     if not rows:
         p.note(f"no cost in {w.label}: the query answered without rows")
@@ -81,6 +85,11 @@ def daily_cost(p: Pull, credential, sub: str, kw: dict, call: dict) -> dict[str,
     p.note("columns read by name: " + ", ".join(f"{k} {v[0]}" for k, v in where.items() if v))
     _to_csv(p, raw_dir, where, f"azure/{sub}/cost-{w.start:%Y%m%d}-{w.end:%Y%m%d}.csv", sub)
     return {"pages": len(pages), "rows": rows}
+
+
+def _http_response(response: Any, deserialized: Any, headers: Any) -> Any:
+    """The SDK's `cls` hook: the raw HTTP response, so the page is kept as the API sent it."""
+    return response.http_response
 
 
 def _query_page(p: Pull, send: Callable[[], Any]) -> dict | None:
@@ -188,9 +197,10 @@ def _to_csv(p: Pull, raw_dir, where: dict[str, tuple[str, int] | None], target: 
                count(*) FILTER (({currency}) IS NULL),
                first(CAST(r AS VARCHAR)) FILTER ({cost} IS NULL OR ({date}) IS NULL OR ({currency}) IS NULL
                                                  OR json_array_length(r) < {width})
-        FROM r""").fetchone()
+        FROM r""").fetchone() or (0, 0, 0, 0, 0, None)
+    cost_column = (where["cost"] or ("",))[0]  # query_columns refuses an answer without one
     bad = [f"{k} {what}" for k, what in ((short, "shorter than the columns"),
-                                         (no_cost, f"without a number in {where['cost'][0]}"),
+                                         (no_cost, f"without a number in {cost_column}"),
                                          (no_date, f"without a date in {(where['date'] or ('',))[0]}"),
                                          (no_currency, "without a currency")) if k]
     if bad:
