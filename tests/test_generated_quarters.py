@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import sys
-from datetime import date
+from datetime import date, timedelta
 from decimal import Decimal
 from pathlib import Path
 
@@ -133,10 +133,22 @@ def test_the_plan_has_waste_and_look_alikes(quarter):
     spot = {j.rsplit(":", 1)[1] for j in q.expected[True]["SPOT003"]}
     assert spot == {"spot-wait-under-runtime", "spot-wait-over-80pct-used", "spot-lost-10.25pct",
                     "spot-billed-10.1pct-over"} and not q.expected[False]["SPOT003"]
-    # ANOM001: the one day of nlp's 500.04 over its baseline, the finding's cost its excess (499.99 on day 40: not)
+    # ANOM001 with its default dimensions (team, account, family): each jump counted once, in the series the
+    # generator predicts from the docs (_jumps): nlp's 500.04 on 2026-09-09 in its team (its 499.99 on 2026-08-10:
+    # not), and two teams' 300.00 on 2026-08-25 (each under min_excess) as one 600.00 jump of the account or a
+    # family, never of a team
+    counted = generate._jumps(q.machines, q.reservations)
+    start = generate.START.date()
+    [pair] = [series for series, days in counted.items() if 55 in days]
+    assert pair.split("/")[1] in ("account", "family")
     for audit in audits.values():
-        [jump] = [f for f in audit.findings if f.rule == "ANOM001"]
-        assert jump.cost == Decimal("500.04") and "2026-09-09" in jump.message and "2026-08-10" not in jump.message
+        found = {f.resource: f for f in audit.findings if f.rule == "ANOM001"}
+        assert {r: sorted(a["date"] for a in f.evidence["anomalies"] if "counted_under" not in a)
+                for r, f in found.items()} == {series: [(start + timedelta(days=d)).isoformat() for d in sorted(days)]
+                                               for series, days in counted.items()}
+        nlp = found["gpu-spend/team/nlp/USD"]
+        assert nlp.cost == Decimal("500.04") and "2026-09-09" in nlp.message and "2026-08-10" not in nlp.message
+        assert [a["excess"] for a in found[pair].evidence["anomalies"] if a["date"] == "2026-08-25"] == ["600.00"]
     # NET001 above 730 GB a month (24 GB a day is 730), REG002 at least 730 into a region with 100.00 of GPUs
     flows = {rule: {r.rsplit(":", 1)[1] for r in q.expected[True][rule]} for rule in ("NET001", "REG002")}
     assert flows["NET001"] == {"us-east-1->us-west-2", "us-east-1->ap-northeast-2", "us-east-1->ca-central-1",
