@@ -37,6 +37,24 @@ def score(value: Decimal, base: list[Decimal]) -> tuple[Decimal, Decimal | None]
     return mid, (value - mid) / spread if spread else None
 
 
+def headline(dimension: str, key: str, currency: str, anomalies: list[dict[str, Any]], elsewhere: int = 0) -> str:
+    """A series' finding in words: its largest anomalous day that counts in it (amounts as Decimals or their
+    text), how many more count, and how many of its days count under another series (`elsewhere`)."""
+    worst = max(anomalies, key=lambda a: (Decimal(str(a["excess"])), a["date"]))
+    more = len(anomalies) - 1
+
+    def amount(a: Any) -> str:
+        return fmt_money(Decimal(str(a)), currency)
+
+    names = ", ".join(f"{d['job'] or d['resource']} +{amount(d['change'])}" for d in worst["drivers"][:2])
+    label = {"team": "team", "account": "account", "family": "instance family"}[dimension]
+    return (f"GPU spend of {label} {key} was {amount(worst['spend'])} on {worst['date']} against a baseline of "
+            f"{amount(worst['baseline'])} (+{amount(worst['excess'])})"
+            + (f"; driven by {names}" if names else "")
+            + (f"; {more} more anomalous day{'s' if more > 1 else ''}" if more else "")
+            + (f"; {elsewhere} more counted under another series" if elsewhere else ""))
+
+
 @register
 class GpuSpendAnomaly(Rule):
     """Day on which a team's, account's or instance family's GPU spend rose far above its own baseline.
@@ -137,17 +155,9 @@ class GpuSpendAnomaly(Rule):
                 "drivers": drivers[:self.opt("drivers")]})
         if not anomalies:
             return
-        worst = max(anomalies, key=lambda a: (a["excess"], a["date"]))
         cur = series.currency
-        more = len(anomalies) - 1
-        names = ", ".join(f"{d['job'] or d['resource']} +{fmt_money(d['change'], cur)}" for d in worst["drivers"][:2])
-        label = {"team": "team", "account": "account", "family": "instance family"}[series.dimension]
         yield self.finding(
-            series, ctx,
-            f"GPU spend of {label} {series.key} was {fmt_money(worst['spend'], cur)} on {worst['date']} against a "
-            f"baseline of {fmt_money(worst['baseline'], cur)} (+{fmt_money(worst['excess'], cur)})"
-            + (f"; driven by {names}" if names else "")
-            + (f"; {more} more anomalous day{'s' if more > 1 else ''}" if more else ""),
+            series, ctx, headline(series.dimension, series.key, cur, anomalies),
             evidence={"dimension": series.dimension, "key": series.key, "start": series.start.isoformat(),
                       "days": [None if d is None else str(money(d)) for d in series.days],
                       "anomalies": [{**a, "spend": str(a["spend"]), "baseline": str(a["baseline"]),
@@ -173,7 +183,8 @@ class GpuSpendAnomaly(Rule):
 
     def fold(self, findings: list[Finding], ctx) -> list[Finding]:
         """Each jump counted once (see the docstring's last paragraph): days linked by resources in common
-        (union-find), each group's counting dimension chosen, the other days marked `counted_under`."""
+        (union-find), each group's counting dimension chosen, the other days marked `counted_under`; a finding
+        keeps the days that count in it, its message their largest."""
         days = [(f, a) for f in findings for a in f.evidence["anomalies"]]
         parent = list(range(len(days)))
 
@@ -208,7 +219,13 @@ class GpuSpendAnomaly(Rule):
                     a["counted_under"] = under
         out = []
         for f in findings:
-            counted = [Decimal(a["excess"]) for a in f.evidence["anomalies"] if "counted_under" not in a]
-            if counted:
-                out.append(dataclasses.replace(f, cost=money(sum(counted, Decimal(0)))))
+            counted = [a for a in f.evidence["anomalies"] if "counted_under" not in a]
+            if not counted:
+                continue
+            # its words name a day that counts in it, never one another series counts
+            elsewhere = len(f.evidence["anomalies"]) - len(counted)
+            message = headline(f.evidence["dimension"], f.evidence["key"], f.currency, counted, elsewhere) \
+                if elsewhere else f.message
+            out.append(dataclasses.replace(f, cost=money(sum((Decimal(a["excess"]) for a in counted), Decimal(0))),
+                                           message=message))
         return out

@@ -20,11 +20,12 @@ class SpotConfiguration(Rule):
       for capacity, start to end): one more interruption and the platform stops it unfinished;
     - lost progress: at least `min_interruptions` interruptions that cost more than
       `max_lost_progress_pct` of its training time. The time lost is the billed time beyond the
-      training time where the platform bills more than it trained, else half a checkpoint
-      interval per interruption (work since the last checkpoint is redone).
-    The cost is the job's billed cost; the saving, for lost progress, is the share of it lost, as
-    a monthly run rate. A missing checkpoint, or checkpoints further apart than the policy allows,
-    are SPOT001's.
+      training time where the platform bills more than it trained (50 h billed for 40 h of
+      training lose 25% of it), else half a checkpoint interval per interruption (work since the
+      last checkpoint is redone).
+    The cost is the job's billed cost; the saving, for lost progress, is the share of it lost (the
+    time lost over the billed time: 10 of 50 h, 20%), as a monthly run rate. A missing checkpoint,
+    or checkpoints further apart than the policy allows, are SPOT001's.
 
     ## Why it matters
     Spot saves 60-90% only when the job finishes. A wait limit that is too tight throws the run
@@ -78,14 +79,15 @@ class SpotConfiguration(Rule):
             if used > self.opt("max_wait_used_pct"):
                 problems.append(f"took {wall / 3600:.1f} h of its {job.max_wait_s / 3600:.1f} h maximum wait "
                                 f"({used:.0f}%)")
-        lost_share = self._lost_share(job)
-        if lost_share is not None:
-            evidence["lost_progress_pct"] = round(lost_share * 100, 1)
+        lost = self._lost(job)
+        lost_share = None  # of the billed time: the share of the cost lost
+        if lost is not None:
+            of_training, of_billed = lost
+            evidence["lost_progress_pct"] = round(of_training * 100, 1)
             if (job.interruptions or 0) >= self.opt("min_interruptions") and \
-                    lost_share * 100 > self.opt("max_lost_progress_pct"):
-                problems.append(f"lost about {lost_share:.0%} of its training to {job.interruptions} interruptions")
-            else:
-                lost_share = None
+                    of_training * 100 > self.opt("max_lost_progress_pct"):
+                problems.append(f"lost about {of_training:.0%} of its training to {job.interruptions} interruptions")
+                lost_share = of_billed
         if not problems:
             return
         billed = primary(job.cost)
@@ -98,14 +100,17 @@ class SpotConfiguration(Rule):
                            wasted=wasted)
 
     @staticmethod
-    def _lost_share(job: Job) -> Decimal | None:
-        """Share of the training time redone after interruptions: billed beyond training, else half a
-        checkpoint interval per interruption."""
+    def _lost(job: Job) -> tuple[Decimal, Decimal] | None:
+        """The time redone after interruptions as a share of the training time (what the threshold judges) and
+        of the billed time (the share of the cost lost): the billed time beyond training, else half a
+        checkpoint interval per interruption, the billed time then taken as the training time."""
         if not job.training_s or not job.interruptions:
             return None
         if job.billable_s and job.billable_s > job.training_s:
-            return Decimal(job.billable_s - job.training_s) / Decimal(job.billable_s)
+            lost = Decimal(job.billable_s - job.training_s)
+            return lost / Decimal(job.training_s), lost / Decimal(job.billable_s)
         if job.checkpoint_interval_min:
             lost = Decimal(str(job.checkpoint_interval_min)) * 30 * job.interruptions
-            return min(lost / Decimal(job.training_s), Decimal(1))
+            share = min(lost / Decimal(job.training_s), Decimal(1))
+            return share, share
         return None

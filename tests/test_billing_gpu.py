@@ -471,3 +471,44 @@ def test_focus_commitment_quantity_unit_and_contract_reach_the_commitment():
     [c] = build(store_of(GPU / "focus-1.3-gpu.csv"), Q3, POLICY, Commitment)
     assert (c.id, c.used_quantity, c.unused_quantity, c.quantity_unit, c.contracts) == (
         "cud-a3-1y", 384, None, "GPU-Hours", ["contract-7"])
+
+
+SPLIT_GPU_HOURS = parse_policy("""
+policy: test
+version: "1"
+owner: finops@example.com
+currency: USD
+attribution: {team_tags: [team], owner_tags: [owner]}
+teams:
+  research: {lead: lead-research@example.com, gpu_hours_per_quarter: 384}
+  vision: {lead: lead-vision@example.com, gpu_hours_per_quarter: 192}
+  ml-platform: {lead: lead-platform@example.com, gpu_hours_per_quarter: 577}
+""")
+
+
+def test_gpu_hours_follow_the_providers_split():
+    """A team's GPU-hours follow its share of a split node as its GPU spend does (issue 26): each day, a share
+    takes the node's GPU-hours in the proportion its amount is of the node's cost. The node of cur2-eks-split.csv
+    (192 GPU-hours a day, 576 in all, 786.5424 a day) is split whole: research 1,573.2081 and vision 786.4191 of
+    its 2,359.6272, so 576 x those shares: 384.03 and 191.97 GPU-hours; ml-platform keeps its reservation's 576.
+    The hours stayed with the node's team: ml-platform was said to use 1,152 GPU-hours (over a budget of 577)
+    and research none of the A100 GPU-hours it paid for."""
+    audit = run_audit(SPLIT_GPU_HOURS, [GPU / "cur2-eks-split.csv"], window=Q3)
+    spend = audit.summary["team_spend"]
+    hours = {t: Decimal(v["gpu_hours_by_pricing"]["on_demand"]) for t, v in spend.items()}
+    assert hours == {"ml-platform": Decimal("576.0"), "research": Decimal("384.0"), "vision": Decimal("192.0")}
+    assert sum(hours.values()) == Decimal(audit.summary["gpu_hours"]) == 1152
+    assert {t: v["by_model"]["A100"]["gpu_hours"] for t, v in spend.items()} == {
+        "ml-platform": "576.0", "research": "384.0", "vision": "192.0"}
+    # BUD001 judges GPU-hour budgets on the same hours: research's 384.03 reach 384, vision's 191.97 stay under
+    # 192, ml-platform's 576 under 577
+    assert set(findings(audit, "BUD001")) == {"research"}
+    store = store_of(GPU / "cur2-eks-split.csv")
+    from auditor.tables.split import with_split
+
+    exact = dict(store.con.execute(f"""
+        SELECT Tags['team'], sum(ConsumedQuantity * x_GpuCount) FROM {with_split(store, Q3.where())}
+        WHERE x_CostCategory = 'gpu_compute' GROUP BY 1""").fetchall())
+    assert abs(exact["research"] - Decimal(576) * Decimal("1573.2081") / Decimal("2359.6272")) < Decimal("0.00001")
+    assert abs(exact["vision"] - Decimal(576) * Decimal("786.4191") / Decimal("2359.6272")) < Decimal("0.00001")
+    assert exact["ml-platform"] == 576

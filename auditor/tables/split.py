@@ -13,6 +13,7 @@ from __future__ import annotations
 from decimal import Decimal
 from typing import Any
 
+from auditor.tables.sql import GPU_HOURS
 from auditor.tables.store import Store
 from auditor.window import Window
 
@@ -24,7 +25,9 @@ def moved_sql(where: str, parent: bool = False) -> str:
     taken back from its own tags. They add up to zero per node and currency, so any sum over `costs` plus these
     rows moves team spend and changes no total. Only splits whose node is billed in the same rows are moved. A
     node's tags are those of its costliest tag set (of equal cost, the lowest id), its category and GPU model
-    those of its costliest (of equal cost, the first by name); GPU-hours stay with the node's lines. Needs
+    those of its costliest (of equal cost, the first by name). GPU-hours move with the cost: a share takes the
+    node's GPU-hours of that day in the proportion its amount is of the node's cost that day (to the millionth of
+    an hour, and the same taken back from the node), so a team's GPU-hours follow its GPU spend. Needs
     `costs.x_TagSet` (Store.tag_set_ids). `parent`: each row names its node too (`x_SplitOf`, lower case), for
     `teams_of`."""
     of = ", parent AS x_SplitOf" if parent else ""
@@ -36,6 +39,15 @@ def moved_sql(where: str, parent: bool = False) -> str:
                       FROM costs WHERE {where} AND x_SplitParentId IS NOT NULL
                         AND lower(x_SplitParentId) IS DISTINCT FROM lower(ResourceId)
                       GROUP BY parent, BillingCurrency, x_TagSet, x_Provider, day),
+             node_days AS (SELECT lower(ResourceId) AS parent, BillingCurrency,
+                                  date_trunc('day', ChargePeriodStart) AS day, sum(BilledCost) AS cost,
+                                  {GPU_HOURS} AS gpu_hours
+                           FROM costs WHERE {where} AND lower(ResourceId) IN (SELECT parent FROM kids)
+                             AND x_SplitParentId IS NULL
+                           GROUP BY ALL),
+             shares AS (SELECT k.*, CAST(CAST(d.gpu_hours AS DECIMAL(38, 6)) * k.amount / nullif(d.cost, 0)
+                                        AS DECIMAL(38, 6)) AS hours
+                        FROM kids k LEFT JOIN node_days d USING (parent, BillingCurrency, day)),
              node_lines AS (SELECT lower(ResourceId) AS parent, BillingCurrency, x_TagSet, x_CostCategory,
                                    x_GpuModel, any_value(Tags) AS Tags, sum(BilledCost) AS cost
                             FROM costs WHERE {where} AND lower(ResourceId) IN (SELECT parent FROM kids)
@@ -59,12 +71,13 @@ def moved_sql(where: str, parent: bool = False) -> str:
              parents AS (SELECT * FROM ptags JOIN pcats USING (parent, BillingCurrency)
                          JOIN pmodels USING (parent, BillingCurrency))
         SELECT k.Tags, k.x_TagSet, p.x_CostCategory, p.x_GpuModel, k.BillingCurrency, k.x_Provider,
-               k.amount AS BilledCost, 'Usage' AS ChargeCategory, k.day AS ChargePeriodStart{of}
-        FROM kids k JOIN parents p USING (parent, BillingCurrency)
+               k.amount AS BilledCost, 'Usage' AS ChargeCategory, k.day AS ChargePeriodStart,
+               k.hours AS ConsumedQuantity, 'Hrs' AS ConsumedUnit, 1 AS x_GpuCount{of}
+        FROM shares k JOIN parents p USING (parent, BillingCurrency)
         UNION ALL
         SELECT any_value(p.Tags), p.x_TagSet, p.x_CostCategory, p.x_GpuModel, p.BillingCurrency, min(k.x_Provider),
-               -sum(k.amount), 'Usage', k.day{of_node}
-        FROM parents p JOIN kids k USING (parent, BillingCurrency)
+               -sum(k.amount), 'Usage', k.day, -sum(k.hours), 'Hrs', 1{of_node}
+        FROM parents p JOIN shares k USING (parent, BillingCurrency)
         GROUP BY p.parent, p.x_TagSet, p.x_CostCategory, p.x_GpuModel, p.BillingCurrency, k.day"""
 
 
