@@ -99,3 +99,29 @@ def test_the_findings_are_those_over_every_resource(audited):
 def test_a_rule_without_candidates_gets_every_entity(audited):
     store, window, policy, _ = audited
     assert len(build(store, window, policy, ResourceSpend, [])) == len(BILLED)
+
+
+def test_costs_are_fetched_for_the_ids_asked_only_and_still_found_by_arn(tmp_path):
+    """A machine's cost (GpuAsset, Job) is fetched for its own id: its lines under its id in any case, else under an
+    ARN or path that ends with it (ByResource.of); a resource of no machine asked for is not fetched."""
+    from auditor.tables.entities import ByResource, _by_resource
+    from auditor.tables.stats import per_currency
+
+    billed = {"arn:aws:ec2:us-east-1:111:instance/i-abc": "10", "I-ABC": "5", "x:i-abc-2": "7",
+              "projects/p/zones/z/instances/vm-1": "3", "i-other": "100"}
+    path = billing_csv.write(tmp_path / "focus.csv", [billing_csv.charge(rid, DAY, {}, cost, SkuId=f"s{n}")
+                                                      for n, (rid, cost) in enumerate(billed.items())])
+    store = Store(load_catalog())
+    try:
+        store.load_billing([path])
+        window = parse_quarter("2026-Q3")
+        asked = _by_resource(store, window, ["i-ABC", "vm-1", "i-none"], "sum(BilledCost)")
+        every = ByResource(per_currency(store.con, "SELECT lower(ResourceId), BillingCurrency, sum(BilledCost) "
+                                        f"FROM costs WHERE {window.where()} GROUP BY ALL"))
+        assert sorted(asked.amounts) == ["arn:aws:ec2:us-east-1:111:instance/i-abc", "i-abc",
+                                         "projects/p/zones/z/instances/vm-1"]
+        for rid in ("i-ABC", "vm-1", "i-none"):
+            assert asked.of(rid) == every.of(rid)
+        assert asked.of("i-abc") == {"USD": 5} and asked.of("vm-1") == {"USD": 3} and asked.of("i-none") == {}
+    finally:
+        store.close()

@@ -137,10 +137,19 @@ class ByResource:
         return merged
 
 
-def _costs_by_resource(store: Store, window: Window) -> ByResource:
-    return ByResource(stats.per_currency(store.con,
-        f"SELECT lower(ResourceId), BillingCurrency, sum(BilledCost) FROM costs WHERE {window.where()} "
-        "AND ResourceId IS NOT NULL GROUP BY ALL"))
+def _by_resource(store: Store, window: Window, ids: list[str], amount: str, where: str = "true",
+                 per: str = "BillingCurrency") -> ByResource:
+    """ByResource of `amount` (an aggregate over `costs`, per lower-case id and `per`: currency) for these ids only:
+    fetched for the ids whose key, or whose last segment, is one of theirs (all that `of` reads), never for every
+    resource billed."""
+    keys = sorted({i.lower() for i in ids})
+    tails = sorted({re.split(r"[/:]", k)[-1] for k in keys})
+    return ByResource(stats.per_currency(store.con, f"""
+        SELECT lower(ResourceId) AS k, {per}, {amount} FROM costs
+        WHERE {window.where()} AND ResourceId IS NOT NULL AND {where}
+          AND (lower(ResourceId) IN (SELECT unnest(?::VARCHAR[]))
+               OR regexp_extract(lower(ResourceId), '[^/:]+$') IN (SELECT unnest(?::VARCHAR[])))
+        GROUP BY ALL""", [keys, tails]))
 
 @builds(GpuAsset)
 def gpu_assets(store: Store, window: Window, policy: Policy) -> list[GpuAsset]:
@@ -156,11 +165,11 @@ def gpu_assets(store: Store, window: Window, policy: Policy) -> list[GpuAsset]:
                max(u.p95_util_pct), max(u.peak_mem_gb), string_agg(DISTINCT u.source, ',')
         FROM assets a LEFT JOIN u ON u.asset_id = a.id
         GROUP BY ALL ORDER BY a.id""").fetchall()
-    costs = _costs_by_resource(store, window)
-    hours = ByResource(stats.per_currency(store.con,   # keyed 'h', so that ids are matched the same way
-        f"SELECT lower(ResourceId), 'h', sum(ConsumedQuantity) FROM costs WHERE {window.where()} "
-        f"AND ResourceId IS NOT NULL AND ChargeCategory = 'Usage' AND {HOURS} "
-        "AND x_CostCategory IN ('gpu_compute', 'other_compute') GROUP BY ALL"))
+    ids = [r[0] for r in rows]
+    costs = _by_resource(store, window, ids, "sum(BilledCost)")
+    hours = _by_resource(store, window, ids, "sum(ConsumedQuantity)",  # under 'h': ids matched the same way
+                         f"ChargeCategory = 'Usage' AND {HOURS} AND x_CostCategory IN ('gpu_compute', 'other_compute')",
+                         per="'h'")
     out = []
     for r in rows:
         a = GpuAsset(id=r[0], provider=r[1], account=r[2], region=r[3], zone=r[4], name=r[5], kind=r[6],
@@ -190,15 +199,16 @@ def _complete_gpu(store: Store, item: GpuAsset | Job) -> None:
 @builds(Job)
 def jobs(store: Store, window: Window, policy: Policy) -> list[Job]:
     ws, we = lit(window.start.isoformat(" ")), lit(window.end.isoformat(" "))
-    costs = _costs_by_resource(store, window)  # before the next query: DuckDB has one result at a time
     cur = store.con.execute(f"""
         SELECT * FROM jobs
         WHERE (start_time IS NULL OR start_time < TIMESTAMP {we})
           AND (end_time IS NULL OR end_time >= TIMESTAMP {ws})
         ORDER BY id""")
     names = [d[0] for d in cur.description]
+    rows = cur.fetchall()
+    costs = _by_resource(store, window, [r[names.index("id")] for r in rows], "sum(BilledCost)")
     out = []
-    for r in cur.fetchall():
+    for r in rows:
         d = dict(zip(names, r, strict=True))
         d["tags"] = dict(d["tags"] or {})
         d["kind"] = d["kind"] or "job"
