@@ -175,7 +175,7 @@ def run_audit(policy: Policy, billing: list[Path | str], inventory: Path | None 
     Spark's, tables/spark.py); `previous` is last quarter's audit (trend.load_previous)."""
     # The tables load DuckDB: imported here, so that the gate, which runs only the rules, starts fast.
     from auditor.tables import split
-    from auditor.tables.entities import BUILDERS, build
+    from auditor.tables.entities import BUILDERS, build, examined
     from auditor.tables.jobcost import job_costs, job_totals
     from auditor.tables.sql import team_sql
     from auditor.tables.store import Store
@@ -207,7 +207,9 @@ def run_audit(policy: Policy, billing: list[Path | str], inventory: Path | None 
     rules = configured_rules(policy, select)
     needed = {r.entity for r in rules}
     # The commitment baseline is built last, without the machines the other rules say to stop or shrink.
-    entities = {t: build(store, window, policy, t) for t in BUILDERS if t in needed and t is not SteadyGpuSpend}
+    # Each type built for the rules that read it: where they state their candidates, only those (Rule.candidates).
+    entities = {t: build(store, window, policy, t, [r for r in rules if r.entity is t])
+                for t in BUILDERS if t in needed and t is not SteadyGpuSpend}
     today = today or date.today()
     findings = run_rules([r for r in rules if r.entity is not SteadyGpuSpend], entities, ctx)
     store.freed = freed(findings, policy, today)
@@ -216,7 +218,7 @@ def run_audit(policy: Policy, billing: list[Path | str], inventory: Path | None 
                               {SteadyGpuSpend: build(store, window, policy, SteadyGpuSpend)}, ctx)
     follow_split(findings, split.teams_of(store, window, team_sql(policy)))
     waivers = apply_waivers(findings, policy, today)
-    seen = {**{t: len(v) for t, v in entities.items()}, WaiverStatus: len(waivers)}
+    seen = {**{t: examined(v) for t, v in entities.items()}, WaiverStatus: len(waivers)}
     checked = {r.id: seen.get(r.entity, 0) for r in rules}
     # Expired waivers are findings themselves (POL001), judged once the waivers have been applied.
     findings = sorted(findings + run_rules(rules, {WaiverStatus: waiver_statuses(policy, waivers, findings, today)},

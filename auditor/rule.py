@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from auditor import running
 from auditor.model import Finding, Severity, money
@@ -19,6 +19,15 @@ from auditor.schema import Field
 
 if TYPE_CHECKING:
     from auditor.context import Context
+
+
+class Untagged(NamedTuple):
+    """A rule's candidates among resources (Rule.candidates): those whose lines lacking any of `keys` (a tag set
+    without the key, or with an empty value) cost `min_cost` or more in the policy's currency, or anything in
+    another (converted, or not, by the rule itself)."""
+
+    keys: tuple[str, ...]
+    min_cost: Decimal
 
 
 class Rule:
@@ -41,6 +50,12 @@ class Rule:
 
     def opt(self, key: str) -> Any:
         return self.opts[key]
+
+    def candidates(self) -> Untagged | None:
+        """What an entity must hold for this rule to flag it, in terms its builder selects by in SQL
+        (tables/entities.py NARROWS), so that the rule runs over those entities only; None: every entity. The
+        terms are a necessary condition, never a sufficient one: `check` still decides."""
+        return None
 
     def short_of(self, amount: Decimal, currency: str, option: str, ctx: Context) -> bool:
         """Whether an amount falls short of a money threshold of the policy, which is in the policy's currency.

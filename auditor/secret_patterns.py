@@ -102,6 +102,7 @@ def _masked(kind: str, m: re.Match[str]) -> str:
     return (m.group("keep") if "keep" in m.re.groupindex else "") + MASK.format(kind)
 
 
+@lru_cache(maxsize=1 << 16)  # an audit's findings repeat their values: 16,000 findings, 280,000 texts, 49,000 distinct
 def mask_text(text: str) -> str:
     """mask() of text of SHORT characters or more."""
     lower = text.lower()

@@ -4,7 +4,7 @@ from decimal import Decimal
 
 from auditor.model import ResourceSpend, Severity, fmt_money, money
 from auditor.registry import register
-from auditor.rule import Rule
+from auditor.rule import Rule, Untagged
 from auditor.schema import Field
 
 
@@ -41,6 +41,9 @@ class MissingRequiredTags(Rule):
                                doc="tag keys every resource must carry"),
         "min_cost": Field("money", default=1, minimum=0, doc="smallest untagged cost worth a finding"),
     }
+
+    def candidates(self) -> Untagged:
+        return Untagged(tuple(self.opt("required_tags")), Decimal(str(self.opt("min_cost"))))
 
     def check(self, spend: ResourceSpend, ctx):
         required = self.opt("required_tags")

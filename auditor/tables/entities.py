@@ -10,7 +10,7 @@ import re
 from collections.abc import Callable
 from dataclasses import fields
 from datetime import datetime, timedelta
-from decimal import Decimal
+from decimal import ROUND_FLOOR, Decimal
 from typing import TYPE_CHECKING
 
 from auditor.evidence import billing_tags
@@ -55,9 +55,23 @@ from auditor.window import Window, quarter_of
 
 if TYPE_CHECKING:
     from auditor.policy import Policy
+    from auditor.rule import Rule, Untagged
 
 Builder = Callable[[Store, Window, "Policy"], list]
 BUILDERS: dict[type, Builder] = {}
+# Builders that build only the entities their readers may flag, given the readers' terms (Rule.candidates):
+# (store, window, policy, terms) -> a Narrowed list.
+Narrower = Callable[[Store, Window, "Policy", tuple], "Narrowed"]
+NARROWS: dict[type, Narrower] = {}
+
+
+class Narrowed(list):
+    """Entities built for the rules that read them: only those one of the rules may flag, of `examined` in all
+    (what the rules looked at, as the audit's clauses count it: a clause with none is not checked)."""
+
+    def __init__(self, items: list, examined: int):
+        super().__init__(items)
+        self.examined = examined
 
 
 def builds(entity: type) -> Callable[[Builder], Builder]:
@@ -70,12 +84,35 @@ def builds(entity: type) -> Callable[[Builder], Builder]:
     return register
 
 
-def build(store: Store, window: Window, policy: Policy, entity: type) -> list:
-    """The entities of one type in the window, built on first use and then kept on the store."""
+def narrows(entity: type) -> Callable[[Narrower], Narrower]:
+    """Register a function as the builder of one entity type's candidates for the rules that read it."""
+
+    def register(fn: Narrower) -> Narrower:
+        NARROWS[entity] = fn
+        return fn
+
+    return register
+
+
+def build(store: Store, window: Window, policy: Policy, entity: type, readers: list[Rule] | None = None) -> list:
+    """The entities of one type in the window, built on first use and then kept on the store. Given the rules
+    that will read them (`readers`), where each states its candidates (Rule.candidates) and the type has a
+    narrowing builder, only the entities one of them may flag (a Narrowed list)."""
+    terms = tuple(r.candidates() for r in readers or [])
+    if terms and entity in NARROWS and all(t is not None for t in terms):
+        key: tuple = (entity, window, terms)
+        if key not in store.entities:
+            store.entities[key] = NARROWS[entity](store, window, policy, terms)
+        return store.entities[key]
     key = (entity, window)
     if key not in store.entities:
         store.entities[key] = BUILDERS[entity](store, window, policy)
     return store.entities[key]
+
+
+def examined(entities: list) -> int:
+    """How many entities the rules looked at: all of a Narrowed list's, not only its candidates."""
+    return entities.examined if isinstance(entities, Narrowed) else len(entities)
 
 
 class ByResource:
@@ -100,10 +137,19 @@ class ByResource:
         return merged
 
 
-def _costs_by_resource(store: Store, window: Window) -> ByResource:
-    return ByResource(stats.per_currency(store.con,
-        f"SELECT lower(ResourceId), BillingCurrency, sum(BilledCost) FROM costs WHERE {window.where()} "
-        "AND ResourceId IS NOT NULL GROUP BY ALL"))
+def _by_resource(store: Store, window: Window, ids: list[str], amount: str, where: str = "true",
+                 per: str = "BillingCurrency") -> ByResource:
+    """ByResource of `amount` (an aggregate over `costs`, per lower-case id and `per`: currency) for these ids only:
+    fetched for the ids whose key, or whose last segment, is one of theirs (all that `of` reads), never for every
+    resource billed."""
+    keys = sorted({i.lower() for i in ids})
+    tails = sorted({re.split(r"[/:]", k)[-1] for k in keys})
+    return ByResource(stats.per_currency(store.con, f"""
+        SELECT lower(ResourceId) AS k, {per}, {amount} FROM costs
+        WHERE {window.where()} AND ResourceId IS NOT NULL AND {where}
+          AND (lower(ResourceId) IN (SELECT unnest(?::VARCHAR[]))
+               OR regexp_extract(lower(ResourceId), '[^/:]+$') IN (SELECT unnest(?::VARCHAR[])))
+        GROUP BY ALL""", [keys, tails]))
 
 @builds(GpuAsset)
 def gpu_assets(store: Store, window: Window, policy: Policy) -> list[GpuAsset]:
@@ -119,11 +165,11 @@ def gpu_assets(store: Store, window: Window, policy: Policy) -> list[GpuAsset]:
                max(u.p95_util_pct), max(u.peak_mem_gb), string_agg(DISTINCT u.source, ',')
         FROM assets a LEFT JOIN u ON u.asset_id = a.id
         GROUP BY ALL ORDER BY a.id""").fetchall()
-    costs = _costs_by_resource(store, window)
-    hours = ByResource(stats.per_currency(store.con,   # keyed 'h', so that ids are matched the same way
-        f"SELECT lower(ResourceId), 'h', sum(ConsumedQuantity) FROM costs WHERE {window.where()} "
-        f"AND ResourceId IS NOT NULL AND ChargeCategory = 'Usage' AND {HOURS} "
-        "AND x_CostCategory IN ('gpu_compute', 'other_compute') GROUP BY ALL"))
+    ids = [r[0] for r in rows]
+    costs = _by_resource(store, window, ids, "sum(BilledCost)")
+    hours = _by_resource(store, window, ids, "sum(ConsumedQuantity)",  # under 'h': ids matched the same way
+                         f"ChargeCategory = 'Usage' AND {HOURS} AND x_CostCategory IN ('gpu_compute', 'other_compute')",
+                         per="'h'")
     out = []
     for r in rows:
         a = GpuAsset(id=r[0], provider=r[1], account=r[2], region=r[3], zone=r[4], name=r[5], kind=r[6],
@@ -153,15 +199,16 @@ def _complete_gpu(store: Store, item: GpuAsset | Job) -> None:
 @builds(Job)
 def jobs(store: Store, window: Window, policy: Policy) -> list[Job]:
     ws, we = lit(window.start.isoformat(" ")), lit(window.end.isoformat(" "))
-    costs = _costs_by_resource(store, window)  # before the next query: DuckDB has one result at a time
     cur = store.con.execute(f"""
         SELECT * FROM jobs
         WHERE (start_time IS NULL OR start_time < TIMESTAMP {we})
           AND (end_time IS NULL OR end_time >= TIMESTAMP {ws})
         ORDER BY id""")
     names = [d[0] for d in cur.description]
+    rows = cur.fetchall()
+    costs = _by_resource(store, window, [r[names.index("id")] for r in rows], "sum(BilledCost)")
     out = []
-    for r in cur.fetchall():
+    for r in rows:
         d = dict(zip(names, r, strict=True))
         d["tags"] = dict(d["tags"] or {})
         d["kind"] = d["kind"] or "job"
@@ -180,23 +227,70 @@ def resource_spend(store: Store, window: Window, policy: Policy) -> list[Resourc
     machine's instance-hours, not its transfer, unless a day's transfer cost more); region and service the first
     by name, the instance type the last; its tags those of the tag set charged last (the latest end of a line),
     of those the costliest, then the first by id (by its entries)."""
+    return _resource_spend(store, window, policy, ())
+
+
+@narrows(ResourceSpend)
+def untagged_resources(store: Store, window: Window, policy: Policy, terms: tuple[Untagged, ...]) -> Narrowed:
+    """The resources of resource_spend that a tag rule may flag (Rule.candidates' Untagged terms): those whose
+    lines of a tag set lacking a required key cost the rule's minimum, each built whole (every tag set)."""
     sets = store.tag_set_ids()
+    examined = store.value(f"SELECT count(DISTINCT {_RESOURCE}) FROM costs WHERE {window.where()} "
+                           "AND ChargeCategory = 'Usage'")
+    return Narrowed(_resource_spend(store, window, policy, terms, sets), int(examined or 0))
+
+
+# A resource of resource_spend: its id, or (no id) its provider, account, service and region.
+_RESOURCE = ("COALESCE(ResourceId, x_Provider || ':' || COALESCE(SubAccountId, BillingAccountId, '-') || ':' "
+             "|| COALESCE(ServiceName, '-') || ':' || COALESCE(RegionId, 'global'))")
+
+
+def _has_tag(key: str) -> str:
+    """SQL, over a tag set's entries `e`: it holds `key` with a value, as Context.tag finds one. Said only where
+    Python surely agrees (a key of ASCII text, trimmed of ASCII white space; a value with a letter or digit), so
+    that a set said to hold it does: any other set is left to the rule to judge."""
+    return (f"len(list_filter(e, lambda x: NOT regexp_matches(x.key, '[^\\x00-\\x7f]') "
+            f"AND lower(trim(x.key, ' \t\n\r\f\v')) = {lit(key.strip().lower())} "
+            "AND regexp_matches(x.value, '[A-Za-z0-9]'))) > 0")
+
+
+def _untagged_ids(terms: tuple[Untagged, ...], currency: str) -> str:
+    """SQL of the ids (`id`) of the resources, over the rows `c`, that one of the terms may flag: the rows of a
+    tag set lacking one of its keys (each set judged once) sum to its minimum in the policy's currency, or to
+    anything in another."""
+    parts = []
+    for t in terms:
+        held = " AND ".join(_has_tag(k) for k in t.keys) or "true"
+        least = t.min_cost.quantize(Decimal(1).scaleb(-9), rounding=ROUND_FLOOR)  # never above the rule's
+        parts.append(f"""
+            SELECT id FROM c SEMI JOIN (SELECT tag_set FROM (SELECT tag_set, any_value(entries) AS e FROM tag_sets
+                                                              GROUP BY 1) WHERE NOT ({held})) m USING (tag_set)
+            GROUP BY id, BillingCurrency
+            HAVING BillingCurrency IS DISTINCT FROM {lit(currency)}
+                OR sum(BilledCost) >= CAST({lit(str(least))} AS DECIMAL(38, 9))""")
+    return " UNION ".join(parts)
+
+
+def _resource_spend(store: Store, window: Window, policy: Policy, terms: tuple[Untagged, ...],
+                    sets: dict[int, dict[str, str]] | None = None) -> list[ResourceSpend]:
+    sets = sets if sets is not None else store.tag_set_ids()
+    only = f"WHERE id IN ({_untagged_ids(terms, policy.currency)})" if terms else ""
     rows = store.con.execute(f"""
         WITH c AS (
-            SELECT COALESCE(ResourceId, x_Provider || ':' || COALESCE(SubAccountId, BillingAccountId, '-') || ':'
-                            || COALESCE(ServiceName, '-') || ':' || COALESCE(RegionId, 'global')) AS id,
+            SELECT {_RESOURCE} AS id,
                    ResourceId IS NOT NULL AS has_rid, x_Provider, COALESCE(SubAccountId, BillingAccountId) AS account,
                    RegionId, ServiceName, x_CostCategory, x_InstanceType, BillingCurrency, BilledCost, x_Lines,
                    x_UsageType, ChargePeriodStart, ChargePeriodEnd, x_TagSet AS tag_set
             FROM costs WHERE {window.where()} AND ChargeCategory = 'Usage'),
+        c1 AS (SELECT * FROM c {only}),
         r AS (SELECT id, bool_or(has_rid) AS has_rid, min(x_Provider) AS provider, min(account) AS account,
                      min(RegionId) AS region, min(ServiceName) AS service, max(x_InstanceType) AS itype,
-                     sum(x_Lines) AS n FROM c GROUP BY id),
+                     sum(x_Lines) AS n FROM c1 GROUP BY id),
         k AS (SELECT id, first(x_CostCategory ORDER BY cost DESC, x_CostCategory NULLS LAST) AS category
               FROM (SELECT id, x_CostCategory, x_UsageType, date_trunc('day', ChargePeriodStart),
-                           sum(BilledCost) AS cost FROM c GROUP BY ALL) GROUP BY id),
+                           sum(BilledCost) AS cost FROM c1 GROUP BY ALL) GROUP BY id),
         s AS (SELECT id, tag_set, BillingCurrency AS cur, sum(BilledCost) AS cost, max(ChargePeriodEnd) AS last
-              FROM c GROUP BY ALL),
+              FROM c1 GROUP BY ALL),
         t AS (SELECT id, {LATEST_TAG_SET} AS tags,
                      list(tag_set ORDER BY last, cost, tag_set, cur) AS sets,
                      list(cur ORDER BY last, cost, tag_set, cur) AS curs,

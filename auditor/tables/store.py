@@ -76,7 +76,7 @@ class Store:
         self.sources: list[SourceFile] = []
         self.warnings: list[str] = []
         self._money_totals = [0.0] * len(MONEY_COLUMNS)  # every cost read so far, either sign (_check_limits)
-        self.entities: dict[tuple[type, Window], list] = {}  # built once each (tables/entities.py)
+        self.entities: dict[tuple, list] = {}  # built once each, by type and window (tables/entities.py)
         self.shared_gpus: dict[Window, tuple[list, list]] = {}  # nodes and slices, once a window (entities.py)
         # the attribution table's name, by window, team key and project key (tables/breakdown.py attributed)
         self.attributions: dict[tuple[Window, str, str], str] = {}
