@@ -65,6 +65,8 @@ GATED = [
     "rules/GPU001_idle_gpu.py",
     "rules/GPU004_unknown_gpu_type.py",
     "rules/NET001_cross_region_egress.py",
+    "rules/REG002_training_far_from_data.py",
+    "rules/SPOT001_spot_without_checkpoint.py",
 ]
 
 COMMAND = ".venv/bin/python .ci/mutation.py"  # how a row of the scores table is measured again
