@@ -67,6 +67,7 @@ GATED = [
     "rules/NET001_cross_region_egress.py",
     "rules/REG002_training_far_from_data.py",
     "rules/SPOT001_spot_without_checkpoint.py",
+    "rules/SPOT004_spot_server_unprotected.py",
 ]
 
 COMMAND = ".venv/bin/python .ci/mutation.py"  # how a row of the scores table is measured again
