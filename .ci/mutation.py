@@ -70,6 +70,7 @@ GATED = [
     "rules/REG002_training_far_from_data.py",
     "rules/SPOT001_spot_without_checkpoint.py",
     "rules/SPOT002_spot_opportunity.py",
+    "rules/SPOT003_spot_configuration.py",
     "rules/SPOT004_spot_server_unprotected.py",
     "rules/TAG002_job_missing_labels.py",
 ]
