@@ -72,6 +72,7 @@ GATED = [
     "rules/SPOT002_spot_opportunity.py",
     "rules/SPOT003_spot_configuration.py",
     "rules/SPOT004_spot_server_unprotected.py",
+    "rules/STO001_checkpoint_storage_growth.py",
     "rules/TAG002_job_missing_labels.py",
 ]
 
