@@ -74,6 +74,7 @@ GATED = [
     "rules/SPOT004_spot_server_unprotected.py",
     "rules/STO001_checkpoint_storage_growth.py",
     "rules/TAG002_job_missing_labels.py",
+    "rules/TAG003_untagged_spend_share.py",
 ]
 
 COMMAND = ".venv/bin/python .ci/mutation.py"  # how a row of the scores table is measured again
