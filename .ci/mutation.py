@@ -65,6 +65,7 @@ GATED = [
     "rules/GPU001_idle_gpu.py",
     "rules/GPU004_unknown_gpu_type.py",
     "rules/NET001_cross_region_egress.py",
+    "rules/OFF001_interactive_gpu_off_hours.py",
     "rules/POL001_expired_waiver.py",
     "rules/REG001_region_not_allowed.py",
     "rules/REG002_training_far_from_data.py",
