@@ -74,7 +74,6 @@ GATED = [
     "rules/SPOT003_spot_configuration.py",
     "rules/SPOT004_spot_server_unprotected.py",
     "rules/STO001_checkpoint_storage_growth.py",
-    "rules/TAG001_missing_required_tags.py",
     "rules/TAG002_job_missing_labels.py",
     "rules/TAG003_untagged_spend_share.py",
 ]
