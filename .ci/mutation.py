@@ -64,6 +64,18 @@ GATED = [
     "auditor/tables/shared_gpus.py",
     "rules/GPU001_idle_gpu.py",
     "rules/GPU004_unknown_gpu_type.py",
+    "rules/NET001_cross_region_egress.py",
+    "rules/OFF001_interactive_gpu_off_hours.py",
+    "rules/POL001_expired_waiver.py",
+    "rules/REG001_region_not_allowed.py",
+    "rules/REG002_training_far_from_data.py",
+    "rules/SPOT001_spot_without_checkpoint.py",
+    "rules/SPOT002_spot_opportunity.py",
+    "rules/SPOT003_spot_configuration.py",
+    "rules/SPOT004_spot_server_unprotected.py",
+    "rules/STO001_checkpoint_storage_growth.py",
+    "rules/TAG002_job_missing_labels.py",
+    "rules/TAG003_untagged_spend_share.py",
 ]
 
 COMMAND = ".venv/bin/python .ci/mutation.py"  # how a row of the scores table is measured again

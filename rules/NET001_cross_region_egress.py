@@ -56,7 +56,7 @@ class CrossRegionEgress(Rule):
         yield self.finding(
             flow, ctx,
             f"{flow.gb:,.0f} GB copied from {flow.source or '?'} to {dest} in {ctx.window.label} "
-            f"({monthly_gb:,.1f} GB a month, limit {limit:,.0f}); {fmt_money(cost, currency)} billed",
+            f"({monthly_gb:,.1f} GB a month, limit {limit:,g}); {fmt_money(cost, currency)} billed",
             evidence={"gb": str(flow.gb.quantize(Decimal('0.001'))), "gb_per_month": str(round(monthly_gb, 1)),
                       "limit_gb_per_month": str(limit), "source": flow.source, "destination": flow.destination,
                       "lines": flow.lines, "top_resources": flow.top_resources},

@@ -66,7 +66,8 @@ class InteractiveGpuOffHours(Rule):
     (`require_owner`: an owner tag, as the policy's attribution reads it) and a saving of at least
     `min_monthly_savings`. The saving is what a schedule that stops it in those hours saves: the idle
     off-hours x its billed hourly rate (billed cost / billed hours), as a monthly run rate over the span its
-    samples cover. Hours nobody measured are not counted.
+    samples cover; what it wasted in the window is those idle off-hours x the same rate, not its whole cost.
+    Hours nobody measured are not counted.
 
     ## Why it matters
     A notebook with a GPU is started for a day's work and left running: a SageMaker ml.g5.2xlarge notebook
@@ -133,7 +134,8 @@ class InteractiveGpuOffHours(Rule):
         currency, cost = billed
         rate = cost / Decimal(str(gpu.billed_hours))
         observed = (_utc(gpu.observed_to) - _utc(gpu.observed_from)).total_seconds() / 3600
-        monthly = ctx.monthly(rate * Decimal(str(round(idle, 4))), observed)
+        idle_cost = rate * Decimal(str(round(idle, 4)))  # the window's spend on idle off-hours
+        monthly = ctx.monthly(idle_cost, observed)
         if self.short_of(monthly, currency, "min_monthly_savings", ctx):
             return
         gpus = f"{gpu.gpu_count or '?'}x {gpu.gpu_model or 'GPU'}"
@@ -149,4 +151,4 @@ class InteractiveGpuOffHours(Rule):
                       "work_hours": f"{self.opt('work_start')}-{self.opt('work_end')}",
                       "work_days": self.opt("work_days"), "instance_type": gpu.instance_type,
                       "savings_basis": "idle off-hours x billed hourly rate, as a monthly run rate"},
-            cost=cost, monthly_savings=monthly, currency=currency)
+            cost=cost, monthly_savings=monthly, currency=currency, wasted=idle_cost)

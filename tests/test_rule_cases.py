@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 from collections import Counter
 from decimal import Decimal
 from pathlib import Path
@@ -153,6 +154,38 @@ def test_findings_state_what_the_case_says(case: Case) -> None:
         got = {k: f.severity.label if k == "severity" else getattr(f, k) for k in stated}
         want = {k: (None if v is None else Decimal(str(v))) if k in AMOUNTS else v for k, v in stated.items()}
         assert got == want, f"{case.id}: {resource}"
+
+
+@pytest.mark.parametrize("zone", ["Pacific/Kiritimati", "Etc/GMT+12"])
+@pytest.mark.parametrize("case", STATED_CASES, ids=[f"{c.id}-far-from-utc" for c in STATED_CASES])
+def test_findings_are_the_same_far_from_utc(case: Case, zone: str, monkeypatch) -> None:
+    """A rule reads a time as UTC, or in the zone its policy names, never in the machine's own: with the process
+    14 hours ahead of UTC, or 12 behind, each case's findings state the same."""
+    monkeypatch.setenv("TZ", zone)
+    time.tzset()
+    try:
+        test_findings_state_what_the_case_says(case)
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+
+
+# Options that a rule checks itself when it is configured, where the policy's schema cannot (a time zone, a clock):
+# (rule, options, the whole message)
+REFUSED_WHEN_CONFIGURED = [
+    ("OFF001", {"time_zone": "Mars/Olympus"},
+     "clauses.off_hours.time_zone: unknown time zone 'Mars/Olympus' (an IANA name such as Europe/Berlin)"),
+    ("OFF001", {"work_start": "8am"}, "clauses.off_hours.work_start: '8am' is not a time of day (HH:MM)"),
+    ("OFF001", {"work_end": "24:01"}, "clauses.off_hours.work_end: '24:01' is not a time of day (HH:MM)"),
+]
+
+
+@pytest.mark.parametrize("rule, options, message", REFUSED_WHEN_CONFIGURED,
+                         ids=[f"{r}-{'-'.join(o)}" for r, o, _ in REFUSED_WHEN_CONFIGURED])
+def test_rule_refuses_options_when_configured(rule: str, options: dict, message: str) -> None:
+    with pytest.raises(InputError) as e:
+        get_rule(rule)(options)
+    assert str(e.value) == message
 
 
 SAVINGS_CASES = [c for c in FAILING if c.rule in SAVINGS_RULES]
