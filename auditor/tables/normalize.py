@@ -147,7 +147,7 @@ def select_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: i
 
 def rollup_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: int, path: str, fmt: str,
                costs: list[str], row_number: str = "row_number() OVER ()", by_hash: bool = False,
-               rescan: bool = False, files: bool = False) -> str:
+               rescan: bool = False, files: bool = False, keys_by_hash: bool = False) -> str:
     """The SELECT of one file's `costs` rows: its lines summed per UTC day and per distinct value of every
     source column the reader classifies from (resource, usage type, tags, ...), before anything is classified.
     Free text (FREE_TEXT: a description that can differ on every line) is no key: what is classified from it
@@ -166,7 +166,8 @@ def rollup_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: i
     parsed. `by_hash` (Parquet too): the lines are grouped by a hash of the key columns, and each group's key
     columns are read back from its first line, several times faster than grouping by a few dozen text
     columns. Should two different keys share a hash, the query fails with CLASH and the caller groups by the
-    columns themselves.
+    columns themselves. `keys_by_hash` (any file): the classified keys are joined back to the groups by a hash
+    too (select_sql's `by_hash`), with the same CLASH.
 
     `files`: the relation is several files read as one scan (the parts of one export), naming each line's file
     in its FILE column, and `row_number` numbers all their lines in the order read, files one after another.
@@ -238,4 +239,4 @@ def rollup_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: i
     # Materialized: the classification reads the groups twice (rows and distinct keys), and the grouping is the
     # costly part.
     return f"WITH __g AS MATERIALIZED ({grouped}) " + select_sql({**exprs, **over}, rows, "__g", 1, path, fmt,
-                                                                   costs, "__first", files, by_hash=by_hash)
+                                                                   costs, "__first", files, by_hash=keys_by_hash)
