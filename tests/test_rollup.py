@@ -135,6 +135,11 @@ def test_a_hash_clash_falls_back_to_grouping_by_the_columns(tmp_path, monkeypatc
                      list(COSTS), "(file_row_number + 1)", by_hash=True, rescan=True)
     with pytest.raises(duckdb.Error, match=CLASH):
         clashing.con.execute(f"SELECT count(*), sum(BilledCost) FROM ({sql})").fetchall()
+    # So does the join of each classified key back by its hash (normalize.select_sql), on the lines themselves.
+    lines = normalize.select_sql(exprs, Columns(s.columns, s.fields, s.types), clashing._relation(s), 1, str(parquet),
+                                 s.format, list(COSTS), "(file_row_number + 1)", by_hash=True)
+    with pytest.raises(duckdb.Error, match=CLASH):
+        clashing.con.execute(f"SELECT count(*), sum(BilledCost) FROM ({lines})").fetchall()
 
 
 def test_files_read_side_by_side_keep_their_order_and_amounts(tmp_path):

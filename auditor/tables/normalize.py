@@ -40,6 +40,12 @@ EXTRA = ("_kind", "_gpu", "_gpu_count")
 DEFAULTS = {"_gpu": "CAST(NULL AS VARCHAR)", "_gpu_count": f"CAST(NULL AS {GPU_COUNT})"}
 
 
+# Groups keyed by a hash of their key columns carry a second hash, in reverse column order, to catch the
+# (~1e-9) chance of two different keys sharing the first; a test forces clashes by replacing KEY_HASH.
+KEY_HASH = "hash({})"
+CLASH = "gpu-auditor: grouping hash clash"
+
+
 def referenced(expr: str, top: list[str]) -> set[str]:
     """The source columns an expression reads: quoted (`"lineItem/UsageType"`, `"product"."region"`) or bare
     (`resource_tags`). A bare match may be a false positive (a word in a literal), which only costs speed."""
@@ -80,26 +86,40 @@ def split(exprs: dict[str, str], cols: Columns) -> list[tuple[list[str], list[st
 
 def select_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: int, path: str, fmt: str,
                costs: list[str], row_number: str = "row_number() OVER ()", files: bool = False,
-               materialized: bool = True) -> str:
+               materialized: bool = True, by_hash: bool = False) -> str:
     """The SELECT of one file's `costs` rows (the columns in `costs` order), or of several files' where
     `files`: the relation then names each row's file in its FILE column. `materialized`: each distinct key's
     classification is a materialized CTE (DuckDB; Spark plans its own and knows no such CTE). `exprs` are the reader's
     expressions by output column; the catalog tables `catalog_instance_types` and `catalog_gpu_families` add
-    the GPU model and count."""
+    the GPU model and count.
+
+    `by_hash`: each classified key is joined back by a hash of its columns (one integer), not by the columns
+    themselves (a dozen texts compared NULL-safe on every row: most of the join's time where keys are many).
+    Should two distinct keys share a hash, the query fails with CLASH, and the caller reads the file again
+    without it, as for the rollup's own hash."""
     outputs_all = [c for c in costs if c not in ENRICHED] + list(EXTRA)
     exprs = {c: exprs.get(c) or DEFAULTS.get(c, "NULL") for c in outputs_all}
     groups = split(exprs, cols)
     it_key = "lower(regexp_replace(n.x_InstanceType, '^ml\\.', ''))"
     fam_key = f"lower({family_sql('n.x_Provider', 'n.x_InstanceType')})"
     keyed = {c: f"d{i}" for i, (outputs, _) in enumerate(groups) for c in outputs}
-    source = f"(SELECT *, {row_number} + {first_row - 1} AS __row FROM {relation}) s"
+    hashes = "".join(f", {KEY_HASH.format(', '.join(q(k) for k in key))} AS __kh{i}"
+                     for i, (_, key) in enumerate(groups)) if by_hash else ""
+    source = f"(SELECT *, {row_number} + {first_row - 1} AS __row{hashes} FROM {relation}) s"
     for i, (outputs, key) in enumerate(groups):
         names = {k: f"__k{j}" for j, k in enumerate(key)}
         dims = (f"SELECT {', '.join(f'{q(k)} AS {names[k]}' for k in key)}, * FROM "
                 f"(SELECT DISTINCT {', '.join(q(k) for k in key)} FROM {relation})")
         computed = ", ".join(f"{exprs[c]} AS {q('__' + c)}" for c in outputs)
-        dims = f"SELECT {', '.join(names.values())}, {computed} FROM ({dims})"
-        on = " AND ".join(f"s.{q(k)} IS NOT DISTINCT FROM d{i}.{names[k]}" for k in key)
+        if by_hash:  # one key a hash, else CLASH
+            hashed = KEY_HASH.format(", ".join(names.values()))
+            dims = f"SELECT {hashed} AS __kh, {computed}, count(*) OVER (PARTITION BY {hashed}) AS __n FROM ({dims})"
+            dims = (f"SELECT __kh, {', '.join(q('__' + c) for c in outputs)} FROM ({dims}) "
+                    f"WHERE CASE WHEN __n > 1 THEN error({lit(CLASH)}) ELSE true END")
+            on = f"s.__kh{i} = d{i}.__kh"
+        else:
+            dims = f"SELECT {', '.join(names.values())}, {computed} FROM ({dims})"
+            on = " AND ".join(f"s.{q(k)} IS NOT DISTINCT FROM d{i}.{names[k]}" for k in key)
         # Materialized: left to itself, DuckDB moves the computed expressions above the join, and classifies
         # every row instead of every distinct key (1M lines of tag churn: 206,256 rows a file, for 5,072 keys).
         if materialized:
@@ -125,15 +145,9 @@ def select_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: i
             ON f.provider = n.x_Provider AND f.family = {fam_key}"""
 
 
-# Groups keyed by a hash of their key columns carry a second hash, in reverse column order, to catch the
-# (~1e-9) chance of two different keys sharing the first; a test forces clashes by replacing KEY_HASH.
-KEY_HASH = "hash({})"
-CLASH = "gpu-auditor: grouping hash clash"
-
-
 def rollup_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: int, path: str, fmt: str,
                costs: list[str], row_number: str = "row_number() OVER ()", by_hash: bool = False,
-               rescan: bool = False, files: bool = False) -> str:
+               rescan: bool = False, files: bool = False, keys_by_hash: bool = False) -> str:
     """The SELECT of one file's `costs` rows: its lines summed per UTC day and per distinct value of every
     source column the reader classifies from (resource, usage type, tags, ...), before anything is classified.
     Free text (FREE_TEXT: a description that can differ on every line) is no key: what is classified from it
@@ -152,7 +166,8 @@ def rollup_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: i
     parsed. `by_hash` (Parquet too): the lines are grouped by a hash of the key columns, and each group's key
     columns are read back from its first line, several times faster than grouping by a few dozen text
     columns. Should two different keys share a hash, the query fails with CLASH and the caller groups by the
-    columns themselves.
+    columns themselves. `keys_by_hash` (any file): the classified keys are joined back to the groups by a hash
+    too (select_sql's `by_hash`), with the same CLASH.
 
     `files`: the relation is several files read as one scan (the parts of one export), naming each line's file
     in its FILE column, and `row_number` numbers all their lines in the order read, files one after another.
@@ -224,4 +239,4 @@ def rollup_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: i
     # Materialized: the classification reads the groups twice (rows and distinct keys), and the grouping is the
     # costly part.
     return f"WITH __g AS MATERIALIZED ({grouped}) " + select_sql({**exprs, **over}, rows, "__g", 1, path, fmt,
-                                                                   costs, "__first", files)
+                                                                   costs, "__first", files, by_hash=keys_by_hash)

@@ -257,10 +257,10 @@ class Store:
         # order (several files: one after another).
         parquet = sniffed.container == "parquet" and not many
         numbers = "(file_row_number + 1)" if parquet else "row_number() OVER ()"
-        for by_hash in ((True, False) if parquet else (False,)):
+        for by_hash in (True, False):  # by hashes of the keys (Parquet's groups too); on a CLASH by the columns
             sql = "INSERT INTO costs BY NAME " + rollup_sql(exprs, cols, relation, first_row, paths[0],
-                                                            sniffed.format, list(COSTS), numbers, by_hash, parquet,
-                                                            files=many)
+                                                            sniffed.format, list(COSTS), numbers, by_hash and parquet,
+                                                            parquet, files=many, keys_by_hash=by_hash)
             try:
                 con.execute("BEGIN")
                 con.execute(sql)
