@@ -1,0 +1,196 @@
+"""The policy built from its YAML with every field set: teams, clauses, waivers, attribution and outputs, each read
+into the value it states; the defaults of what is left out or left empty; and every refusal of loading the file
+(not found, not readable, not YAML, empty, not a mapping, a key that is not a name) in whole."""
+
+from __future__ import annotations
+
+from datetime import date
+from decimal import Decimal
+
+import pytest
+
+import auditor.policy as pol
+from auditor.errors import InputError
+from auditor.model import Severity
+from auditor.policy import Clause, Team, Waiver, load_policy, parse_policy
+
+BASE = "policy: P\nowner: finops@example.com\n"
+
+FULL = """\
+policy: Full policy
+version: 7
+owner: finops@example.com
+currency: GBP
+attribution:
+  team_tags: [team, squad]
+  owner_tags: [owner, contact]
+  project_tags: [project, app]
+  job_tags: [run]
+  token_tags: [tok]
+  sample_tags: [smp]
+  token_series: [train_tokens_total]
+  sample_series: [train_samples_total]
+  series_job_labels: [job, pod]
+outputs: {mask_secrets: false}
+teams:
+  vision: {lead: v@example.com, budget_per_quarter: 1000.25, gpu_hours_per_quarter: 300, projects: [det, seg]}
+  nlp: {lead: n@example.com}
+clauses:
+  idle:
+    text: Idle machines stop.
+    severity: low
+    enabled: false
+    max_mean_util_pct: 12
+  egress:
+waivers:
+  - {rule: GPU002, resource: "i-1*", reason: rig, owner: v@example.com, expires: 2027-01-31}
+  - {rule: idle-gpu, resource: "i-2", reason: demo, owner: n@example.com, expires: 2026-12-01}
+"""
+
+
+@pytest.fixture(scope="module")
+def full():
+    return parse_policy(FULL, "full.yml")
+
+
+def test_header_and_outputs(full):
+    assert (full.name, full.version, full.owner, full.currency, full.path) == \
+        ("Full policy", "7", "finops@example.com", "GBP", "full.yml")
+    assert full.mask_secrets is False
+    assert full.rates is None
+
+
+def test_attribution_every_list(full):
+    assert full.team_tags == ["team", "squad"]
+    assert full.owner_tags == ["owner", "contact"]
+    assert full.project_tags == ["project", "app"]
+    assert full.job_tags == ["run"]
+    assert full.token_tags == ["tok"]
+    assert full.sample_tags == ["smp"]
+    assert full.token_series == ["train_tokens_total"]
+    assert full.sample_series == ["train_samples_total"]
+    assert full.series_job_labels == ["job", "pod"]
+
+
+def test_teams_every_field(full):
+    assert full.teams == {
+        "vision": Team("vision", "v@example.com", Decimal("1000.25"), ["det", "seg"], Decimal("300")),
+        "nlp": Team("nlp", "n@example.com", None, [], None),
+    }
+    assert full.team_of_project("seg") == "vision"
+    assert full.team_of_project("nlp") is None
+
+
+def test_clauses_every_field(full):
+    # a clause left empty (`egress:`) is no clause: its rule runs with its defaults
+    assert full.clauses == {"idle": Clause("idle", "Idle machines stop.", {"max_mean_util_pct": 12, "min_hours": 24},
+                                           Severity.LOW, False)}
+
+
+def test_a_clause_with_no_text_or_severity():
+    clause = parse_policy(BASE + "clauses:\n  egress: {max_gb_per_month: 50}\n").clause("egress")
+    assert clause == Clause("egress", "", {"max_gb_per_month": 50}, None, True)
+
+
+def test_waivers_every_field_with_their_lines(full):
+    assert full.waivers == [Waiver("GPU002", "i-1*", "rig", "v@example.com", date(2027, 1, 31), 27),
+                            Waiver("GPU001", "i-2", "demo", "n@example.com", date(2026, 12, 1), 28)]
+
+
+def test_waiver_matches_its_rule_and_glob_case_sensitively():
+    w = Waiver("GPU002", "i-1*", "rig", "v@example.com", date(2027, 1, 31))
+    assert w.matches("GPU002", "i-1abc") and w.matches("GPU002", "i-1")
+    assert not w.matches("GPU001", "i-1abc")
+    assert not w.matches("GPU002", "I-1abc")
+    assert not w.expired(date(2027, 1, 31)) and w.expired(date(2027, 2, 1))
+
+
+def test_defaults_of_what_is_left_out():
+    p = parse_policy(BASE)
+    assert (p.version, p.currency, p.mask_secrets, p.path) == ("1", "USD", True, "<policy>")
+    assert (p.team_tags, p.owner_tags, p.project_tags) == (["team"], ["owner"], ["project"])
+    assert p.job_tags == list(pol.JOB_TAGS) == ["job", "job-name", "job_name", "job-id", "job_id"]
+    assert p.token_tags == list(pol.TOKEN_TAGS) == ["tokens", "train_tokens", "training_tokens"]
+    assert p.sample_tags == list(pol.SAMPLE_TAGS) == ["samples", "train_samples", "training_samples"]
+    assert p.series_job_labels == list(pol.SERIES_JOB_LABELS) == ["job_name", "exported_job", "job"]
+    assert (p.token_series, p.sample_series) == ([], [])
+
+
+def test_an_empty_list_of_tags_takes_the_default():
+    p = parse_policy(BASE + "attribution: {team_tags: [], owner_tags: [], project_tags: [], job_tags: [], "
+                            "token_tags: [], sample_tags: [], series_job_labels: []}\noutputs: {}\n")
+    assert (p.team_tags, p.owner_tags, p.project_tags) == (["team"], ["owner"], ["project"])
+    assert (p.job_tags, p.token_tags, p.sample_tags, p.series_job_labels) == \
+        (list(pol.JOB_TAGS), list(pol.TOKEN_TAGS), list(pol.SAMPLE_TAGS), list(pol.SERIES_JOB_LABELS))
+    assert p.mask_secrets is True
+
+
+def test_a_budget_of_zero_is_allowed():
+    team = parse_policy(BASE + "teams:\n  a: {lead: a@example.com, budget_per_quarter: 0, gpu_hours_per_quarter: 0}\n"
+                        ).teams["a"]
+    assert (team.budget_per_quarter, team.gpu_hours_per_quarter) == (Decimal(0), Decimal(0))
+
+
+# ---- loading refusals, whole -------------------------------------------------------------------------------------
+
+
+def refused(text: str) -> str:
+    with pytest.raises(InputError) as exc:
+        parse_policy(text, "p.yml")
+    return str(exc.value)
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("", "p.yml: the policy is empty"),
+    ("# only a comment\n", "p.yml: the policy is empty"),
+    ("- a\n- b\n", "p.yml:1: a policy is a YAML mapping with keys policy, owner, clauses, ..."),
+    ("plain text\n", "p.yml:1: a policy is a YAML mapping with keys policy, owner, clauses, ..."),
+    (BASE + "[a, b]: 1\n", "p.yml:3: a key is a list; every key of a policy is a name (text)"),
+    (BASE + "teams:\n  ? {x: 1}\n  : 2\n", "p.yml:4: a key is a mapping; every key of a policy is a name (text)"),
+    (BASE + "a\0b: 1\n", "p.yml:3: not valid YAML: the character U+0000 is not allowed in YAML text"),
+    (BASE + "owner: [x\n", "p.yml:4: not valid YAML: expected ',' or ']', but got '<stream end>'"),
+    (BASE + "clauses:\n\tidle: {}\n", "p.yml:4: not valid YAML: found character '\\t' that cannot start any token"),
+    ("[" * 5000, "p.yml: nested too deeply to be a policy"),
+])
+def test_loading_refused_whole(text, message):
+    assert refused(text) == message
+
+
+def test_two_errors_are_both_named_in_line_order():
+    assert refused("owner: x\nversion: [1]\n").split("\n") == [
+        "p.yml:1: policy: is required",
+        "p.yml:1: owner: 'x' is not an email address like lead@example.com",
+        "p.yml:2: version: expected a single value, got a list",
+    ]
+
+
+def test_waiver_of_no_rule_suggests_the_nearest():
+    assert refused(BASE + "waivers:\n  - {rule: GPU01, resource: x, reason: r, owner: o, expires: 2027-01-01}\n") \
+        == "p.yml:4: waivers[0].rule: no rule 'GPU01'; did you mean 'GPU001'?"
+
+
+def test_policy_file_not_found(tmp_path):
+    with pytest.raises(InputError) as exc:
+        load_policy(tmp_path / "nope.yml")
+    assert str(exc.value) == f"{tmp_path / 'nope.yml'}: policy file not found"
+
+
+def test_policy_file_not_utf8(tmp_path):
+    path = tmp_path / "latin1.yml"
+    path.write_bytes(b"policy: caf\xe9\n")
+    with pytest.raises(InputError) as exc:
+        load_policy(path)
+    assert str(exc.value) == (f"{path}: cannot read the policy: 'utf-8' codec can't decode byte 0xe9 in position 11: "
+                              "invalid continuation byte")
+
+
+def test_policy_file_a_folder(tmp_path):
+    with pytest.raises(InputError) as exc:
+        load_policy(tmp_path)
+    assert str(exc.value) == f"{tmp_path}: cannot read the policy: Is a directory"
+
+
+def test_policy_file_loaded_names_its_path(tmp_path):
+    path = tmp_path / "gpu-policy.yml"
+    path.write_text(BASE)
+    assert load_policy(path).path == str(path)
