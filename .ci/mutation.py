@@ -38,7 +38,8 @@ BEGIN, END = "<!-- scores: written by .ci/mutation.py --write -->", "<!-- end of
 CORE: dict[str, list[str]] = {
     "auditor/window.py": ["tests/test_window.py"],
     "auditor/figures.py": ["tests/test_figures.py"],
-    "auditor/policy.py": ["tests/test_policy.py", "tests/test_policy_refusals.py"],
+    "auditor/policy.py": ["tests/test_policy.py", "tests/test_policy_refusals.py", "tests/test_policy_markdown.py",
+                          "tests/test_policy_rates.py", "tests/test_policy_build.py"],
     "auditor/core.py": ["tests/test_policy.py", "tests/test_rule_cases.py", "tests/test_rules_pack.py"],
     "auditor/gate.py": ["tests/test_gate.py"],
     "auditor/tables/shared_gpus.py": ["tests/test_shared_gpus.py"],
