@@ -41,7 +41,7 @@ CORE: dict[str, list[str]] = {
     "auditor/policy.py": ["tests/test_policy.py", "tests/test_policy_refusals.py", "tests/test_policy_markdown.py",
                           "tests/test_policy_rates.py", "tests/test_policy_build.py"],
     "auditor/core.py": ["tests/test_policy.py", "tests/test_rule_cases.py", "tests/test_rules_pack.py"],
-    "auditor/gate.py": ["tests/test_gate.py"],
+    "auditor/gate.py": ["tests/test_gate.py", "tests/test_gate_waivers.py"],
     "auditor/tables/shared_gpus.py": ["tests/test_shared_gpus.py"],
     "auditor/tables/breakdown.py": ["tests/test_rollup.py", "tests/test_reconcile.py"],
     "auditor/tables/summary.py": ["tests/test_rollup.py", "tests/test_reconcile.py"],
