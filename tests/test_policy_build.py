@@ -116,6 +116,10 @@ def test_defaults_of_what_is_left_out():
     assert (p.token_series, p.sample_series) == ([], [])
 
 
+def test_an_empty_currency_is_the_default():
+    assert parse_policy(BASE + "currency: ''\n").currency == "USD"
+
+
 def test_an_empty_list_of_tags_takes_the_default():
     p = parse_policy(BASE + "attribution: {team_tags: [], owner_tags: [], project_tags: [], job_tags: [], "
                             "token_tags: [], sample_tags: [], series_job_labels: []}\noutputs: {}\n")
@@ -151,6 +155,13 @@ def refused(text: str) -> str:
     (BASE + "owner: [x\n", "p.yml:4: not valid YAML: expected ',' or ']', but got '<stream end>'"),
     (BASE + "clauses:\n\tidle: {}\n", "p.yml:4: not valid YAML: found character '\\t' that cannot start any token"),
     ("[" * 5000, "p.yml: nested too deeply to be a policy"),
+    ("{{{", "p.yml:1: not valid YAML: expected the node content, but found '<stream end>'"),
+    (BASE + "---\npolicy: second\n", "p.yml:3: not valid YAML: but found another document"),
+    (BASE + "x: !!python/object:os.system\n",
+     "p.yml:3: not valid YAML: could not determine a constructor for the tag "
+     "'tag:yaml.org,2002:python/object:os.system'"),
+    (BASE + "teams:\n  a: &t {lead: x@example.com}\n  b: *t\n",
+     "p.yml:5: YAML aliases (*name) are not allowed in a policy"),
 ])
 def test_loading_refused_whole(text, message):
     assert refused(text) == message
