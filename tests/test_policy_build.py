@@ -205,3 +205,47 @@ def test_policy_file_loaded_names_its_path(tmp_path):
     path = tmp_path / "gpu-policy.yml"
     path.write_text(BASE)
     assert load_policy(path).path == str(path)
+
+
+# ---- every field's kind and limits, refused whole ----------------------------------------------------------------
+
+TAG = "is not a tag key: 1 to 128 letters, digits, spaces and _ . : / = + - @, without leading or trailing spaces"
+METRIC = "is not a Prometheus metric name: letters, digits, _ and :, not starting with a digit"
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    *[(f"attribution: {{{key}: [' team']}}\n", f"attribution.{key}[0]: ' team' {TAG}")
+      for key in ("team_tags", "owner_tags", "project_tags", "job_tags")],
+    *[(f"attribution: {{{key}: [ok, 1]}}\n", f"attribution.{key}[1]: expected text, got a number 1")
+      for key in ("token_tags", "sample_tags", "series_job_labels")],
+    *[(f"attribution: {{{key}: [1st_total]}}\n", f"attribution.{key}[0]: '1st_total' {METRIC}")
+      for key in ("token_series", "sample_series")],
+    *[(f"attribution: {{{key}: text}}\n", f"attribution.{key}: expected a list, got text")
+      for key in ("owner_tags", "project_tags", "job_tags", "token_tags", "sample_tags", "token_series",
+                  "sample_series", "series_job_labels")],
+    ("attribution: [team]\n", "attribution: expected a mapping, got a list"),
+    ("outputs: [x]\n", "outputs: expected a mapping, got a list"),
+    ("currency: 1\n", "currency: expected text, got a number 1"),
+    ("rates_file: 5\n", "rates_file: expected text, got a number 5"),
+    ("teams: [a]\n", "teams: expected a mapping, got a list"),
+    ("teams:\n  a: {lead: 5}\n", "teams.a.lead: expected text, got a number 5"),
+    ("teams:\n  a: {lead: a@example.com, projects: [1]}\n", "teams.a.projects[0]: expected text, got a number 1"),
+    ("teams:\n  a: {lead: a@example.com, gpu_hours_per_quarter: many}\n",
+     "teams.a.gpu_hours_per_quarter: expected a number, got text 'many'"),
+    ("clauses:\n  idle: {text: 5}\n", "clauses.idle.text: expected text, got a number 5"),
+    ("clauses:\n  idle: {severity: 3}\n", "clauses.idle.severity: expected text, got a number 3"),
+    ("clauses:\n  idle: {severity: hihg}\n",
+     "clauses.idle.severity: 'hihg' is not one of info, low, medium, high, critical; did you mean 'high'?"),
+    ("clauses:\n  idle: {max_mean_util_pct: 150}\n", "clauses.idle.max_mean_util_pct: must be at most 100, got 150"),
+])
+def test_a_field_of_the_wrong_kind_refused_whole(text, message):
+    line = 3 + text.count("\n") - 1
+    assert refused(BASE + text) == f"p.yml:{line}: {message}"
+
+
+@pytest.mark.parametrize("key", ["rule", "resource", "reason", "owner", "expires"])
+def test_every_field_of_a_waiver_is_required(key):
+    fields = {"rule": "GPU001", "resource": "i-1", "reason": "r", "owner": "o@example.com", "expires": "2027-01-01"}
+    del fields[key]
+    text = "waivers:\n  - {" + ", ".join(f"{k}: {v}" for k, v in fields.items()) + "}\n"
+    assert refused(BASE + text) == f"p.yml:4: waivers[0].{key}: is required"
