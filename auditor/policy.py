@@ -336,17 +336,24 @@ def address_problem(value: Any) -> str | None:
 
 
 def _meaning_errors(doc: dict, lines: _Lines, path: str) -> list[InputError]:
-    """What the schema cannot say: the addresses of the owner and the leads, and the rules waivers name."""
+    """What the schema cannot say: the addresses of the owner and the leads, the rules waivers name, and a team or
+    waiver written with nothing in it (`vision:`, `- `), which the schema reads as absent."""
     errors = []
+    teams = doc.get("teams") or {}
     places = [(("owner",), doc.get("owner"))] + [(("teams", name, "lead"), t.get("lead"))
-                                                  for name, t in (doc.get("teams") or {}).items() if t]
+                                                  for name, t in teams.items() if t]
     for where, value in places:
         problem = address_problem(value) if value is not None else None
         if problem:
             errors.append(InputError(f"{fmt_path(where)}: '{one_line(value)}' {problem}", path=path,
                                      line=lines(where)))
+    errors += [InputError(f"teams.{name}.lead: is required", path=path, line=lines(("teams", name)))
+               for name, t in teams.items() if t is None]
     for i, w in enumerate(doc.get("waivers") or []):
-        if not w or not w.get("rule"):
+        if w is None:
+            errors.append(InputError(f"waivers[{i}]: is empty; a waiver has rule, resource, reason, owner and "
+                                     "expires", path=path, line=lines(("waivers", i))))
+        if not w or w.get("rule") is None:  # a rule of the wrong kind or left out is the schema's error
             continue
         try:
             get_rule(w["rule"])

@@ -249,3 +249,16 @@ def test_every_field_of_a_waiver_is_required(key):
     del fields[key]
     text = "waivers:\n  - {" + ", ".join(f"{k}: {v}" for k, v in fields.items()) + "}\n"
     assert refused(BASE + text) == f"p.yml:4: waivers[0].{key}: is required"
+
+
+# A team or a waiver written with nothing in it, or a waiver of an empty rule, was an internal error (TypeError,
+# KeyError) where it is a mistake in the file: each is refused at its line.
+@pytest.mark.parametrize(("text", "message"), [
+    ("teams:\n  vision:\n  nlp: {lead: n@example.com}\n", "p.yml:4: teams.vision.lead: is required"),
+    ("waivers:\n  - {rule: GPU001, resource: x, reason: r, owner: o, expires: 2027-01-01}\n  -\n",
+     "p.yml:5: waivers[1]: is empty; a waiver has rule, resource, reason, owner and expires"),
+    ("waivers:\n  - {rule: '', resource: x, reason: r, owner: o, expires: 2027-01-01}\n",
+     "p.yml:4: waivers[0].rule: no rule ''"),
+])
+def test_an_empty_team_or_waiver_is_refused_at_its_line(text, message):
+    assert refused(BASE + text) == message
