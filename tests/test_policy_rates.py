@@ -132,3 +132,17 @@ def test_rates_and_rates_file_refused_whole_at_the_files_line():
         parse_policy(BASE + "rates_file: r.yml\nrates: {date: 2026-09-30, source: ECB, per_unit: {EUR: 1.1}}\n",
                      "p.yml")
     assert str(exc.value) == "p.yml:3: give rates or rates_file, not both"
+
+
+# A control character or an alias in the rates file was said without the file (a YAML alias) or as the YAML library's
+# text of several lines: each names the rates file and its line, as the policy's own do.
+@pytest.mark.parametrize(("rates", "message"), [
+    ("date: 2026-10-01\nsource: a\x01b\n", "2: not valid YAML: the character U+0001 is not allowed in YAML text"),
+    ("date: &d 2026-10-01\nsource: *d\nper_unit: {EUR: 1}\n",
+     "2: YAML aliases (*name) are not allowed in a rates file"),
+    ("date: 2026-10-01\nsource: !!python/name:os.system x\n",
+     "2: not valid YAML: could not determine a constructor for the tag 'tag:yaml.org,2002:python/name:os.system'"),
+    ("date: 2026-10-01\n---\nsource: x\n", "2: not valid YAML: but found another document"),
+])
+def test_rates_file_yaml_refused_whole_at_its_line(tmp_path, rates, message):
+    assert refusal(tmp_path, "rates_file: rates.yml\n", rates) == f"{tmp_path / 'rates.yml'}:{message}"
