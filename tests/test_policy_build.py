@@ -48,8 +48,8 @@ waivers:
 """
 
 
-@pytest.fixture(scope="module")
-def full():
+@pytest.fixture
+def full():  # built for each test: mutation testing maps a test to the functions it calls, fixture included
     return parse_policy(FULL, "full.yml")
 
 
@@ -262,3 +262,30 @@ def test_every_field_of_a_waiver_is_required(key):
 ])
 def test_an_empty_team_or_waiver_is_refused_at_its_line(text, message):
     assert refused(BASE + text) == message
+
+
+NOT_ONE = "holds more than one address, or a name; give one address like lead@example.com"
+NOT_AN_ADDRESS = "is not an email address like lead@example.com"
+
+
+@pytest.mark.parametrize(("value", "problem"), [
+    ('"o\\tx@example.com"', "'o\\tx@example.com' has a line break or a control character"),
+    ('"a@example.com\\nb@example.com"', "'a@example.com\\nb@example.com' has a line break or a control character"),
+    ("'a@example.com, b@example.com'", f"'a@example.com, b@example.com' {NOT_ONE}"),
+    ("'a@example.com;b@example.com'", f"'a@example.com;b@example.com' {NOT_ONE}"),
+    ("Lead <lead@example.com>", f"'Lead <lead@example.com>' {NOT_ONE}"),
+    ("a@b@example.com", f"'a@b@example.com' {NOT_ONE}"),
+    ("lead", f"'lead' {NOT_AN_ADDRESS}"),
+    ("'@example.com'", f"'@example.com' {NOT_AN_ADDRESS}"),
+    ("lead@", f"'lead@' {NOT_AN_ADDRESS}"),
+    ("lead@localhost", f"'lead@localhost' {NOT_AN_ADDRESS}"),
+    ("lead@.com.", f"'lead@.com.' {NOT_AN_ADDRESS}"),
+    ("<lead@example.com>", f"'<lead@example.com>' {NOT_AN_ADDRESS}"),
+])
+def test_an_owner_that_is_not_one_address_refused_whole(value, problem):
+    assert refused(f"policy: P\nowner: {value}\n") == f"p.yml:2: owner: {problem}"
+
+
+def test_an_address_is_accepted():
+    assert parse_policy("policy: P\nowner: first.last+gpu@mail.example.co.uk\n").owner == \
+        "first.last+gpu@mail.example.co.uk"
