@@ -289,3 +289,10 @@ def test_an_owner_that_is_not_one_address_refused_whole(value, problem):
 def test_an_address_is_accepted():
     assert parse_policy("policy: P\nowner: first.last+gpu@mail.example.co.uk\n").owner == \
         "first.last+gpu@mail.example.co.uk"
+
+
+def test_every_waiver_is_checked_past_one_without_a_rule():
+    text = ("waivers:\n  - {resource: x, reason: r, owner: o, expires: 2027-01-01}\n"
+            "  - resource: y\n    reason: r\n    owner: o\n    expires: 2027-01-01\n    rule: GPU999\n")
+    assert refused(BASE + text).split("\n") == ["p.yml:4: waivers[0].rule: is required",
+                                                "p.yml:9: waivers[1].rule: no rule 'GPU999'"]
