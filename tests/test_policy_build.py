@@ -296,3 +296,15 @@ def test_every_waiver_is_checked_past_one_without_a_rule():
             "  - resource: y\n    reason: r\n    owner: o\n    expires: 2027-01-01\n    rule: GPU999\n")
     assert refused(BASE + text).split("\n") == ["p.yml:4: waivers[0].rule: is required",
                                                 "p.yml:9: waivers[1].rule: no rule 'GPU999'"]
+
+
+@pytest.mark.parametrize("given", ["team_tags: [squad]", "series_job_labels: [pod]"])
+def test_attribution_keys_left_out_of_a_written_attribution_take_their_defaults(given):
+    p = parse_policy(BASE + f"attribution: {{{given}}}\n")
+    assert p.owner_tags == ["owner"] and p.project_tags == ["project"]
+    assert p.team_tags == (["squad"] if "squad" in given else ["team"])
+    assert p.series_job_labels == (["pod"] if "pod" in given else ["job_name", "exported_job", "job"])
+    assert p.job_tags == ["job", "job-name", "job_name", "job-id", "job_id"]
+    assert p.token_tags == ["tokens", "train_tokens", "training_tokens"]
+    assert p.sample_tags == ["samples", "train_samples", "training_samples"]
+    assert (p.token_series, p.sample_series) == ([], [])
