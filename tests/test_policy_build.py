@@ -281,14 +281,15 @@ NOT_AN_ADDRESS = "is not an email address like lead@example.com"
     ("lead@localhost", f"'lead@localhost' {NOT_AN_ADDRESS}"),
     ("lead@.com.", f"'lead@.com.' {NOT_AN_ADDRESS}"),
     ("<lead@example.com>", f"'<lead@example.com>' {NOT_AN_ADDRESS}"),
+    ("'\"lead\"@example.com'", f"'\"lead\"@example.com' {NOT_AN_ADDRESS}"),  # quoted: not as the mail is sent
 ])
 def test_an_owner_that_is_not_one_address_refused_whole(value, problem):
     assert refused(f"policy: P\nowner: {value}\n") == f"p.yml:2: owner: {problem}"
 
 
-def test_an_address_is_accepted():
-    assert parse_policy("policy: P\nowner: first.last+gpu@mail.example.co.uk\n").owner == \
-        "first.last+gpu@mail.example.co.uk"
+@pytest.mark.parametrize("address", ["first.last+gpu@mail.example.co.uk", "Xavier@example.com"])
+def test_an_address_is_accepted(address):
+    assert parse_policy(f"policy: P\nowner: {address}\n").owner == address
 
 
 def test_every_waiver_is_checked_past_one_without_a_rule():
