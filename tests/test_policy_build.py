@@ -287,7 +287,7 @@ def test_an_owner_that_is_not_one_address_refused_whole(value, problem):
     assert refused(f"policy: P\nowner: {value}\n") == f"p.yml:2: owner: {problem}"
 
 
-@pytest.mark.parametrize("address", ["first.last+gpu@mail.example.co.uk", "Xavier@example.com"])
+@pytest.mark.parametrize("address", ["first.last+gpu@mail.example.co.uk", "Xavier@example.com", "ops@X.CO"])
 def test_an_address_is_accepted(address):
     assert parse_policy(f"policy: P\nowner: {address}\n").owner == address
 
