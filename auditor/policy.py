@@ -232,9 +232,9 @@ class _RatesLoader(NoAliasLoader):
 
 
 def _control_character(e: yaml.reader.ReaderError, text: str, path: str) -> InputError:
-    """A NUL byte or another control character: YAML text holds none."""
-    code = e.character if isinstance(e.character, int) else ord(e.character)
-    return InputError(f"not valid YAML: the character U+{code:04X} is not allowed in YAML text", path=path,
+    """A NUL byte or another control character: YAML text holds none. (Read from text, not bytes, the reader
+    gives the character as its code point.)"""
+    return InputError(f"not valid YAML: the character U+{e.character:04X} is not allowed in YAML text", path=path,
                       line=text[:e.position].count("\n") + 1)
 
 

@@ -309,3 +309,11 @@ def test_attribution_keys_left_out_of_a_written_attribution_take_their_defaults(
     assert p.token_tags == ["tokens", "train_tokens", "training_tokens"]
     assert p.sample_tags == ["samples", "train_samples", "training_samples"]
     assert (p.token_series, p.sample_series) == ([], [])
+
+
+def test_amounts_are_read_from_their_digits_as_written():
+    # a float holds about 17 significant digits: these 21 would come back rounded
+    p = parse_policy(BASE + "teams:\n  a: {lead: a@example.com, budget_per_quarter: 1234567890123.45678912}\n"
+                            "rates: {date: 2026-09-30, source: ECB, per_unit: {EUR: 1.0842000000000000001}}\n")
+    assert p.teams["a"].budget_per_quarter == Decimal("1234567890123.45678912")
+    assert p.rates.per_unit == {"EUR": Decimal("1.0842000000000000001")}
