@@ -40,7 +40,8 @@ def test_a_waiver_read_with_its_rule_id_date_reason_and_place():
 
 
 def test_waivers_from_every_waive_key_one_a_line_in_key_order():
-    j = job(annotations={f"{KEY}.gpu": "GPU003 until 2027-02-01: approved by the lead",
+    j = job(annotations={"app.kubernetes.io/name": "x",  # sorts before the waivers: read past, not stopped at
+                         f"{KEY}.gpu": "GPU003 until 2027-02-01: approved by the lead",
                          "gpu-auditor.dev/waiver": "not read: another key",
                          "other/waive": "not read",
                          KEY: "SPOT001 until 2027-01-31: one\n\n   \nTAG002 until 2027-03-01: two"},
@@ -180,6 +181,24 @@ def test_run_gate_of_no_path_says_so():
     with pytest.raises(InputError) as exc:
         run_gate(load_policy(POLICY), [], today=date(2026, 10, 1))
     assert str(exc.value) == "no manifest files (*.yaml, *.yml, *.json) in no path given: nothing to check"
+
+
+def test_run_gate_names_every_path_that_holds_no_manifest(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    with pytest.raises(InputError) as exc:
+        run_gate(load_policy(POLICY), [tmp_path / "a", tmp_path / "b"], today=date(2026, 10, 1))
+    assert str(exc.value) == (f"no manifest files (*.yaml, *.yml, *.json) in {tmp_path / 'a'}, {tmp_path / 'b'}: "
+                              "nothing to check")
+
+
+def test_run_gate_fails_on_a_kind_it_does_not_read_unless_told_to_skip():
+    path = FIXTURES / "invalid/unknown-kind.yaml"
+    r = run_gate(load_policy(POLICY), [path], today=date(2026, 10, 1))
+    assert [(Path(e.path).name, e.line) for e in r.failures] == [("unknown-kind.yaml", 10)]
+    assert (r.exit_code, r.verdict) == (2, "error")
+    skipped = run_gate(load_policy(POLICY), [path], today=date(2026, 10, 1), skip_unknown=True)
+    assert skipped.failures == [] and skipped.exit_code == 0
 
 
 def test_run_gate_warns_of_expired_waivers_of_both_kinds_and_sorts(tmp_path):
