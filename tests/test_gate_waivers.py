@@ -235,3 +235,19 @@ def test_run_gate_orders_failures_by_file_and_line(tmp_path):
     r = run_gate(load_policy(POLICY), [tmp_path / "b.yaml", tmp_path / "a.yaml"], today=date(2026, 10, 1))
     assert [Path(e.path).name for e in r.failures] == ["a.yaml", "b.yaml"]
     assert (r.exit_code, r.verdict) == (2, "error")
+
+
+def test_run_gate_orders_findings_by_line_then_severity(tmp_path):
+    """Two jobs in one file: the first (line 2) lacks its owner label (TAG002, medium); the second also runs on spot
+    without a checkpoint (SPOT001, high, before TAG002 on the same line)."""
+    good = (FIXTURES / "kubernetes/job-good.yaml").read_text().replace(", owner: ana", "")
+    bad = (FIXTURES / "kubernetes/job-bad.yaml").read_text()
+    assert "owner: " in bad
+    bad = bad.replace("owner: ", "former-owner: ")
+    path = tmp_path / "jobs.yaml"
+    path.write_text(good + "---\n" + bad)
+    r = run_gate(load_policy(POLICY), [path], today=date(2026, 10, 1))
+    found = [(f.line, f.rule) for f in r.findings if f.rule in ("TAG002", "SPOT001")]
+    second = found[1][0]
+    assert second > len(good.splitlines())
+    assert found == [(2, "TAG002"), (second, "SPOT001"), (second, "TAG002")]
