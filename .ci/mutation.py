@@ -62,6 +62,7 @@ for path in sorted((REPO / "rules").glob("[A-Z]*[0-9]_*.py")):
 GATED = [
     "auditor/window.py",
     "auditor/figures.py",
+    "auditor/policy.py",
     "auditor/tables/shared_gpus.py",
     "rules/GPU001_idle_gpu.py",
     "rules/GPU004_unknown_gpu_type.py",
