@@ -63,6 +63,7 @@ GATED = [
     "auditor/window.py",
     "auditor/figures.py",
     "auditor/policy.py",
+    "auditor/gate.py",
     "auditor/tables/shared_gpus.py",
     "rules/GPU001_idle_gpu.py",
     "rules/GPU004_unknown_gpu_type.py",
