@@ -227,6 +227,17 @@ class _NoAliasLoader(NoAliasLoader):
     what = "a policy"
 
 
+class _RatesLoader(NoAliasLoader):
+    what = "a rates file"
+
+
+def _control_character(e: yaml.reader.ReaderError, text: str, path: str) -> InputError:
+    """A NUL byte or another control character: YAML text holds none. (Read from text, not bytes, the reader
+    gives the character as its code point.)"""
+    return InputError(f"not valid YAML: the character U+{e.character:04X} is not allowed in YAML text", path=path,
+                      line=text[:e.position].count("\n") + 1)
+
+
 def load_policy(path: str | Path) -> Policy:
     path = str(path)
     try:
@@ -241,10 +252,8 @@ def load_policy(path: str | Path) -> Policy:
 def parse_policy(text: str, path: str = "<policy>") -> Policy:
     try:
         loader = _NoAliasLoader(text)
-    except yaml.reader.ReaderError as e:  # a NUL byte, another control character: YAML text holds none
-        code = e.character if isinstance(e.character, int) else ord(e.character)
-        raise InputError(f"not valid YAML: the character U+{code:04X} is not allowed in YAML text", path=path,
-                         line=text[:e.position].count("\n") + 1) from None
+    except yaml.reader.ReaderError as e:
+        raise _control_character(e, text, path) from None
     try:
         node = loader.get_single_node()
         if node is None:
@@ -287,13 +296,18 @@ def _rates(doc: dict, lines: _Lines, path: str) -> Rates | None:
         where = str(Path(path).parent / doc["rates_file"])
         try:
             text = Path(where).read_text(encoding="utf-8")
-            node = yaml.compose(text, Loader=_NoAliasLoader)
-            data = yaml.load(text, Loader=_NoAliasLoader)
+            node = yaml.compose(text, Loader=_RatesLoader)
+            data = yaml.load(text, Loader=_RatesLoader)
         except (OSError, UnicodeDecodeError) as e:
             raise InputError(f"cannot read the rates file: {getattr(e, 'strerror', None) or e}", path=where) from None
-        except yaml.YAMLError as e:
-            mark = getattr(e, "problem_mark", None)
-            raise InputError(f"not valid YAML: {getattr(e, 'problem', e)}", path=where,
+        except InputError as e:  # an alias
+            e.path = where
+            raise
+        except yaml.reader.ReaderError as e:
+            raise _control_character(e, text, where) from None
+        except yaml.MarkedYAMLError as e:
+            mark = e.problem_mark or e.context_mark
+            raise InputError(f"not valid YAML: {e.problem or e.context}", path=where,
                              line=mark.line + 1 if mark else None) from None
         if node is None:
             raise InputError("the rates file is empty", path=where)
@@ -336,17 +350,24 @@ def address_problem(value: Any) -> str | None:
 
 
 def _meaning_errors(doc: dict, lines: _Lines, path: str) -> list[InputError]:
-    """What the schema cannot say: the addresses of the owner and the leads, and the rules waivers name."""
+    """What the schema cannot say: the addresses of the owner and the leads, the rules waivers name, and a team or
+    waiver written with nothing in it (`vision:`, `- `), which the schema reads as absent."""
     errors = []
+    teams = doc.get("teams") or {}
     places = [(("owner",), doc.get("owner"))] + [(("teams", name, "lead"), t.get("lead"))
-                                                  for name, t in (doc.get("teams") or {}).items() if t]
+                                                  for name, t in teams.items() if t]
     for where, value in places:
         problem = address_problem(value) if value is not None else None
         if problem:
             errors.append(InputError(f"{fmt_path(where)}: '{one_line(value)}' {problem}", path=path,
                                      line=lines(where)))
+    errors += [InputError(f"teams.{name}.lead: is required", path=path, line=lines(("teams", name)))
+               for name, t in teams.items() if t is None]
     for i, w in enumerate(doc.get("waivers") or []):
-        if not w or not w.get("rule"):
+        if w is None:
+            errors.append(InputError(f"waivers[{i}]: is empty; a waiver has rule, resource, reason, owner and "
+                                     "expires", path=path, line=lines(("waivers", i))))
+        if not w or w.get("rule") is None:  # a rule of the wrong kind or left out is the schema's error
             continue
         try:
             get_rule(w["rule"])
