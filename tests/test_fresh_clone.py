@@ -63,8 +63,7 @@ def _fast_loop_on_a_clone(clone: Path) -> None:
     tail = r.stdout[-4000:]
     assert r.returncode == 0, tail
     assert " failed" not in tail and " error" not in tail, tail
-    # every module was collected (an import error fails the run); the tests that need only the repository were
-    # deselected, those that read from outside ran
-    assert re.search(r"\d+ passed.*\d+ skipped.*\d+ deselected", tail), tail
+    # every module was collected (an error importing one fails the run); those that read from outside ran
+    assert re.search(r"\d+ passed, \d+ skipped", tail), tail
     # the public samples' tests were skipped, and the skip says what is missing and where it is read from
     assert "not found: the public samples" in r.stdout and "../shared/samples beside the repository" in r.stdout
