@@ -10,22 +10,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from auditor import running
-from auditor.audit import Audit
 from auditor.context import Context
 from auditor.errors import InputError
 from auditor.figures import actions, savings_by, sum_money
 from auditor.model import Finding, SteadyGpuSpend, WaiverStatus
 from auditor.policy import Policy
-from auditor.providers.billing.detect import URI_NEEDS_SPARK, is_uri
 from auditor.providers.catalog import load_catalog
-from auditor.providers.live.inputs import audit_inputs
 from auditor.registry import all_rules, get_rule, rule_keys
 from auditor.rule import Rule
 from auditor.text import did_you_mean
-from auditor.trend import compare
 from auditor.window import Window
 
 if TYPE_CHECKING:
+    from auditor.audit import Audit
     from auditor.tables.store import SourceFile, Store
 
 # Reads billing files into the store: Store.load_billing (DuckDB), or Spark's (tables/spark.py).
@@ -173,7 +170,11 @@ def run_audit(policy: Policy, billing: list[Path | str], inventory: Path | None 
 
     `engine` reads the billing files into the store (default: DuckDB in process; `--engine spark` gives
     Spark's, tables/spark.py); `previous` is last quarter's audit (trend.load_previous)."""
-    # The tables load DuckDB: imported here, so that the gate, which runs only the rules, starts fast.
+    # The tables load DuckDB, and the billing files, snapshots and the audit's result are the audit's alone:
+    # imported here, so that the gate, which runs only the rules, starts fast.
+    from auditor.audit import Audit
+    from auditor.providers.billing.detect import URI_NEEDS_SPARK, is_uri
+    from auditor.providers.live.inputs import audit_inputs
     from auditor.tables import split
     from auditor.tables.entities import BUILDERS, build, examined
     from auditor.tables.jobcost import job_costs, job_totals
@@ -245,5 +246,7 @@ def run_audit(policy: Policy, billing: list[Path | str], inventory: Path | None 
                    previous=previous, generated_at=generated_at, baseline=base_info, known=known,
                    jobs=jobs)
     if previous is not None:
+        from auditor.trend import compare
+
         result.trend = compare(result.to_dict(), previous["doc"])
     return result

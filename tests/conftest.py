@@ -2,14 +2,30 @@
 
 from __future__ import annotations
 
+import compileall
 import os
 import shutil
+import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+
+# --- bytecode caches ------------------------------------------------------------------------------------------
+# With PYTHONDONTWRITEBYTECODE set, Python writes no module's compiled form, and every program the suite starts
+# (each pytest-xdist worker, each `python -m auditor` a test runs as a subprocess) compiles the package, the rules
+# and the test modules from source again: 0.15 s of CPU for each run of the gate alone, 4 s for each worker's
+# collection. The suite writes them (into __pycache__, which git ignores) and the programs it starts read them,
+# which needs no setting: the package's and the rules' once at the start, the test modules' as pytest imports them.
+sys.dont_write_bytecode = False
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for folder in ("auditor", "rules"):
+        compileall.compile_dir(REPO / folder, quiet=2)
 
 # --- what some tests need from outside the checkout -----------------------------------------------------------
 # The public samples (billing exports, the Azure REST API specification's examples) and the SARIF schema live
@@ -96,10 +112,29 @@ def chromium() -> str:
 SLOW_FIXTURES = {"spark", "chromium"}
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+    if os.environ.get("GPU_AUDITOR_ONLY_OUTSIDE"):
+        keep = [item for item in items if reads_outside(item)]
+        config.hook.pytest_deselected(items=[item for item in items if not reads_outside(item)])
+        items[:] = keep
+
+
+# --- the fresh-clone check (tests/test_fresh_clone.py): GPU_AUDITOR_ONLY_OUTSIDE=1 --------------------------
+# On a clone with nothing beside it, every test module is collected (nothing the tests import is missing), and the
+# tests that read something from outside the repository run: each must be skipped with its reason, never crash.
+# The others need nothing but the repository, and CI runs them on its own clean checkout; the clone does not run
+# them again. A test reads from outside through a fixture below or by calling `outside` or `_missing` itself.
+OUTSIDE_FIXTURES = {"samples", "nvidia_smi", "locate", "sarif_schema", "chromium", "spark", "prometheus_bin"}
+
+
+def reads_outside(item: pytest.Item) -> bool:
+    if OUTSIDE_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return True
+    module = getattr(item, "module", None)
+    return any(getattr(getattr(module, name, None), "__module__", None) == __name__ for name in ("outside", "_missing"))
 
 
 # --- one worker per core: `-n auto` (pytest-xdist) in pyproject.toml ------------------------------------------
@@ -196,10 +231,24 @@ def prometheus_bin() -> tuple[str, str]:
 # --- the demo audit, run once per session ----------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class DemoRun:
+    """The README's demo audit as the CLI ran it: its exit code, what it printed, and the folder it wrote."""
+    exit_code: int
+    stdout: str
+    stderr: str
+    folder: Path
+
+    @property
+    def output(self) -> str:
+        return self.stdout + self.stderr
+
+
 @pytest.fixture(scope="session")
-def demo_folder(tmp_path_factory) -> Path:
-    """The README's demo audit (2026-Q3, as of 2026-10-15) written by the CLI once for the whole session: its
-    audit.json, report.html, report.md, findings.csv and jobs.csv. Read it; never write into it."""
+def demo_run(tmp_path_factory) -> DemoRun:
+    """The README's demo audit (2026-Q3, as of 2026-10-15, with its inventory) run by the CLI once for the whole
+    session: `audit -q --policy ... --out FOLDER fixtures/demo/billing`. Many tests read what it wrote and printed
+    instead of running the same audit again; a test that writes beside it works on a copy (`demo_copy`)."""
     from click.testing import CliRunner
 
     from auditor.cli import cli
@@ -210,4 +259,32 @@ def demo_folder(tmp_path_factory) -> Path:
                                       str(demo / "inventory.json"), "--quarter", "2026-Q3", "--as-of", "2026-10-15",
                                       "--out", str(out), str(demo / "billing")], catch_exceptions=False)
     assert result.exit_code == 0, result.output
-    return out
+    return DemoRun(result.exit_code, result.stdout, result.stderr, out)
+
+
+@pytest.fixture(scope="session")
+def demo_folder(demo_run) -> Path:
+    """The folder of the session's demo audit (demo_run): its audit.json, report.html, report.md, findings.csv,
+    jobs.csv and actions.csv. Read it; never write into it."""
+    return demo_run.folder
+
+
+@pytest.fixture
+def demo_copy(demo_folder, tmp_path) -> Path:
+    """A copy of the session's demo audit folder of this test's own, to write into (an outbox, a re-render)."""
+    return Path(shutil.copytree(demo_folder, tmp_path / "demo-report"))
+
+
+@pytest.fixture(scope="session")
+def demo_audit_result():
+    """The same demo audit run in process, once for the session: `run_audit` of fixtures/demo (2026-Q3, today
+    2026-10-15, with the inventory), the `Audit` itself. Read it; never change it."""
+    from datetime import date
+
+    from auditor.core import run_audit
+    from auditor.policy import load_policy
+    from auditor.window import parse_quarter
+
+    demo = REPO / "fixtures" / "demo"
+    return run_audit(load_policy(demo / "policy.yml"), [demo / "billing"], demo / "inventory.json",
+                     parse_quarter("2026-Q3"), date(2026, 10, 15))

@@ -38,10 +38,10 @@ def valid(doc: dict) -> None:
 
 
 @pytest.fixture(scope="module")
-def full(tmp_path_factory):
-    result, doc = audit(tmp_path_factory.mktemp("full"))
-    assert result.exit_code == 0, result.output
-    return doc
+def full(demo_run):
+    """The demo audit without a baseline: the session's (conftest.demo_run), with these arguments."""
+    assert demo_run.exit_code == 0, demo_run.output
+    return json.loads((demo_run.folder / "audit.json").read_text(encoding="utf-8"))
 
 
 @pytest.fixture(scope="module")

@@ -48,7 +48,9 @@ def one_error_line(result) -> str:
 
 def _commands(group: click.Group, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
     out = []
-    for name, cmd in sorted(group.commands.items()):
+    ctx = click.Context(group)
+    for name in group.list_commands(ctx):  # a command's module is imported when asked for (cli/__init__.py)
+        cmd = group.get_command(ctx, name)
         out.append(prefix + (name,))
         if isinstance(cmd, click.Group):
             out.extend(_commands(cmd, prefix + (name,)))
@@ -267,10 +269,9 @@ def test_policy_validate_impossible_date(tmp_path):
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    out = tmp_path_factory.mktemp("demo-report")
-    result = run(*demo_args(out, "--quarter", "2026-Q3", "--as-of", "2026-10-15"))
-    return result, out, json.loads((out / "audit.json").read_text(encoding="utf-8"))
+def demo(demo_run):
+    """The session's demo audit (conftest.demo_run: `audit -q`, 2026-Q3, as of 2026-10-15, with the inventory)."""
+    return demo_run, demo_run.folder, json.loads((demo_run.folder / "audit.json").read_text(encoding="utf-8"))
 
 
 def test_demo_audit_exits_clean_and_writes_its_files(demo):

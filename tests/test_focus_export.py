@@ -23,9 +23,6 @@ from click.testing import CliRunner
 from conftest import REPO, _missing
 
 from auditor.cli import cli
-from auditor.core import run_audit
-from auditor.policy import load_policy
-from auditor.window import parse_quarter
 
 DEMO = REPO / "fixtures" / "demo"
 OVERRIDES = REPO / "tests" / "focus_validator_overrides.yml"
@@ -61,9 +58,8 @@ def demo(tmp_path_factory) -> Path:
     return out
 
 
-def test_demo_adds_up_to_the_bill_exactly(demo):
-    doc = run_audit(load_policy(DEMO / "policy.yml"), [DEMO / "billing"], DEMO / "inventory.json",
-                    parse_quarter("2026-Q3"), date(2026, 10, 15)).to_dict()
+def test_demo_adds_up_to_the_bill_exactly(demo, demo_audit_result):
+    doc = demo_audit_result.to_dict()  # the demo, 2026-Q3, today 2026-10-15, with the inventory (conftest)
     totals = billed(rows(demo / "focus.csv"))
     cents = {c: str(v.quantize(Decimal("0.01"))) for c, v in totals.items()}
     assert cents == {"USD": "341964.32"}  # the README's total spend
@@ -82,10 +78,9 @@ def test_demo_columns_are_focus_first_then_the_allocation(demo):
                            "x_GpuModel"]
 
 
-def test_demo_team_allocation_is_the_audits(demo):
+def test_demo_team_allocation_is_the_audits(demo, demo_audit_result):
     """Per team the rows add up to the audit's spend by team (rounded once there, to the cent)."""
-    doc = run_audit(load_policy(DEMO / "policy.yml"), [DEMO / "billing"], DEMO / "inventory.json",
-                    parse_quarter("2026-Q3"), date(2026, 10, 15)).to_dict()
+    doc = demo_audit_result.to_dict()  # the demo, 2026-Q3, today 2026-10-15, with the inventory (conftest)
     per_team = billed(rows(demo / "focus.csv"), "x_Team")
     by_team = {t: Decimal(v["USD"]) for t, v in doc["summary"]["by_team"].items()}
     assert set(per_team) == set(by_team)

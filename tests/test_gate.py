@@ -342,6 +342,23 @@ def test_gate_imports_no_database_and_no_cloud_sdk() -> None:
     assert r.stderr.strip().splitlines()[-1] == "exit=1 heavy=[]", r.stderr
 
 
+def test_gate_imports_no_other_command_and_no_billing_reader() -> None:
+    """The CLI imports a command's module when that command runs (auditor/cli/__init__.py, COMMANDS): the gate's
+    path imports no other command's module, no billing reader or live source, not the audit's result, and (without
+    --output or JUnit) neither the file writer nor the XML library."""
+    code = (
+        "import sys\n"
+        "from auditor.cli import cli\n"
+        f"sys.argv = ['gpu-auditor', 'gate', '--policy', {str(POLICY)!r}, {str(FIXTURES / 'kubernetes')!r}]\n"
+        "try:\n    cli(prog_name='gpu-auditor')\nexcept SystemExit as e:\n    code = e.code\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith(('auditor.cli.', 'auditor.providers.billing', "
+        "'auditor.providers.live', 'auditor.outputs.mail', 'auditor.audit', 'auditor.trend', 'auditor.atomic', "
+        "'auditor.tables', 'xml.')))\n"
+        "sys.stderr.write(f'exit={code} loaded={loaded}\\n')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert r.stderr.strip().splitlines()[-1] == "exit=1 loaded=['auditor.cli.base', 'auditor.cli.gate']", r.stderr
+
+
 # ---- issue 29 ------------------------------------------------------------------------------------------------
 
 def test_each_replica_type_counts_its_own_gpus_in_the_projection() -> None:

@@ -16,7 +16,7 @@ from auditor.core import run_audit
 from auditor.model import money
 from auditor.outputs.report import render_html, render_md, write_outputs
 from auditor.policy import load_policy
-from auditor.window import Window, parse_quarter
+from auditor.window import Window
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "fixtures" / "demo"
@@ -37,9 +37,8 @@ def export_cost_by_resource(folder: Path, marker: str) -> dict[str, Decimal]:
 
 
 @pytest.fixture(scope="module")
-def demo(tmp_path_factory):
-    audit = run_audit(load_policy(DEMO / "policy.yml"), [DEMO / "billing"], DEMO / "inventory.json",
-                      parse_quarter("2026-Q3"), date(2026, 10, 15))
+def demo(demo_audit_result, tmp_path_factory):
+    audit = demo_audit_result  # the demo, 2026-Q3, today 2026-10-15, with the inventory (conftest)
     out = tmp_path_factory.mktemp("demo")
     write_outputs(audit, out)
     with open(out / "jobs.csv", encoding="utf-8", newline="") as f:

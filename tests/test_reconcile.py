@@ -14,6 +14,7 @@ import gzip
 import io
 import json
 import re
+import shutil
 import sys
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -444,8 +445,14 @@ def audit_case(tmp: Path, billing: list[Path], policy: Path, *extra) -> tuple[di
 
 
 def reconcile(tmp: Path, billing: list[Path], policy: Path, *extra) -> dict:
-    ERRORS.clear()
     doc, out, terminal = audit_case(tmp, billing, policy, *extra)
+    return check_every_view(doc, out, terminal, policy)
+
+
+def check_every_view(doc: dict, out: Path, terminal: str, policy: Path) -> dict:
+    """Every view of an audit written into `out` (which the e-mails' outbox is written into) against its
+    audit.json: the terminal, the reports, findings.csv, each team's report and the e-mails."""
+    ERRORS.clear()
     soft(check_terminal)(doc, terminal, "terminal")
     check_html(doc, (out / "report.html").read_text(), None, "report.html")
     check_md(doc, (out / "report.md").read_text(), None, "report.md")
@@ -461,9 +468,11 @@ def reconcile(tmp: Path, billing: list[Path], policy: Path, *extra) -> dict:
     return doc
 
 
-def test_demo_reconciles(tmp_path):
-    doc = reconcile(tmp_path, [DEMO / "billing"], DEMO / "policy.yml", "--inventory", DEMO / "inventory.json",
-                    "--quarter", "2026-Q3")
+def test_demo_reconciles(demo_run, tmp_path):
+    # the session's demo audit (conftest.demo_run: --inventory, --quarter 2026-Q3, --as-of 2026-10-15), copied to
+    # write the e-mails beside it
+    out = Path(shutil.copytree(demo_run.folder, tmp_path / "audit"))
+    doc = check_every_view(json.loads((out / "audit.json").read_text()), out, demo_run.output, DEMO / "policy.yml")
     # AWS tax is its own category, and no team's
     tax = ZERO
     for f in sorted((DEMO / "billing").glob("aws-cur-*")):
@@ -528,13 +537,19 @@ def cad_bill(folder: Path) -> Path:
     return path
 
 
-def test_other_currency_is_reported_apart_without_rates(tmp_path):
-    bill = cad_bill(tmp_path)
-    doc = reconcile(tmp_path, [DEMO / "billing", bill], DEMO / "policy.yml", "--quarter", "2026-Q3")
+@pytest.fixture(scope="module")
+def cad_without_rates(tmp_path_factory) -> tuple[dict, Path, str]:
+    """The demo's billing and a bill in CAD, under the demo policy, which has no exchange rates."""
+    tmp = tmp_path_factory.mktemp("cad")
+    return audit_case(tmp, [DEMO / "billing", cad_bill(tmp)], DEMO / "policy.yml", "--quarter", "2026-Q3")
+
+
+def test_other_currency_is_reported_apart_without_rates(cad_without_rates, tmp_path):
+    doc, written, terminal = cad_without_rates
+    out = Path(shutil.copytree(written, tmp_path / "audit"))
+    check_every_view(doc, out, terminal, DEMO / "policy.yml")
     # TAG001's USD threshold is not compared with CAD as if it were dollars
     assert not [f for f in doc["findings"] if f["rule"] == "TAG001" and f["currency"] == "CAD"]
-    _, out, terminal = audit_case(tmp_path / "again", [DEMO / "billing", bill], DEMO / "policy.yml", "--quarter",
-                                  "2026-Q3")
     said = [line for line in terminal.splitlines() if "CAD" in line and "focus-cad.csv" in line]
     assert said and "left out" in said[0], terminal
     md = (out / "report.md").read_text()
@@ -548,7 +563,7 @@ def test_other_currency_is_reported_apart_without_rates(tmp_path):
     assert re.search(r"no rate for: nlp [0-9,.]+ CAD", md), "the budget table does not say what it left out"
 
 
-def test_other_currency_is_converted_with_the_rates_given(tmp_path):
+def test_other_currency_is_converted_with_the_rates_given(cad_without_rates, tmp_path):
     bill = cad_bill(tmp_path)
     policy = tmp_path / "policy.yml"
     policy.write_text((DEMO / "policy.yml").read_text().replace(
@@ -564,8 +579,7 @@ def test_other_currency_is_converted_with_the_rates_given(tmp_path):
     assert "1 CAD = 0.85 USD" in md and "Bank of Canada" in md
     assert "1 CAD = 0.85 USD" in terminal
     # nlp's CAD spend counts toward its USD budget at that rate
-    [without] = [audit_case(tmp_path / "without", [DEMO / "billing", bill], DEMO / "policy.yml", "--quarter",
-                            "2026-Q3")[0]]
+    without = cad_without_rates[0]
     cad = Decimal(without["summary"]["teams"]["nlp"]["left_out"]["CAD"])
     assert not doc["summary"]["teams"]["nlp"]["left_out"]
     assert (Decimal(doc["summary"]["teams"]["nlp"]["spent"]) - Decimal(without["summary"]["teams"]["nlp"]["spent"])

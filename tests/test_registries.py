@@ -30,7 +30,7 @@ def _section(text: str, heading: str) -> str:
 
 
 def _choices(command: str, option: str) -> list[str]:
-    cmd = cli.commands[command]
+    cmd = cli.get_command(click.Context(cli), command)
     opt = next(p for p in cmd.params if option in getattr(p, "opts", []))
     assert isinstance(opt.type, click.Choice)
     return list(opt.type.choices)

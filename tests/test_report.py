@@ -47,10 +47,8 @@ FORMULA = '=HYPERLINK("x")'
 
 
 @pytest.fixture(scope="module")
-def demo_audit() -> Audit:
-    policy = load_policy(DEMO / "policy.yml")
-    return run_audit(policy, [DEMO / "billing"], DEMO / "inventory.json", parse_quarter("2026-Q3"),
-                     date(2026, 10, 15))
+def demo_audit(demo_audit_result) -> Audit:
+    return demo_audit_result  # run_audit of the demo, 2026-Q3, today 2026-10-15, with the inventory (conftest)
 
 
 def hostile_findings() -> list[Finding]:

@@ -8,19 +8,16 @@ import csv
 import io
 import json
 from dataclasses import replace
-from datetime import date
 from decimal import Decimal
 from pathlib import Path
 
 import pytest
 
-from auditor.core import run_audit
 from auditor.model import Finding, Severity, fmt_money
 from auditor.outputs import mail
 from auditor.outputs.report import write_outputs
 from auditor.outputs.view import SHOWN_PER_RULE
 from auditor.policy import load_policy
-from auditor.window import parse_quarter
 
 REPO = Path(__file__).resolve().parents[1]
 DEMO = REPO / "fixtures" / "demo"
@@ -29,10 +26,8 @@ IDLE = 400
 
 
 @pytest.fixture(scope="module")
-def big(tmp_path_factory) -> tuple[dict, Path]:
-    policy = load_policy(DEMO / "policy.yml")
-    audit = run_audit(policy, [DEMO / "billing"], DEMO / "inventory.json", parse_quarter("2026-Q3"),
-                      date(2026, 10, 15))
+def big(demo_audit_result, tmp_path_factory) -> tuple[dict, Path]:
+    audit = demo_audit_result  # run_audit of the demo, 2026-Q3, today 2026-10-15, with the inventory (conftest)
     extra = [Finding(rule="TAG001", name="missing-required-tags", severity=Severity.MEDIUM,
                      resource=f"i-scale{i:05d}", message="missing tags: team", entity_type="ResourceSpend",
                      provider="aws", team=("ml-research" if i % 3 else None), cost=Decimal(i) / 100,

@@ -132,19 +132,27 @@ def test_still_open_keeps_the_quarter_it_was_first_seen(q3):
 # ---- the CLI: audit --previous, report, generated_at ---------------------------------------------------------
 
 
-def test_audit_with_previous_writes_the_trend(previous_file, tmp_path):
-    result = run(*demo_args(tmp_path, "--previous", previous_file))
+@pytest.fixture(scope="module")
+def with_previous(previous_file, tmp_path_factory) -> Path:
+    """The demo audited with --previous (last quarter's audit.json): the folder it wrote."""
+    out = tmp_path_factory.mktemp("with-previous") / "audit"
+    result = run(*demo_args(out, "--previous", previous_file))
     assert result.exit_code == 0, result.output
-    doc = json.loads((tmp_path / "audit.json").read_text(encoding="utf-8"))
+    return out
+
+
+def test_audit_with_previous_writes_the_trend(previous_file, with_previous):
+    out = with_previous
+    doc = json.loads((out / "audit.json").read_text(encoding="utf-8"))
     assert doc["inputs"]["previous"] == {"path": str(previous_file),
                                          "sha256": hashlib.sha256(previous_file.read_bytes()).hexdigest()}
     assert doc["trend"]["previous"]["label"] == "2026-Q2"
     assert doc["trend"]["findings"]["counts"]["resolved"] == 1
-    html = (tmp_path / "report.html").read_text(encoding="utf-8")
+    html = (out / "report.html").read_text(encoding="utf-8")
     assert "Resolved since last quarter (1)" in html and RETIRED in html
     now = Decimal(doc["summary"]["billed_cost"]["USD"])
     assert f"up {fmt_money(now - 251000)} (+{(now - 251000) / 251000 * 100:.1f}%) on 2026-Q2" in html
-    md = (tmp_path / "report.md").read_text(encoding="utf-8")
+    md = (out / "report.md").read_text(encoding="utf-8")
     assert "Against the audit of 2026-Q2: 1 resolved" in md
 
 
@@ -163,9 +171,8 @@ def test_a_bad_previous_audit_is_one_line_exit_2(tmp_path, content, message):
     assert not (tmp_path / "out").exists()  # checked before the audit ran: nothing written
 
 
-def test_report_rerenders_a_saved_audit(previous_file, tmp_path):
-    out = tmp_path / "audit"
-    assert run(*demo_args(out, "--previous", previous_file)).exit_code == 0
+def test_report_rerenders_a_saved_audit(with_previous, tmp_path):
+    out = with_previous
     for fmt, name in (("md", "report.md"), ("html", "report.html"), ("csv", "findings.csv"),
                       ("json", "audit.json")):
         result = run("report", out / "audit.json", "--format", fmt)
@@ -180,9 +187,8 @@ def test_report_rerenders_a_saved_audit(previous_file, tmp_path):
         assert (again / name).read_bytes() == (out / name).read_bytes(), name
 
 
-def test_report_for_one_team(tmp_path):
-    out = tmp_path / "audit"
-    assert run(*demo_args(out)).exit_code == 0
+def test_report_for_one_team(demo_folder):
+    out = demo_folder  # the session's demo audit: these arguments (conftest.demo_run)
     result = run("report", out / "audit.json", "--team", "nlp", "--format", "csv")
     assert result.exit_code == 0, result.output
     rows = result.stdout.strip().splitlines()[1:]
@@ -192,14 +198,19 @@ def test_report_for_one_team(tmp_path):
     assert "2026-Q3 · team nlp" in html
 
 
+@pytest.fixture(scope="module")
+def gpu001_only(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("gpu001") / "audit"
+    assert run(*demo_args(out, "--rule", "GPU001")).exit_code == 0
+    return out
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--team", "nobody", "--format", "md"], "no team 'nobody' in the audit"),
     (["--format", "md", "--format", "html"], "exactly one --format"),
 ])
-def test_report_usage_errors(tmp_path, args, message):
-    out = tmp_path / "audit"
-    assert run(*demo_args(out, "--rule", "GPU001")).exit_code == 0
-    result = run("report", out / "audit.json", *args)
+def test_report_usage_errors(gpu001_only, args, message):
+    result = run("report", gpu001_only / "audit.json", *args)
     assert result.exit_code == 2
     assert message in result.stderr
 
@@ -212,9 +223,8 @@ def test_report_of_a_missing_or_foreign_file(tmp_path):
     assert result.exit_code == 2 and "not a gpu-auditor audit.json" in result.stderr
 
 
-def test_generated_at_is_never_the_clock(tmp_path):
-    a, b = tmp_path / "a", tmp_path / "b"
-    assert run(*demo_args(a)).exit_code == 0
+def test_generated_at_is_never_the_clock(demo_folder, tmp_path):
+    a, b = demo_folder, tmp_path / "b"  # the session's demo audit (conftest.demo_run: these arguments), and another
     assert run(*demo_args(b)).exit_code == 0
     for name in ("audit.json", "report.md", "report.html", "findings.csv"):
         assert (a / name).read_bytes() == (b / name).read_bytes(), name

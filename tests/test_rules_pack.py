@@ -318,8 +318,8 @@ def test_remote_data_flows_of_the_demo(demo_store):
 
 
 @pytest.fixture(scope="module")
-def demo_audit(demo_policy):
-    return run_audit(demo_policy, [DEMO / "billing"], DEMO / "inventory.json", Q3, date(2026, 10, 15))
+def demo_audit(demo_audit_result):
+    return demo_audit_result  # run_audit of the demo, 2026-Q3, today 2026-10-15, with the inventory (conftest)
 
 
 # GPU005: the sandbox L4 without metrics is tagged team, owner and project, and the untagged T4 is 30 % busy:

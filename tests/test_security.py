@@ -12,6 +12,7 @@ import csv
 import email
 import json
 import re
+import shutil
 import tomllib
 from email import policy as email_policy
 from html.parser import HTMLParser
@@ -762,8 +763,8 @@ def test_audit_out_through_a_symlink_is_refused(tmp_path):
     assert (elsewhere / "audit.json").is_file() and (tmp_path / "audit-report").is_symlink()
 
 
-def test_report_out_and_gate_output_through_a_symlink_are_refused(tmp_path):
-    assert _demo_audit(tmp_path / "audit").exit_code == 0
+def test_report_out_and_gate_output_through_a_symlink_are_refused(demo_folder, tmp_path):
+    shutil.copytree(demo_folder, tmp_path / "audit")  # an audit's folder: the session's demo (conftest.demo_run)
     victim = tmp_path / "victim.txt"
     victim.write_text("precious\n")
     (tmp_path / "gate.sarif").symlink_to(victim)

@@ -6,11 +6,16 @@ from __future__ import annotations
 import click
 
 from auditor import __version__
-from auditor.cli import audit, export, gate, mail, policy, pull, rules
 from auditor.cli.base import AuditorGroup
 
+# Each command by its module (auditor/cli/<module>.py) and name there, imported when the command runs or `--help`
+# lists it: `gate` in a pre-commit hook starts without the audit's, the pull's and the mail's imports.
+COMMANDS = {"inspect": "audit:inspect", "audit": "audit:audit", "pull": "pull:pull_command", "report": "audit:report",
+            "email": "mail:email", "rules": "rules:rules", "policy": "policy:policy", "gate": "gate:gate",
+            "export": "export:export"}
 
-@click.group(cls=AuditorGroup, context_settings={"help_option_names": ["-h", "--help"]})
+
+@click.group(cls=AuditorGroup, lazy=COMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="gpu-auditor")
 @click.option("--debug", is_flag=True, help="Show the full traceback on errors.")
 @click.pass_context
@@ -22,11 +27,6 @@ def cli(ctx: click.Context, debug: bool) -> None:
     3 a source could not be read completely (partial audit).
     """
     ctx.obj = {"debug": debug}
-
-
-for command in (audit.inspect, audit.audit, pull.pull_command, audit.report, mail.email, rules.rules,
-                policy.policy, gate.gate, export.export):
-    cli.add_command(command)
 
 
 def main() -> None:

@@ -107,6 +107,7 @@ def audit(billing, policy_path, inventory, quarter, since, until, out_dir, fail_
     inventory.json and window are used, and a source its manifest lists as failed makes the audit partial
     (exit 3). `--live --provider aws` pulls into a temporary snapshot first.
     """
+    from auditor.atomic import target
     from auditor.core import run_audit
     from auditor.outputs.report import write_outputs
     from auditor.outputs.terminal import summary_lines
@@ -116,6 +117,7 @@ def audit(billing, policy_path, inventory, quarter, since, until, out_dir, fail_
     window = from_options(quarter, since, until)
     today = day(as_of)
     policy = load_policy(policy_path)
+    target(out_dir, follow_symlinks, folder=True)  # an --out refused (a symbolic link) fails before the audit runs
     if email_it:  # a missing SMTP setting fails before the audit runs, not after
         from auditor.outputs.mail import smtp_settings
 

@@ -4,12 +4,14 @@ the waiver day, and the progress line."""
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import shutil
 import signal
 import sys
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -53,7 +55,21 @@ class SectionedCommand(click.Command):
 
 
 class AuditorGroup(click.Group):
-    """Turns the errors a user can cause into one line and exit code 2; a traceback only with --debug."""
+    """Turns the errors a user can cause into one line and exit code 2; a traceback only with --debug. Its
+    commands may be `lazy`: name -> "module:attribute" in auditor/cli, imported when first asked for."""
+
+    def __init__(self, *args: Any, lazy: dict[str, str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.lazy = dict(lazy or {})
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*self.commands, *self.lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in self.lazy:
+            module, _, attr = self.lazy[cmd_name].partition(":")
+            self.add_command(getattr(importlib.import_module(f"auditor.cli.{module}"), attr), cmd_name)
+        return super().get_command(ctx, cmd_name)
 
     def invoke(self, ctx: click.Context):
         try:

@@ -4,13 +4,11 @@ workflow annotations. Each is a view of one GateResult."""
 from __future__ import annotations
 
 import json
-import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 from auditor import __version__
-from auditor.atomic import target, write_file
 from auditor.errors import InputError
 from auditor.gate import GATE_SCHEMA, GateResult
 from auditor.model import Finding, Severity
@@ -31,6 +29,8 @@ def render(result: GateResult, fmt: str) -> str:
 
 def write_output(path: Path, content: str, follow_symlinks: bool = False) -> None:
     """`gate --output`: written atomically; a symbolic link on the way is refused unless `follow_symlinks`."""
+    from auditor.atomic import target, write_file  # only for --output: the gate on a commit starts without it
+
     path = target(path, follow_symlinks)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -264,6 +264,8 @@ def _one_line_deep(value: object) -> object:
 def junit(r: GateResult) -> str:
     """One test case per job and rule, one suite per file: a finding at or above --fail-on is a failure, a
     waived one is skipped, one below it passes with the finding in its system-out."""
+    import xml.etree.ElementTree as ET  # only for JUnit: the gate on a commit starts without it
+
     by_case: dict[tuple[str, str], list[Finding]] = {(f.resource, f.rule): [] for f in r.findings}
     for f in r.findings:
         by_case[(f.resource, f.rule)].append(f)
