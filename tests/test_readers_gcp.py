@@ -624,3 +624,13 @@ def test_an_export_of_the_needed_columns_alone(tmp_path):
     assert store.lines().execute("SELECT BilledCost, EffectiveCost, ListCost, Tags, PricingCategory, x_GpuModel, "
                                  "CapacityReservationId FROM lines").fetchall() == [
         (D("0.70"), D("0.70"), D("0.70"), {}, "Standard", "L4", None)]
+
+
+def test_labels_of_a_csv_line_in_either_text_form(tmp_path):
+    """A CSV export writes the repeated labels record as Python repr (as koku saves it) or as JSON text; both are
+    the line's tags, key to value. (Read in the test itself, not through a shared fixture, so that mutation
+    testing runs it against the reader: mutmut runs a test against the functions it saw that test call.)"""
+    labels = [{"key": "team", "value": "nlp"}, {"key": "owner", "value": "alice"}]
+    rows = [_line("N2 Instance Core running in Americas", labels=repr(labels)),
+            _line("N2 Instance Core running in Americas", labels=json.dumps(labels))]
+    assert _lines(tmp_path, rows, "Tags") == [({"team": "nlp", "owner": "alice"},)] * 2
