@@ -634,3 +634,29 @@ def test_labels_of_a_csv_line_in_either_text_form(tmp_path):
     rows = [_line("N2 Instance Core running in Americas", labels=repr(labels)),
             _line("N2 Instance Core running in Americas", labels=json.dumps(labels))]
     assert _lines(tmp_path, rows, "Tags") == [({"team": "nlp", "owner": "alice"},)] * 2
+
+
+def test_json_and_parquet_money_is_the_exported_text_exactly(tmp_path):
+    """JSON and Parquet exports hold money as a DOUBLE (or a FLOAT); each amount is the text the export wrote
+    (0.379332), not the binary float's expansion (0.379331999999999980), on every line and to the last digit."""
+    expected = [(json_net(r), D(str(r["cost_at_list"])), D(str(r["usage"]["amount_in_pricing_units"])))
+                for r in JSON_ROWS]
+    store, _ = load(GCP_JSON)
+    got = store.lines().execute("SELECT BilledCost, ListCost, ConsumedQuantity FROM lines ORDER BY x_SourceRow")
+    assert got.fetchall() == expected
+    floats = tmp_path / "float.parquet"
+    duckdb.execute(f"COPY (SELECT * REPLACE (CAST(cost AS FLOAT) AS cost) FROM read_ndjson('{GCP_JSON}')) "
+                   f"TO '{floats}' (FORMAT parquet)")
+    store, _ = load(floats)
+    assert store.lines().execute("SELECT BilledCost FROM lines ORDER BY x_SourceRow").fetchall() == [
+        (json_net(r),) for r in JSON_ROWS]  # a FLOAT's shortest text is the export's too
+
+
+def test_a_money_column_of_a_type_that_holds_no_amount_is_refused(tmp_path):
+    """A Parquet export whose cost_at_list is BOOLEAN: refused by name and type, not read as 'true'."""
+    path = tmp_path / "bool.parquet"
+    duckdb.execute(f"COPY (SELECT * REPLACE (cost_at_list > 0 AS cost_at_list) FROM read_ndjson('{GCP_JSON}')) "
+                   f"TO '{path}' (FORMAT parquet)")
+    e = _load_error(path)
+    assert (e.path, e.column) == (str(path), "cost_at_list")
+    assert str(e).endswith("the column is of type BOOLEAN; gpu-auditor reads it as a number (or text holding one)")
