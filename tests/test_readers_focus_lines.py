@@ -152,3 +152,16 @@ def test_a_bad_value_names_file_line_and_column(tmp_path, column, value):
         Store().load_billing([path])
     assert (err.value.path, err.value.line, err.value.column) == (str(path), 3, column)
     assert f"{path}:3: " in str(err.value) and repr(value) in str(err.value) and "\n" not in str(err.value)
+
+
+def test_tags_as_the_objects_of_a_json_export_and_a_file_without_tags(tmp_path):
+    """A newline-delimited JSON export holds Tags as an object (a STRUCT to DuckDB): read as its JSON text is. A
+    file without a Tags column has no tags."""
+    rows = [line(Tags=json.dumps({"team": "nlp"})), line(Tags=json.dumps({"team": "cv", "env": "dev"}))]
+    path = tmp_path / "focus.jsonl"
+    objects = [{**{k: v or None for k, v in r.items()}, "Tags": json.loads(r["Tags"])} for r in rows]
+    path.write_text("".join(json.dumps(o) + "\n" for o in objects), encoding="utf-8")
+    # DuckDB reads the objects as one STRUCT of every key: a key a line lacks is there without a value
+    assert read(path, "Tags['team'], Tags['env']") == [("nlp", None), ("cv", "dev")]
+    untagged = [{k: v for k, v in r.items() if k not in ("Tags", "AllocatedTags")} for r in rows]
+    assert read(write(tmp_path, untagged), "Tags") == [({},), ({},)]
