@@ -6,11 +6,14 @@ lines, the forecast at the run rate of the window's last month, the window befor
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
 
+from auditor.model import UNATTRIBUTED
 from auditor.tables import breakdown
+from auditor.tables.sql import tag_sql
 from auditor.tables.store import Store
 from auditor.window import Window, parse_quarter
 
@@ -49,13 +52,15 @@ def test_a_monthly_amount_over_the_next_window():
     assert breakdown.over_next(short, {"USD": D(73)}) == {"USD": D(73)}  # 730 hours next: a month of 730
 
 
-def store_of(tmp_path: Path, lines: list[tuple[str, str, str]]) -> Store:
-    """A FOCUS file of AWS GPU lines: (start, end, billed cost)."""
+def store_of(tmp_path: Path, lines: list[tuple[str, ...]]) -> Store:
+    """A FOCUS file of AWS GPU lines: (start, end, billed cost[, team, project])."""
     path = tmp_path / "focus.csv"
     rows = ["BilledCost,EffectiveCost,BillingCurrency,ChargePeriodStart,ChargePeriodEnd,ChargeCategory,"
-            "ServiceCategory,ProviderName,ResourceId,SkuPriceDetails"]
-    rows += [f'{cost},{cost},USD,{start},{end},Usage,Compute,AWS,i-{i},"{{""GpuCount"": 1}}"'
-             for i, (start, end, cost) in enumerate(lines)]
+            "ServiceCategory,ProviderName,ResourceId,SkuPriceDetails,Tags"]
+    for i, (start, end, cost, *tags) in enumerate(lines):
+        labels = dict(zip(("team", "project"), tags, strict=False))
+        tag_text = '"' + json.dumps(labels).replace('"', '""') + '"' if labels else ""
+        rows.append(f'{cost},{cost},USD,{start},{end},Usage,Compute,AWS,i-{i},"{{""GpuCount"": 1}}",{tag_text}')
     path.write_text("\n".join(rows) + "\n", encoding="utf-8")
     store = Store()
     store.load_billing([path])
@@ -100,3 +105,31 @@ def test_the_window_before_and_coverage(tmp_path):
         "missing": ["no aws billing lines for 2026-08"]}
     assert breakdown.coverage(store, parse_quarter("2027-Q1"))["missing"] == [
         "no billing lines in the window 2027-Q1"]
+
+
+def test_spend_by_every_dimension_and_team(tmp_path):
+    """Largest first; a line without a team tag is unattributed, without a project tag of no project. Attributed
+    by other keys (the project tag as the team), the teams are those keys', not the first call's."""
+    store = store_of(tmp_path, [("2026-09-01T00:00:00Z", "2026-09-02T00:00:00Z", "60.00", "cv", "p2"),
+                                ("2026-09-01T00:00:00Z", "2026-09-11T00:00:00Z", "240.00", "nlp", "p1"),
+                                ("2026-09-02T00:00:00Z", "2026-09-03T00:00:00Z", "10.00")])
+    team, project = tag_sql(["team"]), tag_sql(["project"])
+
+    def rows(key, *items):
+        return [{"key": k, "billed_cost": {"USD": D(v)}, "gpu_cost": {"USD": D(v)}} for k, v in items]
+
+    got = breakdown.spend_breakdown(store, Q3, "USD", team, project)
+    assert got == {"provider": rows("aws", ("aws", "310.00")), "account": rows("a", ("aws (no account)", "310.00")),
+                   "region": rows("r", ("(global)", "310.00")),
+                   "team": rows("t", ("nlp", "240.00"), ("cv", "60.00"), (UNATTRIBUTED, "10.00")),
+                   "project": rows("p", ("p1", "240.00"), ("p2", "60.00"), ("(no project)", "10.00"))}
+    again = breakdown.spend_breakdown(store, Q3, "USD", project, team)
+    assert again["team"] == rows("t", ("p1", "240.00"), ("p2", "60.00"), (UNATTRIBUTED, "10.00"))
+    assert again["project"] == rows("p", ("nlp", "240.00"), ("cv", "60.00"), ("(no project)", "10.00"))
+    spend = breakdown.team_spend(store, Q3, team, project)
+    assert sorted(spend) == sorted(["nlp", "cv", UNATTRIBUTED])
+    nlp = spend["nlp"]
+    assert (nlp["by_category"], nlp["by_provider"], nlp["by_project"], nlp["gpu_by_provider"],
+            nlp["gpu_by_project"]) == ({"gpu_compute": {"USD": D(240)}}, {"aws": {"USD": D(240)}},
+                                       {"p1": {"USD": D(240)}}, {"aws": {"USD": D(240)}}, {"p1": {"USD": D(240)}})
+    assert spend[UNATTRIBUTED]["by_project"] == {"(no project)": {"USD": D(10)}}
