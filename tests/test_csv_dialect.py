@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from auditor.errors import InputError
+from auditor.providers.billing import csv_dialect
+from auditor.providers.billing.csv_dialect import Normalized
 from auditor.tables.store import Store
 
 SAMPLES = ["aws_cur_legacy/focus_converters__sample-anonymous-aws-export-dataset.csv",
@@ -244,3 +246,82 @@ def test_a_stray_quote_in_a_file_of_mixed_endings_names_its_line(samples, tmp_pa
     with pytest.raises(InputError) as e:
         _read(path)
     assert str(e.value).startswith(f"{path}:8: cannot read the file: not comma-separated values (")
+
+
+# ---- the helpers, one by one (fast: what mutation testing runs first) ---------------------------------------
+
+def test_the_header_line_and_what_ends_a_files_lines(tmp_path):
+    assert [csv_dialect.header_line(b) for b in (b"a,b\r\nc", b"a,b\rc\r", b"a,b\nc", b"a,b", b"")] == [
+        b"a,b", b"a,b", b"a,b", b"a,b", b""]
+    ends = {"cr": b"a\rb\r", "crlf": b"a\r\nb\r\n", "lf": b"a\nb\n", "empty": b""}
+    for name, data in ends.items():
+        (tmp_path / name).write_bytes(data)
+    assert {n: csv_dialect.line_break(tmp_path / n) for n in ends} == {"cr": b"\r", "crlf": b"\n", "lf": b"\n",
+                                                                       "empty": b"\n"}
+
+
+def test_header_names_and_the_unnamed_last_column(tmp_path):
+    assert csv_dialect.header_names(["a", "b", ""], "f.csv") == ["a", "b", ""]
+    with pytest.raises(InputError) as err:
+        csv_dialect.header_names(["a", "", "c", ""], "f.csv")
+    assert (str(err.value), err.value.line) == ("f.csv:1: column 2 of the header has no name", 1)
+    assert csv_dialect.read_names(("a", "b", "")) == ["a", "b", "x_trailing_delimiter"]
+
+
+@pytest.mark.parametrize("data, mixed", [
+    (b"a\nb\n", False), (b"a\r\nb\r\n", False), (b"a\rb\r", False), (b"a\nb\r\n", True), (b"a\rb\n", True),
+    (b"a\r\nb\r", True), (b"abc\r\nde\r\nf\r\n", False)])  # with 4-byte chunks: a CRLF cut between two
+def test_mixed_line_endings_counted_across_chunks(tmp_path, monkeypatch, data, mixed):
+    monkeypatch.setattr(csv_dialect, "CHUNK", 4)
+    (tmp_path / "f.csv").write_bytes(data)
+    (tmp_path / "f.csv.gz").write_bytes(gzip.compress(data))
+    assert csv_dialect._mixed(tmp_path / "f.csv", False) is mixed
+    assert csv_dialect._mixed(tmp_path / "f.csv.gz", True) is mixed
+
+
+@pytest.mark.parametrize("data, repeats", [
+    (b"a,b\n1,2\na,b\n3,4\n", True), (b"a,b\n1,2\na,b", True), (b"a,b\r1,2\ra,b\r3,4\r", True),
+    (b"\xef\xbb\xbfa,b\n1,2\n\xef\xbb\xbfa,b\n3,4\n", True), (b"a,b\n1,2\na,bc\n", False),
+    (b"a,b\n1,2\nxa,b\n", False), (b"a,b\n1,2\n", False), (b"", False),
+    (b"a,b\n1,2,3,4,5,6,7\na,b\n", True)])  # with 8-byte chunks: the repeat found across two
+def test_a_repeated_header(tmp_path, monkeypatch, data, repeats):
+    monkeypatch.setattr(csv_dialect, "CHUNK", 8)
+    (tmp_path / "f.csv").write_bytes(data)
+    (tmp_path / "f.csv.gz").write_bytes(gzip.compress(data))
+    assert csv_dialect._repeats_header(tmp_path / "f.csv", False) is repeats
+    assert csv_dialect._repeats_header(tmp_path / "f.csv.gz", True) is repeats
+
+
+def test_a_copys_lines_are_counted_back_to_the_original():
+    copy = Normalized("copy.csv", dropped=[3, 6])  # the original's lines 1, 2, 4, 5, 7 are the copy's 1 to 5
+    assert [copy.original_line(n) for n in (None, 1, 2, 3, 4, 5)] == [None, 1, 2, 4, 5, 7]
+    assert csv_dialect.copy_note("f.csv", Normalized("c")) is None
+    assert csv_dialect.copy_note("f.csv", copy) == ("f.csv: the header is repeated at line(s) 3, 6 (files "
+                                                    "concatenated?); those lines are not read")
+    assert csv_dialect.copy_note("f.csv", Normalized("c", dropped=[2, 3, 4, 5, 6, 7])).startswith(
+        "f.csv: the header is repeated at line(s) 2, 3, 4, 5, 6, ... (files")
+
+
+def test_the_normalized_copy(tmp_path):
+    """Made only where needed: one line ending, the repeated headers left out (and counted), a BOM of a file
+    concatenated in the middle dropped; a file Python's csv cannot read is refused naming its line."""
+    plain = tmp_path / "plain.csv"
+    plain.write_bytes(b"a,b\n1,2\n")
+    assert csv_dialect.normalized(plain, "none", ("a", "b"), str(tmp_path)) is None
+    src = tmp_path / "mixed.csv"
+    src.write_bytes(b"\xef\xbb\xbfa,b\r\n1,2\r\n\xef\xbb\xbfa , b\n3,\"4\"\n")
+    copy = csv_dialect.normalized(src, "none", (" a", "b"), str(tmp_path))
+    assert copy is not None and copy.dropped == [3]
+    assert Path(copy.path).read_bytes() == b"a,b\n1,2\n3,4\n"
+    gz = tmp_path / "mixed.csv.gz"
+    gz.write_bytes(gzip.compress(src.read_bytes()))
+    copy = csv_dialect.normalized(gz, "gzip", ("a", "b"), str(tmp_path))
+    assert copy is not None and copy.dropped == [3] and Path(copy.path).read_bytes() == b"a,b\n1,2\n3,4\n"
+    bad = tmp_path / "bad.csv"
+    bad.write_bytes(b"a,b\r\n1,2\n3,\"4\"x\n")
+    with pytest.raises(InputError) as err:
+        csv_dialect.normalized(bad, "none", ("a", "b"), str(tmp_path))
+    assert (err.value.path, err.value.line) == (str(bad), 3)
+    assert str(err.value).startswith(f"{bad}:3: cannot read the file: not comma-separated values (")
+    # the refused file's copy is removed; the two made above are left to the caller
+    assert len([p for p in tmp_path.iterdir() if p.name.startswith("normalized-")]) == 2

@@ -439,3 +439,224 @@ def test_csv_with_a_bad_usage_start_time_names_it(tmp_path):
     path.write_text("".join(text), encoding="utf-8")
     e = _load_error(path)
     assert (e.line, e.column) == (4, "usage_start_time")
+
+
+# ---- each column of a line, one line for each way the reader reads it ----------------------------------------
+
+HEADER = ["billing_account_id", "service.description", "sku.id", "sku.description", "usage_start_time",
+          "usage_end_time", "project.id", "labels", "system_labels", "location.location", "location.region",
+          "location.zone", "resource.name", "resource.global_name", "cost", "currency", "usage.amount",
+          "usage.unit", "usage.amount_in_pricing_units", "usage.pricing_unit", "credits", "cost_type",
+          "cost_at_list"]
+
+
+def _line(sku: str, **over) -> dict[str, str]:
+    """One CSV line of an hour of `sku` in us-central1 billing $1.00, with `over` (dots as __) changed."""
+    row = {"billing_account_id": "01A2B3-C4D5E6-F7A8B9", "service.description": "Compute Engine",
+           "sku.id": "0000-0000-0000", "sku.description": sku, "usage_start_time": "2023-09-12 10:00:00+00:00",
+           "usage_end_time": "2023-09-12 11:00:00+00:00", "project.id": "ml-prod", "labels": "[]",
+           "system_labels": "[]", "location.location": "us-central1", "location.region": "us-central1",
+           "location.zone": "us-central1-a", "resource.name": "", "resource.global_name": "", "cost": "1.00",
+           "currency": "USD", "usage.amount": "3600.0", "usage.unit": "seconds",
+           "usage.amount_in_pricing_units": "1.0", "usage.pricing_unit": "hour", "credits": "[]",
+           "cost_type": "regular", "cost_at_list": "1.00"}
+    row.update({k.replace("__", "."): v for k, v in over.items()})
+    return row
+
+
+def _lines(tmp_path: Path, rows: list[dict[str, str]], columns: str) -> list[tuple]:
+    path = tmp_path / "gcp-lines.csv"
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, HEADER, lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    store, source = load(path)
+    assert source.format == "gcp-billing"
+    return store.lines().execute(f"SELECT {columns} FROM lines ORDER BY x_SourceRow").fetchall()
+
+
+def test_every_gpu_sku_and_machine_family_names_its_gpu(tmp_path):
+    """GCP names a GPU SKU `[Spot Preemptible |Preemptible ]Nvidia <GPU> GPU running in <region>`; the core and
+    RAM of A2, A3 and G2 machines bill their built-in A100, H100 and L4 with no GPU-hours of their own."""
+    expected = [  # description, GPU model, GPUs per unit, pricing category, cost category
+        ("Nvidia Tesla T4 GPU running in Americas", "T4", 1, "Standard", "gpu_compute"),
+        ("Nvidia T4 GPU running in Americas", "T4", 1, "Standard", "gpu_compute"),
+        ("Nvidia Tesla V100 GPU running in Americas", "V100", 1, "Standard", "gpu_compute"),
+        ("Nvidia Tesla A100 GPU running in Americas", "A100", 1, "Standard", "gpu_compute"),
+        ("Nvidia A100 GPU running in Americas", "A100", 1, "Standard", "gpu_compute"),
+        ("Nvidia Tesla A100 80GB GPU running in Americas", "A100-80GB", 1, "Standard", "gpu_compute"),
+        ("Nvidia A100 80GB GPU running in Americas", "A100-80GB", 1, "Standard", "gpu_compute"),
+        ("Nvidia H100 80GB GPU running in Americas", "H100", 1, "Standard", "gpu_compute"),
+        ("Nvidia H100 GPU running in Americas", "H100", 1, "Standard", "gpu_compute"),
+        ("Nvidia H100 80GB Mega GPU running in Americas", "H100", 1, "Standard", "gpu_compute"),
+        ("Nvidia H200 GPU running in Americas", "H200", 1, "Standard", "gpu_compute"),
+        ("Nvidia L4 GPU running in Americas", "L4", 1, "Standard", "gpu_compute"),
+        ("Nvidia Tesla P100 GPU running in EMEA", "P100", 1, "Standard", "gpu_compute"),
+        ("Nvidia Tesla P4 GPU running in EMEA", "P4", 1, "Standard", "gpu_compute"),
+        ("Spot Preemptible Nvidia L4 GPU running in Americas", "L4", 1, "Dynamic", "gpu_compute"),
+        ("Preemptible Nvidia Tesla T4 GPU running in APAC", "T4", 1, "Dynamic", "gpu_compute"),
+        ("A2 Instance Core running in Americas", "A100", 0, "Standard", "gpu_compute"),
+        ("A3 Instance Ram running in Americas", "H100", 0, "Standard", "gpu_compute"),
+        ("Spot Preemptible G2 Instance Core running in APAC", "L4", 0, "Dynamic", "gpu_compute"),
+        ("N2 Instance Core running in Americas", None, None, "Standard", "other_compute"),
+    ]
+    got = _lines(tmp_path, [_line(e[0]) for e in expected],
+                 "ChargeDescription, x_GpuModel, x_GpuCount, PricingCategory, x_CostCategory")
+    assert got == expected
+
+
+def test_cost_types_charge_and_pricing_categories(tmp_path):
+    """cost_type regular, tax, adjustment and rounding_error are FOCUS's Usage, Tax and Adjustment (any other is
+    usage); a commitment's fee is a purchase at the committed rate; a tax has no pricing category."""
+    rows = [_line("N2 Instance Core running in Americas"),
+            _line("Tax", cost_type="tax", service__description="Invoice"),
+            _line("N2 Instance Core running in Americas", cost_type="adjustment"),
+            _line("Rounding", cost_type="rounding_error"),
+            _line("N2 Instance Core running in Americas", cost_type="something new"),
+            _line("Commitment v1: A2 GPU in Americas for 1 Year")]
+    assert _lines(tmp_path, rows, "ChargeCategory, PricingCategory") == [
+        ("Usage", "Standard"), ("Tax", None), ("Adjustment", "Standard"), ("Adjustment", "Standard"),
+        ("Usage", "Standard"), ("Purchase", "Committed")]
+
+
+def test_credits_are_netted_and_commitment_credits_mark_the_line(tmp_path):
+    """Net cost is cost plus every credit's amount, exactly (5e-06 is $0.000005); a committed use discount of
+    either kind (resource- or spend-based) makes the line committed, other credits do not."""
+    def credits(*pairs):
+        return repr([{"name": t.lower(), "amount": a, "type": t} for t, a in pairs])
+
+    rows = [_line("Nvidia L4 GPU running in Americas", cost="2.00",
+                  credits=credits(("SUSTAINED_USAGE_DISCOUNT", -0.5), ("PROMOTION", -0.25))),
+            _line("Nvidia L4 GPU running in Americas", cost="0.00001", cost_at_list="0.00001",
+                  credits=credits(("FREE_TIER", -5e-06))),
+            _line("Nvidia L4 GPU running in Americas", cost="3.00",
+                  credits=credits(("COMMITTED_USAGE_DISCOUNT_DOLLAR_BASE", -1.2))),
+            _line("Nvidia L4 GPU running in Americas", cost="3.00",
+                  credits=credits(("COMMITTED_USAGE_DISCOUNT", -1.5)))]
+    got = _lines(tmp_path, rows, "BilledCost, EffectiveCost, ListCost, PricingCategory")
+    assert got == [(D("1.25"), D("1.25"), D("1.00"), "Standard"), (D("0.000005"), D("0.000005"), D("0.00001"),
+                                                                  "Standard"),
+                   (D("1.80"), D("1.80"), D("1.00"), "Committed"), (D("1.50"), D("1.50"), D("1.00"), "Committed")]
+
+
+def test_transfer_skus_kind_direction_and_regions(tmp_path):
+    """Network SKUs name their kind and, where they do, the regions (`... from <src> to <dst>`); a SKU that names
+    no source is from the line's region; Ingress is inbound."""
+    skus = ["Network Inter Region Data Transfer Out from Americas to EMEA",
+            "Network Internet Egress from Americas to APAC",
+            "Network Inter Region Ingress from EMEA to Americas",
+            "Network Internet Data Transfer Out from Americas to China",
+            "Network Inter Zone Data Transfer Out",
+            "Network Intra Zone Data Transfer Out",
+            "Download Worldwide Destinations (excluding Asia & Australia)",
+            "Network Inter Region Data Transfer Out"]  # no `from`: no inter-region kind of GCP's naming
+    got = _lines(tmp_path, [_line(s, service__description="Networking") for s in skus],
+                 "x_TransferKind, x_TransferDirection, x_TransferFrom, x_TransferTo, x_CostCategory")
+    assert got == [("inter_region", "out", "Americas", "EMEA", "transfer"),
+                   ("internet", "out", "Americas", "APAC", "transfer"),
+                   ("inter_region", "in", "EMEA", "Americas", "transfer"),
+                   ("internet", "out", "Americas", "China", "transfer"),
+                   ("inter_zone", "out", "us-central1", None, "transfer"),
+                   ("intra_region", "out", "us-central1", None, "transfer"),
+                   ("internet", "out", "us-central1", None, "transfer"),
+                   (None, None, None, None, "other")]
+
+
+def test_kinds_of_non_gpu_lines(tmp_path):
+    """Cores and RAM (and a machine named by its system label) are compute; storage, PD capacity and snapshots
+    are storage; anything else is other."""
+    machine = repr([{"key": "compute.googleapis.com/machine_spec", "value": "n2-standard-8"}])
+    rows = [_line("Custom Core running in Americas"), _line("Custom Ram running in Americas"),
+            _line("E2 Instance Core running in Americas"), _line("Licensing Fee for Debian", system_labels=machine),
+            _line("Standard Storage US Multi-region"), _line("Balanced PD Capacity in Americas"),
+            _line("Multi-Regional Snapshot Early Deletion"), _line("BigQuery Analysis")]
+    assert _lines(tmp_path, rows, "x_CostCategory, x_InstanceType") == [
+        ("other_compute", None), ("other_compute", None), ("other_compute", None),
+        ("other_compute", "n2-standard-8"), ("storage", None), ("storage", None), ("storage", None),
+        ("other", None)]
+
+
+def test_columns_read_from_their_first_spelling_present(tmp_path):
+    """ListCost is cost_at_list, else cost; the quantity is in pricing units, else in usage units; the region is
+    location.region, else location.location; the resource is its global name, else its name."""
+    rows = [_line("N2 Instance Core running in Americas", cost="2.50", cost_at_list="3.25",
+                  resource__name="vm-1", resource__global_name="//compute/vm-1"),
+            _line("N2 Instance Core running in Americas", cost="2.50", cost_at_list="",
+                  usage__amount_in_pricing_units="", location__region="", resource__name="vm-2")]
+    assert _lines(tmp_path, rows, "ListCost, ConsumedQuantity, ConsumedUnit, RegionId, ResourceId") == [
+        (D("3.25"), D("1.0"), "hour", "us-central1", "//compute/vm-1"),
+        (D("2.50"), D("3600.0"), "hour", "us-central1", "vm-2")]
+
+
+def test_an_unused_reservation_bills_to_the_reservation(tmp_path):
+    """A reservation's idle capacity bills its machine's SKUs with the system label is_unused_reservation: the
+    line is the reservation's, by its resource or, where it names none, by project, region and machine."""
+    unused = repr([{"key": "compute.googleapis.com/is_unused_reservation", "value": "True"},
+                   {"key": "compute.googleapis.com/machine_spec", "value": "a2-highgpu-1g"}])
+    rows = [_line("A2 Instance Core running in Americas", system_labels=unused),
+            _line("A2 Instance Core running in Americas", system_labels=unused, resource__name="res-1"),
+            _line("A2 Instance Core running in Americas")]
+    assert _lines(tmp_path, rows, "CapacityReservationId, CapacityReservationStatus") == [
+        ("gcp-reservation:ml-prod:us-central1:a2-highgpu-1g", "Unused"), ("res-1", "Unused"), (None, None)]
+
+
+def test_a_label_value_with_quotes_is_read_whole_from_json_and_parquet(tmp_path):
+    """Repeated records of JSON and Parquet exports are real lists, read as lists: a label value with an
+    apostrophe or a double quote is the value as labelled."""
+    def quoted(row):
+        row["labels"] = [{"key": "owner", "value": "o'neil"}, {"key": "note", "value": 'say "hi"'}]
+
+    path = _rewrite_json(tmp_path, "quoted.jsonl", quoted)
+    for form in (path, to_parquet(path, tmp_path / "quoted.parquet")):
+        store, _ = load(form)
+        tags = store.lines().execute("SELECT Tags FROM lines").fetchall()
+        assert tags == [({"owner": "o'neil", "note": 'say "hi"'},)] * len(JSON_ROWS), form
+
+
+def test_an_export_of_the_needed_columns_alone(tmp_path):
+    """cost, usage_start_time, currency and sku.description are all a GCP export needs: no labels are no tags,
+    no credits bill the cost as it is."""
+    path = tmp_path / "gcp-bare.csv"
+    path.write_text("sku.description,usage_start_time,cost,currency\n"
+                    "Nvidia L4 GPU running in Americas,2023-09-12 10:00:00+00:00,0.70,USD\n", encoding="utf-8")
+    store, source = load(path)
+    assert source.format == "gcp-billing"
+    assert store.lines().execute("SELECT BilledCost, EffectiveCost, ListCost, Tags, PricingCategory, x_GpuModel, "
+                                 "CapacityReservationId FROM lines").fetchall() == [
+        (D("0.70"), D("0.70"), D("0.70"), {}, "Standard", "L4", None)]
+
+
+def test_labels_of_a_csv_line_in_either_text_form(tmp_path):
+    """A CSV export writes the repeated labels record as Python repr (as koku saves it) or as JSON text; both are
+    the line's tags, key to value. (Read in the test itself, not through a shared fixture, so that mutation
+    testing runs it against the reader: mutmut runs a test against the functions it saw that test call.)"""
+    labels = [{"key": "team", "value": "nlp"}, {"key": "owner", "value": "alice"}]
+    rows = [_line("N2 Instance Core running in Americas", labels=repr(labels)),
+            _line("N2 Instance Core running in Americas", labels=json.dumps(labels))]
+    assert _lines(tmp_path, rows, "Tags") == [({"team": "nlp", "owner": "alice"},)] * 2
+
+
+def test_json_and_parquet_money_is_the_exported_text_exactly(tmp_path):
+    """JSON and Parquet exports hold money as a DOUBLE (or a FLOAT); each amount is the text the export wrote
+    (0.379332), not the binary float's expansion (0.379331999999999980), on every line and to the last digit."""
+    expected = [(json_net(r), D(str(r["cost_at_list"])), D(str(r["usage"]["amount_in_pricing_units"])))
+                for r in JSON_ROWS]
+    store, _ = load(GCP_JSON)
+    got = store.lines().execute("SELECT BilledCost, ListCost, ConsumedQuantity FROM lines ORDER BY x_SourceRow")
+    assert got.fetchall() == expected
+    floats = tmp_path / "float.parquet"
+    duckdb.execute(f"COPY (SELECT * REPLACE (CAST(cost AS FLOAT) AS cost) FROM read_ndjson('{GCP_JSON}')) "
+                   f"TO '{floats}' (FORMAT parquet)")
+    store, _ = load(floats)
+    assert store.lines().execute("SELECT BilledCost FROM lines ORDER BY x_SourceRow").fetchall() == [
+        (json_net(r),) for r in JSON_ROWS]  # a FLOAT's shortest text is the export's too
+
+
+def test_a_money_column_of_a_type_that_holds_no_amount_is_refused(tmp_path):
+    """A Parquet export whose cost_at_list is BOOLEAN: refused by name and type, not read as 'true'."""
+    path = tmp_path / "bool.parquet"
+    duckdb.execute(f"COPY (SELECT * REPLACE (cost_at_list > 0 AS cost_at_list) FROM read_ndjson('{GCP_JSON}')) "
+                   f"TO '{path}' (FORMAT parquet)")
+    e = _load_error(path)
+    assert (e.path, e.column) == (str(path), "cost_at_list")
+    assert str(e).endswith("the column is of type BOOLEAN; gpu-auditor reads it as a number (or text holding one)")

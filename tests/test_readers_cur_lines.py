@@ -1,0 +1,216 @@
+"""Each column of a legacy CUR line, one line for each way the AWS reader reads it: every line item type's charge
+category and amortised cost (as AWS's Cloud Intelligence Dashboards amortise: a savings plan's covered usage at
+its effective cost, a recurring fee's unused commitment, a reservation's unused fees, an upfront fee of nothing),
+commitments, pricing, transfers, kinds, tags in every layout, capacity reservations and split cost allocation.
+
+The expected values are worked out here from the CUR data dictionary and the reader's docstrings, never read back
+from the reader. Each test reads its own small file (no shared fixture): mutmut runs a test against the functions
+it saw that test call, so a file read once for a module would be checked against one test only."""
+
+from __future__ import annotations
+
+import csv
+import json
+from decimal import Decimal
+from pathlib import Path
+
+from auditor.tables.store import Store
+
+D = Decimal
+SP = "arn:aws:savingsplans::111122223333:savingsplan/sp-1"
+RI = "arn:aws:ec2:us-east-1:111122223333:reserved-instances/ri-1"
+
+
+def line(kind: str = "Usage", cost: str = "1.00", **over: str) -> dict[str, str]:
+    """One CUR line of an hour of p4d.24xlarge in us-east-1, with `over` (`a__B` for `a/B`) changed."""
+    row = {"identity/LineItemId": "x", "bill/PayerAccountId": "111122223333",
+           "lineItem/UsageAccountId": "444455556666", "lineItem/LineItemType": kind,
+           "lineItem/UsageStartDate": "2024-03-01T00:00:00Z", "lineItem/UsageEndDate": "2024-03-01T01:00:00Z",
+           "lineItem/ProductCode": "AmazonEC2", "lineItem/UsageType": "BoxUsage:p4d.24xlarge",
+           "lineItem/ResourceId": "i-0abc", "lineItem/UsageAmount": "1", "lineItem/CurrencyCode": "USD",
+           "lineItem/UnblendedCost": cost, "lineItem/LineItemDescription": "an hour",
+           "product/productFamily": "Compute Instance", "product/regionCode": "us-east-1",
+           "pricing/term": "OnDemand", "pricing/unit": "Hrs"}
+    row.update({k.replace("__", "/"): v for k, v in over.items()})
+    return row
+
+
+def read(tmp_path: Path, rows: list[dict[str, str]], columns: str) -> list[tuple]:
+    header = list(dict.fromkeys(k for r in rows for k in r))
+    path = tmp_path / "cur.csv"
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, header, lineterminator="\n", restval="")
+        w.writeheader()
+        w.writerows(rows)
+    store = Store()
+    assert store.load_file(path).format == "aws-cur"
+    return store.lines().execute(f"SELECT {columns} FROM lines ORDER BY x_SourceRow").fetchall()
+
+
+def test_every_line_item_type_charge_category_and_amortised_cost(tmp_path):
+    rows = [line("Usage", "10.00"),
+            line("SavingsPlanCoveredUsage", "8.00", savingsPlan__SavingsPlanEffectiveCost="5.50"),
+            line("SavingsPlanRecurringFee", "100.00", savingsPlan__TotalCommitmentToDate="100.00",
+                 savingsPlan__UsedCommitment="62.50"),
+            line("SavingsPlanNegation", "-8.00"),
+            line("SavingsPlanUpfrontFee", "1000.00"),
+            line("DiscountedUsage", "0.00", reservation__EffectiveCost="3.25"),
+            line("RIFee", "50.00", reservation__UnusedAmortizedUpfrontFeeForBillingPeriod="1.50",
+                 reservation__UnusedRecurringFee="2.25"),
+            line("Fee", "500.00", reservation__ReservationARN=RI),
+            line("Fee", "20.00"),
+            line("Tax", "4.00"),
+            *(line(k, "-1.00") for k in ("Credit", "Refund", "BundledDiscount", "EdpDiscount",
+                                         "PrivateRateDiscount", "Discount")),
+            line("SomethingNew", "2.00")]
+    got = read(tmp_path, rows, "ChargeCategory, BilledCost, EffectiveCost")
+    assert got == [("Usage", D("10.00"), D("10.00")), ("Usage", D("8.00"), D("5.50")),
+                   ("Purchase", D("100.00"), D("37.50")), ("Credit", D("-8.00"), D(0)),
+                   ("Purchase", D("1000.00"), D(0)), ("Usage", D("0.00"), D("3.25")),
+                   ("Purchase", D("50.00"), D("3.75")), ("Purchase", D("500.00"), D(0)),
+                   ("Purchase", D("20.00"), D("20.00")), ("Tax", D("4.00"), D("4.00")),
+                   *[("Credit", D("-1.00"), D("-1.00"))] * 6, ("Usage", D("2.00"), D("2.00"))]
+
+
+def test_commitments_pricing_and_their_end(tmp_path):
+    """Covered usage names its reservation or savings plan as used, a fee line as unused; each ends when its
+    reservation or plan does."""
+    rows = [line("DiscountedUsage", reservation__ReservationARN=RI, reservation__EndTime="2025-01-01T00:00:00Z"),
+            line("RIFee", reservation__ReservationARN=RI, reservation__EndTime="2025-01-01T00:00:00Z"),
+            line("SavingsPlanCoveredUsage", savingsPlan__SavingsPlanARN=SP,
+                 savingsPlan__EndTime="2026-06-01T00:00:00Z"),
+            line("SavingsPlanRecurringFee", savingsPlan__SavingsPlanARN=SP,
+                 savingsPlan__EndTime="2026-06-01T00:00:00Z"),
+            line(lineItem__UsageType="SpotUsage:p4d.24xlarge"),
+            line(pricing__term="Reserved"),
+            line(pricing__term="")]
+    got = read(tmp_path, rows, "CommitmentDiscountId, CommitmentDiscountStatus, CommitmentDiscountType, "
+                               "strftime(x_CommitmentEnd, '%Y-%m-%d'), PricingCategory")
+    assert got == [(RI, "Used", "Reservation", "2025-01-01", "Committed"),
+                   (RI, "Unused", "Reservation", "2025-01-01", "Standard"),
+                   (SP, "Used", "Savings Plan", "2026-06-01", "Committed"),
+                   (SP, "Unused", "Savings Plan", "2026-06-01", "Standard"),
+                   (None, None, None, None, "Dynamic"), (None, None, None, None, "Committed"),
+                   (None, None, None, None, None)]
+
+
+def test_columns_of_a_line(tmp_path):
+    """Currency (USD where the file names none), list cost (the public on-demand cost, else the cost), the
+    service (the product's name, else its code), the region (its code, else the zone's), times, quantity."""
+    rows = [line(cost="7.00", pricing__publicOnDemandCost="9.50", product__ProductName="Amazon Elastic Compute "
+                 "Cloud", lineItem__AvailabilityZone="us-east-1a", product__sku="SKU1", lineItem__UsageAmount="2"),
+            line(cost="7.00", lineItem__CurrencyCode="", product__regionCode="",
+                 lineItem__AvailabilityZone="eu-west-1b")]
+    got = read(tmp_path, rows, "BillingCurrency, ListCost, ServiceName, RegionId, AvailabilityZone, SkuId, "
+                               "ConsumedQuantity, ConsumedUnit, BillingAccountId, SubAccountId, ResourceId, "
+                               "ProviderName, x_Provider, strftime(ChargePeriodStart, '%H'), "
+                               "strftime(ChargePeriodEnd, '%H'), ChargeDescription")
+    common = ("Hrs", "111122223333", "444455556666", "i-0abc", "AWS", "aws", "00", "01", "an hour")
+    assert got == [("USD", D("9.50"), "Amazon Elastic Compute Cloud", "us-east-1", "us-east-1a", "SKU1", D(2),
+                    *common),
+                   ("USD", D("7.00"), "AmazonEC2", "eu-west-1", "eu-west-1b", None, D(1), *common)]
+
+
+def test_transfer_usage_types_kind_direction_and_regions(tmp_path):
+    """`<src>-<dst>-AWS-Out-Bytes` names both ends by their prefixes; the product's from and to columns name
+    them where present; us-east-1 lines often have no prefix."""
+    def transfer(usage_type, **over):
+        return line(lineItem__UsageType=usage_type, product__productFamily="Data Transfer", **over)
+
+    rows = [transfer("USE1-USW2-AWS-Out-Bytes"),
+            transfer("USW2-USE1-AWS-In-Bytes"),
+            transfer("USE1-DataTransfer-Regional-Bytes"),
+            transfer("USW2-DataTransfer-xAZ-In-Bytes"),
+            transfer("DataTransfer-Out-Bytes", product__fromLocation="US East (N. Virginia)",
+                     product__toLocation="External"),
+            transfer("USE1-CloudFront-Out-Bytes"),
+            transfer("USE1-Bytes", product__transferType="IntraRegion"),
+            transfer("USE1-EUW1-Bytes", product__transferType="InterRegion Outbound",
+                     product__fromRegionCode="us-east-1", product__toRegionCode="eu-west-1"),
+            transfer("USE1-Bytes", product__transferType="AWS Inbound")]
+    got = read(tmp_path, rows, "x_TransferKind, x_TransferDirection, x_TransferFrom, x_TransferTo, x_CostCategory")
+    assert got == [("inter_region", "out", "us-east-1", "us-west-2", "transfer"),
+                   ("inter_region", "in", "us-west-2", "us-east-1", "transfer"),
+                   ("inter_zone", "out", "us-east-1", None, "transfer"),
+                   ("inter_zone", "in", "us-west-2", None, "transfer"),
+                   ("internet", "out", "us-east-1", None, "transfer"),
+                   ("internet", "out", "us-east-1", None, "transfer"),
+                   ("intra_region", "out", "us-east-1", None, "transfer"),
+                   ("inter_region", "out", "us-east-1", "eu-west-1", "transfer"),
+                   ("internet", "in", "us-east-1", None, "transfer")]
+
+
+def test_kinds_and_instance_types(tmp_path):
+    """Storage by family or usage type; compute by usage type or family (SageMaker's training, notebook and
+    hosting usage too); the instance type from the product, else the usage type, else the description."""
+    rows = [line(product__productFamily="Storage", lineItem__UsageType="USE1-TimedStorage-ByteHrs"),
+            line(product__productFamily="", lineItem__UsageType="USE1-EBS:VolumeUsage.gp3"),
+            line(product__productFamily="Storage Snapshot", lineItem__UsageType="USE1-EBS:SnapshotUsage"),
+            line(product__productFamily="", lineItem__UsageType="USE1-UnusedBox:p5.48xlarge"),
+            line(product__productFamily="", lineItem__UsageType="USE1-Train:ml.p4d.24xlarge-Training"),
+            line(product__productFamily="", lineItem__UsageType="USE1-Notebk:ml.g5.xlarge",
+                 lineItem__LineItemDescription="ml.g5.xlarge notebook hours"),
+            line(product__productFamily="ML Instance", lineItem__UsageType="USE1-Host:ml.g5.2xlarge-Hosting",
+                 product__instanceType="ml.g5.2xlarge"),
+            line(product__productFamily="", lineItem__UsageType="USE1-CapacityBlock:p5.48xlarge"),
+            line(product__productFamily="", lineItem__UsageType="USE1-Requests-Tier1")]
+    got = read(tmp_path, rows, "x_CostCategory, x_InstanceType")
+    assert got == [("storage", None), ("storage", None), ("storage", None), ("gpu_compute", "p5.48xlarge"),
+                   ("other_compute", None), ("gpu_compute", "ml.g5.xlarge"), ("gpu_compute", "ml.g5.2xlarge"),
+                   ("other_compute", None), ("other", None)]
+
+
+def snake(column: str) -> str:
+    """`lineItem/UnblendedCost` as Athena and CUR 2.0 spell it: `line_item_unblended_cost`."""
+    return "_".join("".join(f"_{c.lower()}" if c.isupper() else c for c in part).lstrip("_")
+                    for part in column.split("/"))
+
+
+def test_tags_in_every_layout(tmp_path):
+    """A column per tag, `resourceTags/user:team` (legacy) or `resource_tags_user_team` (Athena): user tags by
+    their name, AWS tags with their `aws:` prefix, empty values left out; CUR 2.0's one `resource_tags` object
+    (JSON text in CSV) with keys `user_team` and `aws_created_by`."""
+    tagged = line(**{"resourceTags/user:team": "nlp", "resourceTags/user:owner": " ",
+                     "resourceTags/aws:createdBy": "root"})
+    untagged = line()
+    assert read(tmp_path, [tagged, untagged], "Tags") == [({"team": "nlp", "aws:createdBy": "root"},), ({},)]
+    athena = {snake(k) if "/" in k and not k.startswith("resourceTags") else k: v for k, v in tagged.items()}
+    athena = {k.replace("resourceTags/user:", "resource_tags_user_").replace("resourceTags/aws:",
+                                                                             "resource_tags_aws_"): v
+              for k, v in athena.items()}
+    assert read(tmp_path, [athena], "Tags") == [({"team": "nlp", "aws:createdBy": "root"},)]
+    cur2 = {snake(k): v for k, v in untagged.items()}
+    cur2["resource_tags"] = json.dumps({"user_team": "nlp", "aws_created_by": "root", "user_owner": ""})
+    assert read(tmp_path, [cur2], "Tags") == [({"team": "nlp", "aws:created_by": "root"},)]
+
+
+def test_capacity_reservations(tmp_path):
+    """CUR 2.0's capacity reservation columns where present (status in any case); else the reservation's ARN as
+    the line's resource, unused by its usage type (`UnusedBox`, `Reservation:`), used by its usage."""
+    cr = "arn:aws:ec2:us-east-1:111122223333:capacity-reservation/cr-1"
+    rows = [line(lineItem__ResourceId=cr, lineItem__UsageType="USE1-UnusedBox:p5.48xlarge"),
+            line(lineItem__ResourceId=cr, lineItem__UsageType="USE1-Reservation:p5.48xlarge"),
+            line(lineItem__ResourceId=cr),
+            line("Fee", lineItem__ResourceId=cr),
+            line(**{"capacityReservation/CapacityReservationArn": "cr-2",
+                    "capacityReservation/CapacityReservationStatus": "UNUSED"}),
+            line(**{"capacityReservation/CapacityReservationArn": "cr-2",
+                    "capacityReservation/CapacityReservationStatus": "Used"}),
+            line(**{"capacityReservation/CapacityReservationArn": "cr-2",
+                    "capacityReservation/CapacityReservationStatus": "Pending"}),
+            line()]
+    assert read(tmp_path, rows, "CapacityReservationId, CapacityReservationStatus") == [
+        (cr, "Unused"), (cr, "Unused"), (cr, "Used"), (cr, None), ("cr-2", "Unused"), ("cr-2", "Used"),
+        ("cr-2", "Pending"), (None, None)]
+
+
+def test_split_cost_allocation(tmp_path):
+    """A pod's line of split cost allocation carries its share of its instance's cost and of the instance's
+    unused capacity; its resource is the pod, its parent the instance."""
+    rows = [line(cost="0.00", lineItem__ResourceId="pod-1", splitLineItem__ParentResourceId="i-0abc",
+                 splitLineItem__SplitCost="0.75", splitLineItem__UnusedCost="0.25"),
+            line()]
+    assert read(tmp_path, rows, "x_SplitResourceId, x_SplitParentId, x_SplitMethod, x_SplitCost, "
+                                "x_SplitUnusedCost") == [
+        ("pod-1", "i-0abc", "aws-split-cost-allocation", D("0.75"), D("0.25")), (None, None, None, None, None)]
+    assert read(tmp_path, [line()], "x_SplitResourceId, x_SplitParentId, x_SplitMethod") == [(None, None, None)]
