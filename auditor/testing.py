@@ -33,6 +33,7 @@ import functools
 from dataclasses import dataclass, field
 from datetime import date
 from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -118,6 +119,8 @@ def make_entity(cls: type, data: dict[str, Any]) -> Any:
             value = date.fromisoformat(str(value))
         elif t.startswith("Decimal") and value is not None:
             value = Decimal(str(value))
+        elif t.startswith("Fraction") and value is not None:  # a GPU share: "1/4" or 0.25
+            value = Fraction(str(value))
         elif t.startswith("datetime") and value is not None:
             bad = ValueError(f"{cls.__name__}.{key}: bad time {value!r}")
             value = parse_datetime(value, functools.partial(_same, bad))
