@@ -54,7 +54,7 @@ CASE_KEYS = {"entities", "fail", "options", "message_contains", "window", "descr
              "findings"}
 # what a case may state of a flagged resource's finding (`findings:`); the amounts as strings, compared as Decimals
 FINDING_KEYS = {"cost", "monthly_savings", "wasted", "currency", "message", "evidence", "severity", "confidence",
-                "team", "owner"}
+                "team", "owner", "key"}  # key: what makes its fingerprint unique beyond rule and resource
 POLICY = ("policy: rule test policy\nowner: owner@example.com\n"
           "teams:\n  vision: {lead: lead@example.com, projects: [detector]}\n")
 
