@@ -150,7 +150,9 @@ def load_options(case: Case) -> None:
 
 def run_case(case: Case) -> list[Finding]:
     cls = get_rule(case.rule)
-    rule = cls(case.options)
+    # the options as the policy gives them to the rule (auditor/core.py): money exact as written, not a float
+    clause = parse_policy(policy_with(case), f"<{case.id} policy>").clause(cls.clause)
+    rule = cls({k: v for k, v in (clause.options if clause else {}).items() if k in cls.options and v is not None})
     ctx = context(case.window, case.rates)
     findings = []
     for data in case.entities:
