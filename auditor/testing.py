@@ -56,7 +56,8 @@ CASE_KEYS = {"entities", "fail", "options", "message_contains", "window", "descr
 FINDING_KEYS = {"cost", "monthly_savings", "wasted", "currency", "message", "evidence", "severity", "confidence",
                 "team", "owner", "key"}  # key: what makes its fingerprint unique beyond rule and resource
 POLICY = ("policy: rule test policy\nowner: owner@example.com\n"
-          "teams:\n  vision: {lead: lead@example.com, projects: [detector]}\n")
+          "teams:\n  vision: {lead: lead@example.com, projects: [detector]}\n"
+          "  recsys: {lead: lead-recsys@example.com, budget_per_quarter: 10000}\n")  # BUD002's team budget
 
 
 @dataclass
