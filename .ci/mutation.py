@@ -64,6 +64,8 @@ GATED = [
     "auditor/tables/shared_gpus.py",
     "rules/GPU001_idle_gpu.py",
     "rules/GPU004_unknown_gpu_type.py",
+    "rules/BUD001_team_over_budget.py",
+    "rules/COM001_unused_commitment.py",
 ]
 
 COMMAND = ".venv/bin/python .ci/mutation.py"  # how a row of the scores table is measured again
