@@ -66,6 +66,7 @@ GATED = [
     "rules/GPU004_unknown_gpu_type.py",
     "rules/BUD001_team_over_budget.py",
     "rules/COM001_unused_commitment.py",
+    "rules/GPU006_forgotten_gpu_in_billing.py",
 ]
 
 COMMAND = ".venv/bin/python .ci/mutation.py"  # how a row of the scores table is measured again
