@@ -67,6 +67,7 @@ GATED = [
     "rules/BUD001_team_over_budget.py",
     "rules/COM001_unused_commitment.py",
     "rules/GPU006_forgotten_gpu_in_billing.py",
+    "rules/GPU007_stopped_gpu_still_billed.py",
 ]
 
 COMMAND = ".venv/bin/python .ci/mutation.py"  # how a row of the scores table is measured again
