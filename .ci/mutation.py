@@ -69,6 +69,7 @@ GATED = [
     "rules/GPU006_forgotten_gpu_in_billing.py",
     "rules/GPU007_stopped_gpu_still_billed.py",
     "rules/GPU002_oversized_gpu.py",
+    "rules/GPU005_forgotten_gpu_capacity.py",
 ]
 
 COMMAND = ".venv/bin/python .ci/mutation.py"  # how a row of the scores table is measured again
