@@ -70,6 +70,7 @@ GATED = [
     "rules/GPU007_stopped_gpu_still_billed.py",
     "rules/GPU002_oversized_gpu.py",
     "rules/GPU005_forgotten_gpu_capacity.py",
+    "rules/COM002_unused_capacity_reservation.py",
 ]
 
 COMMAND = ".venv/bin/python .ci/mutation.py"  # how a row of the scores table is measured again
