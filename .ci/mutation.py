@@ -71,6 +71,7 @@ GATED = [
     "rules/GPU002_oversized_gpu.py",
     "rules/GPU005_forgotten_gpu_capacity.py",
     "rules/COM002_unused_capacity_reservation.py",
+    "rules/COM004_uncommitted_gpu_baseline.py",
 ]
 
 COMMAND = ".venv/bin/python .ci/mutation.py"  # how a row of the scores table is measured again
