@@ -72,6 +72,8 @@ GATED = [
     "rules/GPU005_forgotten_gpu_capacity.py",
     "rules/COM002_unused_capacity_reservation.py",
     "rules/COM004_uncommitted_gpu_baseline.py",
+    "rules/COM003_commitment_expiring.py",
+    "rules/KUBE003_unallocated_gpu.py",
 ]
 
 COMMAND = ".venv/bin/python .ci/mutation.py"  # how a row of the scores table is measured again
