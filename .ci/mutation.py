@@ -78,6 +78,7 @@ GATED = [
     "rules/KUBE001_idle_gpu_slice.py",
     "rules/GPU003_disallowed_gpu_type.py",
     "rules/HPO001_sweep_without_limits.py",
+    "rules/BUD002_job_cost_cap.py",
 ]
 
 COMMAND = ".venv/bin/python .ci/mutation.py"  # how a row of the scores table is measured again
