@@ -83,6 +83,21 @@ GATED = [
     "auditor/providers/billing/aws.py",
     "auditor/providers/billing/gcp.py",
     "auditor/providers/billing/azure.py",
+    "rules/BUD001_team_over_budget.py",
+    "rules/COM001_unused_commitment.py",
+    "rules/GPU006_forgotten_gpu_in_billing.py",
+    "rules/GPU007_stopped_gpu_still_billed.py",
+    "rules/GPU002_oversized_gpu.py",
+    "rules/GPU005_forgotten_gpu_capacity.py",
+    "rules/COM002_unused_capacity_reservation.py",
+    "rules/COM004_uncommitted_gpu_baseline.py",
+    "rules/COM003_commitment_expiring.py",
+    "rules/KUBE003_unallocated_gpu.py",
+    "rules/KUBE002_oversized_gpu_slice.py",
+    "rules/KUBE001_idle_gpu_slice.py",
+    "rules/GPU003_disallowed_gpu_type.py",
+    "rules/HPO001_sweep_without_limits.py",
+    "rules/BUD002_job_cost_cap.py",
 ]
 
 COMMAND = ".venv/bin/python .ci/mutation.py"  # how a row of the scores table is measured again

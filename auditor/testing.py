@@ -33,6 +33,7 @@ import functools
 from dataclasses import dataclass, field
 from datetime import date
 from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -55,7 +56,8 @@ CASE_KEYS = {"entities", "fail", "options", "message_contains", "window", "descr
 FINDING_KEYS = {"cost", "monthly_savings", "wasted", "currency", "message", "evidence", "severity", "confidence",
                 "team", "owner", "key"}  # key: what makes the fingerprint unique beyond rule and resource
 POLICY = ("policy: rule test policy\nowner: owner@example.com\n"
-          "teams:\n  vision: {lead: lead@example.com, projects: [detector]}\n")
+          "teams:\n  vision: {lead: lead@example.com, projects: [detector]}\n"
+          "  recsys: {lead: lead-recsys@example.com, budget_per_quarter: 10000}\n")  # BUD002's team budget
 
 
 @dataclass
@@ -118,6 +120,8 @@ def make_entity(cls: type, data: dict[str, Any]) -> Any:
             value = date.fromisoformat(str(value))
         elif t.startswith("Decimal") and value is not None:
             value = Decimal(str(value))
+        elif t.startswith("Fraction") and value is not None:  # a GPU share: "1/4" or 0.25
+            value = Fraction(str(value))
         elif t.startswith("datetime") and value is not None:
             bad = ValueError(f"{cls.__name__}.{key}: bad time {value!r}")
             value = parse_datetime(value, functools.partial(_same, bad))
@@ -147,7 +151,9 @@ def load_options(case: Case) -> None:
 
 def run_case(case: Case) -> list[Finding]:
     cls = get_rule(case.rule)
-    rule = cls(case.options)
+    # the options as the policy gives them to the rule (auditor/core.py): money exact as written, not a float
+    clause = parse_policy(policy_with(case), f"<{case.id} policy>").clause(cls.clause)
+    rule = cls({k: v for k, v in (clause.options if clause else {}).items() if k in cls.options and v is not None})
     ctx = context(case.window, case.rates)
     findings = []
     for data in case.entities:

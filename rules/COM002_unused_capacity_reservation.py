@@ -66,7 +66,8 @@ class UnusedCapacityReservation(Rule):
         if r.unused <= 0 or paid <= 0:
             return
         share = r.unused / paid * 100
-        if share <= Decimal(str(self.opt("max_unused_pct"))) or r.unused < Decimal(str(self.opt("min_unused_cost"))):
+        if share <= Decimal(str(self.opt("max_unused_pct"))) or \
+                self.short_of(r.unused, r.currency, "min_unused_cost", ctx):
             return
         gpu_hours = r.unused_hours * r.gpu_count if r.gpu_count else None
         hours = f"{r.unused_hours:,.0f} reserved instance-hours" + (f" ({gpu_hours:,.0f} GPU-hours)" if gpu_hours

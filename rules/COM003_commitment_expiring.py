@@ -63,7 +63,7 @@ class CommitmentExpiring(Rule):
         if c.first_seen and c.last_seen and c.last_seen > c.first_seen:
             span = Decimal(str((c.last_seen - c.first_seen).total_seconds() / 3600))
         monthly = ctx.monthly(c.used, span)
-        if c.used <= 0 or monthly < Decimal(str(self.opt("min_covered_per_month"))):
+        if c.used <= 0 or self.short_of(monthly, c.currency, "min_covered_per_month", ctx):
             return
         covers = c.instance_type or c.gpu_model
         what = f"{c.kind or 'commitment'} for {covers}" if covers else (c.kind or "commitment")

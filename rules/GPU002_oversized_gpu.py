@@ -111,7 +111,7 @@ class OversizedGpu(Rule):
         # target_type is the memory-bound hint when memory_only, else the best fit
         if memory_only:
             message = (f"{head}memory alone keeps it off {target_type.name} ({_gpus(target_type)}, "
-                       f"{ctx.catalog.gpu(target_type.gpu_model).memory_gb:g} GB a GPU, needs {need_mem:.1f} GB "
+                       f"{_memory(ctx, target_type):g} GB a GPU, needs {need_mem:.1f} GB "
                        f"with headroom); mixed precision "
                        f"(bf16) or gradient checkpointing would bring it within, saving about "
                        f"{fmt_money(monthly, currency)} a month")
@@ -122,7 +122,7 @@ class OversizedGpu(Rule):
                 message += f"; its load fits {target_type.gpu_count} of its {count} GPUs"
             if hint:
                 message += (f"; memory alone rules out the cheaper {hint.name} "
-                            f"({ctx.catalog.gpu(hint.gpu_model).memory_gb:g} GB a GPU): "
+                            f"({_memory(ctx, hint):g} GB a GPU): "
                             "mixed precision (bf16) or gradient checkpointing may bring the peak within it")
         yield self.finding(
             asset, ctx, message,
@@ -154,6 +154,11 @@ class OversizedGpu(Rule):
                     "billed cost as a monthly run rate x the catalog price ratio")
         return ("USD", None, (current_price - to_price) * 730, None,
                 "catalog on-demand price difference x 730 h")
+
+
+def _memory(ctx, t: InstanceType) -> float:
+    """The GPU memory a type offers a GPU: a fractional type's share of its GPU's (an eighth of an L4 is 3 GB)."""
+    return ctx.catalog.gpu(t.gpu_model).memory_gb * float(t.gpu_share)
 
 
 def _gpus(t: InstanceType) -> str:

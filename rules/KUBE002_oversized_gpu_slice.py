@@ -94,8 +94,8 @@ class OversizedGpuSlice(Rule):
         currency, cost = billed if billed else ("USD", None)
         to = f"{to_g}g.{to_mem}gb"
         kept = mig.blocks(s.gpu_model, to) / mig.blocks(s.gpu_model, s.profile)
-        monthly = ctx.monthly(cost, s.hours) * (1 - Decimal(kept.numerator) / Decimal(kept.denominator)) \
-            if cost is not None else None
+        given_back = 1 - Decimal(kept.numerator) / Decimal(kept.denominator)  # of the slice's cost, by what each blocks
+        monthly = ctx.monthly(cost, s.hours) * given_back if cost is not None else None
         saving = f", saving about {fmt_money(monthly, currency)} a month" if monthly else ""
         yield self.finding(
             s, ctx,
@@ -110,5 +110,5 @@ class OversizedGpuSlice(Rule):
                       "savings_basis": "the slice's cost as a monthly run rate x the share of the GPU given back "
                                        "(what each profile blocks)"},
             cost=cost, monthly_savings=monthly if monthly else None, currency=currency,
-            wasted=cost * (g - to_g) / g if cost is not None and monthly else None,
+            wasted=cost * given_back if cost is not None and monthly else None,
             key=f"{to_g}g.{to_mem}gb")
