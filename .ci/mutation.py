@@ -100,6 +100,8 @@ GATED = [
     "rules/GPU003_disallowed_gpu_type.py",
     "rules/HPO001_sweep_without_limits.py",
     "rules/BUD002_job_cost_cap.py",
+    "rules/ANOM001_gpu_spend_anomaly.py",
+    "rules/TAG001_missing_required_tags.py",
 ]
 
 COMMAND = ".venv/bin/python .ci/mutation.py"  # how a row of the scores table is measured again
