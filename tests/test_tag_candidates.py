@@ -125,3 +125,23 @@ def test_costs_are_fetched_for_the_ids_asked_only_and_still_found_by_arn(tmp_pat
         assert asked.of("i-abc") == {"USD": 5} and asked.of("vm-1") == {"USD": 3} and asked.of("i-none") == {}
     finally:
         store.close()
+
+
+def test_TAG001_candidates_are_its_options(tmp_path):
+    """What the SQL narrows by (Rule.candidates) is the rule's own options: its required keys in their order, and
+    its minimum as the exact amount written (0.1, not the float nearest it). Named for TAG001, so that its mutation
+    run (.ci/mutation.py, `-k TAG001`) runs it."""
+    from decimal import Decimal
+
+    from auditor.registry import get_rule
+    from auditor.rule import Untagged
+
+    MissingRequiredTags = get_rule("TAG001")
+    assert MissingRequiredTags().candidates() == Untagged(("team", "owner", "project"), Decimal("1"))
+    narrowed = MissingRequiredTags({"required_tags": ["owner", "cost-center"], "min_cost": 0.1}).candidates()
+    assert narrowed == Untagged(("owner", "cost-center"), Decimal("0.1"))
+    assert type(narrowed.keys) is tuple and type(narrowed.min_cost) is Decimal
+    path = tmp_path / "policy.yml"
+    path.write_text(POLICY)
+    rule, = (r for r in configured_rules(load_policy(path)) if r.id == "TAG001")
+    assert rule.candidates() == Untagged(("team", "owner"), Decimal("10"))
