@@ -124,7 +124,7 @@ class InteractiveGpuOffHours(Rule):
         if (self.opt("require_owner") and not owner) or not gpu.idle_spans or not gpu.observed_from:
             return
         days = {DAYS.index(d) for d in self.opt("work_days")}
-        holidays = {d if isinstance(d, date) else date.fromisoformat(str(d)) for d in self.opt("holidays")}
+        holidays = set(self.opt("holidays"))  # dates: the option's Field("date") reads each one as a date
         idle = sum(off_hours_overlap(_utc(s), _utc(e), zone, work, days, holidays) for s, e in gpu.idle_spans)
         if idle < self.opt("min_idle_off_hours"):
             return
