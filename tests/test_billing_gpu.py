@@ -16,7 +16,7 @@ import pytest
 from auditor.core import run_audit
 from auditor.model import BilledGpuMachine, CapacityReservation, money
 from auditor.outputs.report import render
-from auditor.policy import parse_policy
+from auditor.policy import Policy, parse_policy
 from auditor.tables.entities import build
 from auditor.tables.store import Store
 from auditor.window import parse_quarter
@@ -188,17 +188,22 @@ def test_cur2_split_cost_allocation_and_capacity_reservation_columns():
     assert money(f.monthly_savings) == money(D("2359.6272") * 730 / 72)  # still billed at the end of the data
 
 
-SPLIT_BUDGETS = parse_policy("""
+def split_policy(research: str, vision: str, platform: str) -> Policy:
+    """The policy of cur2-eks-split.csv's three teams, each team's limits as a YAML mapping's entries."""
+    return parse_policy(f"""
 policy: test
 version: "1"
 owner: finops@example.com
 currency: USD
-attribution: {team_tags: [team], owner_tags: [owner]}
+attribution: {{team_tags: [team], owner_tags: [owner]}}
 teams:
-  research: {lead: lead-research@example.com, budget_per_quarter: 1000}
-  vision: {lead: lead-vision@example.com, budget_per_quarter: 500}
-  ml-platform: {lead: lead-platform@example.com, budget_per_quarter: 3000}
+  research: {{lead: lead-research@example.com, {research}}}
+  vision: {{lead: lead-vision@example.com, {vision}}}
+  ml-platform: {{lead: lead-platform@example.com, {platform}}}
 """)
+
+
+SPLIT_BUDGETS = split_policy("budget_per_quarter: 1000", "budget_per_quarter: 500", "budget_per_quarter: 3000")
 NODE = "i-0eksgpu000000001"
 
 
@@ -473,17 +478,9 @@ def test_focus_commitment_quantity_unit_and_contract_reach_the_commitment():
         "cud-a3-1y", 384, None, "GPU-Hours", ["contract-7"])
 
 
-SPLIT_GPU_HOURS = parse_policy("""
-policy: test
-version: "1"
-owner: finops@example.com
-currency: USD
-attribution: {team_tags: [team], owner_tags: [owner]}
-teams:
-  research: {lead: lead-research@example.com, gpu_hours_per_quarter: 384}
-  vision: {lead: lead-vision@example.com, gpu_hours_per_quarter: 192}
-  ml-platform: {lead: lead-platform@example.com, gpu_hours_per_quarter: 577}
-""")
+SPLIT_GPU_HOURS = split_policy("gpu_hours_per_quarter: 384", "gpu_hours_per_quarter: 192",
+                               "gpu_hours_per_quarter: 577")
+
 
 
 def test_gpu_hours_follow_the_providers_split():
