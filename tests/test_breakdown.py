@@ -355,6 +355,9 @@ def test_the_providers_split_moves_spend_and_gpu_hours_between_teams(tmp_path):
     got = breakdown.spend_breakdown(store, Q3, "USD", team, project)
     assert got["team"] == amounts(("nlp", {"USD": 7}, {"USD": 7}), ("platform", {"USD": 3}, {"USD": 3}))
     assert got["provider"] == amounts(("aws", {"USD": 10}, {"USD": 10}))
+    # the split moves spend between teams and projects only: the account and region are the node's, whole
+    assert got["account"] == amounts(("aws 444455556666", {"USD": 10}, {"USD": 10}))
+    assert got["region"] == amounts(("us-east-1", {"USD": 10}, {"USD": 10}))
     spend = breakdown.team_spend(store, Q3, team, project)
     assert {t: (v["by_category"], v["gpu_hours_by_pricing"]["on_demand"], v["by_model"]) for t, v in spend.items()} == {
         "nlp": ({"gpu_compute": {"USD": D(7)}}, "5.6", {"A100": {"gpu_hours": "5.6", "billed_cost": {"USD": D(7)}}}),
@@ -372,6 +375,9 @@ def test_the_window_before_counts_its_lines_currencies_and_gpu(tmp_path):
     q2 = parse_quarter("2026-Q2")
     assert prev == {"label": "2026-Q2", "start": q2.start, "end": q2.end, "rows": 4,
                     "billed_cost": {"USD": D(13), "EUR": D(4)}, "gpu_cost": {"USD": D(10), "EUR": D(4)}}
+    # a window before without GPU compute has none of it, not None
+    only_storage = focus_store(tmp_path, [line("3.00", **june, service="Storage", instance="", gpus="", hours="")])
+    assert breakdown.previous_spend(only_storage, Q3)["gpu_cost"] == {}
 
 
 def test_coverage_by_calendar_month_of_a_window_not_on_month_boundaries(tmp_path):
@@ -416,7 +422,8 @@ def test_forecast_of_billing_that_runs_past_the_window_or_ends_where_its_last_mo
     """A line from 30 September into October counts up to the window's end: September's 720 hours at 72.00 are
     0.10 an hour, 220.80 over Q4. Billing that ends at midnight on 1 September (July and August, 1,488 hours at
     1,488.00) has nothing in September: the run rate is of July and August, 1.00 an hour, 2,208.00 over Q4. A
-    window whose billing is an instant at its start has no hours to take a rate from: no forecast."""
+    window whose billing is an instant at its start has no hours to take a rate from: no forecast; half an hour of
+    it is a rate."""
     past = focus_store(tmp_path, [line("72.00", start="2026-09-30T00:00:00Z", end="2026-10-05T00:00:00Z")])
     fc = breakdown.forecast(past, Q3, tag_sql(["team"]), {})
     assert (fc["basis"]["hours"], fc["billed_cost"]) == ("720", {"USD": D("220.8")})
@@ -426,3 +433,8 @@ def test_forecast_of_billing_that_runs_past_the_window_or_ends_where_its_last_mo
         "2026-07-01 to 2026-08-31", "1488", {"USD": D(2208)})
     instant = focus_store(tmp_path, [line("1.00", start="2026-07-01T00:00:00Z", end="2026-07-01T00:00:00Z")])
     assert breakdown.forecast(instant, Q3, tag_sql(["team"]), {}) is None
+    half_hour = focus_store(tmp_path, [line("0.50", start="2026-07-01T00:00:00Z", end="2026-07-01T00:30:00Z")])
+    assert breakdown.forecast(half_hour, Q3, tag_sql(["team"]), {})["billed_cost"] == {"USD": D(2208)}  # 1.00 an hour
+    # a window that ends a microsecond into September: its last month is September, where nothing is billed
+    window = Window.of(datetime(2026, 7, 1), datetime(2026, 9, 1, 0, 0, 0, 1))
+    assert breakdown.forecast(before, window, tag_sql(["team"]), {})["basis"]["hours"] == "1488"
