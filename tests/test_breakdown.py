@@ -381,21 +381,24 @@ def test_the_window_before_counts_its_lines_currencies_and_gpu(tmp_path):
 
 
 def test_coverage_by_calendar_month_of_a_window_not_on_month_boundaries(tmp_path):
-    """A window from 15 July 06:30 to a microsecond past 1 September: its months are July, August and September
+    """A window from 15 July 06:30:45.5 to a microsecond past 1 September: its months are July, August and September
     (the instant at midnight on 1 September is in it). aws has lines in July and at that instant, gcp two in
-    August: each month names the providers it lacks, in their order."""
+    August (its line on 1 July is before the window): each month names the providers it lacks, in their order."""
     store = focus_store(tmp_path, [
         line("1.00", start="2026-07-20T00:00:00Z", end="2026-07-20T01:00:00Z"),
         line("1.00", start="2026-09-01T00:00:00Z", end="2026-09-01T01:00:00Z"),
         line("2.00", provider="Google Cloud", start="2026-08-03T00:00:00Z", end="2026-08-03T01:00:00Z"),
         line("3.00", provider="Google Cloud", start="2026-08-04T00:00:00Z", end="2026-08-04T01:00:00Z"),
         line("4.00", provider="Google Cloud", start="2026-07-01T00:00:00Z", end="2026-07-01T01:00:00Z")])
-    window = Window.of(datetime(2026, 7, 15, 6, 30), datetime(2026, 9, 1, 0, 0, 0, 1))
+    window = Window.of(datetime(2026, 7, 15, 6, 30, 45, 500000), datetime(2026, 9, 1, 0, 0, 0, 1))
     assert breakdown.coverage(store, window) == {
         "months": [{"month": "2026-07", "lines": {"aws": 1}}, {"month": "2026-08", "lines": {"gcp": 2}},
                    {"month": "2026-09", "lines": {"aws": 1}}],
         "missing": ["no gcp billing lines for 2026-07", "no aws billing lines for 2026-08",
                     "no gcp billing lines for 2026-09"]}
+    # the first twelve hours of July are in July: gcp's line at midnight, and no provider lacks a month
+    assert breakdown.coverage(store, Window.of(datetime(2026, 7, 1), datetime(2026, 7, 1, 12))) == {
+        "months": [{"month": "2026-07", "lines": {"gcp": 1}}], "missing": []}
 
 
 def test_forecast_per_currency_and_team_with_savings_in_their_own_currency(tmp_path):
