@@ -1,6 +1,9 @@
 """The breakdowns (tables/breakdown.py) worked by hand: GPU-hours as text, the organisation's GPU-hours by pricing
-and GPU spend by model from the teams', a monthly amount over the next window, and, on a small FOCUS file of three
-lines, the forecast at the run rate of the window's last month, the window before, and billing coverage by month.
+and GPU spend by model from the teams', a monthly amount over the next window, and, on small FOCUS and CUR files
+written by each test: spend by provider, account, region, team and project (currencies apart, ties by key, the
+rest past the top rows), a team's own spend, the attribution per window and keys, the provider's split, the
+forecast at the run rate of the window's last month, the window before, and billing coverage by month. These are
+the tests breakdown.py's mutants run against (.ci/mutation.py CORE): each reads its own file, none an audit.
 
 2026-Q3 is 2,208 hours (92 days) and so is 2026-Q4; a month in the forecasts is 730 hours (model.HOURS_PER_MONTH)."""
 
