@@ -343,7 +343,8 @@ def cur_line(cost: str, resource: str, team: str, **over: str) -> dict[str, str]
 def test_the_providers_split_moves_spend_and_gpu_hours_between_teams(tmp_path):
     """A node of team platform billed 10.00 USD for an hour of its 8 A100s (8 GPU-hours); AWS's split gives a pod
     of team nlp 6.00 of it and 1.00 of its unused capacity: nlp bears 7.00 and platform the 3.00 left, and the
-    GPU-hours go with the cost (7/10 of 8 = 5.6 to nlp, 2.4 left). The total stays 10.00."""
+    GPU-hours go with the cost (7/10 of 8 = 5.6 to nlp, 2.4 left), and so does each team's forecast. The total
+    stays 10.00."""
     path = tmp_path / "cur.csv"
     rows = [cur_line("10.00", "i-node", "platform"),
             cur_line("0.00", "pod-1", "nlp", lineItem__UsageAmount="0", splitLineItem__ParentResourceId="i-node",
@@ -366,6 +367,11 @@ def test_the_providers_split_moves_spend_and_gpu_hours_between_teams(tmp_path):
         "nlp": ({"gpu_compute": {"USD": D(7)}}, "5.6", {"A100": {"gpu_hours": "5.6", "billed_cost": {"USD": D(7)}}}),
         "platform": ({"gpu_compute": {"USD": D(3)}}, "2.4",
                      {"A100": {"gpu_hours": "2.4", "billed_cost": {"USD": D(3)}}})}
+    # a team's forecast follows the split as its spend does: the hour's 10.00 over Q4's 2,208 hours is 22,080.00,
+    # of which nlp's 7.00 an hour is 15,456.00 and platform's 3.00 6,624.00
+    fc = breakdown.forecast(store, Q3, team, {})
+    assert (fc["basis"]["hours"], fc["billed_cost"], fc["gpu_cost"]) == ("1", {"USD": D(22080)}, {"USD": D(22080)})
+    assert fc["by_team"] == {"nlp": {"USD": D(15456)}, "platform": {"USD": D(6624)}}
 
 
 def test_the_window_before_counts_its_lines_currencies_and_gpu(tmp_path):
