@@ -196,7 +196,8 @@ def forecast(store: Store, window: Window, team_key: str,
              monthly_savings: dict[str, Decimal]) -> dict[str, Any] | None:
     """Next window's spend at the current run rate: the billed cost per hour of the window's last calendar month
     (up to where the billing ends), times the hours of the next window; and the same less the recommended
-    monthly savings over those hours."""
+    monthly savings over those hours. Per team with the provider's split moved in (split.with_split), as every
+    view of team spend."""
     data_end = store.value(
         f"SELECT max(least(COALESCE(ChargePeriodEnd, ChargePeriodStart), TIMESTAMP {lit(window.end.isoformat(' '))}))"
         f" FROM costs WHERE {window.where()}")
@@ -214,9 +215,10 @@ def forecast(store: Store, window: Window, team_key: str,
     total: dict[str, Decimal] = {}
     gpu: dict[str, Decimal] = {}
     by_team: dict[str, dict[str, Decimal]] = {}
+    rows = split.with_split(store, basis.where())  # a team's run rate follows the split, as its spend does
     for t, cur, billed, gpu_billed in store.con.execute(
             f"SELECT {team}, BillingCurrency, sum(BilledCost), "
-            f"sum(BilledCost) FILTER (WHERE x_CostCategory = 'gpu_compute') FROM costs WHERE {basis.where()} "
+            f"sum(BilledCost) FILTER (WHERE x_CostCategory = 'gpu_compute') FROM {rows} "
             "GROUP BY ALL ORDER BY 1, 2").fetchall():
         _add(total, cur, billed)
         _add(gpu, cur, gpu_billed)
