@@ -5,6 +5,7 @@ from __future__ import annotations
 import compileall
 import os
 import shutil
+import signal
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -132,11 +133,33 @@ def chromium() -> str:
 # A test is marked slow where it is (large generated files, thousands of documents, property runs, a wheel built and
 # installed); one that starts Spark or the browser is slow by the fixture it asks for.
 SLOW_FIXTURES = {"spark", "chromium"}
+# Cases of a test that run in the full suite only, where the fast loop runs the same code on the test's other cases
+# (the README's test section says which and why): the test's file::function, and which of its parameters are slow.
+SLOW_CASES = {
+    # every dialect read on the CUR sample in the fast loop; on the Azure, FOCUS and GCP samples too in the full
+    "test_csv_dialect.py::test_every_sample_reads_the_same_in_every_dialect":
+        lambda p: not p["name"].startswith("aws_cur_legacy/"),
+    # CSV, gzip and Parquet parts of the CUR sample read as one scan in the fast loop; the FOCUS sample's in the full
+    "test_parts.py::test_parts_read_as_one_scan_equal_the_parts_read_one_by_one":
+        lambda p: p["sample"].startswith("focus/"),
+    # a signal at every step of publishing: SIGKILL and SIGTERM in the fast loop; SIGINT, which the run handles as
+    # it does SIGTERM (scratch.handle_sigterm: both a KeyboardInterrupt), in the full suite
+    "test_reliability.py::test_a_signal_at_any_step_leaves_the_old_set_or_the_new":
+        lambda p: p["sig"] == signal.SIGINT,
+    "test_reliability.py::test_a_handled_signal_at_any_step_of_writing_into_the_working_folder":
+        lambda p: p["sig"] == signal.SIGINT,
+}
+
+
+def slow_case(item: pytest.Item) -> bool:
+    module, _, function = item.nodeid.partition("::")
+    slow = SLOW_CASES.get(f"{Path(module).name}::{function.split('[', 1)[0]}")
+    return slow is not None and slow(item.callspec.params)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or slow_case(item):
             item.add_marker(pytest.mark.slow)
     if os.environ.get("GPU_AUDITOR_ONLY_OUTSIDE"):
         keep = [item for item in items if reads_outside(item)]
