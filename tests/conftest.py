@@ -188,9 +188,11 @@ def reads_outside(item: pytest.Item) -> bool:
 # A whole file is too coarse: tests/test_reliability.py alone would be the run's last minutes. The files whose
 # module or session fixtures start a program or build an environment stay whole on one worker, so that it is done
 # once, not once per worker: Spark's JVM (tests/test_spark*.py, one unit together), the browser, Prometheus, the
-# installed wheel and the Action's virtual environment. `-n 0` runs everything in this process.
+# installed wheel, the Action's virtual environment, and the generated quarters' audits (15 s of CPU: each seed's
+# made once a session, tests/test_generated_quarters.py). `-n 0` runs everything in this process.
 ONE_WORKER = {"test_chromium.py": "chromium", "test_pull_k8s_shared.py": "prometheus", "test_wheel.py": "wheel",
-              "test_integrations.py": "integrations", "test_unit_series.py": "prometheus-series"}
+              "test_integrations.py": "integrations", "test_unit_series.py": "prometheus-series",
+              "test_generated_quarters.py": "quarters"}
 
 
 def pytest_xdist_make_scheduler(config, log):
