@@ -5,6 +5,7 @@ from __future__ import annotations
 import compileall
 import os
 import shutil
+import signal
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -20,12 +21,34 @@ REPO = Path(__file__).resolve().parents[1]
 # and the test modules from source again: 0.15 s of CPU for each run of the gate alone, 4 s for each worker's
 # collection. The suite writes them (into __pycache__, which git ignores) and the programs it starts read them,
 # which needs no setting: the package's and the rules' once at the start, the test modules' as pytest imports them.
+# So are the report's and the e-mail's templates (auditor/outputs/templates.py keeps them compiled beside them, in
+# reports/__pycache__): 0.6 s of CPU for each program a test starts that renders a report, 0.01 s read back.
 sys.dont_write_bytecode = False
 
 
 def pytest_configure(config: pytest.Config) -> None:
     for folder in ("auditor", "rules"):
         compileall.compile_dir(REPO / folder, quiet=2)
+    _compile_templates()
+
+
+def _compile_templates() -> None:
+    """Each environment's templates, and those they import or include, compiled (or read back) once."""
+    import importlib
+
+    import jinja2.meta
+
+    from auditor.outputs import report
+
+    compose = importlib.import_module("auditor.outputs.mail.compose")
+    roots = ((report._env(), ["report.html.j2", "report.md.j2"]), (compose._env(True), ["email.html.j2"]),
+             (compose._env(False), ["email.txt.j2"]))
+    for env, names in roots:
+        while names:
+            name = names.pop()
+            source = env.loader.get_source(env, name)[0]
+            names += [n for n in jinja2.meta.find_referenced_templates(env.parse(source)) if n]
+            env.get_template(name)
 
 # --- what some tests need from outside the checkout -----------------------------------------------------------
 # The public samples (billing exports, the Azure REST API specification's examples) and the SARIF schema live
@@ -110,11 +133,33 @@ def chromium() -> str:
 # A test is marked slow where it is (large generated files, thousands of documents, property runs, a wheel built and
 # installed); one that starts Spark or the browser is slow by the fixture it asks for.
 SLOW_FIXTURES = {"spark", "chromium"}
+# Cases of a test that run in the full suite only, where the fast loop runs the same code on the test's other cases
+# (the README's test section says which and why): the test's file::function, and which of its parameters are slow.
+SLOW_CASES = {
+    # every dialect read on the CUR sample in the fast loop; on the Azure, FOCUS and GCP samples too in the full
+    "test_csv_dialect.py::test_every_sample_reads_the_same_in_every_dialect":
+        lambda p: not p["name"].startswith("aws_cur_legacy/"),
+    # CSV, gzip and Parquet parts of the CUR sample read as one scan in the fast loop; the FOCUS sample's in the full
+    "test_parts.py::test_parts_read_as_one_scan_equal_the_parts_read_one_by_one":
+        lambda p: p["sample"].startswith("focus/"),
+    # a signal at every step of publishing: SIGKILL and SIGTERM in the fast loop; SIGINT, which the run handles as
+    # it does SIGTERM (scratch.handle_sigterm: both a KeyboardInterrupt), in the full suite
+    "test_reliability.py::test_a_signal_at_any_step_leaves_the_old_set_or_the_new":
+        lambda p: p["sig"] == signal.SIGINT,
+    "test_reliability.py::test_a_handled_signal_at_any_step_of_writing_into_the_working_folder":
+        lambda p: p["sig"] == signal.SIGINT,
+}
+
+
+def slow_case(item: pytest.Item) -> bool:
+    module, _, function = item.nodeid.partition("::")
+    slow = SLOW_CASES.get(f"{Path(module).name}::{function.split('[', 1)[0]}")
+    return slow is not None and slow(item.callspec.params)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())):
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or slow_case(item):
             item.add_marker(pytest.mark.slow)
     if os.environ.get("GPU_AUDITOR_ONLY_OUTSIDE"):
         keep = [item for item in items if reads_outside(item)]
@@ -143,9 +188,11 @@ def reads_outside(item: pytest.Item) -> bool:
 # A whole file is too coarse: tests/test_reliability.py alone would be the run's last minutes. The files whose
 # module or session fixtures start a program or build an environment stay whole on one worker, so that it is done
 # once, not once per worker: Spark's JVM (tests/test_spark*.py, one unit together), the browser, Prometheus, the
-# installed wheel and the Action's virtual environment. `-n 0` runs everything in this process.
+# installed wheel, the Action's virtual environment, and the generated quarters' audits (15 s of CPU: each seed's
+# made once a session, tests/test_generated_quarters.py). `-n 0` runs everything in this process.
 ONE_WORKER = {"test_chromium.py": "chromium", "test_pull_k8s_shared.py": "prometheus", "test_wheel.py": "wheel",
-              "test_integrations.py": "integrations", "test_unit_series.py": "prometheus-series"}
+              "test_integrations.py": "integrations", "test_unit_series.py": "prometheus-series",
+              "test_generated_quarters.py": "quarters"}
 
 
 def pytest_xdist_make_scheduler(config, log):

@@ -40,13 +40,48 @@ RULES = ("ANOM001", "GPU001", "GPU002", "GPU005", "GPU006", "GPU007", "COM001", 
          "BUD001", "POL001", "NET001", "REG002")
 
 
-@pytest.fixture(scope="module", params=SEEDS, ids=[f"seed{s}" for s in SEEDS])
-def quarter(request, tmp_path_factory):
-    q = generate.generate(request.param, tmp_path_factory.mktemp(f"quarter{request.param}"))
+class PerSeed:
+    """What a seed makes, made once per session (per pytest-xdist worker) however the tests that read it are
+    ordered: a module fixture with parameters is built again each time the seed changes between two tests, and a
+    worker runs one test function's seeds before the next function's."""
+
+    def __init__(self, tmp_path_factory, make):
+        self.tmp_path_factory, self.make, self.made = tmp_path_factory, make, {}
+
+    def __call__(self, seed: int):
+        if seed not in self.made:
+            self.made[seed] = self.make(seed, self.tmp_path_factory)
+        return self.made[seed]
+
+
+def _audited_quarter(seed: int, tmp_path_factory):
+    """The generated quarter of a seed, audited with the inventory (True) and from the bill alone (False)."""
+    q = generate.generate(seed, tmp_path_factory.mktemp(f"quarter{seed}"))
     policy = load_policy(q.policy)
     audits = {inv: run_audit(policy, [q.billing], q.inventory if inv else None, parse_quarter("2026-Q3"),
                              generate.AS_OF) for inv in (True, False)}
     return q, audits
+
+
+def _gated_manifests(seed: int, tmp_path_factory):
+    g = manifests.generate(seed, tmp_path_factory.mktemp(f"manifests{seed}"))
+    return g, run_gate(load_policy(g.policy), [g.manifests], fail_on=None, today=date(2026, 10, 15))
+
+
+@pytest.fixture(scope="session")
+def quarters(tmp_path_factory) -> PerSeed:
+    return PerSeed(tmp_path_factory, _audited_quarter)
+
+
+@pytest.fixture(scope="session")
+def gates(tmp_path_factory) -> PerSeed:
+    return PerSeed(tmp_path_factory, _gated_manifests)
+
+
+@pytest.fixture(params=SEEDS, ids=[f"seed{s}" for s in SEEDS])
+def quarter(request, quarters):
+    """The seed's quarter and its two audits (shared: read them, never change them)."""
+    return quarters(request.param)
 
 
 def flagged(audit, rule: str) -> set[str]:
@@ -162,10 +197,9 @@ def test_the_plan_has_waste_and_look_alikes(quarter):
     assert "aws:sa-east-1:g4dn:USD" not in q.expected[True]["COM004"]
 
 
-@pytest.fixture(scope="module", params=SEEDS, ids=[f"seed{s}" for s in SEEDS])
-def gate(request, tmp_path_factory):
-    g = manifests.generate(request.param, tmp_path_factory.mktemp(f"manifests{request.param}"))
-    return g, run_gate(load_policy(g.policy), [g.manifests], fail_on=None, today=date(2026, 10, 15))
+@pytest.fixture(params=SEEDS, ids=[f"seed{s}" for s in SEEDS])
+def gate(request, gates):
+    return gates(request.param)
 
 
 @pytest.mark.parametrize("rule", manifests.RULES)
@@ -255,11 +289,12 @@ def test_the_report_says_how_confidence_is_judged(quarter, tmp_path):
 
 
 @pytest.fixture(scope="module")
-def demo_audits():
+def demo_audits(demo_audit_result):
+    """The demo audited with its inventory (the session's, conftest.py) and from the bill alone."""
     demo = REPO / "fixtures" / "demo"
-    policy = load_policy(demo / "policy.yml")
-    return {inv: run_audit(policy, [demo / "billing"], demo / "inventory.json" if inv else None,
-                           parse_quarter("2026-Q3"), date(2026, 10, 15)) for inv in (True, False)}
+    alone = run_audit(load_policy(demo / "policy.yml"), [demo / "billing"], None, parse_quarter("2026-Q3"),
+                      date(2026, 10, 15))
+    return {True: demo_audit_result, False: alone}
 
 
 def test_the_demo_calls_no_owned_or_busy_machine_forgotten(demo_audits):

@@ -60,11 +60,10 @@ def last_quarter(doc: dict) -> dict:
 
 
 @pytest.fixture(scope="module")
-def q3():
-    audit = run_audit(load_policy(DEMO / "policy.yml"), [DEMO / "billing"], DEMO / "inventory.json",
-                      parse_quarter("2026-Q3"), date(2026, 10, 15))
-    audit.as_of = date(2026, 10, 15)
-    return audit
+def q3(demo_audit_result):
+    """The demo's 2026-Q3 audit as of 2026-10-15 with its inventory: the session's (conftest.py)."""
+    assert demo_audit_result.as_of == date(2026, 10, 15)
+    return demo_audit_result
 
 
 @pytest.fixture(scope="module")

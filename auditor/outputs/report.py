@@ -24,6 +24,7 @@ from auditor.outputs import audit_json
 from auditor.outputs.actions import ACTIONS_CSV, write_actions_csv
 from auditor.outputs.jobs import JOBS_CSV, write_jobs_csv
 from auditor.outputs.registry import output, outputs
+from auditor.outputs.templates import environment
 from auditor.outputs.view import audit_doc, build_view, fmt_num, team_of
 from auditor.text import md_escape, one_line, safe_cell, template_value
 
@@ -50,11 +51,10 @@ def inline_code(value: Any) -> markupsafe.Markup:
 
 @cache
 def _env() -> jinja2.Environment:
-    """One environment per process, so each template is compiled once."""
-    env = jinja2.Environment(loader=jinja2.PackageLoader("auditor.reports", "."),
-                             autoescape=jinja2.select_autoescape(["html", "html.j2"]),
-                             trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined,
-                             finalize=template_value)
+    """One environment per process, so each template is compiled once (and read compiled where it was before:
+    templates.py)."""
+    env = environment("report", autoescape=jinja2.select_autoescape(["html", "html.j2"]), trim_blocks=True,
+                      lstrip_blocks=True, undefined=jinja2.StrictUndefined, finalize=template_value)
     env.filters["money"] = fmt_money
     env.filters["num"] = fmt_num
     env.filters["md"] = md_escape

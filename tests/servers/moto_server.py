@@ -22,7 +22,8 @@ class MotoServer:
         self.url = f"http://{host}:{port}"
 
     def reset(self) -> None:
-        urllib.request.urlopen(urllib.request.Request(f"{self.url}/moto-api/reset", method="POST"), timeout=10)
+        # 60 s: on a loaded machine (a 2-core CI runner beside other jobs) the reset has taken over 10 s
+        urllib.request.urlopen(urllib.request.Request(f"{self.url}/moto-api/reset", method="POST"), timeout=60)
 
     def env(self, monkeypatch, region: str = "us-east-1") -> None:
         """Point boto3 at this server and give it planted credentials; nothing from the real machine leaks in."""

@@ -29,6 +29,7 @@ from auditor.outputs.change import change_sentence
 from auditor.outputs.mail.outbox import PENDING, now, slug
 from auditor.outputs.mail.route import Letter, Section, added, amounts, clean, mail_address, route
 from auditor.outputs.report import inline_code
+from auditor.outputs.templates import environment
 from auditor.outputs.view import SHOWN_PER_RULE, UNATTRIBUTED, actions_view, shown_findings
 from auditor.policy import Policy
 from auditor.text import one_line, template_value
@@ -101,9 +102,9 @@ def _by_rule(section: Section, clauses: dict[str, str], limit: int) -> list[dict
 
 @functools.cache
 def _env(autoescape: bool) -> jinja2.Environment:
-    env = jinja2.Environment(loader=jinja2.PackageLoader("auditor.reports", "."), autoescape=autoescape,
-                             trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined,
-                             keep_trailing_newline=True, finalize=template_value)
+    env = environment("email-html" if autoescape else "email-text", autoescape=autoescape, trim_blocks=True,
+                      lstrip_blocks=True, undefined=jinja2.StrictUndefined, keep_trailing_newline=True,
+                      finalize=template_value)
     env.filters["money"] = fmt_money
     env.filters["line"] = one_line
     # rule text written in Markdown (`CheckpointConfig.S3Uri`): <code> in HTML, the bare name in plain text
