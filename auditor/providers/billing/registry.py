@@ -1,4 +1,6 @@
-"""The billing readers by format: each reader module registers its `select` with `@reads(format, ...)`.
+"""The billing readers by format: each reader module registers its `select` with `reads(format, ...)(select)`
+below it (not as a decorator: mutmut does not mutate a decorated function, and a reader's map is where a wrong
+line is a wrong dollar).
 
 A reader is a map of normalized column to SQL expression (and the columns whose values it checks), built from a
 file's `Columns`; the store looks one up by the format `detect.sniff` gave the file.
