@@ -82,9 +82,8 @@ GATED = [
     "rules/STO001_checkpoint_storage_growth.py",
     "rules/TAG002_job_missing_labels.py",
     "rules/TAG003_untagged_spend_share.py",
-    "auditor/providers/billing/aws.py",
-    "auditor/providers/billing/gcp.py",
-    "auditor/providers/billing/azure.py",
+    # The AWS, GCP and Azure readers left the gate when their select became mutable (registered below it, not with
+    # @reads): each is gated again once its select's mutants are measured and all killed or explained.
     "rules/BUD001_team_over_budget.py",
     "rules/COM001_unused_commitment.py",
     "rules/GPU006_forgotten_gpu_in_billing.py",
