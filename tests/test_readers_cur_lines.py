@@ -218,8 +218,8 @@ def test_split_cost_allocation(tmp_path):
 
 def test_the_region_and_currency_of_a_line_another_way(tmp_path):
     """A legacy CUR without product/regionCode names its region in product/region; a line billed in euros keeps its
-    currency and its amounts as written."""
+    currency and its amounts as written; its usage type is lineItem/UsageType as written."""
     row = {k: v for k, v in line(cost="3.40").items() if k != "product/regionCode"}
     rows = [row | {"product/region": "eu-central-1", "lineItem/CurrencyCode": "EUR"}]
-    assert read(tmp_path, rows, "RegionId, BillingCurrency, BilledCost, EffectiveCost") == [
-        ("eu-central-1", "EUR", D("3.40"), D("3.40"))]
+    assert read(tmp_path, rows, "RegionId, BillingCurrency, BilledCost, EffectiveCost, x_UsageType") == [
+        ("eu-central-1", "EUR", D("3.40"), D("3.40"), "BoxUsage:p4d.24xlarge")]
