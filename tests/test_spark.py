@@ -289,3 +289,13 @@ def test_focus_price_details_of_a_parquet_export_read_on_spark_as_on_duckdb(spar
     sql = "SELECT x_InstanceType, x_GpuCount, BilledCost FROM costs"
     assert on_spark.con.execute(sql).fetchall() == duck.con.execute(sql).fetchall() == [
         ("p5.48xlarge", 8, Decimal("10.00"))]
+
+
+def test_cur2_parquet_with_map_columns_reads_on_spark_as_on_duckdb(spark, tmp_path):
+    """CUR 2.0 Parquet holds resource_tags and product as MAPs, which Spark cannot take the DISTINCT of: the
+    expressions that read them are computed per line there, and the summaries are DuckDB's to the cent."""
+    from test_readers_cur2 import write_cur2_parquet
+
+    duck, on_spark = both([write_cur2_parquet(tmp_path)], spark)
+    assert on_spark == duck
+    assert duck["stats"]["billed_cost"] and any(tags for _, tags in duck["resources"].values()), "tags to compare"
