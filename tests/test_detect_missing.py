@@ -208,3 +208,39 @@ def test_the_family_with_the_most_columns_is_named():
     """A FOCUS export from Azure carries a few Azure-like columns; it is still named a FOCUS export."""
     header = [c for c in read_rows(FOCUS, 0)[0] if c != "BilledCost"] + ["MeterCategory", "ResourceLocation"]
     assert near_miss(header).startswith("looks like a FOCUS export but has no BilledCost column")
+
+
+@pytest.mark.parametrize("name, data, where, message", [
+    ("empty.csv", b"", "", "the file is empty"),
+    ("blank.csv", b"\n \r\n\t\n", "", "the file is empty"),
+    ("utf16.csv", "BilledCost,ChargePeriodStart\n".encode("utf-16"), ":1", "the file is UTF-16; save it as UTF-8"),
+    ("nul.csv", b"BilledCost,ChargePeriodStart\n1\x00,2\n", "", "the file is binary, not CSV text"),
+    ("latin1.csv", "Co\u00fbt,Date\n1,2\n".encode("latin-1"), ":1",
+     "the header is not UTF-8 text; save the file as UTF-8"),
+])
+def test_a_file_that_is_no_csv_text_is_refused_whole(tmp_path, name, data, where, message):
+    """What the header cannot be read as, in one line naming the file (and its first line where the header is
+    there but not UTF-8 text)."""
+    path = tmp_path / name
+    path.write_bytes(data)
+    with pytest.raises(InputError) as err:
+        Store().load_billing([path])
+    assert str(err.value) == f"{path}{where}: {message}"
+
+
+def test_a_folder_without_billing_files_and_a_manifest_that_is_no_json_are_refused_whole(tmp_path):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "README.md").write_text("nothing billed here\n")
+    with pytest.raises(InputError) as err:
+        Store().load_billing([empty])
+    assert str(err.value) == f"{empty}: folder holds no billing files (.csv, .csv.gz, .parquet, .json, .avro)"
+    cur = tmp_path / "cur"
+    cur.mkdir()
+    (cur / "cur.csv").write_bytes(CUR.read_bytes())
+    manifest = cur / "gpu-cur-Manifest.json"
+    manifest.write_text("{")
+    with pytest.raises(InputError) as err:
+        Store().load_billing([cur])
+    assert str(err.value) == (f"{manifest}: cannot read the CUR manifest: Expecting property name enclosed in double "
+                              "quotes: line 1 column 2 (char 1)")

@@ -366,3 +366,66 @@ def test_avro_schema_mapping_of_other_types(tmp_path):
     union = {"type": "record", "name": "u", "fields": [{"name": "v", "type": ["null", "string", "long"]}]}
     with pytest.raises(InputError, match="holds values of several types"):
         avro.arrow_schema(fastavro.parse_schema(union), path)
+
+
+@pytest.mark.parametrize("schema, message", [
+    ({"type": "record", "name": "r", "fields": [{"name": "a", "type": {"type": "record", "name": "A", "fields": [
+        {"name": "b", "type": {"type": "array", "items": ["null", "string", "long"]}}]}}]},
+     "the Avro field a.b[] holds values of several types, which gpu-auditor does not read"),
+    ({"type": "record", "name": "r", "fields": [{"name": "m", "type": {"type": "map", "values": ["int", "string"]}}]},
+     "the Avro field m{} holds values of several types, which gpu-auditor does not read"),
+    ({"type": "record", "name": "Node", "fields": [{"name": "next", "type": ["null", "Node"]}]},
+     "the Avro record Node contains itself, which Parquet cannot hold"),
+    ({"type": "record", "name": "r", "fields": [{"name": "a", "type": {"type": "record", "name": "A", "fields": [
+        {"name": "x", "type": "Missing"}]}}]},
+     "the Avro schema names a type it never defines ('Missing', at a.x)"),
+    ("long", "the Avro file holds single values, not records; it is no billing export"),
+    ({"type": "array", "items": "long"}, "the Avro file holds single values, not records; it is no billing export"),
+])
+def test_each_schema_refusal_whole_with_the_file(tmp_path, schema, message):
+    """Each schema the Parquet copy cannot hold, refused in one line naming the file and, for a field, its path
+    (`a.b` a record's field, `[]` an array's items, `{}` a map's values)."""
+    path = tmp_path / "schema.avro"
+    with pytest.raises(InputError) as err:
+        avro.arrow_schema(schema, path)
+    assert str(err.value) == f"{path}: {message}"
+
+
+def test_files_of_single_values_or_a_record_that_contains_itself_are_refused_whole(tmp_path):
+    single, nested = tmp_path / "single.avro", tmp_path / "nested.avro"
+    with open(single, "wb") as f:
+        fastavro.writer(f, fastavro.parse_schema("long"), [1, 2])
+    node = {"type": "record", "name": "Node", "fields": [{"name": "next", "type": ["null", "Node"]}]}
+    with open(nested, "wb") as f:
+        fastavro.writer(f, fastavro.parse_schema(node), [{"next": {"next": None}}])
+    for path, message in [(single, "the Avro file holds single values, not records; it is no billing export"),
+                          (nested, "the Avro record Node contains itself, which Parquet cannot hold")]:
+        with pytest.raises(InputError) as err:
+            avro.to_parquet(path, tmp_path)
+        assert str(err.value) == f"{path}: {message}"
+        assert not list(tmp_path.glob("*.parquet")), "no copy is begun for a schema that is refused"
+
+
+def test_a_file_cut_in_its_second_block_names_the_records_read_before(tmp_path):
+    """Three records in a first block, two in a second cut short: the error says reading stopped after record 3,
+    in one line naming the file, and no half-written copy is left."""
+    records = read_avro(GCP_AVRO)[:5]
+    whole = tmp_path / "whole.avro"
+    with open(whole, "wb") as f:
+        writer = fastavro.write.Writer(f, fastavro.parse_schema(make_avro.schema()), codec="null")
+        for r in records[:3]:
+            writer.write(r)
+        writer.flush()
+        first = f.tell()
+        for r in records[3:]:
+            writer.write(r)
+        writer.flush()
+        end = f.tell()
+    cut = tmp_path / "cut.avro"
+    cut.write_bytes(whole.read_bytes()[:(first + end) // 2])
+    with pytest.raises(InputError) as err:
+        avro.to_parquet(cut, tmp_path)
+    text = str(err.value)
+    assert text.startswith(f"{cut}: cannot read the Avro file (cut short or damaged?) after record 3: "), text
+    assert "\n" not in text
+    assert not list(tmp_path.glob("*.parquet")), "a half-written copy was left"

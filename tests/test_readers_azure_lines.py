@@ -178,3 +178,28 @@ def test_a_bad_value_names_file_line_and_column(tmp_path, column, value):
         Store().load_billing([path])
     assert (err.value.path, err.value.line, err.value.column) == (str(path), 3, column)
     assert f"{path}:3: " in str(err.value) and "\n" not in str(err.value)
+
+
+
+@pytest.mark.parametrize("renamed, column, expected", [
+    ({"ProductName": "Product"}, "ChargeDescription", "Virtual Machines NCads A100 v4"),
+    ({"ProductName": None}, "ChargeDescription", "NC24ads A100 v4"),  # no product: the meter's name
+    ({"MeterCategory": "ConsumedService"}, "ServiceName", "Virtual Machines"),
+    ({"BillingAccountId": "BillingAccountName"}, "BillingAccountId", "8611537"),
+    ({"BillingAccountId": None}, "BillingAccountId", "sub-1"),  # pay-as-you-go: the subscription is the account
+    ({"SubscriptionId": "SubscriptionGuid"}, "SubAccountId", "sub-1"),
+    ({"MeterId": "PartNumber"}, "SkuId", "meter-1"),
+    ({"ResourceId": "InstanceId"}, "ResourceId", "/subscriptions/sub-1/vm-1"),
+    ({"Quantity": "UsageQuantity"}, "ConsumedQuantity", D(24)),
+    ({}, "round(ListCost, 2)", D("98.40")),
+    ({"Quantity": "UsageQuantity", "PayGPrice": "paygPrice"}, "round(ListCost, 2)", D("98.40")),
+    ({"PayGPrice": None}, "round(ListCost, 2)", D("10.00")),  # no unit price: the list cost is the cost
+    ({"Quantity": None}, "round(ListCost, 2)", D("10.00")),
+])
+def test_every_other_spelling_of_a_column_alone(tmp_path, renamed, column, expected):
+    """Each column an export spells otherwise (MCA's Product, PAYG's InstanceId and UsageQuantity, EA's
+    PartNumber, SubscriptionGuid, BillingAccountName, ConsumedService), read where it is the only spelling; a
+    column read from another where the file lacks it. The list cost is PayGPrice times the quantity (4.10 x 24),
+    the cost where either is missing."""
+    row = {renamed.get(k, k): v for k, v in line(PayGPrice="4.10").items() if renamed.get(k, k)}
+    assert read(write(tmp_path, [row]), column) == [(expected,)]

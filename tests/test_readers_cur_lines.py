@@ -214,3 +214,12 @@ def test_split_cost_allocation(tmp_path):
                                 "x_SplitUnusedCost") == [
         ("pod-1", "i-0abc", "aws-split-cost-allocation", D("0.75"), D("0.25")), (None, None, None, None, None)]
     assert read(tmp_path, [line()], "x_SplitResourceId, x_SplitParentId, x_SplitMethod") == [(None, None, None)]
+
+
+def test_the_region_and_currency_of_a_line_another_way(tmp_path):
+    """A legacy CUR without product/regionCode names its region in product/region; a line billed in euros keeps its
+    currency and its amounts as written; its usage type is lineItem/UsageType as written."""
+    row = {k: v for k, v in line(cost="3.40").items() if k != "product/regionCode"}
+    rows = [row | {"product/region": "eu-central-1", "lineItem/CurrencyCode": "EUR"}]
+    assert read(tmp_path, rows, "RegionId, BillingCurrency, BilledCost, EffectiveCost, x_UsageType") == [
+        ("eu-central-1", "EUR", D("3.40"), D("3.40"), "BoxUsage:p4d.24xlarge")]

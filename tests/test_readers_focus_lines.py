@@ -165,3 +165,28 @@ def test_tags_as_the_objects_of_a_json_export_and_a_file_without_tags(tmp_path):
     assert read(path, "Tags['team'], Tags['env']") == [("nlp", None), ("cv", "dev")]
     untagged = [{k: v for k, v in r.items() if k not in ("Tags", "AllocatedTags")} for r in rows]
     assert read(write(tmp_path, untagged), "Tags") == [({},), ({},)]
+
+
+def test_transfers_from_each_place_an_export_names_them(tmp_path):
+    """An AWS usage type, an AWS description naming both regions (`... - US West (Oregon) data transfer to EU
+    (Ireland)`, or `from`: then the first is where it went), Azure's meter subcategory, a SKU meter: the transfer's
+    kind, direction and regions (the line's own region where the export names no source)."""
+    def transfer(**over: str) -> dict[str, str]:
+        return line(**{"ServiceCategory": "Networking", "x_SkuMeterSubcategory": ""} | over)
+
+    rows = [transfer(x_UsageType="USE1-USW2-AWS-Out-Bytes"),
+            transfer(ChargeDescription="$0.02 per GB - US West (Oregon) data transfer to EU (Ireland)"),
+            transfer(ChargeDescription="$0.02 per GB - US West (Oregon) data transfer from EU (Ireland)"),
+            transfer(x_SkuMeterSubcategory="Inter-Region", ChargeDescription="Bandwidth"),
+            transfer(SkuMeter="Inter Zone Data Transfer"),
+            transfer(SkuMeter="Internet Egress"),
+            transfer(SkuMeter="Ingress")]
+    assert read(write(tmp_path, rows), "x_CostCategory, x_TransferKind, x_TransferDirection, x_TransferFrom, "
+                                       "x_TransferTo") == [
+        ("transfer", "inter_region", "out", "regionid-1", None),
+        ("transfer", "inter_region", "out", "us-west-2", "eu-west-1"),
+        ("transfer", "inter_region", "in", "eu-west-1", "us-west-2"),
+        ("transfer", "inter_region", "out", "regionid-1", None),
+        ("transfer", "inter_zone", "out", "regionid-1", None),
+        ("transfer", "internet", "out", "regionid-1", None),
+        ("other", None, None, None, None)]

@@ -660,3 +660,14 @@ def test_a_money_column_of_a_type_that_holds_no_amount_is_refused(tmp_path):
     e = _load_error(path)
     assert (e.path, e.column) == (str(path), "cost_at_list")
     assert str(e).endswith("the column is of type BOOLEAN; gpu-auditor reads it as a number (or text holding one)")
+
+
+def test_usage_type_unit_and_currency_of_a_line(tmp_path):
+    """The usage type is the SKU's description; the unit is the pricing unit, else the usage unit; a line billed
+    in euros keeps its currency and its amounts as written."""
+    rows = [_line("Nvidia L4 GPU running in Americas", currency="EUR", cost="0.71", cost_at_list="0.83"),
+            _line("N2 Instance Core running in Americas", usage__pricing_unit="", usage__amount_in_pricing_units="")]
+    assert _lines(tmp_path, rows, "x_UsageType, ConsumedUnit, ConsumedQuantity, BillingCurrency, BilledCost, "
+                                  "ListCost") == [
+        ("Nvidia L4 GPU running in Americas", "hour", D("1.0"), "EUR", D("0.71"), D("0.83")),
+        ("N2 Instance Core running in Americas", "seconds", D("3600.0"), "USD", D("1.00"), D("1.00"))]

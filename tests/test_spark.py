@@ -267,3 +267,35 @@ def test_a_billing_file_named_in_latin1_reads_on_spark_as_on_duckdb(spark, tmp_p
     engine.load_billing(on_spark, [path], spark=spark)
     assert summaries(on_spark) == summaries(duck) and summaries(duck)["stats"]["billed_cost"]
     assert [s.path for s in on_spark.sources] == [s.path for s in duck.sources] == [str(tmp_path / "co\\xfbts.csv")]
+
+
+@pytest.mark.parametrize("as_type", ["STRUCT(InstanceType VARCHAR, GpuCount INTEGER)", "MAP(VARCHAR, VARCHAR)"])
+def test_focus_price_details_of_a_parquet_export_read_on_spark_as_on_duckdb(spark, tmp_path, as_type):
+    """A FOCUS Parquet export holds SkuPriceDetails as a STRUCT or a MAP, not JSON text: the FOCUS reader writes it
+    as JSON (to_json) before reading its InstanceType and GpuCount, which DuckDB would do by itself and Spark does
+    not. The line's instance type and GPU count are the export's own, p5.48xlarge and 8, on both engines."""
+    src = tmp_path / "focus.csv"
+    src.write_text("BilledCost,EffectiveCost,ListCost,BillingCurrency,ChargePeriodStart,ChargePeriodEnd,"
+                   "ChargeCategory,ServiceCategory,ProviderName,ResourceId,RegionId,SkuPriceDetails\n"
+                   '10.00,10.00,10.00,USD,2024-09-01T00:00:00Z,2024-09-01T01:00:00Z,Usage,Compute,AWS,i-1,us-east-1,'
+                   '"{""InstanceType"": ""p5.48xlarge"", ""GpuCount"": 8}"\n', encoding="utf-8")
+    path = tmp_path / "focus.parquet"
+    duckdb.execute(f"COPY (SELECT * REPLACE (CAST(CAST(SkuPriceDetails AS JSON) AS {as_type}) AS SkuPriceDetails) "
+                   f"FROM read_csv('{src}', all_varchar=true)) TO '{path}' (FORMAT parquet)")
+    duck = Store()
+    duck.load_billing([path])
+    on_spark = Store()
+    engine.load_billing(on_spark, [path], spark=spark)
+    sql = "SELECT x_InstanceType, x_GpuCount, BilledCost FROM costs"
+    assert on_spark.con.execute(sql).fetchall() == duck.con.execute(sql).fetchall() == [
+        ("p5.48xlarge", 8, Decimal("10.00"))]
+
+
+def test_cur2_parquet_with_map_columns_reads_on_spark_as_on_duckdb(spark, tmp_path):
+    """CUR 2.0 Parquet holds resource_tags and product as MAPs, which Spark cannot take the DISTINCT of: the
+    expressions that read them are computed per line there, and the summaries are DuckDB's to the cent."""
+    from test_readers_cur2 import write_cur2_parquet
+
+    duck, on_spark = both([write_cur2_parquet(tmp_path)], spark)
+    assert on_spark == duck
+    assert duck["stats"]["billed_cost"] and any(tags for _, tags in duck["resources"].values()), "tags to compare"

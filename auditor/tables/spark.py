@@ -176,7 +176,7 @@ def load_billing(store: Store, paths: list[Path | str], master: str | None = Non
         view = f"billing_{i}"
         _read(spark, sniffed, view, store._spill.name, location)
         select = select_sql(exprs, cols, q(view), 1, str(path), sniffed.format, list(COSTS),
-                            row_number="CAST(NULL AS BIGINT)", materialized=False)
+                            row_number="CAST(NULL AS BIGINT)", materialized=False, map_keys=False)
         table = spark.sql(to_spark(reduced_sql(select, list(COSTS)))).toArrow()
         store.con.register("spark_reduced", table)
         lines, no_cost, no_start = store.con.execute(

@@ -85,7 +85,6 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
                              ELSE {unblended} END
         ELSE {unblended} END"""
 
-    region_from_prefix = case_map(f"split_part({usage_type}, '-', 1)", prefixes)
     region = (f"COALESCE({cols.first_text('product/regionCode', 'product/region')}, "
               f"regexp_extract({cols.text('lineItem/AvailabilityZone')}, '^(.*[0-9])[a-z]$', 1))")
     description = cols.text("lineItem/LineItemDescription")
@@ -116,7 +115,6 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
     transfer_from = f"COALESCE({cols.text('product/fromRegionCode')}, {loc_from}, {ut_src})"
     transfer_to = (f"COALESCE({cols.text('product/toRegionCode')}, {loc_to}, "
                    f"CASE WHEN {ut} LIKE '%-AWS-%-Bytes' THEN {ut_dst} END)")
-    del region_from_prefix
 
     family = cols.text("product/productFamily")
     kind = f"""CASE
