@@ -248,13 +248,26 @@ _RESOURCE = ("COALESCE(ResourceId, x_Provider || ':' || COALESCE(SubAccountId, B
              "|| COALESCE(ServiceName, '-') || ':' || COALESCE(RegionId, 'global'))")
 
 
-def _has_tag(key: str) -> str:
-    """SQL, over a tag set's entries `e`: it holds `key` with a value, as Context.tag finds one. Said only where
-    Python surely agrees (a key of ASCII text, trimmed of ASCII white space; a value with a letter or digit), so
-    that a set said to hold it does: any other set is left to the rule to judge."""
-    return (f"len(list_filter(e, lambda x: NOT regexp_matches(x.key, '[^\\x00-\\x7f]') "
-            f"AND lower(trim(x.key, ' \t\n\r\f\v')) = {lit(key.strip().lower())} "
-            "AND regexp_matches(x.value, '[A-Za-z0-9]'))) > 0")
+def _lacking(keys: tuple[str, ...]) -> str:
+    """SQL of the ids of the tag sets that lack one of `keys` with a value, as Context.tag finds one. A set holds a
+    key where one of its entries has it (a key of ASCII text, trimmed of ASCII white space, in any case) with a
+    value that has a letter or digit: said only where Python surely agrees, so that a set said to hold it does
+    (any other set is left to the rule to judge). Each distinct key and value is judged once, not once per set
+    that holds it: where tags churn, hundreds of thousands of sets repeat a few keys and owners."""
+    if not keys:
+        return "SELECT tag_set FROM tag_sets WHERE false"
+    held = " AND ".join(f"bool_or(k = {lit(key.strip().lower())} AND ok)" for key in keys)
+    return f"""
+        WITH e AS (SELECT tag_set, unnest(entries) AS x FROM tag_sets),
+             ks AS (SELECT key, CASE WHEN NOT regexp_matches(key, '[^\\x00-\\x7f]')
+                                     THEN lower(trim(key, ' \t\n\r\f\v')) END AS k
+                    FROM (SELECT DISTINCT x.key AS key FROM e)),
+             vs AS (SELECT value, regexp_matches(value, '[A-Za-z0-9]') AS ok
+                    FROM (SELECT DISTINCT x.value AS value FROM e)),
+             h AS (SELECT tag_set, {held} AS held FROM e JOIN ks ON ks.key = x.key JOIN vs ON vs.value = x.value
+                   GROUP BY tag_set)
+        SELECT tag_set FROM (SELECT DISTINCT tag_set FROM tag_sets) LEFT JOIN h USING (tag_set)
+        WHERE NOT COALESCE(held, false)"""
 
 
 def _untagged_ids(terms: tuple[Untagged, ...], currency: str) -> str:
@@ -263,11 +276,9 @@ def _untagged_ids(terms: tuple[Untagged, ...], currency: str) -> str:
     anything in another."""
     parts = []
     for t in terms:
-        held = " AND ".join(_has_tag(k) for k in t.keys) or "true"
         least = t.min_cost.quantize(Decimal(1).scaleb(-9), rounding=ROUND_FLOOR)  # never above the rule's
         parts.append(f"""
-            SELECT id FROM c SEMI JOIN (SELECT tag_set FROM (SELECT tag_set, any_value(entries) AS e FROM tag_sets
-                                                              GROUP BY 1) WHERE NOT ({held})) m USING (tag_set)
+            SELECT id FROM c SEMI JOIN ({_lacking(t.keys)}) m USING (tag_set)
             GROUP BY id, BillingCurrency
             HAVING BillingCurrency IS DISTINCT FROM {lit(currency)}
                 OR sum(BilledCost) >= CAST({lit(str(least))} AS DECIMAL(38, 9))""")
