@@ -246,7 +246,7 @@ def forecast(store: Store, window: Window, team_key: str,
     gpu: dict[str, Decimal] = {}
     by_team: dict[str, dict[str, Decimal]] = {}
     store.tag_set_ids()  # the team looked up once per tag set (stats.keyed), not per line
-    lines = stats.keyed(store.con, team_key, basis.where(), "sum(BilledCost) AS billed, "
+    lines = stats.keyed(team_key, basis.where(), "sum(BilledCost) AS billed, "
                         "sum(BilledCost) FILTER (WHERE x_CostCategory = 'gpu_compute') AS gpu", tag_set_maps(store))
     for t, cur, billed, gpu_billed in store.con.execute(
             f"SELECT COALESCE(key, {lit(UNATTRIBUTED)}), BillingCurrency, sum(billed), sum(gpu) FROM {lines} "

@@ -11,7 +11,7 @@ import duckdb
 from auditor.sql import lit, q
 from auditor.tables.normalize import referenced
 from auditor.tables.schema import COSTS
-from auditor.tables.sql import GB, GPU_HOURS, TAG_SET_MAPS
+from auditor.tables.sql import GB, GPU_HOURS
 from auditor.window import Window
 
 
@@ -111,21 +111,21 @@ def _figures(rows: list[tuple]) -> dict[str, Any]:
 
 
 def spend_by(con: duckdb.DuckDBPyConnection, window: Window, key_sql: str) -> dict[str, dict[str, Decimal]]:
-    return per_currency(con, f"SELECT COALESCE(key, '(unattributed)'), BillingCurrency, sum(cost) "
-                             f"FROM {keyed(con, key_sql, window.where(), 'sum(BilledCost) AS cost')} "
-                             "GROUP BY ALL ORDER BY 1, 2")
+    # The key (a tag lookup, say) is computed once per distinct value of the columns it reads, not per line.
+    reads = ", ".join(q(c) for c in sorted(referenced(key_sql, [c for c in COSTS if c != "BillingCurrency"])))
+    return per_currency(con,
+        f"WITH g AS (SELECT {reads + ', ' if reads else ''}BillingCurrency, sum(BilledCost) AS cost FROM costs "
+        f"WHERE {window.where()} GROUP BY ALL) "
+        f"SELECT COALESCE({key_sql}, '(unattributed)'), BillingCurrency, sum(cost) FROM g GROUP BY ALL ORDER BY 1")
 
 
-def keyed(con: duckdb.DuckDBPyConnection, key_sql: str, where: str, sums: str, maps: str = TAG_SET_MAPS) -> str:
+def keyed(key_sql: str, where: str, sums: str, maps: str) -> str:
     """SQL of the lines of `where` summed (`sums`: named aggregates) per currency and distinct value of the
-    columns `key_sql` (a tag lookup, say) reads, with that key as `key`: computed once per distinct value, not
-    per line; the tags by their tag set id where the lines have one (Store.tag_set_ids), each set's map
-    joined back once (from `maps`: tagmaps.tag_set_maps, where the caller has the store)."""
+    columns `key_sql` (a tag or team lookup, say) reads, with that key as `key`: computed once per distinct
+    value, not per line; the tags by their tag set id (costs.x_TagSet), each set's map joined back once from
+    `maps` (tagmaps.tag_set_maps)."""
     reads = sorted(referenced(key_sql, [c for c in COSTS if c != "BillingCurrency"]))
-    by_id = "Tags" in reads and bool(con.execute(
-        "SELECT count(*) FROM duckdb_columns() WHERE table_name = 'costs' AND column_name = 'x_TagSet'"
-    ).fetchall()[0][0])
-    group = "".join(f"{q('x_TagSet' if c == 'Tags' and by_id else c)}, " for c in reads)
-    tags = f" JOIN {maps} ON tag_set = x_TagSet" if by_id else ""
+    group = "".join(f"{q('x_TagSet' if c == 'Tags' else c)}, " for c in reads)
+    tags = f" JOIN {maps} ON tag_set = x_TagSet" if "Tags" in reads else ""
     return (f"(SELECT {key_sql} AS key, * FROM (SELECT {group}BillingCurrency, {sums} FROM costs WHERE {where} "
             f"GROUP BY ALL){tags})")
