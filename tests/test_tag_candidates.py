@@ -48,9 +48,11 @@ BILLED = {
     "r-mixed": [({"team": "a", "owner": "b"}, "100", "USD"), ({"team": "a"}, "6", "USD"),
                 ({"owner": "b"}, "5", "USD")],                           # 11 untagged, over two sets
     "r-euro": [({"team": "a"}, "50", "EUR")],                            # no rate: never held to min_cost
+    "r-other-key": [({"team": "a", "ówner": "b"}, "50", "USD")],         # a key that is not `owner`: no owner
+    "r-twice": [({"team": "a", "owner": "b", "OWNER ": ""}, "50", "USD")],  # an owner under one of its spellings
 }
 # Stated from the rule's docs: untagged cost >= $10 flags; the EUR resource has no rate, so it is not flagged.
-FLAGGED = {"r-missing", "r-empty", "r-blank", "r-exact", "r-mixed"}
+FLAGGED = {"r-missing", "r-empty", "r-blank", "r-exact", "r-mixed", "r-other-key"}
 # What SQL keeps: those, the owner it cannot be sure of ("é"), and the EUR one (the rule converts, or not).
 CANDIDATES = FLAGGED | {"r-accented", "r-euro"}
 

@@ -14,8 +14,9 @@ from typing import Any
 from auditor.model import HOURS_PER_MONTH, UNATTRIBUTED
 from auditor.sql import lit
 from auditor.tables import split, stats
-from auditor.tables.sql import GPU_HOURS, PRICING_SQL, TAG_SET_MAPS
+from auditor.tables.sql import GPU_HOURS, PRICING_SQL
 from auditor.tables.store import Store
+from auditor.tables.tagmaps import tag_set_maps
 from auditor.window import Window, add_months, next_window, previous_window
 
 TOP = 20  # rows kept per breakdown; the rest are summed into one "(N more)" row
@@ -52,10 +53,39 @@ def attributed(store: Store, window: Window, team_key: str, project_key: str) ->
             SELECT tag_set, x_CostCategory, COALESCE({team_key}, {lit(UNATTRIBUTED)}) AS team,
                    COALESCE({project_key}, '(no project)') AS project
             FROM (SELECT DISTINCT x_TagSet AS tag_set, x_CostCategory FROM {rows})
-            JOIN {TAG_SET_MAPS} USING (tag_set)""")
+            JOIN {tag_set_maps(store)} USING (tag_set)""")
+        store.con.execute(f"""
+            CREATE OR REPLACE TEMP TABLE {store.attributions[key]}_spend AS
+            SELECT team, project, x_CostCategory, x_Provider, PricingCategory, x_GpuModel, BillingCurrency,
+                   date_trunc('week', ChargePeriodStart) AS week, sum(BilledCost) AS billed, {GPU_HOURS} AS gh
+            FROM {_joined(rows, store.attributions[key])} GROUP BY ALL""")
+    return _joined(rows, store.attributions[key])
+
+
+def _joined(rows: str, table: str) -> str:
     return f"""(SELECT c.*, t.team, t.project FROM {rows} c
-                JOIN {store.attributions[key]} t
-                ON c.x_TagSet = t.tag_set AND c.x_CostCategory IS NOT DISTINCT FROM t.x_CostCategory)"""
+                JOIN {table} t ON c.x_TagSet = t.tag_set AND c.x_CostCategory IS NOT DISTINCT FROM t.x_CostCategory)"""
+
+
+def spend_by_team(store: Store, window: Window, team_key: str, project_key: str) -> dict[str, dict[str, Decimal]]:
+    """{team: {currency: amount}} of the window's lines as billed, without the provider's split (which the
+    summary moves in after: split.apply): each tag set's team as `attributed` looks it up, once."""
+    attributed(store, window, team_key, project_key)
+    return stats.per_currency(store.con, f"""
+        WITH g AS (SELECT x_TagSet, x_CostCategory, BillingCurrency, sum(BilledCost) AS cost FROM costs
+                   WHERE {window.where()} GROUP BY ALL)
+        SELECT t.team, BillingCurrency, sum(cost) FROM g JOIN {store.attributions[(window, team_key, project_key)]} t
+            ON g.x_TagSet = t.tag_set AND g.x_CostCategory IS NOT DISTINCT FROM t.x_CostCategory
+        GROUP BY ALL ORDER BY 1, 2""")
+
+
+def attributed_spend(store: Store, window: Window, team_key: str, project_key: str) -> str:
+    """The rows of `attributed` summed in one scan, made with its table, by team, project, category, provider,
+    pricing, GPU model, currency and ISO week (`week`): cost (`billed`) and GPU-hours (`gh`), exact sums of
+    sums. Every spend view at those grains (the team and project breakdowns, a team's own report, the weekly
+    chart) sums this table's few rows, rather than each scanning the lines again."""
+    attributed(store, window, team_key, project_key)
+    return f"{store.attributions[(window, team_key, project_key)]}_spend"
 
 
 def spend_breakdown(store: Store, window: Window, currency: str, team_key: str,
@@ -63,14 +93,16 @@ def spend_breakdown(store: Store, window: Window, currency: str, team_key: str,
     """{dimension: [{key, billed_cost, gpu_cost}]}, largest first in the policy's currency; at most TOP rows
     each, the rest summed per currency into one last row."""
     keys = {**DIMENSIONS, "team": "team", "project": "project"}
-    rows_sql = attributed(store, window, team_key, project_key)
+    spend = attributed_spend(store, window, team_key, project_key)
     out = {}
     for dim, key in keys.items():
+        # the team and project from their summed rows; the lines' own dimensions from the lines (without the split)
+        amount = "billed" if dim in ("team", "project") else "BilledCost"
         rows = store.con.execute(f"""
             WITH b AS (
-                SELECT {key} AS k, BillingCurrency AS cur, sum(BilledCost) AS billed,
-                       sum(BilledCost) FILTER (WHERE x_CostCategory = 'gpu_compute') AS gpu
-                FROM {rows_sql if dim in ("team", "project") else f"costs WHERE {window.where()}"} GROUP BY ALL),
+                SELECT {key} AS k, BillingCurrency AS cur, sum({amount}) AS billed,
+                       sum({amount}) FILTER (WHERE x_CostCategory = 'gpu_compute') AS gpu
+                FROM {spend if dim in ("team", "project") else f"costs WHERE {window.where()}"} GROUP BY ALL),
             r AS (SELECT k, sum(billed) FILTER (WHERE cur = ?) AS main FROM b GROUP BY k)
             SELECT b.k, b.cur, b.billed, b.gpu FROM b JOIN r USING (k)
             ORDER BY r.main DESC NULLS LAST, b.k, b.cur""", [currency]).fetchall()
@@ -95,7 +127,7 @@ def spend_breakdown(store: Store, window: Window, currency: str, team_key: str,
 def team_spend(store: Store, window: Window, team_key: str, project_key: str) -> dict[str, dict[str, Any]]:
     """Per team (UNATTRIBUTED for the rest): spend by category, provider and project, GPU compute by provider
     and project, and GPU-hours by pricing and by GPU model, so that a team's own report shows its own money."""
-    rows = attributed(store, window, team_key, project_key)
+    rows = attributed_spend(store, window, team_key, project_key)
     out: dict[str, dict[str, Any]] = {}
 
     def entry(t: str) -> dict[str, Any]:
@@ -106,18 +138,18 @@ def team_spend(store: Store, window: Window, team_key: str, project_key: str) ->
     for part, key in (("by_category", "COALESCE(x_CostCategory, 'other')"), ("by_provider", "x_Provider"),
                       ("by_project", "project")):
         for t, k, cur, amount, gpu in store.con.execute(
-                f"SELECT team, {key}, BillingCurrency, sum(BilledCost), "
-                f"sum(BilledCost) FILTER (WHERE x_CostCategory = 'gpu_compute') FROM {rows} "
+                f"SELECT team, {key}, BillingCurrency, sum(billed), "
+                f"sum(billed) FILTER (WHERE x_CostCategory = 'gpu_compute') FROM {rows} "
                 "GROUP BY ALL ORDER BY 1, 2, 3").fetchall():
             _add(entry(t)[part].setdefault(k, {}), cur, amount)
             if part != "by_category" and gpu is not None:
                 _add(entry(t)["gpu_" + part].setdefault(k, {}), cur, gpu)
     for t, pricing, hours in store.con.execute(
-            f"SELECT team, {PRICING_SQL}, {GPU_HOURS} AS h FROM {rows} "
+            f"SELECT team, {PRICING_SQL}, sum(gh) AS h FROM {rows} "
             "GROUP BY ALL HAVING h IS NOT NULL ORDER BY 1, 2").fetchall():
         entry(t)["gpu_hours_by_pricing"][pricing] += hours
     for t, model, cur, hours, amount in store.con.execute(
-            f"SELECT team, x_GpuModel, BillingCurrency, {GPU_HOURS}, sum(BilledCost) FROM {rows} "
+            f"SELECT team, x_GpuModel, BillingCurrency, sum(gh), sum(billed) FROM {rows} "
             "WHERE x_CostCategory = 'gpu_compute' GROUP BY ALL ORDER BY 1, 2, 3").fetchall():
         m = entry(t)["by_model"].setdefault(model or "(unknown)", {"gpu_hours": Decimal(0), "billed_cost": {}})
         m["gpu_hours"] += hours or 0
@@ -211,14 +243,16 @@ def forecast(store: Store, window: Window, team_key: str,
     if basis.hours <= 0:
         return None
     nxt = next_window(window)
-    team = f"COALESCE({team_key}, {lit(UNATTRIBUTED)})"
     total: dict[str, Decimal] = {}
     gpu: dict[str, Decimal] = {}
     by_team: dict[str, dict[str, Decimal]] = {}
-    rows = split.with_split(store, basis.where())  # a team's run rate follows the split, as its spend does
+    # The team looked up once per tag set (stats.keyed), not per line, over the rows with the provider's split
+    # moved in: a team's run rate follows the split, as its spend does.
+    lines = stats.keyed(team_key, "true", "sum(BilledCost) AS billed, "
+                        "sum(BilledCost) FILTER (WHERE x_CostCategory = 'gpu_compute') AS gpu", tag_set_maps(store),
+                        source=split.with_split(store, basis.where()))
     for t, cur, billed, gpu_billed in store.con.execute(
-            f"SELECT {team}, BillingCurrency, sum(BilledCost), "
-            f"sum(BilledCost) FILTER (WHERE x_CostCategory = 'gpu_compute') FROM {rows} "
+            f"SELECT COALESCE(key, {lit(UNATTRIBUTED)}), BillingCurrency, sum(billed), sum(gpu) FROM {lines} "
             "GROUP BY ALL ORDER BY 1, 2").fetchall():
         _add(total, cur, billed)
         _add(gpu, cur, gpu_billed)

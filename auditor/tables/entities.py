@@ -44,13 +44,13 @@ from auditor.tables.sql import (
     GPU_USAGE,
     HOURS,
     LATEST_TAG_SET,
-    TAG_SET_MAPS,
     TIERED,
     latest_tag_sets,
     spend_team_sql,
     team_sql,
 )
 from auditor.tables.store import Store
+from auditor.tables.tagmaps import tag_set_maps
 from auditor.window import Window, quarter_of
 
 if TYPE_CHECKING:
@@ -144,11 +144,14 @@ def _by_resource(store: Store, window: Window, ids: list[str], amount: str, wher
     resource billed."""
     keys = sorted({i.lower() for i in ids})
     tails = sorted({re.split(r"[/:]", k)[-1] for k in keys})
+    # the ids matched once per distinct id, not per line, and their lines joined by the id as billed
     return ByResource(stats.per_currency(store.con, f"""
-        SELECT lower(ResourceId) AS k, {per}, {amount} FROM costs
-        WHERE {window.where()} AND ResourceId IS NOT NULL AND {where}
-          AND (lower(ResourceId) IN (SELECT unnest(?::VARCHAR[]))
-               OR regexp_extract(lower(ResourceId), '[^/:]+$') IN (SELECT unnest(?::VARCHAR[])))
+        WITH ids AS (SELECT ResourceId FROM (SELECT DISTINCT ResourceId FROM costs
+                                             WHERE {window.where()} AND ResourceId IS NOT NULL)
+                     WHERE lower(ResourceId) IN (SELECT unnest(?::VARCHAR[]))
+                        OR regexp_extract(lower(ResourceId), '[^/:]+$') IN (SELECT unnest(?::VARCHAR[])))
+        SELECT lower(ResourceId) AS k, {per}, {amount} FROM costs SEMI JOIN ids USING (ResourceId)
+        WHERE {window.where()} AND {where}
         GROUP BY ALL""", [keys, tails]))
 
 @builds(GpuAsset)
@@ -245,13 +248,26 @@ _RESOURCE = ("COALESCE(ResourceId, x_Provider || ':' || COALESCE(SubAccountId, B
              "|| COALESCE(ServiceName, '-') || ':' || COALESCE(RegionId, 'global'))")
 
 
-def _has_tag(key: str) -> str:
-    """SQL, over a tag set's entries `e`: it holds `key` with a value, as Context.tag finds one. Said only where
-    Python surely agrees (a key of ASCII text, trimmed of ASCII white space; a value with a letter or digit), so
-    that a set said to hold it does: any other set is left to the rule to judge."""
-    return (f"len(list_filter(e, lambda x: NOT regexp_matches(x.key, '[^\\x00-\\x7f]') "
-            f"AND lower(trim(x.key, ' \t\n\r\f\v')) = {lit(key.strip().lower())} "
-            "AND regexp_matches(x.value, '[A-Za-z0-9]'))) > 0")
+def _lacking(keys: tuple[str, ...]) -> str:
+    """SQL of the ids of the tag sets that lack one of `keys` with a value, as Context.tag finds one. A set holds a
+    key where one of its entries has it (a key of ASCII text, trimmed of ASCII white space, in any case) with a
+    value that has a letter or digit: said only where Python surely agrees, so that a set said to hold it does
+    (any other set is left to the rule to judge). Each distinct key and value is judged once, not once per set
+    that holds it: where tags churn, hundreds of thousands of sets repeat a few keys and owners."""
+    if not keys:
+        return "SELECT tag_set FROM tag_sets WHERE false"
+    held = " AND ".join(f"bool_or(k = {lit(key.strip().lower())} AND ok)" for key in keys)
+    return f"""
+        WITH e AS (SELECT tag_set, unnest(entries) AS x FROM tag_sets),
+             ks AS (SELECT key, CASE WHEN NOT regexp_matches(key, '[^\\x00-\\x7f]')
+                                     THEN lower(trim(key, ' \t\n\r\f\v')) END AS k
+                    FROM (SELECT DISTINCT x.key AS key FROM e)),
+             vs AS (SELECT value, regexp_matches(value, '[A-Za-z0-9]') AS ok
+                    FROM (SELECT DISTINCT x.value AS value FROM e)),
+             h AS (SELECT tag_set, {held} AS held FROM e JOIN ks ON ks.key = x.key JOIN vs ON vs.value = x.value
+                   GROUP BY tag_set)
+        SELECT tag_set FROM (SELECT DISTINCT tag_set FROM tag_sets) LEFT JOIN h USING (tag_set)
+        WHERE NOT COALESCE(held, false)"""
 
 
 def _untagged_ids(terms: tuple[Untagged, ...], currency: str) -> str:
@@ -260,11 +276,9 @@ def _untagged_ids(terms: tuple[Untagged, ...], currency: str) -> str:
     anything in another."""
     parts = []
     for t in terms:
-        held = " AND ".join(_has_tag(k) for k in t.keys) or "true"
         least = t.min_cost.quantize(Decimal(1).scaleb(-9), rounding=ROUND_FLOOR)  # never above the rule's
         parts.append(f"""
-            SELECT id FROM c SEMI JOIN (SELECT tag_set FROM (SELECT tag_set, any_value(entries) AS e FROM tag_sets
-                                                              GROUP BY 1) WHERE NOT ({held})) m USING (tag_set)
+            SELECT id FROM c SEMI JOIN ({_lacking(t.keys)}) m USING (tag_set)
             GROUP BY id, BillingCurrency
             HAVING BillingCurrency IS DISTINCT FROM {lit(currency)}
                 OR sum(BilledCost) >= CAST({lit(str(least))} AS DECIMAL(38, 9))""")
@@ -427,7 +441,7 @@ def team_spend(store: Store, window: Window, policy: Policy) -> list[TeamSpend]:
                    {GPU_HOURS} AS gh
             FROM {split.with_split(store, span.where())} GROUP BY x_TagSet, x_CostCategory, BillingCurrency)
         SELECT {spend_team_sql(policy)} AS team, cur, sum(spent), COALESCE(sum(gpu), 0), COALESCE(sum(gh), 0)
-        FROM g JOIN {TAG_SET_MAPS} USING (tag_set) GROUP BY 1, 2""").fetchall():
+        FROM g JOIN {tag_set_maps(store)} USING (tag_set) GROUP BY 1, 2""").fetchall():
         totals.setdefault(team, {})[cur] = (spent, gpu, gh)
     data_end = store.value(f"SELECT least(max(ChargePeriodEnd), TIMESTAMP "
                            f"{lit(span.end.isoformat(' '))}) FROM costs WHERE {span.where()}")
@@ -453,19 +467,24 @@ def team_spend(store: Store, window: Window, policy: Policy) -> list[TeamSpend]:
 def unattributed_spend(store: Store, window: Window, policy: Policy) -> list[UnattributedSpend]:
     """Per currency, the spend no team owns against the total: of GPU compute (scope gpu) and of
     everything but tax (scope all: tax is no team's to own), with the largest unowned resources."""
-    # Lines are summed per tag set and resource first, so the team lookup runs once per tag set.
+    # The team is looked up once per tag set, and lines summed per tag set; only the unowned sets' lines are
+    # summed per resource (for the largest of them).
     store.tag_set_ids()
+    lines = f"costs WHERE {window.where()} AND x_CostCategory IS DISTINCT FROM 'tax'"
     rows = store.con.execute(f"""
-        WITH p AS (SELECT BillingCurrency AS cur, x_CostCategory = 'gpu_compute' AS gpu, x_TagSet AS tag_set,
-                          COALESCE(ResourceId, x_Provider || ':' || COALESCE(ServiceName, '-') || ':'
-                                   || COALESCE(ChargeCategory, '-')) AS rid, sum(BilledCost) AS cost,
-                          sum(x_Lines) AS n
-                   FROM costs WHERE {window.where()} AND x_CostCategory IS DISTINCT FROM 'tax'
-                   GROUP BY ALL),
-             l AS (SELECT cur, gpu, {team_sql(policy)} IS NULL AS unowned, cost, n, rid
-                   FROM p JOIN {TAG_SET_MAPS} USING (tag_set)),
+        WITH o AS (SELECT tag_set, {team_sql(policy)} IS NULL AS unowned FROM {tag_set_maps(store)}),
+             p AS (SELECT BillingCurrency AS cur, x_CostCategory = 'gpu_compute' AS gpu, x_TagSet AS tag_set,
+                          sum(BilledCost) AS cost, sum(x_Lines) AS n
+                   FROM {lines} GROUP BY ALL),
+             l AS (SELECT cur, gpu, unowned, cost, n FROM p JOIN o USING (tag_set)),
              scoped AS (SELECT 'gpu' AS scope, * FROM l WHERE gpu UNION ALL SELECT 'all' AS scope, * FROM l),
-             top AS (SELECT scope, cur, rid, sum(cost) AS cost FROM scoped WHERE unowned GROUP BY scope, cur, rid
+             r AS (SELECT BillingCurrency AS cur, x_CostCategory = 'gpu_compute' AS gpu,
+                          COALESCE(ResourceId, x_Provider || ':' || COALESCE(ServiceName, '-') || ':'
+                                   || COALESCE(ChargeCategory, '-')) AS rid, sum(BilledCost) AS cost
+                   FROM {lines} AND x_TagSet IN (SELECT tag_set FROM o WHERE unowned) GROUP BY ALL),
+             top AS (SELECT scope, cur, rid, sum(cost) AS cost
+                     FROM (SELECT 'gpu' AS scope, * FROM r WHERE gpu UNION ALL SELECT 'all' AS scope, * FROM r)
+                     GROUP BY scope, cur, rid
                      QUALIFY row_number() OVER (PARTITION BY scope, cur ORDER BY sum(cost) DESC, rid) <= 5)
         SELECT s.scope, s.cur, sum(s.cost), COALESCE(sum(s.cost) FILTER (WHERE s.unowned), 0),
                CAST(COALESCE(sum(s.n) FILTER (WHERE s.unowned), 0) AS BIGINT),
@@ -721,7 +740,8 @@ def billed_gpu_machines(store: Store, window: Window, policy: Policy) -> list[Bi
     if one was read, says of it."""
     w = window.where()
     sets = store.tag_set_ids()
-    used = f"{w} AND ChargeCategory = 'Usage' AND lower(ResourceId) IN (SELECT rid FROM g)"
+    # the machines' lines by their ids as billed (each id's lower case compared once, not each line's)
+    used = f"{w} AND ChargeCategory = 'Usage' AND ResourceId IN (SELECT ResourceId FROM ids)"
     rows = store.con.execute(f"""
         WITH g AS (SELECT DISTINCT lower(ResourceId) AS rid FROM costs
                    WHERE {w} AND ResourceId IS NOT NULL AND ChargeCategory = 'Usage'
@@ -729,6 +749,9 @@ def billed_gpu_machines(store: Store, window: Window, policy: Policy) -> list[Bi
                      AND (x_SplitParentId IS NULL OR lower(x_SplitParentId) = lower(ResourceId))
                      AND lower(ResourceId) IS DISTINCT FROM lower(CapacityReservationId)
                      AND lower(ResourceId) IS DISTINCT FROM lower(CommitmentDiscountId)),
+             ids AS (SELECT ResourceId FROM (SELECT DISTINCT ResourceId FROM costs
+                                             WHERE {w} AND ResourceId IS NOT NULL AND ChargeCategory = 'Usage')
+                     WHERE lower(ResourceId) IN (SELECT rid FROM g)),
              l AS (SELECT lower(ResourceId) AS rid, date_trunc('day', ChargePeriodStart) AS day, * FROM costs
                    WHERE {used}),
              lt AS ({latest_tag_sets("lower(ResourceId)", used)}),
@@ -756,7 +779,9 @@ def billed_gpu_machines(store: Store, window: Window, policy: Policy) -> list[Bi
              cost AS (SELECT rid, list({{'cur': BillingCurrency, 'cost': cost}} ORDER BY BillingCurrency) AS costs
                       FROM (SELECT rid, BillingCurrency, sum(BilledCost) AS cost FROM l GROUP BY ALL) GROUP BY 1),
              kv AS (SELECT rid, e.key AS k, list(DISTINCT e.value ORDER BY e.value)[1:5] AS vals
-                    FROM (SELECT rid, unnest(map_entries(Tags)) AS e FROM (SELECT DISTINCT rid, Tags FROM l))
+                    FROM (SELECT rid, unnest(entries) AS e
+                          FROM (SELECT DISTINCT rid, x_TagSet AS tag_set FROM l)
+                          JOIN (SELECT tag_set, any_value(entries) AS entries FROM tag_sets GROUP BY 1) USING (tag_set))
                     GROUP BY ALL),
              tags_seen AS (SELECT rid, map_from_entries(list({{'key': k, 'value': vals}} ORDER BY k)) AS seen
                            FROM kv GROUP BY 1),

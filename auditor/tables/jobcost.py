@@ -27,6 +27,7 @@ from auditor.model import gpus
 from auditor.sql import lit
 from auditor.tables.sql import GPU_HOURS, GPU_USAGE, tag_sql, team_sql
 from auditor.tables.store import Store
+from auditor.tables.tagmaps import tag_set_maps
 from auditor.window import Window
 
 if TYPE_CHECKING:
@@ -52,24 +53,29 @@ def job_costs(store: Store, window: Window, policy: Policy, findings: Sequence[F
                  AND ct.instance_type = lower(regexp_replace(j.instance_type, '^ml\\.', ''))
             WHERE (j.start_time IS NULL OR j.start_time < TIMESTAMP {we})
               AND (j.end_time IS NULL OR j.end_time >= TIMESTAMP {ws})),
+        ids AS (SELECT ResourceId, BillingCurrency AS cur, sum(BilledCost) AS cost, {GPU_HOURS} AS gh
+                FROM costs WHERE {window.where()} AND ResourceId IS NOT NULL GROUP BY ALL),
         r AS (SELECT lower(ResourceId) AS rid, regexp_extract(lower(ResourceId), '[^/:]+$') AS tail,
-                     BillingCurrency AS cur, sum(BilledCost) AS cost, {GPU_HOURS} AS gh
-              FROM costs WHERE {window.where()} AND ResourceId IS NOT NULL GROUP BY ALL),
+                     cur, sum(cost) AS cost, sum(gh) AS gh FROM ids GROUP BY ALL),
         by_resource AS (
             SELECT id, cur, sum(cost) AS cost, sum(gh) AS gh FROM (
                 SELECT j.id, r.cur, r.cost, r.gh FROM j JOIN r ON r.rid = j.lid
                 UNION ALL
                 SELECT j.id, r.cur, r.cost, r.gh FROM j JOIN r ON r.tail = j.lid AND r.rid <> j.lid)
             GROUP BY ALL),
-        t AS (SELECT Tags, BillingCurrency AS cur, sum(BilledCost) AS cost, {GPU_HOURS} AS gh
+        labels AS (SELECT tag_set, {tag_sql(policy.job_tags)} AS label FROM {tag_set_maps(store)}),
+        t AS (SELECT x_TagSet AS tag_set, BillingCurrency AS cur, sum(BilledCost) AS cost, {GPU_HOURS} AS gh
               FROM costs WHERE {window.where()} GROUP BY ALL),
-        l AS (SELECT lower({tag_sql(policy.job_tags)}) AS label, cur, sum(cost) AS cost, sum(gh) AS gh FROM t
+        l AS (SELECT lower(label) AS label, cur, sum(cost) AS cost, sum(gh) AS gh FROM t JOIN labels USING (tag_set)
               GROUP BY ALL HAVING label IS NOT NULL),
         by_label AS (SELECT j.id, l.cur, sum(l.cost) AS cost, sum(l.gh) AS gh FROM j JOIN l
                      ON l.label = j.lid OR l.label = j.lname GROUP BY ALL),
+        machines AS (SELECT x_TagSet AS tag_set, x_Provider, RegionId, x_InstanceType, BillingCurrency,
+                            sum(BilledCost) AS cost, sum(ConsumedQuantity * x_GpuCount) AS gh
+                     FROM costs WHERE {window.where()} AND {GPU_USAGE} GROUP BY ALL),
         rate AS (SELECT x_Provider AS provider, RegionId AS region, lower(x_InstanceType) AS itype,
-                        BillingCurrency AS cur, sum(BilledCost) AS cost, sum(ConsumedQuantity * x_GpuCount) AS gh
-                 FROM costs WHERE {window.where()} AND {GPU_USAGE} AND {tag_sql(policy.job_tags)} IS NULL
+                        BillingCurrency AS cur, sum(cost) AS cost, sum(gh) AS gh
+                 FROM machines JOIN labels USING (tag_set) WHERE label IS NULL
                  GROUP BY ALL HAVING gh > 0),  -- the machines' lines, not those a job label claims
         by_share AS (
             SELECT j.id, rate.cur,

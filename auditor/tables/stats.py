@@ -118,3 +118,14 @@ def spend_by(con: duckdb.DuckDBPyConnection, window: Window, key_sql: str) -> di
         f"WHERE {window.where()} GROUP BY ALL) "
         f"SELECT COALESCE({key_sql}, '(unattributed)'), BillingCurrency, sum(cost) FROM g GROUP BY ALL ORDER BY 1")
 
+
+def keyed(key_sql: str, where: str, sums: str, maps: str, source: str = "costs") -> str:
+    """SQL of the lines of `where` in `source` (`costs`, or a relation of its columns such as split.with_split's)
+    summed (`sums`: named aggregates) per currency and distinct value of the columns `key_sql` (a tag or team
+    lookup, say) reads, with that key as `key`: computed once per distinct value, not per line; the tags by their
+    tag set id (costs.x_TagSet), each set's map joined back once from `maps` (tagmaps.tag_set_maps)."""
+    reads = sorted(referenced(key_sql, [c for c in COSTS if c != "BillingCurrency"]))
+    group = "".join(f"{q('x_TagSet' if c == 'Tags' else c)}, " for c in reads)
+    tags = f" JOIN {maps} ON tag_set = x_TagSet" if "Tags" in reads else ""
+    return (f"(SELECT {key_sql} AS key, * FROM (SELECT {group}BillingCurrency, {sums} FROM {source} WHERE {where} "
+            f"GROUP BY ALL){tags})")

@@ -13,7 +13,7 @@ from typing import Any
 from auditor.figures import TOP_ACTIONS, apportion_amounts
 from auditor.model import UNATTRIBUTED, money
 from auditor.sql import lit
-from auditor.tables.breakdown import attributed, hours_text
+from auditor.tables.breakdown import attributed_spend, hours_text
 from auditor.tables.fleet import BANDS
 from auditor.tables.store import Store
 from auditor.window import Window
@@ -44,8 +44,8 @@ def weekly(store: Store, window: Window, team_key: str, project_key: str, gpu_to
     Teams are listed by GPU compute in the window, largest first (currencies in their alphabetical order)."""
     weeks = _weeks(window)
     rows = store.con.execute(f"""
-        SELECT date_trunc('week', ChargePeriodStart) AS w, team, BillingCurrency, sum(BilledCost)
-        FROM {attributed(store, window, team_key, project_key)}
+        SELECT week AS w, team, BillingCurrency, sum(billed)
+        FROM {attributed_spend(store, window, team_key, project_key)}
         WHERE x_CostCategory = 'gpu_compute' GROUP BY ALL ORDER BY 1, 2, 3""").fetchall()
     cells: dict[tuple[str, str], dict[str, Decimal]] = {}
     for w, team, cur, amount in rows:
