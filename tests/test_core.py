@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import date
+from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
 
@@ -33,6 +33,7 @@ from auditor.policy import Waiver, load_policy, parse_policy
 from auditor.providers.billing.detect import URI_NEEDS_SPARK
 from auditor.providers.catalog import load_catalog
 from auditor.registry import all_rules, get_rule
+from auditor.tables.jobcost import job_totals
 from auditor.window import parse_quarter
 
 D = Decimal
@@ -336,7 +337,8 @@ def test_an_audit_fails_on_a_uri_or_a_bad_baseline_before_reading_anything(tmp_p
 
 def test_an_engine_reads_the_billing_files_and_the_uris_and_an_empty_window_is_said(tmp_path):
     """`engine` reads the files into the store (here nothing): the local files first, then the URIs, with the
-    progress callback; a window with no billing line is a warning; today is the day the audit runs."""
+    progress callback; a window with no billing line is a warning; today is the day the audit runs; last
+    quarter's audit is compared with and its unit costs are the ones changes are measured against."""
     calls = []
 
     def engine(store, paths, progress):
@@ -347,18 +349,29 @@ def test_an_engine_reads_the_billing_files_and_the_uris_and_an_empty_window_is_s
         said.append(line)
 
     said: list[str] = []
+    previous = {"path": "q2/audit.json", "sha256": "0" * 64,
+                "doc": {"schema": "gpu-auditor/audit@1", "window": {"label": "2026-Q2"}, "findings": [],
+                        "summary": {"unit_costs": {"window": "2026-Q2"}}, "policy": {}}}
+    stamp = datetime(2026, 10, 1, 12)
     audit = run_audit(load_policy(DEMO / "policy.yml"), [DEMO / "billing" / "aws-cur-2026-07.csv",
                                                          "s3a://bucket/cur/"], window=Q3, engine=engine,
-                      progress=progress)
+                      progress=progress, previous=previous, generated_at=stamp)
     assert calls == [([DEMO / "billing" / "aws-cur-2026-07.csv", "s3a://bucket/cur/"], progress)]
     assert said == ["running the rules over 2026-Q3"]  # no inventory to read
     assert audit.warnings == ["no billing lines fall in the audit window 2026-Q3",
                               f"waiver for GPU001 on {IDLE_H100} expired on 2026-08-31; it no longer waives"]
-    assert audit.as_of == date.today() and audit.partial is False
-    assert audit.baseline is None and audit.known == [] and audit.previous is None and audit.trend is None
+    assert audit.as_of == date.today() and audit.partial is False and audit.stamp() == stamp
+    assert audit.baseline is None and audit.known == [] and audit.previous is previous
+    assert audit.trend["previous"]["label"] == "2026-Q2"
+    assert audit.summary["unit_costs"]["window"] == "2026-Q3"
+    assert audit.summary["unit_costs"]["previous_window"] == "2026-Q2"
+    assert audit.summary["jobs"] == job_totals([])
     # nothing billed: every rule with a saving, budget or spend to judge has nothing; the waivers are still judged
     assert [w["status"] for w in audit.waivers] == ["unused", "expired"]
     assert [(f.rule, f.resource) for f in audit.findings] == [("POL001", f"waiver:GPU001:{IDLE_H100}")]
+    # without a window, the billing's own: none here
+    with pytest.raises(InputError, match="^no billing lines to audit$"):
+        run_audit(load_policy(DEMO / "policy.yml"), [DEMO / "billing"], engine=engine)
 
 
 def test_the_demo_audit_applies_the_waivers_and_leaves_the_machines_to_stop_out_of_the_baseline(tmp_path):
@@ -378,7 +391,10 @@ def test_the_demo_audit_applies_the_waivers_and_leaves_the_machines_to_stop_out_
                                 "policy": {}, "findings": [known.to_dict()]}), encoding="utf-8")
     audit = run_audit(policy, [DEMO / "billing"], DEMO / "inventory.json", Q3, TODAY,
                       select=["GPU001", "GPU002", "COM004", "POL001"], progress=said.append, baseline=base)
-    assert said[-2:] == [f"reading inventory {DEMO / 'inventory.json'}", "running the rules over 2026-Q3"]
+    files = ["aws-cur-2026-07.csv", "aws-cur-2026-08.csv.gz", "aws-cur-2026-09.csv", "focus-azure-2026-q3.csv"]
+    assert said == [*(f"[{i}/4] reading {DEMO / 'billing' / name}" for i, name in enumerate(files, 1)),
+                    f"reading inventory {DEMO / 'inventory.json'}", "running the rules over 2026-Q3"]
+    assert audit.as_of == TODAY
     assert [(f.rule, f.resource, f.in_baseline) for f in audit.known] == [("GPU002", BATCH, True)]
     assert audit.baseline == {"path": str(base), "sha256": hashlib.sha256(base.read_bytes()).hexdigest(),
                               "window": "2026-Q2"}
@@ -390,6 +406,11 @@ def test_the_demo_audit_applies_the_waivers_and_leaves_the_machines_to_stop_out_
     assert [(w["rule"], w["status"], w["matched"]) for w in audit.waivers] == [("GPU002", "active", 1),
                                                                               ("GPU001", "expired", 1)]
     assert audit.findings == sorted(audit.findings, key=finding_order)
+    # every machine with a saving still ran at the end of the quarter (running.judge): the savings stand, and the
+    # actions are the open findings' (not the waived rig's)
+    assert all(f.still_running is True for f in audit.findings if f.rule in ("GPU001", "GPU002"))
+    assert {a["resource"] for a in audit.summary["actions"] if a["saving"]} == {
+        f.resource for f in audit.findings if f.monthly_savings and not f.waived} >= {IDLE_H100}
     # left out of the baseline: every machine GPU001 or GPU002 says to stop or shrink, known or not, not waived
     stop = {f.resource.lower() for f in [*audit.findings, *audit.known]
             if f.rule in ("GPU001", "GPU002") and not f.waived}
@@ -403,3 +424,13 @@ def test_the_demo_audit_applies_the_waivers_and_leaves_the_machines_to_stop_out_
     status = {c["rule"]: c["status"] for c in audit.clauses}
     assert status["TAG001"] == "disabled" and status["GPU001"] == status["GPU002"] == "broken"
     assert status["COM004"] == "broken (defaults)" and status["POL001"] == "broken"
+
+
+def test_a_finding_on_a_machine_the_provider_split_is_the_team_bearing_most_of_its_cost():
+    """cur2-eks-split.csv's node (tagged ml-platform) is split whole: research bears 1,573.2081 of its
+    2,359.6272, vision 786.4191 (tests/test_billing_gpu.py). Its TAG001 (no owner, no project) is research's."""
+    policy = parse_policy(BASE + "attribution: {team_tags: [team], owner_tags: [owner]}\n"
+                                 "teams: {research: {lead: r@example.com}, vision: {lead: v@example.com}}\n")
+    audit = run_audit(policy, [REPO / "fixtures" / "billing" / "gpu" / "cur2-eks-split.csv"], window=Q3,
+                      select=["TAG001"])
+    assert {f.resource: f.team for f in audit.findings}["i-0eksgpu000000001"] == "research"
