@@ -8,6 +8,7 @@ from __future__ import annotations
 from decimal import Decimal
 from pathlib import Path
 
+from auditor.audit_model import Summary
 from auditor.figures import actions
 from auditor.model import Finding, Severity, money
 from auditor.policy import parse_policy
@@ -161,6 +162,7 @@ def test_the_summary_counts_the_open_findings_and_totals_their_actions():
     assert {c: money(v) for c, v in s["quarterly_savings"].items()} == {"USD": D("302.47"), "EUR": D("60.49")}
     assert [a["resource"] for a in s["actions"]] == [P4D, G5_SPOT, M5, "ckpt-bucket"]
     assert s["baseline_left_out"] == ["i-0aa", "i-0zz"]
+    assert set(s) == Summary.__required_keys__ - {"jobs", "unit_costs"}  # those two run_audit adds
 
 
 ROBOT, UNSEEN, DARK = "i-0robot000000001", "i-0unseen00000001", "i-0dark000000000001"
@@ -168,14 +170,17 @@ NO_INVENTORY = "no GPU inventory: the idle, rightsizing and spot checks had noth
 
 
 def test_the_summary_of_the_fleet_the_teams_budgets_and_what_the_audit_could_not_see():
-    """The inventory: the p4d (8 GPUs, research) at 5% for 24 hours (192.0 GPU-hours under 10%); a robotics
-    machine (1 GPU, a team with no billing line) at 60% for 10 hours; a vision machine without metrics. Research
+    """The inventory: the p4d (8 GPUs, research) at 5% for 24 hours (192.0 GPU-hours under 10%); the spot g5
+    (vision, billed 0.3018) at 30% for 5 hours; a robotics machine (1 GPU, a team with no billing line) at 60% for
+    10 hours; a vision machine without metrics. The machines most expensive first (the p4d, the g5), then by
+    id. Research
     billed 36.7976 in Q3 (32.7726 on demand, 32.7726 under the savings plan and its -32.7726 negation, the
     SageMaker job's 3.825, 0.20 of transfer): 9.2% of its 400; 17.0 GPU-hours (the p4d's two hours, 8 GPUs
     each, and the job's V100 hour) of its 64: 26.6%."""
     snapshot = {"assets": [asset(P4D, "research", "p4d.24xlarge", 8), asset(ROBOT, "robotics"),
-                           asset(UNSEEN, "vision")],
+                           asset(UNSEEN, "vision"), asset(G5_SPOT, "vision")],
                 "gpu_usage": [usage(P4D, "2026-07-01T00:00:00Z", "2026-07-02T00:00:00Z", 5.0),
+                              usage(G5_SPOT, "2026-07-01T00:00:00Z", "2026-07-01T05:00:00Z", 30.0),
                               usage(ROBOT, "2026-08-01T00:00:00Z", "2026-08-01T10:00:00Z", 60.0)]}
     s = summarize(store_of(snapshot), parse_policy(POLICY), Q3, [], [])
     assert s["team_spend"]["robotics"] == {
@@ -183,9 +188,10 @@ def test_the_summary_of_the_fleet_the_teams_budgets_and_what_the_audit_could_not
         "gpu_hours_by_pricing": {"on_demand": "0.0", "spot": "0.0", "committed": "0.0"}, "by_model": {},
         "utilisation": {"under_10": "0.0", "10_to_50": "0.0", "over_50": "10.0"}}
     assert s["team_spend"]["research"]["utilisation"] == {"under_10": "192.0", "10_to_50": "0.0", "over_50": "0.0"}
-    assert s["fleet"]["utilisation"] == {"under_10": "192.0", "10_to_50": "0.0", "over_50": "10.0"}
-    assert s["fleet"]["machines_total"] == 3
-    assert sorted(m["id"] for m in s["fleet"]["machines"]) == sorted([P4D, ROBOT, UNSEEN])
+    assert s["team_spend"]["vision"]["utilisation"] == {"under_10": "0.0", "10_to_50": "5.0", "over_50": "0.0"}
+    assert s["fleet"]["utilisation"] == {"under_10": "192.0", "10_to_50": "5.0", "over_50": "10.0"}
+    assert s["fleet"]["machines_total"] == 4
+    assert [m["id"] for m in s["fleet"]["machines"]] == [P4D, G5_SPOT, ROBOT, UNSEEN]
     assert s["coverage"]["missing"][-1] == ("1 GPU machine without utilisation metrics in the window: idle and "
                                             "rightsizing could not judge them")
     assert NO_INVENTORY not in s["coverage"]["missing"]
@@ -214,3 +220,17 @@ def test_machines_without_metrics_are_counted_and_no_inventory_is_said():
            "start_time": "2026-07-01T00:00:00Z", "end_time": "2026-07-01T01:00:00Z", "tags": {"team": "research"}}
     missing = summarize(store_of({"jobs": [job]}), parse_policy(POLICY), Q3, [], [])["coverage"]["missing"]
     assert NO_INVENTORY not in missing and not any("without utilisation" in m for m in missing)
+
+
+def test_team_spend_follows_the_providers_split_of_a_shared_node():
+    """cur2-eks-split.csv's node (tagged ml-platform, 2,359.6272) is split whole by the provider: research bears
+    1,573.2081 of it and vision 786.4191 (tests/test_billing_gpu.py); the node's own team keeps its empty
+    reservation, 2,359.6272. Spend by team is that split, apportioned to the 4,719.25 billed: 1,573.20, 786.41 and
+    2,359.62 rounded down, the two cents left to the largest remainders (vision's .91, research's .81 of a cent)."""
+    policy = parse_policy(POLICY + "  ml-platform: {lead: lead-platform@example.com}\n")
+    store = Store(load_catalog())
+    store.load_billing([BILL.parent / "gpu" / "cur2-eks-split.csv"])
+    s = summarize(store, policy, Q3, [], [])
+    assert s["allocation"] is not None
+    assert s["by_team"] == {"research": {"USD": D("1573.21")}, "vision": {"USD": D("786.42")},
+                            "ml-platform": {"USD": D("2359.62")}}
