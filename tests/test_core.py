@@ -29,7 +29,7 @@ from auditor.core import (
 )
 from auditor.errors import InputError
 from auditor.model import Finding, Severity, WaiverStatus
-from auditor.policy import Waiver, load_policy, parse_policy
+from auditor.policy import Clause, Waiver, load_policy, parse_policy
 from auditor.providers.billing.detect import URI_NEEDS_SPARK
 from auditor.providers.catalog import load_catalog
 from auditor.registry import all_rules, get_rule
@@ -434,3 +434,27 @@ def test_a_finding_on_a_machine_the_provider_split_is_the_team_bearing_most_of_i
     audit = run_audit(policy, [REPO / "fixtures" / "billing" / "gpu" / "cur2-eks-split.csv"], window=Q3,
                       select=["TAG001"])
     assert {f.resource: f.team for f in audit.findings}["i-0eksgpu000000001"] == "research"
+
+
+def test_a_clause_is_judged_on_what_its_rule_looked_at_the_commitment_baseline_and_the_waivers_too(tmp_path):
+    """COM004 looks at the demo's steady GPU families (g6 in us-east-1, g5 in us-west-2: README) and, with a floor
+    no family reaches, flags none: its clause is met, not "not checked" (its baseline is built after the other
+    rules, and was once left out of what the rules looked at). POL001 looks at the policy's waivers: a waiver
+    far from expiry is met; no waiver at all, nothing to check."""
+    policy = load_policy(DEMO / "policy.yml")
+    policy.clauses["commitment_coverage"] = Clause("commitment_coverage", "Commit to the steady floor.",
+                                                   {"min_floor_per_hour": D(100000)})
+    audit = run_audit(policy, [DEMO / "billing"], DEMO / "inventory.json", Q3, TODAY, select=["COM004"])
+    assert [(c["status"], c["findings"]) for c in audit.clauses if c["rule"] == "COM004"] == [("met", 0)]
+
+    def nothing(store, paths, progress):
+        return []
+
+    def pol001(text: str) -> str:
+        audit = run_audit(parse_policy(BASE + text), [DEMO / "billing"], window=Q3, today=TODAY, engine=nothing,
+                          select=["POL001"])
+        return next(c["status"] for c in audit.clauses if c["rule"] == "POL001")
+
+    far = "waivers:\n  - {rule: GPU001, resource: i-1, reason: r, owner: o@example.com, expires: 2099-01-01}\n"
+    assert pol001(far) == "met (defaults)"
+    assert pol001("") == "not checked"
