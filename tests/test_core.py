@@ -248,6 +248,7 @@ def test_a_split_machines_findings_are_the_team_bearing_most_of_its_cost():
 def test_each_clause_is_disabled_not_checked_met_or_broken():
     p = policy_with(waiver(rule="GPU006", resource="*"))
     rules = configured_rules(p)
+    p.clause("idle").options["min_hours"] = None  # left empty: the rule's default is shown
     fs = [finding("GPU001", "i-1", cost="100.10", saving="73.00"),
           finding("GPU001", "i-2", cost="20.05", saving="10.00", confidence="low"),  # to check: not counted
           finding("GPU001", "i-3", cost="30.00", saving="40.00", currency="EUR"),
@@ -394,7 +395,10 @@ def test_the_demo_audit_applies_the_waivers_and_leaves_the_machines_to_stop_out_
     files = ["aws-cur-2026-07.csv", "aws-cur-2026-08.csv.gz", "aws-cur-2026-09.csv", "focus-azure-2026-q3.csv"]
     assert said == [*(f"[{i}/4] reading {DEMO / 'billing' / name}" for i, name in enumerate(files, 1)),
                     f"reading inventory {DEMO / 'inventory.json'}", "running the rules over 2026-Q3"]
-    assert audit.as_of == TODAY
+    assert audit.as_of == TODAY and audit.window == Q3 and audit.policy is policy
+    assert audit.inventory == str(DEMO / "inventory.json")
+    assert sorted(Path(src.path).name for src in audit.sources) == files
+    assert audit.jobs and audit.summary["jobs"] == job_totals(audit.jobs)
     assert [(f.rule, f.resource, f.in_baseline) for f in audit.known] == [("GPU002", BATCH, True)]
     assert audit.baseline == {"path": str(base), "sha256": hashlib.sha256(base.read_bytes()).hexdigest(),
                               "window": "2026-Q2"}
