@@ -182,7 +182,8 @@ def test_the_summary_of_the_fleet_the_teams_budgets_and_what_the_audit_could_not
                 "gpu_usage": [usage(P4D, "2026-07-01T00:00:00Z", "2026-07-02T00:00:00Z", 5.0),
                               usage(G5_SPOT, "2026-07-01T00:00:00Z", "2026-07-01T05:00:00Z", 30.0),
                               usage(ROBOT, "2026-08-01T00:00:00Z", "2026-08-01T10:00:00Z", 60.0)]}
-    s = summarize(store_of(snapshot), parse_policy(POLICY), Q3, [], [])
+    idle = [gpu_finding("GPU001", P4D, Severity.HIGH, "65.55", saving="100.00", team="research")]
+    s = summarize(store_of(snapshot), parse_policy(POLICY), Q3, idle, actions(idle))
     assert s["team_spend"]["robotics"] == {
         "by_category": {}, "by_provider": {}, "by_project": {}, "gpu_by_provider": {}, "gpu_by_project": {},
         "gpu_hours_by_pricing": {"on_demand": "0.0", "spot": "0.0", "committed": "0.0"}, "by_model": {},
@@ -202,8 +203,51 @@ def test_the_summary_of_the_fleet_the_teams_budgets_and_what_the_audit_could_not
     assert s["teams"]["vision"] == {"lead": "lead-vision@example.com", "quarter": "2026-Q3", "budget": None,
                                     "spent": D("0.3018"), "share_of_budget": None, "left_out": {},
                                     "gpu_hours": "1.0", "gpu_hours_budget": None, "gpu_hours_share": None}
-    assert s["findings"] == {"total": 0, "waived": 0,
-                             "by_severity": {"critical": 0, "high": 0, "medium": 0, "low": 0, "info": 0}}
+    # the bill's 917.2914 by team, largest first: the RI fee (876.00) and the m5 (0.192) no team's, research's
+    # 36.7976 (36.5976 of it GPU compute: the p4d's 32.7726 and the job's 3.825), the tax, vision's spot g5
+    assert s["breakdown"]["team"] == [
+        {"key": "(unattributed)", "billed_cost": {"USD": D("876.19")}, "gpu_cost": {"USD": D("876.00")}},
+        {"key": "research", "billed_cost": {"USD": D("36.80")}, "gpu_cost": {"USD": D("36.60")}},
+        {"key": "(tax)", "billed_cost": {"USD": D("4.00")}, "gpu_cost": {}},
+        {"key": "vision", "billed_cost": {"USD": D("0.30")}, "gpu_cost": {"USD": D("0.30")}}]
+    # GPU-hours by pricing: on demand the p4d's hour (8) and the V100 job's (1); spot the g5's; committed the
+    # p4d's hour under the savings plan (8) and the reserved g5.2xlarge's (1)
+    assert s["gpu_hours_by_pricing"] == {"on_demand": "9.0", "spot": "1.0", "committed": "9.0"}
+    # GPU compute by model, to the 912.90 shown: A100 32.7726, A10G 876.3018, V100 3.825 (the cent left to V100)
+    assert s["fleet"]["by_model"] == [
+        {"model": "A100", "gpu_hours": "16.0", "billed_cost": {"USD": D("32.77")}},
+        {"model": "A10G", "gpu_hours": "2.0", "billed_cost": {"USD": D("876.30")}},
+        {"model": "V100", "gpu_hours": "1.0", "billed_cost": {"USD": D("3.83")}}]
+    # the forecast: July's 917.2914 over its 744 hours, for Q4's 2,208; less the 100.00 a month saved over them
+    forecast = s["forecast"]
+    assert money(forecast["billed_cost"]["USD"]) == money(D("917.2914") * 2208 / 744) == D("2722.28")
+    assert forecast["savings"] == {"USD": D(100) * 2208 / 730}
+    assert forecast["with_savings"] == {"USD": forecast["billed_cost"]["USD"] - D(100) * 2208 / 730}
+    # week by week: all the GPU compute in the week of July 1 (ISO week 27), the utilisation in its week
+    weeks = {w["week"]: w for w in s["weekly"]["weeks"]}
+    assert weeks["2026-W27"]["gpu_cost"] == {"USD": {"(unattributed)": D("876.00"), "research": D("36.60"),
+                                                     "vision": D("0.30")}}
+    assert weeks["2026-W27"]["utilisation"] == {
+        "research": {"under_10": "192.0", "10_to_50": "0.0", "over_50": "0.0"},
+        "vision": {"under_10": "0.0", "10_to_50": "5.0", "over_50": "0.0"}}
+    assert weeks["2026-W31"]["utilisation"] == {"robotics": {"under_10": "0.0", "10_to_50": "0.0",
+                                                             "over_50": "10.0"}}
+    assert s["findings"] == {"total": 1, "waived": 0,
+                             "by_severity": {"critical": 0, "high": 1, "medium": 0, "low": 0, "info": 0}}
+
+
+def test_the_kubernetes_gpus_are_each_pods_team_by_its_tags():
+    """The p4d as a Kubernetes node offering its 8 GPUs whole; a pod of namespace ml (team vision, owner ana)
+    holds 4 for an hour: ml's row is vision's (the team tag, not the owner)."""
+    snapshot = {"assets": [asset(P4D, "research", "p4d.24xlarge", 8)],
+                "gpu_units": [{"asset_id": P4D, "resource": "nvidia.com/gpu", "sharing": "none", "count": 8,
+                               "slices": 1, "slices_per_gpu": 1, "replicas": 1}],
+                "gpu_allocations": [{"id": "train-1", "asset_id": P4D, "resource": "nvidia.com/gpu", "units": 4,
+                                     "namespace": "ml", "pod": "train-1", "state": "Running",
+                                     "start_time": "2026-07-01T00:00:00Z", "end_time": "2026-07-01T01:00:00Z",
+                                     "tags": {"team": "vision", "owner": "ana@example.com"}}]}
+    s = summarize(store_of(snapshot), parse_policy(POLICY), Q3, [], [])
+    assert {(r["namespace"], r["team"]) for r in s["kubernetes_gpus"]["namespaces"]} == {("ml", "vision")}
 
 
 def test_machines_without_metrics_are_counted_and_no_inventory_is_said():
