@@ -375,6 +375,21 @@ def test_an_engine_reads_the_billing_files_and_the_uris_and_an_empty_window_is_s
         run_audit(load_policy(DEMO / "policy.yml"), [DEMO / "billing"], engine=engine)
 
 
+def test_an_engine_reads_into_the_audits_own_store():
+    """What the engine reads is what the audit counts: the demo's July CUR file, read by an engine into the store
+    it is given (as Spark's does), is every billing line of the audit."""
+    july = DEMO / "billing" / "aws-cur-2026-07.csv"
+
+    def engine(store, paths, progress):
+        return store.load_billing(paths, progress)
+
+    audit = run_audit(load_policy(DEMO / "policy.yml"), [july], window=Q3, today=TODAY, engine=engine,
+                      select=["POL001"])
+    lines = len(july.read_text(encoding="utf-8").splitlines()) - 1  # less the header
+    assert audit.summary["rows"] == lines > 0
+    assert [Path(src.path).name for src in audit.sources] == [july.name]
+
+
 def test_the_demo_audit_applies_the_waivers_and_leaves_the_machines_to_stop_out_of_the_baseline(tmp_path):
     """The demo (README), 2026-Q3 as of 2026-10-15, GPU001, GPU002, COM004 and POL001 only, with a baseline
     holding the batch machine's GPU002: it is known, not reported, and still left out of COM004's baseline (the
