@@ -323,6 +323,8 @@ DEMO = REPO / "fixtures" / "demo"
 IDLE_H100 = "i-0a1f3c5e7b9d24680"  # GPU001; its waiver (policy.yml line 128) lapsed on 2026-08-31
 BENCH = "i-0bench4f1a2b3c4d5"  # GPU002, waived by the benchmark rig's waiver (line 122, to 2027-03-31)
 BATCH = "i-0e1d3b5f7a9c0e2d4"  # GPU002: oversized
+LLAMA, SAM = (f"arn:aws:sagemaker:us-east-1:444455556666:training-job/{name}"  # SPOT001: spot, no or rare checkpoints
+              for name in ("nlp-llama-ft-spot-0814", "vision-sam-ft-spot-0909"))
 
 
 def test_an_audit_fails_on_a_uri_or_a_bad_baseline_before_reading_anything(tmp_path):
@@ -401,10 +403,18 @@ def test_the_demo_audit_applies_the_waivers_and_leaves_the_machines_to_stop_out_
     said: list[str] = []
     policy = load_policy(DEMO / "policy.yml")
     base = tmp_path / "audit.json"
+    # and the SPOT001 finding of the llama job (spot without a checkpoint: README), known too
+    spot = Finding(rule="SPOT001", name="spot-without-checkpoint", severity=Severity.HIGH, resource=LLAMA,
+                   message="m", entity_type="Job")
     base.write_text(json.dumps({"schema": "gpu-auditor/audit@1", "window": {"label": "2026-Q2"}, "summary": {},
-                                "policy": {}, "findings": [known.to_dict()]}), encoding="utf-8")
+                                "policy": {}, "findings": [known.to_dict(), spot.to_dict()]}), encoding="utf-8")
     audit = run_audit(policy, [DEMO / "billing"], DEMO / "inventory.json", Q3, TODAY,
-                      select=["GPU001", "GPU002", "COM004", "POL001"], progress=said.append, baseline=base)
+                      select=["GPU001", "GPU002", "COM004", "POL001", "SPOT001"], progress=said.append,
+                      baseline=base)
+    # a job's findings, known or not, are listed with it: the llama job's known SPOT001, the SAM job's open one
+    on_job = {j["id"]: [f["rule"] for f in j["findings"]] for j in audit.jobs}
+    assert on_job[LLAMA] == on_job[SAM] == ["SPOT001"]
+    assert [(f.rule, f.resource) for f in audit.findings if f.rule == "SPOT001"] == [("SPOT001", SAM)]
     files = ["aws-cur-2026-07.csv", "aws-cur-2026-08.csv.gz", "aws-cur-2026-09.csv", "focus-azure-2026-q3.csv"]
     assert said == [*(f"[{i}/4] reading {DEMO / 'billing' / name}" for i, name in enumerate(files, 1)),
                     f"reading inventory {DEMO / 'inventory.json'}", "running the rules over 2026-Q3"]
@@ -412,7 +422,8 @@ def test_the_demo_audit_applies_the_waivers_and_leaves_the_machines_to_stop_out_
     assert audit.inventory == str(DEMO / "inventory.json")
     assert sorted(Path(src.path).name for src in audit.sources) == files
     assert audit.jobs and audit.summary["jobs"] == job_totals(audit.jobs)
-    assert [(f.rule, f.resource, f.in_baseline) for f in audit.known] == [("GPU002", BATCH, True)]
+    assert [(f.rule, f.resource, f.in_baseline) for f in audit.known] == [("SPOT001", LLAMA, True),
+                                                                          ("GPU002", BATCH, True)]
     assert audit.baseline == {"path": str(base), "sha256": hashlib.sha256(base.read_bytes()).hexdigest(),
                               "window": "2026-Q2"}
     rules = {(f.rule, f.resource): f for f in audit.findings}
