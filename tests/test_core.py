@@ -32,6 +32,7 @@ from auditor.model import Finding, Severity, WaiverStatus
 from auditor.policy import Clause, Waiver, load_policy, parse_policy
 from auditor.providers.billing.detect import URI_NEEDS_SPARK
 from auditor.providers.catalog import load_catalog
+from auditor.providers.live.pull import MANIFEST_SCHEMA
 from auditor.registry import all_rules, get_rule
 from auditor.tables.jobcost import job_totals
 from auditor.window import parse_quarter
@@ -486,3 +487,22 @@ def test_a_clause_is_judged_on_what_its_rule_looked_at_the_commitment_baseline_a
     far = "waivers:\n  - {rule: GPU001, resource: i-1, reason: r, owner: o@example.com, expires: 2099-01-01}\n"
     assert pol001(far) == "met (defaults)"
     assert pol001("") == "not checked"
+
+
+def test_a_snapshot_that_lacks_a_source_is_a_partial_audit_over_its_own_window(tmp_path):
+    """A snapshot folder whose manifest lists a failed source: the audit is partial and says what is missing;
+    with no window given, the snapshot's is the audit's."""
+    snap = tmp_path / "snap"
+    snap.mkdir()
+    (snap / "manifest.json").write_text(json.dumps({
+        "schema": MANIFEST_SCHEMA, "window": {"start": "2026-07-01T00:00:00Z", "end": "2026-10-01T00:00:00Z"},
+        "failed": [{"name": "aws-cur", "reason": "AccessDenied"}], "files": []}), encoding="utf-8")
+
+    def nothing(store, paths, progress):
+        return []
+
+    audit = run_audit(parse_policy(BASE), [snap], today=TODAY, engine=nothing, select=["TAG001"])
+    assert audit.partial is True
+    assert (audit.window.start, audit.window.end) == (Q3.start, Q3.end)
+    assert audit.warnings[0] == (f"partial audit: {snap} lacks aws-cur (AccessDenied); what that source holds is "
+                                 "missing from this audit")
