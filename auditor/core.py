@@ -214,9 +214,10 @@ def run_audit(policy: Policy, billing: list[Path | str], inventory: Path | None 
     today = today or date.today()
     findings = run_rules([r for r in rules if r.entity is not SteadyGpuSpend], entities, ctx)
     store.freed = freed(findings, policy, today)
-    if SteadyGpuSpend in needed:
+    if SteadyGpuSpend in needed:  # kept with the others: COM004's clause is judged on what it looked at
+        entities[SteadyGpuSpend] = build(store, window, policy, SteadyGpuSpend)
         findings += run_rules([r for r in rules if r.entity is SteadyGpuSpend],
-                              {SteadyGpuSpend: build(store, window, policy, SteadyGpuSpend)}, ctx)
+                              {SteadyGpuSpend: entities[SteadyGpuSpend]}, ctx)
     follow_split(findings, split.teams_of(store, window, team_sql(policy)))
     waivers = apply_waivers(findings, policy, today)
     seen = {**{t: examined(v) for t, v in entities.items()}, WaiverStatus: len(waivers)}
