@@ -48,7 +48,7 @@ def summarize(store: Store, policy: Policy, window: Window, findings: list[Findi
         coverage["missing"].append(f"{unmeasured} GPU machine{'s' if unmeasured > 1 else ''} without utilisation "
                                    "metrics in the window: idle and rightsizing could not judge them")
     by_severity = {s.label: sum(1 for f in active if f.severity == s) for s in reversed(Severity)}
-    by_team = stats.spend_by(store.con, window, team_key)
+    by_team = stats.spend_by(store, window, team_key)
     # Where the export carries the provider's own split of shared nodes, team spend follows it (tables/split.py).
     allocation = split.provider_split(store, window, team_sql(policy))
     if allocation:
