@@ -447,9 +447,10 @@ class Store:
         A tag set is its entries sorted: maps that hold the same entries in another order (an export's column
         order, Spark's sorted keys) are one set, and its dict holds them sorted. Ids number the sets in that
         sorted order, so a choice broken by the id is broken by the entries, the same whatever engine read
-        the lines and in whatever order. The table `tag_sets` (key, Tags, tag_set, entries) holds each set once,
-        by its key (costs.x_TagKey, written by the load once per distinct tag key: normalize.TAG_KEY): the sets
-        are found by grouping that number, and x_TagSet written by joining it, never by comparing MAPs."""
+        the lines and in whatever order. The table `tag_sets` (key, Tags, tag_set, entries) holds each set once
+        (Tags: its map, sorted), by its key (costs.x_TagKey, written by the load once per distinct tag key:
+        normalize.TAG_KEY): the sets are found by grouping that number, and x_TagSet written by joining it, never
+        by comparing MAPs."""
         if self.tag_sets is None:
             self.con.execute("BEGIN")
             # Rows the load did not key (Spark's, a test's own): keyed from their tags here. Each set's map is read
@@ -457,8 +458,9 @@ class Store:
             self.con.execute(f"UPDATE costs SET {TAG_KEY} = {tag_key_sql('Tags')} WHERE {TAG_KEY} IS NULL")
             self.con.execute(f"""
                 CREATE OR REPLACE TABLE tag_sets AS
-                SELECT key, Tags, CAST(dense_rank() OVER (ORDER BY entries) AS INTEGER) AS tag_set, entries
-                FROM (SELECT {TAG_KEY} AS key, Tags, COALESCE(list_sort(map_entries(Tags)), []) AS entries
+                SELECT key, map_from_entries(entries) AS Tags,
+                       CAST(dense_rank() OVER (ORDER BY entries) AS INTEGER) AS tag_set, entries
+                FROM (SELECT {TAG_KEY} AS key, COALESCE(list_sort(map_entries(Tags)), []) AS entries
                       FROM costs WHERE rowid IN (SELECT min(rowid) FROM costs GROUP BY {TAG_KEY}))""")
             self.con.execute(f"UPDATE costs SET x_TagSet = ts.tag_set FROM tag_sets ts WHERE ts.key = costs.{TAG_KEY}")
             self.con.execute("COMMIT")
