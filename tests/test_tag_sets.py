@@ -10,7 +10,7 @@ from pathlib import Path
 
 from auditor.policy import parse_policy
 from auditor.tables import stats
-from auditor.tables.sql import spend_team_sql
+from auditor.tables.sql import TAG_SET_MAPS, spend_team_sql
 from auditor.tables.store import Store
 from auditor.window import Window
 
@@ -57,6 +57,8 @@ def test_sets_numbered_in_the_sorted_order_of_their_entries(tmp_path):
         sets = store.tag_set_ids()
         ids = dict(store.con.execute("SELECT ResourceId, x_TagSet FROM costs").fetchall())
         table = store.con.execute("SELECT tag_set, entries FROM tag_sets ORDER BY tag_set").fetchall()
+        maps = [list(m.items()) for (m,) in
+                store.con.execute(f"SELECT Tags FROM {TAG_SET_MAPS} ORDER BY tag_set").fetchall()]
     finally:
         store.close()
     # Sorted entries: [] < [owner=ann, team=ml] < [owner=bob] < [team=data].
@@ -64,6 +66,8 @@ def test_sets_numbered_in_the_sorted_order_of_their_entries(tmp_path):
     assert ids == {"i-1": 2, "i-2": 4, "i-3": 1, "i-4": 2, "i-5": 4, "i-6": 3}
     assert [i for i, _ in table] == [1, 2, 3, 4]  # one row a set
     assert table[1][1] == [{"key": "owner", "value": "ann"}, {"key": "team", "value": "ml"}]
+    # Each set's map, sorted, whatever the order of the first line's columns (team, owner in a.csv).
+    assert maps == [[], [("owner", "ann"), ("team", "ml")], [("owner", "bob")], [("team", "data")]]
 
 
 def test_rows_loaded_without_a_key_are_keyed_from_their_tags(tmp_path):
