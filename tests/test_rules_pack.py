@@ -216,7 +216,7 @@ def test_unattributed_spend_agrees_with_the_report_attribution(demo_store, demo_
 
     by = {(u.scope, u.currency): u for u in entities.unattributed_spend(demo_store, Q3, demo_policy)}
     figures = stats.window_stats(demo_store.con, Q3)
-    spend = stats.spend_by(demo_store.con, Q3, spend_team_sql(demo_policy))
+    spend = stats.spend_by(demo_store, Q3, spend_team_sql(demo_policy))
     tax = figures["by_category"]["tax"]["USD"]
     assert tax > 0 and spend[TAX]["USD"] == tax  # tax is no team's, and not spend that lacks a team
     assert by[("all", "USD")].total == figures["billed_cost"]["USD"] - tax

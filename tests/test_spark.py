@@ -60,7 +60,7 @@ def summaries(store: Store) -> dict:
     return cents({
         "window": (window.start, window.end),
         "stats": figures,
-        "teams": stats.spend_by(store.con, window, team_sql(policy)),
+        "teams": stats.spend_by(store, window, team_sql(policy)),
         # Per resource: its spend and every tag set it was billed under, with the spend under each; every
         # instance type of every resource, below. (Not the category: a resource's is its costliest line's, and a
         # tie, as between $0 lines, goes either way. Nor the one instance type and tag set resource_spend

@@ -36,6 +36,18 @@ FILE = "__gpu_auditor_file"
 FREE_TEXT = "ChargeDescription"
 FREE_TEXT_READERS = (FREE_TEXT, "x_InstanceType")
 TAGS = "Tags"
+# A row's tag set as a number computed where its tags are, once per distinct tag key (not a column the reader
+# writes): what Store.tag_set_ids groups by to number the sets, rather than comparing every row's MAP. Two 64-bit
+# hashes of the sorted entries, forward and reversed, as one 128-bit number: the same entries in any order are
+# one key, and two sets share a key only where both hashes clash (the standard of the rollup's CLASH check).
+TAG_KEY = "x_TagKey"
+
+
+def tag_key_sql(tags: str) -> str:
+    """The TAG_KEY of a tag map (an SQL expression): NULL and empty maps are the one empty set."""
+    entries = f"COALESCE(list_sort(map_entries({tags})), [])"
+    return (f"((CAST(hash({entries}) AS UHUGEINT) << 64) | "
+            f"CAST(hash(list_reverse({entries})) AS UHUGEINT))")
 EXTRA = ("_kind", "_gpu", "_gpu_count")
 DEFAULTS = {"_gpu": "CAST(NULL AS VARCHAR)", "_gpu_count": f"CAST(NULL AS {GPU_COUNT})"}
 
@@ -101,9 +113,10 @@ def select_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: i
     Should two distinct keys share a hash, the query fails with CLASH, and the caller reads the file again
     without it, as for the rollup's own hash. `map_keys`: whether a MAP column can be part of a key (not on
     Spark: split)."""
-    outputs_all = [c for c in costs if c not in ENRICHED] + list(EXTRA)
+    outputs_all = [c for c in costs if c not in ENRICHED and c != TAG_KEY] + list(EXTRA)
     exprs = {c: exprs.get(c) or DEFAULTS.get(c, "NULL") for c in outputs_all}
     groups = split(exprs, cols, map_keys)
+    tag_key = TAG_KEY in costs  # computed from the tags, where they are (per distinct key, or per line)
     it_key = "lower(regexp_replace(n.x_InstanceType, '^ml\\.', ''))"
     fam_key = f"lower({family_sql('n.x_Provider', 'n.x_InstanceType')})"
     keyed = {c: f"d{i}" for i, (outputs, _) in enumerate(groups) for c in outputs}
@@ -124,6 +137,9 @@ def select_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: i
         else:
             dims = f"SELECT {', '.join(names.values())}, {computed} FROM ({dims})"
             on = " AND ".join(f"s.{q(k)} IS NOT DISTINCT FROM d{i}.{names[k]}" for k in key)
+        if tag_key and TAGS in outputs:
+            dims = f"SELECT *, {tag_key_sql(q('__' + TAGS))} AS {q('__' + TAG_KEY)} FROM ({dims})"
+            keyed[TAG_KEY] = f"d{i}"
         # Materialized: left to itself, DuckDB moves the computed expressions above the join, and classifies
         # every row instead of every distinct key (1M lines of tag churn: 206,256 rows a file, for 5,072 keys).
         if materialized:
@@ -131,6 +147,10 @@ def select_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: i
         source += f" JOIN ({dims}) d{i} ON {on}"
     inner = ", ".join(f"{keyed[c]}.{q('__' + c)} AS {q(c)}" if c in keyed else f"{exprs[c]} AS {q(c)}"
                       for c in outputs_all) + (f", s.{FILE}" if files else "")
+    if tag_key:
+        inner += (f", {keyed[TAG_KEY]}.{q('__' + TAG_KEY)} AS {TAG_KEY}" if TAG_KEY in keyed
+                  else f", {tag_key_sql(exprs[TAGS])} AS {TAG_KEY}")
+    outputs_all += [TAG_KEY] if tag_key else []
     return f"""
         SELECT {', '.join(f'n.{q(c)}' for c in outputs_all if c not in EXTRA)}, n.x_SourceRow,
             COALESCE(n._gpu, t.gpu_model, f.gpu_model) AS x_GpuModel,

@@ -26,8 +26,12 @@ COSTS = {
     "x_Lines": "BIGINT", "x_CommitmentEnd": "TIMESTAMP",
 }
 
+# Written by the load beside the COSTS columns, never by a reader: each row's tag set as a number
+# (normalize.TAG_KEY), from which Store.tag_set_ids numbers the sets and writes x_TagSet.
+TAG_COLUMNS = {"x_TagKey": "UHUGEINT", "x_TagSet": "INTEGER"}
+
 TABLES = f"""
-CREATE TABLE costs ({', '.join(f'{q(k)} {v}' for k, v in COSTS.items())});
+CREATE TABLE costs ({', '.join(f'{q(k)} {v}' for k, v in {**COSTS, **TAG_COLUMNS}.items())});
 CREATE TABLE assets (id VARCHAR PRIMARY KEY, provider VARCHAR, account VARCHAR, region VARCHAR, zone VARCHAR,
     name VARCHAR, kind VARCHAR, instance_type VARCHAR, gpu_model VARCHAR, gpu_count {GPU_COUNT},
     gpu_memory_gb DOUBLE, lifecycle VARCHAR, state VARCHAR, launch_time TIMESTAMP, tags MAP(VARCHAR, VARCHAR));

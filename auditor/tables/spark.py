@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from auditor.errors import InputError
 from auditor.providers.billing.columns import Columns, check_types
 from auditor.sql import q
-from auditor.tables.normalize import FREE_TEXT, PER_LINE, select_sql
+from auditor.tables.normalize import FREE_TEXT, PER_LINE, TAG_KEY, select_sql, tag_key_sql
 from auditor.tables.spark_files import billing_files, check_gzip_name
 from auditor.tables.spark_sql import to_spark
 
@@ -187,7 +187,8 @@ def load_billing(store: Store, paths: list[Path | str], master: str | None = Non
                              "time (read the file with --engine duckdb for the line numbers)", path=str(path))
         if not lines:
             raise InputError("the file has a header but no billing lines", path=str(path))
-        store.con.execute("INSERT INTO costs BY NAME SELECT * EXCLUDE (no_cost, no_start) FROM spark_reduced")
+        store.con.execute("INSERT INTO costs BY NAME SELECT * EXCLUDE (no_cost, no_start), "
+                          f"{tag_key_sql('Tags')} AS {TAG_KEY} FROM spark_reduced")
         store.con.unregister("spark_reduced")
         store._redact_ids([str(path)], store.con)  # a list of files: a bare str would be read as its characters
         source = SourceFile(str(path), sniffed.format, digest,

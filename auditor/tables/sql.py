@@ -61,8 +61,8 @@ def spend_team_sql(policy: Policy) -> str:
 
 
 # Each tag set once, as one map of its entries sorted (what a team or a tag is looked up in: tag_sql, team_sql),
-# by its id (costs.x_TagSet: Store.tag_set_ids).
-TAG_SET_MAPS = "(SELECT tag_set, map_from_entries(any_value(entries)) AS Tags FROM tag_sets GROUP BY 1)"
+# by its id (costs.x_TagSet: Store.tag_set_ids, which writes `tag_sets` a row a set).
+TAG_SET_MAPS = "(SELECT tag_set, Tags FROM tag_sets)"
 # Of the tag sets of one thing's lines, the one charged last: the latest end of a line (an engine's rows carry
 # their lines' latest end, whatever their grain), of those the costliest, then the first by id, over rows of
 # (tag_set, last, cost) summed per tag set.

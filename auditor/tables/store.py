@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -34,7 +33,7 @@ from auditor.scratch import Scratch
 from auditor.sql import lit
 from auditor.tables import parts, stats
 from auditor.tables.diagnose import diagnose
-from auditor.tables.normalize import CLASH, FILE, rollup_sql, select_sql
+from auditor.tables.normalize import CLASH, FILE, TAG_KEY, rollup_sql, select_sql, tag_key_sql
 from auditor.tables.schema import COSTS, TABLES
 from auditor.window import FIRST_DAY, LAST_DAY, Window
 
@@ -259,7 +258,8 @@ class Store:
         numbers = "(file_row_number + 1)" if parquet else "row_number() OVER ()"
         for by_hash in (True, False):  # by hashes of the keys (Parquet's groups too); on a CLASH by the columns
             sql = "INSERT INTO costs BY NAME " + rollup_sql(exprs, cols, relation, first_row, paths[0],
-                                                            sniffed.format, list(COSTS), numbers, by_hash and parquet,
+                                                            sniffed.format, [*COSTS, TAG_KEY], numbers,
+                                                            by_hash and parquet,
                                                             parquet, files=many, keys_by_hash=by_hash)
             try:
                 con.execute("BEGIN")
@@ -411,7 +411,8 @@ class Store:
         normalized as `costs` is but not summed (for looking a line up; nothing the audit reports reads it).
         Made when asked for: defining it binds every file's SELECT, tens of milliseconds a file."""
         body = " UNION ALL BY NAME ".join(f"({sql()})" for sql in self._line_sql.values())
-        self.con.execute(f"CREATE OR REPLACE VIEW lines AS {body or 'SELECT * FROM costs WHERE false'}")
+        empty = f"SELECT {', '.join(COSTS)} FROM costs WHERE false"
+        self.con.execute(f"CREATE OR REPLACE VIEW lines AS {body or empty}")
         return self.con
 
     @staticmethod
@@ -446,25 +447,32 @@ class Store:
         A tag set is its entries sorted: maps that hold the same entries in another order (an export's column
         order, Spark's sorted keys) are one set, and its dict holds them sorted. Ids number the sets in that
         sorted order, so a choice broken by the id is broken by the entries, the same whatever engine read
-        the lines and in whatever order. The table `tag_sets` (Tags, tag_set, entries) holds each distinct map."""
+        the lines and in whatever order. The table `tag_sets` (key, Tags, tag_set, entries) holds each set once
+        (Tags: its map, sorted), by its key (costs.x_TagKey, written by the load once per distinct tag key:
+        normalize.TAG_KEY): the sets are found by grouping that number, and x_TagSet written by joining it, never
+        by comparing MAPs."""
         if self.tag_sets is None:
             self.con.execute("BEGIN")
-            self.con.execute("""
+            # Rows the load did not key (Spark's, a test's own): keyed from their tags here. Each set's map is read
+            # from its first row (grouping the MAPs themselves, or any_value of them, costs several times more).
+            self.con.execute(f"UPDATE costs SET {TAG_KEY} = {tag_key_sql('Tags')} WHERE {TAG_KEY} IS NULL")
+            self.con.execute(f"""
                 CREATE OR REPLACE TABLE tag_sets AS
-                SELECT Tags, CAST(dense_rank() OVER (ORDER BY entries) AS INTEGER) AS tag_set, entries
-                FROM (SELECT Tags, COALESCE(list_sort(map_entries(Tags)), []) AS entries
-                      FROM (SELECT DISTINCT Tags FROM costs))""")
-            self.con.execute("ALTER TABLE costs ADD COLUMN IF NOT EXISTS x_TagSet INTEGER")
-            self.con.execute("UPDATE costs SET x_TagSet = ts.tag_set FROM tag_sets ts "
-                             "WHERE ts.Tags IS NOT DISTINCT FROM costs.Tags")
+                SELECT key, map_from_entries(entries) AS Tags,
+                       CAST(dense_rank() OVER (ORDER BY entries) AS INTEGER) AS tag_set, entries
+                FROM (SELECT {TAG_KEY} AS key, COALESCE(list_sort(map_entries(Tags)), []) AS entries
+                      FROM costs WHERE rowid IN (SELECT min(rowid) FROM costs GROUP BY {TAG_KEY}))""")
+            self.con.execute(f"UPDATE costs SET x_TagSet = ts.tag_set FROM tag_sets ts WHERE ts.key = costs.{TAG_KEY}")
             self.con.execute("COMMIT")
             # Keys and values as two lists of text: Python builds them several times faster than a list of structs.
-            # Each key and value is one string however many sets hold it (interned): where tags churn, hundreds of
-            # thousands of sets repeat a few keys and owners (750,000 sets of four tags: 518 -> 265 MiB).
-            self.tag_sets = {i: dict(zip(_interned(keys), _interned(values), strict=True))
+            # Each key and value is one string however many sets hold it (`word`, a dict's setdefault, called from
+            # C by map): where tags churn, hundreds of thousands of sets repeat a few keys and owners (750,000 sets
+            # of four tags: 518 -> 265 MiB).
+            word = {}.setdefault
+            self.tag_sets = {i: dict(zip(map(word, keys, keys), map(word, values, values), strict=True))
                              for i, keys, values in self.con.execute(
-                "SELECT tag_set, list_transform(e, lambda x: x.key), list_transform(e, lambda x: x.value) "
-                "FROM (SELECT tag_set, any_value(entries) AS e FROM tag_sets GROUP BY 1)").fetchall()}
+                "SELECT tag_set, list_transform(entries, lambda x: x.key), list_transform(entries, lambda x: x.value) "
+                "FROM tag_sets").fetchall()}
         return self.tag_sets
 
     # ---- inventory -----------------------------------------------------------------------------------
@@ -529,10 +537,6 @@ class Store:
         if end is None or end <= last:  # lines without an end (or ending as they start): to the end of their day
             end = max(end or last, datetime.combine(last.date(), datetime.min.time()) + timedelta(days=1))
         return Window(start, end, "")
-
-
-def _interned(texts: list[str | None]) -> list[str | None]:
-    return [t if t is None else sys.intern(t) for t in texts]
 
 
 def _overlapping(spans: list[tuple[str, Any, Any]]) -> list[str]:
