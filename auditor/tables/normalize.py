@@ -86,7 +86,7 @@ def split(exprs: dict[str, str], cols: Columns) -> list[tuple[list[str], list[st
 
 def select_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: int, path: str, fmt: str,
                costs: list[str], row_number: str = "row_number() OVER ()", files: bool = False,
-               materialized: bool = True, by_hash: bool = False) -> str:
+               materialized: bool = True, by_hash: bool = False, per_line: bool = False) -> str:
     """The SELECT of one file's `costs` rows (the columns in `costs` order), or of several files' where
     `files`: the relation then names each row's file in its FILE column. `materialized`: each distinct key's
     classification is a materialized CTE (DuckDB; Spark plans its own and knows no such CTE). `exprs` are the reader's
@@ -96,10 +96,13 @@ def select_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: i
     `by_hash`: each classified key is joined back by a hash of its columns (one integer), not by the columns
     themselves (a dozen texts compared NULL-safe on every row: most of the join's time where keys are many).
     Should two distinct keys share a hash, the query fails with CLASH, and the caller reads the file again
-    without it, as for the rollup's own hash."""
+    without it, as for the rollup's own hash.
+
+    `per_line`: every expression computed on each line, no key joined back (Spark, which would join each key's
+    classification back by a shuffle of every line, costlier than classifying the line where it is read)."""
     outputs_all = [c for c in costs if c not in ENRICHED] + list(EXTRA)
     exprs = {c: exprs.get(c) or DEFAULTS.get(c, "NULL") for c in outputs_all}
-    groups = split(exprs, cols)
+    groups = [] if per_line else split(exprs, cols)
     it_key = "lower(regexp_replace(n.x_InstanceType, '^ml\\.', ''))"
     fam_key = f"lower({family_sql('n.x_Provider', 'n.x_InstanceType')})"
     keyed = {c: f"d{i}" for i, (outputs, _) in enumerate(groups) for c in outputs}
