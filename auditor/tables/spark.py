@@ -76,7 +76,8 @@ def parse_conf(items: list[str] | tuple[str, ...]) -> dict[str, str]:
 
 
 def session(master: str | None = None, quiet: bool = True, conf: dict[str, str] | None = None):
-    """The active SparkSession (a notebook's), or a new one on `master` (default local[2]). A new one is `quiet`:
+    """The active SparkSession (a notebook's), or a new one on `master` (default: spark-submit's, where it started
+    this program, else local[2]). A new one is `quiet`:
     its JVM logs no start-up noise (auditor/data/spark-log4j2.properties) and a local one binds to loopback.
     `conf` (--spark-conf) is applied over CONF and, in local mode, LOCAL; an active session takes only its
     spark.sql.* settings (the others are fixed when a session starts)."""
@@ -91,8 +92,13 @@ def session(master: str | None = None, quiet: bool = True, conf: dict[str, str] 
             if k.startswith("spark.sql."):
                 active.conf.set(k, v)
         return active
-    master = master or "local[2]"
-    builder = SparkSession.builder.master(master).appName("gpu-auditor")
+    builder = SparkSession.builder.appName("gpu-auditor")
+    if master is None and "PYSPARK_GATEWAY_PORT" in os.environ:
+        # Started by spark-submit, whose JVM is running: its --master and --conf (and spark-defaults.conf) hold.
+        master = "submitted"
+    else:
+        master = master or "local[2]"
+        builder = builder.master(master)
     for k, v in {**CONF, **(LOCAL if master.startswith("local") else {}), **conf}.items():
         builder = builder.config(k, v)
     if quiet:
