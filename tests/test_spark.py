@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import sys
 from decimal import Decimal
 from pathlib import Path
@@ -188,6 +189,30 @@ def test_rewritten_functions_read_on_spark_as_on_duckdb(expr, spark):
     on_spark = [r.v for r in spark.sql(spark_sql.to_spark(sql)).collect()]
     assert on_spark == duck, spark_sql.to_spark(sql)
     assert any(v not in (None, [], False) for v in duck), "the values tell something apart"
+
+
+# Doubles whose exact binary value and shortest text part at the decimal kept: 1e19 is 9999999999999999538.76...
+# to DuckDB; 1.005 is 1.00 (its product 100.49999999999999), which Spark's own cast reads as 1.005, so 1.01. Also
+# halves after scaling (rounded away from zero), each limb's edge (2^52, 2^63 and 2^104 times 10^-18 and past
+# them), a subnormal, signs, and a spread of amounts from a seeded generator.
+DOUBLES = [16.1539, -16.1539, 0.1, 2.675, 1e-05, 1.5e-18, 2.5e-18, -2.5e-18, 3.4999999999999996e-18, 0.0, -0.0,
+           5e-324, 123456789.12345679, 0.0045035996273704955, 9.223372036854776, 9.3, -9.3, 20282409603651.67,
+           4.5e16, -4.5e16, 1e19, 99999999999999.98, 1234.5678, 1.005, 0.575, 5.4499999999999997e-05] + \
+    [round(random.Random(7).uniform(-1, 1) * 10 ** e, 9) for e in range(-6, 14)] + \
+    [random.Random(i).lognormvariate(0, 6) for i in range(40)]
+
+
+@pytest.mark.parametrize("decimal", ["DECIMAL(38,18)", "DECIMAL(18,6)", "DECIMAL(12,2)"])
+def test_a_double_cast_to_decimal_on_spark_as_on_duckdb(decimal, spark):
+    values = ", ".join(f"(CAST({v!r} AS DOUBLE))" for v in DOUBLES)
+    fits = "WHERE abs(d) < 1e9" if decimal != "DECIMAL(38,18)" else ""
+    sql = f"SELECT CAST(d AS {decimal}) AS v FROM (VALUES {values}) AS t(d) {fits}"
+    duck = [v for (v,) in duckdb.connect().execute(sql).fetchall()]
+    on_spark = [r.v for r in spark.sql(spark_sql.to_spark(sql)).collect()]
+    assert on_spark == duck
+    assert len(duck) > 40
+    native = [r.v for r in spark.sql(sql).collect()]  # Spark's own cast, of the shortest text
+    assert native != duck, "the values tell Spark's own cast (of the shortest text) apart"
 
 
 def test_translation_refuses_what_it_cannot_translate_faithfully():

@@ -1,9 +1,11 @@
-"""`--engine spark` on high-churn billing (the benchmark generator's churn-parquet: thousands of short-lived
-resources, descriptions that name each line's hour and price, amounts as Parquet DOUBLEs): every figure equals
-DuckDB's, exactly before any rounding, and what Spark sends back to the driver is the reduced rows (one per file,
-UTC day and distinct resource, usage type, tags and the like), never one per line. On heavy tag churn with ties
-made on purpose (tagchurn-parquet), the two engines' audits are the same figure by figure: Spark groups the lines
-into rows of another grain than DuckDB, and every choice among equals is made by a stated key over sums.
+"""`--engine spark` on every shape of the benchmark (benchmarks/generate.py), at small sizes: its audit.json equals
+DuckDB's figure by figure. The high-churn shape (thousands of short-lived resources, descriptions that name each
+line's hour and price, amounts as Parquet DOUBLEs): every figure equals DuckDB's, exactly before any rounding, and
+what Spark sends back to the driver is the reduced rows (one per file, UTC day and distinct resource, usage type,
+tags and the like), never one per line. On heavy tag churn with ties made on purpose (tagchurn-parquet), Spark
+groups the lines into rows of another grain than DuckDB, and every choice among equals is made by a stated key over
+sums. The many-files shapes (parts-csv-gz, tiny-files) are read by Spark as one scan per folder, each line naming
+its file, and each file's own figures (its lines, its period, its costs) are DuckDB's.
 """
 
 from __future__ import annotations
@@ -23,20 +25,34 @@ LINES = 24_000
 TAGCHURN_LINES = 60_000
 
 
+SMALL = 6_000  # lines of today's formats and the many-files shapes
+PARTS, TINY_FILES = 40, 300  # the many-files shapes made smaller: 120 gzip parts, 303 tiny files (101 a month)
+
+
+def _generate(lines: int, out: Path, shapes: tuple[str, ...]) -> dict:
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import generate
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(generate, "PARTS", PARTS)
+        m.setattr(generate, "TINY_FILES", TINY_FILES)
+        return generate.generate(lines, out, shapes)
+
+
 @pytest.fixture(scope="module")
 def churn(tmp_path_factory) -> dict:
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    from generate import generate
-
-    return generate(LINES, tmp_path_factory.mktemp("churn"), ("churn-parquet",))
+    return _generate(LINES, tmp_path_factory.mktemp("churn"), ("churn-parquet",))
 
 
 @pytest.fixture(scope="module")
 def tagchurn(tmp_path_factory) -> dict:
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    from generate import generate
+    return _generate(TAGCHURN_LINES, tmp_path_factory.mktemp("tagchurn"), ("tagchurn-parquet",))
 
-    return generate(TAGCHURN_LINES, tmp_path_factory.mktemp("tagchurn"), ("tagchurn-parquet",))
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory) -> dict:
+    return _generate(SMALL, tmp_path_factory.mktemp("small"),
+                     ("cur-parquet", "focus-parquet", "cur-csv-gz", "parts-csv-gz", "tiny-files"))
 
 
 # Per resource, day and everything the audit groups by: every amount summed, lines counted, first and last times.
@@ -78,11 +94,22 @@ def test_spark_figures_equal_duckdb_exactly_and_only_reduced_rows_come_back(chur
     assert keys == returned[0], "no two rows share a file, a day and a key: the description is no key"
 
 
-@pytest.mark.parametrize("shape", ["churn-parquet", "tagchurn-parquet"])
-def test_spark_audit_json_equals_duckdb_on_high_churn(shape, request, spark, tmp_path):
+SHAPES = {"churn-parquet": "churn", "tagchurn-parquet": "tagchurn", "cur-parquet": "small", "focus-parquet": "small",
+          "cur-csv-gz": "small", "parts-csv-gz": "small", "tiny-files": "small"}
+
+
+def test_every_benchmark_shape_is_compared():
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import generate
+
+    assert set(SHAPES) == set(generate.FORMATS + generate.SHAPES)
+
+
+@pytest.mark.parametrize("shape", list(SHAPES))
+def test_spark_audit_json_equals_duckdb_on_every_shape(shape, request, spark, tmp_path):
     from auditor.cli import cli
 
-    data = request.getfixturevalue(shape.split("-")[0])
+    data = request.getfixturevalue(SHAPES[shape])
     files = data["formats"][shape]
     args = ["audit", "--policy", data["policy"], "--inventory", data["inventories"][shape], "-q",
             "--as-of", "2026-10-01", *files]
@@ -95,8 +122,12 @@ def test_spark_audit_json_equals_duckdb_on_high_churn(shape, request, spark, tmp
     a, b = (json.loads((tmp_path / d / "audit.json").read_text()) for d in ("duckdb", "spark"))
     assert a["findings"] and a["summary"]["billed_cost"], "findings and spend to compare"
     assert {k: v for k, v in b.items() if k != "inputs"} == {k: v for k, v in a.items() if k != "inputs"}
-    assert [(s["path"], s["rows"]) for s in b["inputs"]["billing"]] == \
-        [(s["path"], s["rows"]) for s in a["inputs"]["billing"]]
+    # Each file by its name, with its own lines and figures (DuckDB reads the many-files shapes as one scan too)
+    billing = [{k: v for k, v in s.items() if k != "first_row"} for s in a["inputs"]["billing"]]
+    assert [{k: v for k, v in s.items() if k != "first_row"} for s in b["inputs"]["billing"]] == billing
+    assert sum(s["rows"] for s in billing) == (TINY_FILES * 20 if shape == "tiny-files" else data["lines"])
+    if shape in ("parts-csv-gz", "tiny-files"):
+        assert len(billing) == 3 * (PARTS if shape == "parts-csv-gz" else TINY_FILES // 3 + 1)  # files a month
 
 
 def test_spark_settings_are_checked_before_anything_runs(tmp_path):

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 
-from auditor.providers.billing.columns import Columns, base_type
+from auditor.providers.billing.columns import Columns
 from auditor.providers.catalog import GPU_COUNT, family_sql
 from auditor.sql import lit, q
 
@@ -69,15 +69,12 @@ def referenced(expr: str, top: list[str]) -> set[str]:
     return found
 
 
-def split(exprs: dict[str, str], cols: Columns, map_keys: bool = True) -> list[tuple[list[str], list[str]]]:
+def split(exprs: dict[str, str], cols: Columns) -> list[tuple[list[str], list[str]]]:
     """Groups of (outputs computed once per distinct key, the source columns that make the key): one for the
-    times, one for everything else worth it; the rest is computed per line. Without `map_keys` (Spark, which
-    cannot take the DISTINCT of a MAP or compare two), an output that reads a MAP column is computed per line."""
+    times, one for everything else worth it; the rest is computed per line."""
     top = [n for n in cols.names if n not in cols.fields]
     refs = {c: referenced(e, top) for c, e in exprs.items()}
     per_line = set().union(*(refs[c] for c in PER_LINE if c in refs))
-    if not map_keys:
-        per_line |= {n for n in top if base_type(cols.types.get(n, "VARCHAR")) == "MAP"}
 
     def worth(c: str) -> bool:
         return c not in PER_LINE and bool(refs[c]) and not refs[c] & per_line and bool(COSTLY.search(exprs[c]))
@@ -101,7 +98,7 @@ def split(exprs: dict[str, str], cols: Columns, map_keys: bool = True) -> list[t
 
 def select_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: int, path: str, fmt: str,
                costs: list[str], row_number: str = "row_number() OVER ()", files: bool = False,
-               materialized: bool = True, by_hash: bool = False, map_keys: bool = True) -> str:
+               materialized: bool = True, by_hash: bool = False, per_line: bool = False) -> str:
     """The SELECT of one file's `costs` rows (the columns in `costs` order), or of several files' where
     `files`: the relation then names each row's file in its FILE column. `materialized`: each distinct key's
     classification is a materialized CTE (DuckDB; Spark plans its own and knows no such CTE). `exprs` are the reader's
@@ -111,11 +108,14 @@ def select_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: i
     `by_hash`: each classified key is joined back by a hash of its columns (one integer), not by the columns
     themselves (a dozen texts compared NULL-safe on every row: most of the join's time where keys are many).
     Should two distinct keys share a hash, the query fails with CLASH, and the caller reads the file again
-    without it, as for the rollup's own hash. `map_keys`: whether a MAP column can be part of a key (not on
-    Spark: split)."""
+    without it, as for the rollup's own hash.
+
+    `per_line`: every expression computed on each line, no key joined back (Spark, which would join each key's
+    classification back by a shuffle of every line, costlier than classifying the line where it is read, and
+    cannot take the DISTINCT of a MAP column or compare two)."""
     outputs_all = [c for c in costs if c not in ENRICHED and c != TAG_KEY] + list(EXTRA)
     exprs = {c: exprs.get(c) or DEFAULTS.get(c, "NULL") for c in outputs_all}
-    groups = split(exprs, cols, map_keys)
+    groups = [] if per_line else split(exprs, cols)
     tag_key = TAG_KEY in costs  # computed from the tags, where they are (per distinct key, or per line)
     it_key = "lower(regexp_replace(n.x_InstanceType, '^ml\\.', ''))"
     fam_key = f"lower({family_sql('n.x_Provider', 'n.x_InstanceType')})"

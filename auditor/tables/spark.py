@@ -1,9 +1,11 @@
 """`--engine spark`: the heavy stage on a Spark cluster. Spark reads each billing export, normalizes it with the
 very SELECT DuckDB runs (auditor/tables/normalize.py over the readers' expressions, translated from DuckDB's
-dialect to Spark's in tables/spark_sql.py), and reduces the lines to one row per day and per
-distinct everything-else (resource, usage type, tags, ...), summing the amounts. Only those rows come back to
-the driver (never one per line: the free-text description is no key), into the DuckDB `costs` table, where the
-rules, summaries and reports run as usual.
+dialect to Spark's in tables/spark_sql.py; each line classified where it is read, rather than each distinct key
+classified and joined back, which on Spark is a shuffle of every line), and reduces the lines to one row per file,
+day and distinct everything-else (resource, usage type, tags, ...), summing the amounts. The small files of one
+folder, format and columns (an export's parts) are one scan, as DuckDB batches them (tables/parts.py). Every
+file's rows come back to the driver in one Spark job (never one row per line: the free-text description is no
+key), into the DuckDB `costs` table, where the rules, summaries and reports run as usual.
 
 What the reduction keeps exact: every amount (sums of DECIMAL(38,18), a DOUBLE amount converted as DuckDB
 converts it, spark_sql._double_to_decimal, so the sums are DuckDB's to the last digit), per currency, and every
@@ -24,14 +26,16 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable
+from functools import reduce
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import unquote, urlparse
 
 from auditor.errors import InputError
 from auditor.providers.billing.columns import Columns, check_types
 from auditor.sql import q
-from auditor.tables.normalize import FREE_TEXT, PER_LINE, TAG_KEY, select_sql, tag_key_sql
-from auditor.tables.spark_files import billing_files, check_gzip_name
+from auditor.tables.normalize import FILE, FREE_TEXT, PER_LINE, TAG_KEY, select_sql, tag_key_sql
+from auditor.tables.spark_files import billing_batches, check_gzip_name
 from auditor.tables.spark_sql import to_spark
 
 if TYPE_CHECKING:
@@ -72,7 +76,8 @@ def parse_conf(items: list[str] | tuple[str, ...]) -> dict[str, str]:
 
 
 def session(master: str | None = None, quiet: bool = True, conf: dict[str, str] | None = None):
-    """The active SparkSession (a notebook's), or a new one on `master` (default local[2]). A new one is `quiet`:
+    """The active SparkSession (a notebook's), or a new one on `master` (default: spark-submit's, where it started
+    this program, else local[2]). A new one is `quiet`:
     its JVM logs no start-up noise (auditor/data/spark-log4j2.properties) and a local one binds to loopback.
     `conf` (--spark-conf) is applied over CONF and, in local mode, LOCAL; an active session takes only its
     spark.sql.* settings (the others are fixed when a session starts)."""
@@ -87,8 +92,13 @@ def session(master: str | None = None, quiet: bool = True, conf: dict[str, str] 
             if k.startswith("spark.sql."):
                 active.conf.set(k, v)
         return active
-    master = master or "local[2]"
-    builder = SparkSession.builder.master(master).appName("gpu-auditor")
+    builder = SparkSession.builder.appName("gpu-auditor")
+    if master is None and "PYSPARK_GATEWAY_PORT" in os.environ:
+        # Started by spark-submit, whose JVM is running: its --master and --conf (and spark-defaults.conf) hold.
+        master = "submitted"
+    else:
+        master = master or "local[2]"
+        builder = builder.master(master)
     for k, v in {**CONF, **(LOCAL if master.startswith("local") else {}), **conf}.items():
         builder = builder.config(k, v)
     if quiet:
@@ -117,22 +127,23 @@ def _register_catalog(spark, catalog) -> None:
         .createOrReplaceTempView("catalog_instance_types")
 
 
-def _read(spark, s, view: str, scratch: str, path: str) -> None:
-    """The file at `path` (a URI) as a Spark view with the columns DuckDB sees: CSV as text, Parquet, JSON and Avro
-    typed. An Avro file is read through the Parquet copy DuckDB reads too (avro.py), written to `scratch`, the
-    store's own temporary folder (on a cluster, a folder every node mounts: TMPDIR)."""
+def _read(spark, s, view: str, scratch: str, paths: list[str]) -> None:
+    """The files at `paths` (URIs; several: one format and columns, `s` sniffed from the first) as a Spark view
+    with the columns DuckDB sees: CSV as text, Parquet, JSON and Avro typed. An Avro file is read through the
+    Parquet copy DuckDB reads too (avro.py), written to `scratch`, the store's own temporary folder (on a
+    cluster, a folder every node mounts: TMPDIR)."""
     if s.container == "avro":
         from auditor.providers.billing.avro import to_parquet
 
         df = spark.read.parquet(to_parquet(s.path, scratch).resolve().as_uri())
     elif s.container == "parquet":
-        df = spark.read.parquet(path)
+        df = spark.read.parquet(*paths)
     elif s.container == "json":
-        df = spark.read.json(path)
+        df = spark.read.json(paths)
     else:
         reader = spark.read.option("header", True).option("inferSchema", False).option("multiLine", False) \
             .option("escape", '"').option("encoding", "UTF-8").option("nullValue", "NULL")  # as csv_dialect.NULLS
-        df = reader.csv(path)
+        df = reader.csv(paths)
         if s.has_bom and df.columns:
             df = df.withColumnRenamed(df.columns[0], s.columns[0])
     df.createOrReplaceTempView(view)
@@ -161,40 +172,63 @@ def reduced_sql(select: str, costs: list[str]) -> str:
 def load_billing(store: Store, paths: list[Path | str], master: str | None = None,
                  progress: Callable[[str], None] | None = None, spark: Any = None) -> list[SourceFile]:
     """Read, normalize and reduce the billing files (local paths, and URIs as text) on Spark, into `store`'s
-    costs table."""
+    costs table. Every file's reduced rows come back in one Spark job (the union of each batch's query: a file,
+    or the small files of one folder, format and columns read as one scan, as parts.py batches them for
+    DuckDB), each line classified where it is read; then each file's lines are checked and counted."""
+    import pyarrow as pa
+
     from auditor.tables.schema import COSTS
     from auditor.tables.store import SourceFile
 
     spark = spark or session(master)
     _register_catalog(spark, store.catalog)
-    loaded = []
-    for i, (path, digest, sniffed, location) in enumerate(billing_files(spark, store, paths, progress), 1):
-        check_gzip_name(sniffed, path)
+    frames, sources, named = [], [], {}
+    for i, batch in enumerate(billing_batches(spark, store, paths, progress), 1):
+        name, _, sniffed, _ = batch[0]
+        for path, _, s, _ in batch:
+            check_gzip_name(s, path)
         cols = Columns(sniffed.columns, sniffed.fields, sniffed.types)
         exprs, checks = store.reader_sql(sniffed.format, cols)
-        check_types(cols, checks, str(path))
+        check_types(cols, checks, name)
         view = f"billing_{i}"
-        _read(spark, sniffed, view, store._spill.name, location)
-        select = select_sql(exprs, cols, q(view), 1, str(path), sniffed.format, list(COSTS),
-                            row_number="CAST(NULL AS BIGINT)", materialized=False, map_keys=False)
-        table = spark.sql(to_spark(reduced_sql(select, list(COSTS)))).toArrow()
-        store.con.register("spark_reduced", table)
-        lines, no_cost, no_start = store.con.execute(
-            "SELECT sum(x_Lines), sum(no_cost), sum(no_start) FROM spark_reduced").fetchone()
+        _read(spark, sniffed, view, store._spill.name, [location for *_, location in batch])
+        several = len(batch) > 1  # then each line names its file, by the URI Spark read it by
+        relation = f"(SELECT *, input_file_name() AS {FILE} FROM {q(view)})" if several else q(view)
+        select = select_sql(exprs, cols, relation, 1, name, sniffed.format, list(COSTS),
+                            row_number="CAST(NULL AS BIGINT)", files=several, materialized=False, per_line=True)
+        frames.append(spark.sql(to_spark(reduced_sql(select, list(COSTS)))))
+        money = next((c for c, kind in checks if kind == "money"), None)
+        sources += [SourceFile(path, s.format, digest, cost_column=money) for path, digest, s, _ in batch]
+        named.update({_uri_path(location): path for path, *_, location in batch if several})
+    if not frames:
+        return []
+    table = reduce(lambda a, b: a.unionByName(b), frames).toArrow()
+    if named:  # a file of a scan of several by its name, as every other view names it
+        files = table.column("x_SourceFile").combine_chunks().dictionary_encode()
+        shown = pa.array([named.get(_uri_path(u), u) for u in files.dictionary.to_pylist()], pa.string())
+        table = table.set_column(table.schema.get_field_index("x_SourceFile"), "x_SourceFile",
+                                 pa.DictionaryArray.from_arrays(files.indices, shown).cast(pa.string()))
+    store.con.register("spark_reduced", table)
+    counted = {path: (lines, no_cost, no_start) for path, lines, no_cost, no_start in store.con.execute(
+        "SELECT x_SourceFile, sum(x_Lines), sum(no_cost), sum(no_start) FROM spark_reduced GROUP BY ALL").fetchall()}
+    for source in sources:  # in the order read: the first file that is wrong is named
+        lines, no_cost, no_start = counted.get(source.path, (0, 0, 0))
         if no_cost or no_start:
             what = "the cost is empty" if no_cost else "the charge period start is empty"
             raise InputError(f"{what} on {no_cost or no_start} lines; every billing line needs a cost and a start "
-                             "time (read the file with --engine duckdb for the line numbers)", path=str(path))
+                             "time (read the file with --engine duckdb for the line numbers)", path=source.path)
         if not lines:
-            raise InputError("the file has a header but no billing lines", path=str(path))
-        store.con.execute("INSERT INTO costs BY NAME SELECT * EXCLUDE (no_cost, no_start), "
-                          f"{tag_key_sql('Tags')} AS {TAG_KEY} FROM spark_reduced")
-        store.con.unregister("spark_reduced")
-        store._redact_ids([str(path)], store.con)  # a list of files: a bare str would be read as its characters
-        source = SourceFile(str(path), sniffed.format, digest,
-                            cost_column=next((c for c, kind in checks if kind == "money"), None))
-        loaded.append(store._register(source, None))
-    return loaded
+            raise InputError("the file has a header but no billing lines", path=source.path)
+    store.con.execute("INSERT INTO costs BY NAME SELECT * EXCLUDE (no_cost, no_start), "
+                      f"{tag_key_sql('Tags')} AS {TAG_KEY} FROM spark_reduced")
+    store.con.unregister("spark_reduced")
+    store._redact_ids([s.path for s in sources], store.con)
+    return store._register_all([(source, None) for source in sources])
+
+
+def _uri_path(uri: str) -> str:
+    """The local path a file: URI names, however Spark spells it (file:/a, file:///a, escapes or not)."""
+    return unquote(urlparse(uri).path)
 
 
 def billing_engine(master: str | None = None, debug: bool = False, conf: dict[str, str] | None = None

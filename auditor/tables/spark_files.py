@@ -189,19 +189,22 @@ def _distinct_uris(spark, store: Store, uris: list[str], progress: Callable[[str
         yield uri, digest, _sniff_uri(spark, fs, path, uri, store), uri
 
 
-def billing_files(spark, store: Store, paths: list, progress: Callable[[str], None] | None
-           ) -> Iterator[tuple[str, str, Sniffed, str]]:
-    """(name, digest, sniffed, URI Spark reads it by) of each billing file to read: local files (through
-    Store.distinct_files), then URIs."""
+def billing_batches(spark, store: Store, paths: list, progress: Callable[[str], None] | None
+                    ) -> Iterator[list[tuple[str, str, Sniffed, str]]]:
+    """The billing files to read, in batches read as one scan each, each file as (name, digest, sniffed, URI
+    Spark reads it by): local files (through Store.distinct_files) batched as parts.batches batches them for
+    DuckDB (the small files of one folder, format and columns together), then URIs, one by one."""
+    from auditor.tables.parts import batches
+
     local = [p for p in paths if not is_uri(p)]
     if local:
-        for path, digest in store.distinct_files(local, progress, " on Spark"):
-            # file: URIs: every executor reads the same path from its own file system (a shared mount on a
-            # cluster), rather than the cluster's default file system.
-            yield shown(path), digest, sniff(path, store.con), _file_uri(path)
+        # file: URIs: every executor reads the same path from its own file system (a shared mount on a
+        # cluster), rather than the cluster's default file system.
+        for batch in batches(list(store.distinct_files(local, progress, " on Spark")), store.con):
+            yield [(shown(s.path), digest, s, _file_uri(s.path)) for s, digest in batch]
     uris = [p for p in paths if is_uri(p)]
     if uris:
-        yield from _distinct_uris(spark, store, uris, progress)
+        yield from ([file] for file in _distinct_uris(spark, store, uris, progress))
 
 
 def _file_uri(path) -> str:

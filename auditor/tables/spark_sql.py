@@ -51,30 +51,26 @@ def _element_type(node) -> str:
 
 
 def _double_to_decimal(x, to):
-    """CAST(x AS DECIMAL(p, s)) as DuckDB casts a DOUBLE (or FLOAT): the double product x * 10^s, rounded half
+    """CAST(x AS DECIMAL(p, s)) as DuckDB casts a DOUBLE (or FLOAT): the double product w = x * 10^s, rounded half
     away from zero to an integer, exactly; that integer / 10^s. Spark instead reads the double's shortest text
     (16.1539 for 16.15389999999999872...), and on summed amounts the two part at the cent. The integer is built
-    from three limbs of the product, each exact in a BIGINT (a limb's remainder is exact in double arithmetic).
-    For any other type of x (text, integers, decimals) the casts agree: `typeof` is constant, so Spark folds the
-    CASE to one branch."""
+    from three limbs of w, each exact in a BIGINT: a, its multiples of 2^104; b, of 2^52 below that; and the rest
+    rounded (every step is exact in double arithmetic: a power of two scales, a difference that keeps a subset of
+    a double's bits, and round(), which rounds a double's shortest text half up, the exact value's rounding).
+    Plain expressions, repeated rather than bound by a lambda: Spark compiles them (and computes a repeated one
+    once), where a higher-order function would be interpreted on every line. For any other type of x (text,
+    integers, decimals) the casts agree: `typeof` is constant, so Spark folds the CASE to one branch."""
     scale = int(to.expressions[1].name) if len(to.expressions) > 1 else 0
     spark_type = to.sql(dialect="spark")
     hi, mid = 2.0 ** 104, 2.0 ** 52
-
-    def let(name: str, value: str, body: str) -> str:  # `body` with `name` bound to `value`, computed once
-        return f"element_at(transform(array({value}), {name} -> {body}), 1)"
-
-    # __w: the product; its limbs over 2^104 and 2^52, truncated toward zero; __r, what is left: |__r| < 2^52
-    a = f"CAST(__w / {hi!r}D AS BIGINT)"
-    b = f"CAST(__r1 / {mid!r}D AS BIGINT)"
-    c = ("(CAST(__r AS BIGINT) + CASE WHEN __r - CAST(__r AS BIGINT) >= 0.5D THEN 1 "
-         "WHEN __r - CAST(__r AS BIGINT) <= -0.5D THEN -1 ELSE 0 END)")
+    w = f"(CAST(:x AS DOUBLE) * {float(10 ** scale)!r}D)"
+    a = f"CAST({w} / {hi!r}D AS BIGINT)"
+    v = f"({w} / {mid!r}D - CAST({a} AS DOUBLE) * {mid!r}D)"  # w's remainder under 2^104, over 2^52: |v| < 2^52
+    b = f"CAST({v} AS BIGINT)"
+    r = f"(({v} - CAST({b} AS DOUBLE)) * {mid!r}D)"  # w's remainder under 2^52
     n = (f"CAST({a} AS DECIMAL(38,0)) * {int(hi)}BD + CAST({b} AS DECIMAL(38,0)) * {int(mid)}BD + "
-         f"CAST({c} AS DECIMAL(38,0))")
-    exact = let("__w", f"CAST(:x AS DOUBLE) * {float(10 ** scale)!r}D",
-                let("__r1", f"__w - CAST({a} AS DOUBLE) * {hi!r}D",
-                    let("__r", f"__r1 - CAST({b} AS DOUBLE) * {mid!r}D",
-                        f"CAST(({n}) * CAST('1E-{scale}' AS DECIMAL(38,{scale})) AS {spark_type})")))
+         f"CAST(CAST(round({r}) AS BIGINT) AS DECIMAL(38,0))")
+    exact = f"CAST(({n}) * CAST('1E-{scale}' AS DECIMAL(38,{scale})) AS {spark_type})"
     case = _template(f"CASE WHEN typeof(:x) IN ('double', 'float') THEN {exact} ELSE CAST(:x AS {spark_type}) END",
                      x=x)
     case.meta["cast_to"] = spark_type  # the type, for list_sum's rewrite (_element_type)
