@@ -50,9 +50,8 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
     meter_cat = f"COALESCE({cols.text('MeterCategory')}, '')"
     meter_sub = f"COALESCE({cols.text('MeterSubCategory')}, '')"
     meter = f"COALESCE({cols.text('MeterName')}, '')"
-    # detect refuses an export without a date column, so there is always one
     date_col = cols.name("Date", "UsageDateTime", "servicePeriodStartDate")
-    start = parse_date(f"trim(CAST({cols.ref(date_col)} AS VARCHAR))")
+    start = parse_date(f"trim(CAST({cols.ref(date_col)} AS VARCHAR))") if date_col else "CAST(NULL AS TIMESTAMP)"
     info = cols.text("AdditionalInfo")
     service_type = f"CASE WHEN json_valid({info}) THEN json_extract_string({info}, '$.ServiceType') END"
     vm_size = f"CASE WHEN ({service_type}) SIMILAR TO '(Standard|Basic)_.*' THEN {service_type} END"
@@ -137,7 +136,8 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
     checks = [(cols.name(*COST), "money")]
     if qty:
         checks.append((qty, "money"))
-    checks.append((date_col, "date"))
+    if date_col:
+        checks.append((date_col, "date"))
     if cols.name("Tags"):
         checks.append((cols.name("Tags"), "tags"))
     return exprs, [(c, k) for c, k in checks if c]
