@@ -178,7 +178,11 @@ def run_module(module: str, mutmut: str, known: list[dict]) -> dict:
     with tempfile.TemporaryDirectory(prefix="mutation-") as tmp:
         tree = Path(tmp) / "tree"
         target = tree_copy(tree, module, tests)
-        env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
+        # The copy has no ../shared beside it: its tests read the samples and reference files from where the
+        # tree's own tests do, through the variables tests/conftest.py reads.
+        beside = {f"GPU_AUDITOR_{name.upper()}": str(REPO.parent / "shared" / name) for name in ("samples", "reference")
+                  if (REPO.parent / "shared" / name).is_dir()}
+        env = {**beside, **os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
         started = time.monotonic()
         run = subprocess.run([mutmut, "run", "--max-children", str(os.cpu_count() or 1)], cwd=tree, env=env,
                              capture_output=True, text=True)
