@@ -23,7 +23,7 @@ from auditor.policy import load_policy, parse_policy, render_markdown
 from auditor.providers.catalog import load_catalog
 from auditor.providers.live.snapshot import load_snapshot
 from auditor.registry import all_rules, get_rule, policy_keys
-from auditor.tables import entities, stats
+from auditor.tables import breakdown, entities, stats
 from auditor.tables.store import Store
 from auditor.testing import context, load_cases, make_entity, run_case
 from auditor.window import parse_quarter
@@ -212,11 +212,11 @@ def test_team_spend_of_a_partial_quarter_forecasts_linearly(demo_store, demo_pol
 
 
 def test_unattributed_spend_agrees_with_the_report_attribution(demo_store, demo_policy):
-    from auditor.tables.sql import TAX, spend_team_sql
+    from auditor.tables.sql import TAX, spend_team_sql, tag_sql
 
     by = {(u.scope, u.currency): u for u in entities.unattributed_spend(demo_store, Q3, demo_policy)}
     figures = stats.window_stats(demo_store.con, Q3)
-    spend = stats.spend_by(demo_store, Q3, spend_team_sql(demo_policy))
+    spend = breakdown.spend_by_team(demo_store, Q3, spend_team_sql(demo_policy), tag_sql(demo_policy.project_tags))
     tax = figures["by_category"]["tax"]["USD"]
     assert tax > 0 and spend[TAX]["USD"] == tax  # tax is no team's, and not spend that lacks a team
     assert by[("all", "USD")].total == figures["billed_cost"]["USD"] - tax

@@ -22,9 +22,9 @@ from click.testing import CliRunner
 from auditor.policy import load_policy
 from auditor.providers.billing.azure import US_DATES
 from auditor.providers.redact import redact_sql
-from auditor.tables import entities, spark_sql, stats
+from auditor.tables import breakdown, entities, spark_sql, stats
 from auditor.tables import spark as engine
-from auditor.tables.sql import team_sql
+from auditor.tables.sql import spend_team_sql, tag_sql, team_sql
 from auditor.tables.store import Store
 
 REPO = Path(__file__).resolve().parents[1]
@@ -61,7 +61,7 @@ def summaries(store: Store) -> dict:
     return cents({
         "window": (window.start, window.end),
         "stats": figures,
-        "teams": stats.spend_by(store, window, team_sql(policy)),
+        "teams": breakdown.spend_by_team(store, window, spend_team_sql(policy), tag_sql(policy.project_tags)),
         # Per resource: its spend and every tag set it was billed under, with the spend under each; every
         # instance type of every resource, below. (Not the category: a resource's is its costliest line's, and a
         # tie, as between $0 lines, goes either way. Nor the one instance type and tag set resource_spend

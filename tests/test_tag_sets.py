@@ -9,8 +9,8 @@ from datetime import datetime
 from pathlib import Path
 
 from auditor.policy import parse_policy
-from auditor.tables import stats
-from auditor.tables.sql import TAG_SET_MAPS, spend_team_sql
+from auditor.tables import breakdown
+from auditor.tables.sql import TAG_SET_MAPS, spend_team_sql, tag_sql
 from auditor.tables.store import Store
 from auditor.window import Window
 
@@ -92,7 +92,8 @@ def test_spend_by_team_reads_the_tags_by_their_set(tmp_path):
     store = loaded(tmp_path)
     policy = parse_policy(POLICY)
     try:
-        spend = stats.spend_by(store, Window.of(datetime(2026, 7, 1), datetime(2026, 7, 2)), spend_team_sql(policy))
+        window = Window.of(datetime(2026, 7, 1), datetime(2026, 7, 2))
+        spend = breakdown.spend_by_team(store, window, spend_team_sql(policy), tag_sql(policy.project_tags))
     finally:
         store.close()
     # ml: 1.50 + 8.00; data: 2.25 + 16.00; no team tag: 4.00 + 32.00.

@@ -4,18 +4,15 @@ transfer kind, line counts, GPU-hours; and spend grouped by any key. One scan ea
 from __future__ import annotations
 
 from decimal import Decimal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import duckdb
 
 from auditor.sql import lit, q
-from auditor.tables.normalize import TAGS, referenced
+from auditor.tables.normalize import referenced
 from auditor.tables.schema import COSTS
-from auditor.tables.sql import GB, GPU_HOURS, TAG_SET_MAPS
+from auditor.tables.sql import GB, GPU_HOURS
 from auditor.window import Window
-
-if TYPE_CHECKING:
-    from auditor.tables.store import Store
 
 
 def per_currency(con: duckdb.DuckDBPyConnection, sql: str, params: list | None = None) -> dict[str, dict[str, Decimal]]:
@@ -111,23 +108,6 @@ def _figures(rows: list[tuple]) -> dict[str, Any]:
         "transfer_gb_out": transfer, "lines_by_category": dict(sorted(lines.items())),
         "gpu_hours": str(gpu_hours.quantize(Decimal("0.1"))) if gpu_hours is not None else None,
     }
-
-
-def spend_by(store: Store, window: Window, key_sql: str) -> dict[str, dict[str, Decimal]]:
-    """Spend per value of `key_sql` (an expression over `costs`; NULL is '(unattributed)') and currency. The key
-    (a tag lookup, say) is computed once per distinct value of the columns it reads, not per line; tags are read
-    by their set's id, each set's map once (tables/sql.py TAG_SET_MAPS), never grouped as a MAP per row."""
-    reads = sorted(referenced(key_sql, [c for c in COSTS if c != "BillingCurrency"]))
-    tags = TAGS in reads
-    if tags:
-        store.tag_set_ids()
-    group = "".join(f"{'x_TagSet' if c == TAGS else q(c)}, " for c in reads)
-    maps = f" JOIN {TAG_SET_MAPS} m ON m.tag_set = g.x_TagSet" if tags else ""
-    return per_currency(store.con,
-        f"WITH g AS (SELECT {group}BillingCurrency, sum(BilledCost) AS cost FROM costs "
-        f"WHERE {window.where()} GROUP BY ALL) "
-        f"SELECT COALESCE({key_sql}, '(unattributed)'), BillingCurrency, sum(cost) FROM g{maps} GROUP BY ALL "
-        "ORDER BY 1")
 
 
 def keyed(key_sql: str, where: str, sums: str, maps: str, source: str = "costs") -> str:
