@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from fractions import Fraction
 
 from auditor.model import Job, Severity, fmt_money, gpus, money
 from auditor.providers import mig
@@ -79,7 +80,7 @@ class JobCostCap(Rule):
                                    f"{fmt_money(cap)}", evidence=evidence, key="cap")
             return
         hours = Decimal(job.max_runtime_s) / 3600
-        projected = gpus * per_gpu_hour * hours
+        projected = held_cost(job, per_gpu_hour, job.max_runtime_s)
         evidence |= {"hours": str(hours.quantize(Decimal("0.01"))), "projected_cost": str(money(projected))}
         how = f"{what} x {fmt_money(per_gpu_hour)}/GPU-h{' spot' if job.spot else ''} x {hours:,.1f} h"
         if cap is not None and projected > cap:
@@ -101,11 +102,21 @@ class JobCostCap(Rule):
 def gpus_held(job: Job) -> Decimal:
     """GPUs the job holds at once: each replica type's instances x GPUs each, a MIG slice as what its profile
     blocks of its GPU (auditor/providers/mig.py)."""
-    count = Decimal(job.gpus_in_all() or 0)
-    if job.mig_profile:
-        share = mig.blocks(job.gpu_model, job.mig_profile)
-        count = count * share.numerator / share.denominator
-    return count
+    held = _held(job)
+    return Decimal(held.numerator) / held.denominator
+
+
+def held_cost(job: Job, per_gpu_hour: Decimal, seconds: int) -> Decimal:
+    """USD of the GPUs the job holds at once, held for `seconds`: the exact product divided once, at the end, so
+    that a cost of an exact half cent rounds as one (half to even); a MIG slice's 3/7 divided first would leave it
+    a hair under or over."""
+    exact = _held(job) * Fraction(per_gpu_hour) * Fraction(seconds, 3600)
+    return Decimal(exact.numerator) / exact.denominator
+
+
+def _held(job: Job) -> Fraction:
+    count = Fraction(job.gpus_in_all() or 0)
+    return count * mig.blocks(job.gpu_model, job.mig_profile) if job.mig_profile else count
 
 
 def _count(gpus: Decimal) -> str:

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from auditor.rules.BUD002_job_cost_cap import gpu_hour_price, gpus_held
+from auditor.rules.BUD002_job_cost_cap import gpu_hour_price, gpus_held, held_cost
 
 from auditor.model import Job, Severity, fmt_money, money
 from auditor.registry import register
@@ -20,10 +20,10 @@ class SweepWithoutLimits(Rule):
     `require_early_stopping` on; Hyperband counts as one; a sweep of one trial has nothing to stop
     early); with no cap on its total trials or more than `max_trials`; with more than
     `max_parallel_trials` trials at once; a grid search over more than `max_grid_points` points;
-    and, with `max_sweep_cost` set, a sweep whose worst case (every trial run
-    to its time limit: trials x instances x GPUs x the catalog's USD per GPU-hour, as BUD002 prices it,
-    x the trial's maximum runtime) exceeds it, or whose worst case has no ceiling (no trial cap or no
-    trial runtime limit). Amounts are in USD; under a policy in another currency the cost is not judged.
+    and, with `max_sweep_cost` set, a sweep whose worst case (every GPU it holds at once,
+    instances x GPUs, busy for its whole time limit `max_runtime_s`, at the catalog's USD per GPU-hour as
+    BUD002 prices it) exceeds it, or whose worst case has no ceiling (no trial cap or no time limit).
+    Amounts are in USD; under a policy in another currency the cost is not judged.
 
     ## Why it matters
     Sweeps are the largest avoidable training bills: most trials are clearly worse than the best by
@@ -105,7 +105,7 @@ class SweepWithoutLimits(Rule):
                                f"the per-sweep cap {fmt_money(budget)}", evidence=evidence, key="cost")
             return
         hours = Decimal(job.max_runtime_s) / 3600
-        worst = gpus * per_gpu_hour * hours
+        worst = held_cost(job, per_gpu_hour, job.max_runtime_s)
         evidence |= {"hours": str(hours.quantize(Decimal("0.01"))), "worst_case_cost": str(money(worst))}
         if worst > budget:
             yield self.finding(
