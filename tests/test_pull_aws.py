@@ -29,7 +29,9 @@ from auditor.window import Window
 REPO = Path(__file__).resolve().parents[1]
 CUR_HEADER = (REPO / "fixtures" / "billing" / "cur-gpu-spot.csv").read_text().splitlines()[0].split(",")
 TODAY = datetime.now(UTC).replace(tzinfo=None, hour=0, minute=0, second=0, microsecond=0)
-SINCE, UNTIL = TODAY - timedelta(days=3), TODAY + timedelta(days=1)
+# The window ends two days ahead, not one: TODAY is read when the module is imported, and the servers stamp what a
+# test creates with the time it is created, which a suite that crosses midnight UTC puts past tomorrow's start.
+SINCE, UNTIL = TODAY - timedelta(days=3), TODAY + timedelta(days=2)
 WINDOW = Window(SINCE, UNTIL, "test")
 STEP = 4
 POLICY = """policy: test

@@ -18,7 +18,9 @@ from auditor.providers.live.snapshot import load_snapshot
 
 TOKEN = "planted-k8s-bearer-token-do-not-write-7f3a9c"
 TODAY = datetime.now(UTC).replace(tzinfo=None, hour=0, minute=0, second=0, microsecond=0)
-SINCE, UNTIL = TODAY - timedelta(days=3), TODAY + timedelta(days=1)
+# The window ends two days ahead, not one: TODAY is read when the module is imported, and the servers stamp what a
+# test creates with the time it is created, which a suite that crosses midnight UTC puts past tomorrow's start.
+SINCE, UNTIL = TODAY - timedelta(days=3), TODAY + timedelta(days=2)
 PATHS = {"/api/v1/nodes": "nodes", "/apis/batch/v1/jobs": "jobs", "/api/v1/pods": "pods"}
 # node -> (utilisation per hour, cycling; framebuffer used MiB; GPUs reported)
 DCGM = {"ip-10-0-1-11.ec2.internal": ([1.0, 2.0, 3.0], 1800, 8),
