@@ -60,8 +60,14 @@ def _double_to_decimal(x, to):
     Plain expressions, repeated rather than bound by a lambda: Spark compiles them (and computes a repeated one
     once), where a higher-order function would be interpreted on every line. For any other type of x (text,
     integers, decimals) the casts agree: `typeof` is constant, so Spark folds the CASE to one branch."""
+    from sqlglot import exp
+
     scale = int(to.expressions[1].name) if len(to.expressions) > 1 else 0
     spark_type = to.sql(dialect="spark")
+    if _not_double(x):  # the CASE below would fold to its ELSE: the plain cast, without x written 17 times over
+        cast = exp.Cast(this=x, to=to)
+        cast.meta["cast_to"] = spark_type
+        return cast
     hi, mid = 2.0 ** 104, 2.0 ** 52
     w = f"(CAST(:x AS DOUBLE) * {float(10 ** scale)!r}D)"
     a = f"CAST({w} / {hi!r}D AS BIGINT)"
@@ -75,6 +81,29 @@ def _double_to_decimal(x, to):
                      x=x)
     case.meta["cast_to"] = spark_type  # the type, for list_sum's rewrite (_element_type)
     return case
+
+
+def _not_double(node) -> bool:
+    """Whether a translated expression's Spark type is surely not DOUBLE or FLOAT: a cast to another type, a
+    literal written without an exponent (an integer or a DECIMAL in Spark), NULL, or sums, differences, products,
+    negations and COALESCE of those. Each cast of such an amount to DECIMAL is then a plain cast: a sum of casts
+    cast again (BilledCost is a cost plus its credits) would otherwise write each inner cast's exact DOUBLE
+    conversion into the outer one's many times, a plan Spark takes minutes to optimise."""
+    from sqlglot import exp
+
+    if isinstance(node, exp.Cast):
+        return node.to.this not in (exp.DataType.Type.DOUBLE, exp.DataType.Type.FLOAT)
+    if "cast_to" in node.meta or isinstance(node, exp.Null):
+        return True
+    if isinstance(node, exp.Literal):
+        return not node.is_number or "e" not in node.name.lower()
+    if isinstance(node, exp.Paren | exp.Neg):
+        return _not_double(node.this)
+    if isinstance(node, exp.Add | exp.Sub | exp.Mul):
+        return _not_double(node.this) and _not_double(node.expression)
+    if isinstance(node, exp.Coalesce):
+        return all(_not_double(e) for e in [node.this, *node.expressions])
+    return False
 
 
 def to_spark(sql: str) -> str:
@@ -110,8 +139,10 @@ def to_spark(sql: str) -> str:
         # (the cast keeps aggregate's accumulator in that type whatever Spark makes of a sum's type).
         if isinstance(node, exp.Anonymous) and str(node.this).lower() == "list_sum" and len(node.expressions) == 1:
             t = _element_type(node.expressions[0])
-            return _template(f"aggregate(:l, CAST(NULL AS {t}), (__acc, __v) -> "
-                             f"CAST(COALESCE(__acc + __v, __acc, __v) AS {t}))", l=node.expressions[0])
+            summed = _template(f"aggregate(:l, CAST(NULL AS {t}), (__acc, __v) -> "
+                               f"CAST(COALESCE(__acc + __v, __acc, __v) AS {t}))", l=node.expressions[0])
+            summed.meta["cast_to"] = t  # its type, for a cast of the sum (_not_double)
+            return summed
         # len(list), array_length(list): Spark's length() is for text only; array_size, unlike size, keeps NULL
         # as NULL. (len of a bare list column is not told from len of text: it fails on Spark, never misreads.)
         if isinstance(node, exp.ArraySize) or isinstance(node, exp.Length) and (
