@@ -16,11 +16,11 @@ import pytest
 from auditor.context import Context
 from auditor.core import configured_rules, run_rules
 from auditor.model import ResourceSpend
-from auditor.policy import load_policy
+from auditor.policy import Policy, load_policy
 from auditor.providers.catalog import load_catalog
 from auditor.tables.entities import build, examined
 from auditor.tables.store import Store
-from auditor.window import parse_quarter
+from auditor.window import Window, parse_quarter
 
 POLICY = """\
 policy: Tag candidates
@@ -57,9 +57,7 @@ FLAGGED = {"r-missing", "r-empty", "r-blank", "r-exact", "r-mixed", "r-other-key
 CANDIDATES = FLAGGED | {"r-accented", "r-euro"}
 
 
-@pytest.fixture(scope="module")
-def audited(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("tags")
+def load(tmp) -> tuple[Store, Window, Policy, list]:
     charges = []
     for n, (rid, lines) in enumerate(BILLED.items()):
         for i, (tags, cost, cur) in enumerate(lines):
@@ -70,8 +68,13 @@ def audited(tmp_path_factory):
     policy = load_policy(tmp / "policy.yml")
     store = Store(load_catalog())
     store.load_billing([path])
-    window = parse_quarter("2026-Q3")
     rules = [r for r in configured_rules(policy) if r.id == "TAG001"]
+    return store, parse_quarter("2026-Q3"), policy, rules
+
+
+@pytest.fixture(scope="module")
+def audited(tmp_path_factory):
+    store, window, policy, rules = load(tmp_path_factory.mktemp("tags"))
     yield store, window, policy, rules
     store.close()
 
@@ -96,6 +99,21 @@ def test_the_findings_are_those_over_every_resource(audited):
     assert [f.to_dict() for f in narrowed] == [f.to_dict() for f in whole]
     mixed = next(f for f in narrowed if f.resource == "r-mixed")
     assert mixed.evidence["missing_tags"] == ["team", "owner"] and mixed.evidence["untagged_cost"] == "11.00"
+
+
+def test_only_the_candidates_tag_sets_are_made(tmp_path):
+    """Python holds a tag set's dict only where an entity shows it (Store.tags): the narrowed build makes the sets
+    of the candidates (each built whole, every set it was billed under), not the other resources' sets."""
+    store, window, policy, rules = load(tmp_path)
+    try:
+        build(store, window, policy, ResourceSpend, rules)
+        made = [sorted(tags.items()) for tags in store._tags.values()]
+    finally:
+        store.close()
+    shown = {tuple(sorted(tags.items())) for rid in CANDIDATES for tags, _, _ in BILLED[rid]}
+    assert sorted(map(tuple, made)) == sorted(shown)
+    for rid in ("r-spaced-keys", "r-twice"):  # billed under sets of their own, and not candidates
+        assert tuple(sorted(BILLED[rid][0][0].items())) not in shown
 
 
 def test_a_rule_without_candidates_gets_every_entity(audited):

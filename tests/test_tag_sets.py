@@ -1,12 +1,15 @@
 """Tag sets as ids: the load keys each row's tags (costs.x_TagKey, once per distinct tag key), and
 Store.tag_set_ids numbers the distinct sets in the sorted order of their entries from those keys. A set is its
 entries, in whatever order an export's columns (or another engine) hold them; rows loaded without a key are
-keyed from their tags; each set is one row of `tag_sets`."""
+keyed from their tags; each set is one row of `tag_sets`. Python holds a set's dict only where asked for it by id
+(Store.tags), each made once."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from pathlib import Path
+
+import pytest
 
 from auditor.policy import parse_policy
 from auditor.tables import breakdown
@@ -54,8 +57,9 @@ def test_the_load_keys_every_row_and_a_set_is_its_entries_in_any_order(tmp_path)
 def test_sets_numbered_in_the_sorted_order_of_their_entries(tmp_path):
     store = loaded(tmp_path)
     try:
-        sets = store.tag_set_ids()
+        store.tag_set_ids()
         ids = dict(store.con.execute("SELECT ResourceId, x_TagSet FROM costs").fetchall())
+        sets = store.tags(ids.values())
         table = store.con.execute("SELECT tag_set, entries FROM tag_sets ORDER BY tag_set").fetchall()
         maps = [list(m.items()) for (m,) in
                 store.con.execute(f"SELECT Tags FROM {TAG_SET_MAPS} ORDER BY tag_set").fetchall()]
@@ -79,13 +83,58 @@ def test_rows_loaded_without_a_key_are_keyed_from_their_tags(tmp_path):
             VALUES (64, 'USD', TIMESTAMP '2026-07-02', 'i-7', MAP {'team': 'ml', 'owner': 'ann'}, 'other', 1),
                    (128, 'USD', TIMESTAMP '2026-07-02', 'i-8', MAP {'owner': 'cat'}, 'other', 1),
                    (256, 'USD', TIMESTAMP '2026-07-02', 'i-9', NULL, 'other', 1)""")
-        sets = store.tag_set_ids()
+        store.tag_set_ids()
         ids = dict(store.con.execute("SELECT ResourceId, x_TagSet FROM costs").fetchall())
+        sets = store.tags(ids.values())
     finally:
         store.close()
     assert sets == {1: {}, 2: {"owner": "ann", "team": "ml"}, 3: {"owner": "bob"}, 4: {"owner": "cat"},
                     5: {"team": "data"}}
     assert (ids["i-7"], ids["i-8"], ids["i-9"], ids["i-1"], ids["i-2"]) == (2, 4, 1, 2, 5)
+
+
+def test_a_set_is_made_only_when_asked_for_and_once(tmp_path):
+    store = loaded(tmp_path)
+    try:
+        store.tag_set_ids()
+        made_before = dict(store._tags)
+        ml = store.tags([2])
+        made = set(store._tags)
+        again = store.tags([2, 4, 2])
+        made_after = set(store._tags)
+    finally:
+        store.close()
+    assert made_before == {}  # numbering the sets makes no dict
+    assert ml == {2: {"owner": "ann", "team": "ml"}} and made == {2}
+    assert again == {2: {"owner": "ann", "team": "ml"}, 4: {"team": "data"}} and made_after == {2, 4}
+    assert again[2] is ml[2]  # one object per set: a rule folds its keys once (Context.tag)
+    # Its entries in their sorted order, whatever the order of the export's columns (team, owner in a.csv).
+    assert list(ml[2].items()) == [("owner", "ann"), ("team", "ml")]
+
+
+def test_an_id_of_no_set_is_refused(tmp_path):
+    store = loaded(tmp_path)
+    try:
+        with pytest.raises(KeyError):
+            store.tags([2, 5])
+    finally:
+        store.close()
+
+
+def test_new_lines_number_the_sets_again(tmp_path):
+    # A set asked for before the second file is read has another id after it: nothing made before is kept.
+    a = cur(tmp_path / "a.csv", ["team"], [("i-1", "1.00", ["ml"])])
+    b = cur(tmp_path / "b.csv", ["team"], [("i-2", "2.00", ["data"])])
+    store = Store()
+    try:
+        store.load_billing([a])
+        first = store.tags([1])
+        store.load_billing([b])
+        second = store.tags([1, 2])
+    finally:
+        store.close()
+    assert first == {1: {"team": "ml"}}
+    assert second == {1: {"team": "data"}, 2: {"team": "ml"}}
 
 
 def test_spend_by_team_reads_the_tags_by_their_set(tmp_path):

@@ -237,10 +237,9 @@ def resource_spend(store: Store, window: Window, policy: Policy) -> list[Resourc
 def untagged_resources(store: Store, window: Window, policy: Policy, terms: tuple[Untagged, ...]) -> Narrowed:
     """The resources of resource_spend that a tag rule may flag (Rule.candidates' Untagged terms): those whose
     lines of a tag set lacking a required key cost the rule's minimum, each built whole (every tag set)."""
-    sets = store.tag_set_ids()
     examined = store.value(f"SELECT count(DISTINCT {_RESOURCE}) FROM costs WHERE {window.where()} "
                            "AND ChargeCategory = 'Usage'")
-    return Narrowed(_resource_spend(store, window, policy, terms, sets), int(examined or 0))
+    return Narrowed(_resource_spend(store, window, policy, terms), int(examined or 0))
 
 
 # A resource of resource_spend: its id, or (no id) its provider, account, service and region.
@@ -285,9 +284,9 @@ def _untagged_ids(terms: tuple[Untagged, ...], currency: str) -> str:
     return " UNION ".join(parts)
 
 
-def _resource_spend(store: Store, window: Window, policy: Policy, terms: tuple[Untagged, ...],
-                    sets: dict[int, dict[str, str]] | None = None) -> list[ResourceSpend]:
-    sets = sets if sets is not None else store.tag_set_ids()
+def _resource_spend(store: Store, window: Window, policy: Policy,
+                    terms: tuple[Untagged, ...]) -> list[ResourceSpend]:
+    store.tag_set_ids()
     only = f"WHERE id IN ({_untagged_ids(terms, policy.currency)})" if terms else ""
     rows = store.con.execute(f"""
         WITH c AS (
@@ -313,6 +312,7 @@ def _resource_spend(store: Store, window: Window, policy: Policy, terms: tuple[U
         SELECT r.id, r.has_rid, r.provider, r.account, r.region, r.service, k.category, r.itype, r.n,
                t.tags, t.sets, t.curs, t.costs
         FROM r JOIN k USING (id) JOIN t USING (id) ORDER BY r.id""").fetchall()
+    sets = store.tags(i for row in rows for i in row[10])  # a resource's tags are one of its sets
     out = []
     for rid, has_rid, provider, account, region, service, category, itype, n, tags, ids, curs, costs in rows:
         spend = ResourceSpend(rid, provider, account, region, service, category, itype, sets[tags], {}, n, has_rid,
@@ -326,7 +326,7 @@ def _resource_spend(store: Store, window: Window, policy: Policy, terms: tuple[U
 def transfer_flows(store: Store, window: Window, policy: Policy) -> list[TransferFlow]:
     # Per resource and tag set first: a flow's top resources are those it cost the most in all (of equal cost,
     # the first by id), its tags the costliest resource's, and a resource's tags its costliest tag set's.
-    sets = store.tag_set_ids()
+    store.tag_set_ids()
     rows = store.con.execute(f"""
         WITH t AS (
             SELECT x_Provider AS p, x_TransferKind AS k, x_TransferFrom AS src, x_TransferTo AS dst,
@@ -341,6 +341,7 @@ def transfer_flows(store: Store, window: Window, policy: Policy) -> list[Transfe
                (list(rid ORDER BY cost DESC, rid) FILTER (WHERE rid IS NOT NULL))[1:5],
                first(tags ORDER BY cost DESC, rid NULLS LAST) FROM r
         GROUP BY ALL ORDER BY 1, 2, 3, 4""").fetchall()
+    sets = store.tags(row[-1] for row in rows)
     out: dict[tuple, TransferFlow] = {}
     for provider, kind, src, dst, account, currency, gb, cost, n, top, tags in rows:
         key = (provider, kind, src, dst, account)
@@ -500,7 +501,7 @@ def commitments(store: Store, window: Window, policy: Policy) -> list[Commitment
     """Reservations and savings plans: the amortised cost of what they covered (CommitmentDiscountStatus
     Used) and of the capacity nobody used (Unused), per commitment and currency; its tags are its costliest
     tag set's (of equal cost, the first by id)."""
-    sets = store.tag_set_ids()
+    store.tag_set_ids()
     rows = store.con.execute(f"""
         WITH c AS (SELECT COALESCE(CommitmentDiscountId, x_Provider || ':' || COALESCE(SubAccountId,
                                    BillingAccountId, '-') || ':' || COALESCE(x_InstanceType, '-')) AS id,
@@ -521,6 +522,7 @@ def commitments(store: Store, window: Window, policy: Policy) -> list[Commitment
                list(DISTINCT ContractApplied ORDER BY ContractApplied) FILTER (WHERE ContractApplied IS NOT NULL)
         FROM c JOIN tg USING (id, BillingCurrency)
         GROUP BY id, BillingCurrency ORDER BY 1, BillingCurrency""").fetchall()
+    sets = store.tags(row[12] for row in rows)
     return [Commitment(rid, provider, account, region, None, kind, itype, gpu, cur, used, unused, first, last,
                        sets[tags], ends, used_q, unused_q, unit, _contracts(contracts))
             for (rid, provider, account, region, kind, itype, gpu, cur, used, unused, first, last, tags, ends, used_q,
@@ -645,7 +647,7 @@ def storage_growth(store: Store, window: Window, policy: Policy) -> list[Storage
     """Storage resources month by month (average GB stored and cost, in each one's main currency), their
     storage classes, and the jobs that write checkpoints to them; its tags are those charged last
     (LATEST_TAG_SET)."""
-    sets = store.tag_set_ids()
+    store.tag_set_ids()
     storage = (f"{window.where()} AND ResourceId IS NOT NULL AND x_CostCategory = 'storage' "
                "AND ChargeCategory = 'Usage'")
     rows = store.con.execute(f"""
@@ -681,6 +683,7 @@ def storage_growth(store: Store, window: Window, policy: Policy) -> list[Storage
                     OR ends_with(m.rid, ':' || c.bucket) OR ends_with(m.rid, '/' || c.bucket)))
         FROM m JOIN main USING (rid, cur) JOIN info i USING (rid)
         GROUP BY ALL ORDER BY 1""").fetchall()
+    sets = store.tags(row[5] for row in rows)
     return [StorageGrowth(rid, provider, account, region, service, cur,
                           [(mon, Decimal(gb), Decimal(c)) for mon, gb, c in months if gb is not None],
                           [c for c in classes if c], tiered, list(jobs or []), sets[tags], {cur: cost})
@@ -739,7 +742,7 @@ def billed_gpu_machines(store: Store, window: Window, policy: Policy) -> list[Bi
     currency, and whether the day was a weekend; with the tags, jobs and pods seen on it and what the inventory,
     if one was read, says of it."""
     w = window.where()
-    sets = store.tag_set_ids()
+    store.tag_set_ids()
     # the machines' lines by their ids as billed (each id's lower case compared once, not each line's)
     used = f"{w} AND ChargeCategory = 'Usage' AND ResourceId IN (SELECT ResourceId FROM ids)"
     rows = store.con.execute(f"""
@@ -807,6 +810,7 @@ def billed_gpu_machines(store: Store, window: Window, policy: Policy) -> list[Bi
         ORDER BY i.id""").fetchall()
     if not rows:
         return []
+    sets = store.tags(row[17] for row in rows)
     data = {p: (n, we) for p, n, we in store.con.execute(f"""
         SELECT x_Provider, count(DISTINCT date_trunc('day', ChargePeriodStart)),
                count(DISTINCT date_trunc('day', ChargePeriodStart))
@@ -842,7 +846,7 @@ def capacity_reservations(store: Store, window: Window, policy: Policy) -> list[
     something ran in them (CapacityReservationStatus Used) and of those nothing did (Unused); its tags are
     the fullest tag set of the reservation's own lines, else of any line billed to it (of as full, the first
     by id)."""
-    sets = store.tag_set_ids()
+    store.tag_set_ids()
     rows = store.con.execute(f"""
         SELECT CapacityReservationId, min(x_Provider), min(COALESCE(SubAccountId, BillingAccountId)), min(RegionId),
                bool_or(COALESCE(x_UsageType, '') ILIKE '%CapacityBlock%'), max(x_InstanceType), max(x_GpuModel),
@@ -861,6 +865,7 @@ def capacity_reservations(store: Store, window: Window, policy: Policy) -> list[
                         first(x_TagSet ORDER BY cardinality(Tags) DESC, x_TagSet))
         FROM costs WHERE {window.where()} AND CapacityReservationId IS NOT NULL
         GROUP BY CapacityReservationId, BillingCurrency ORDER BY 1, BillingCurrency""").fetchall()
+    sets = store.tags(row[-1] for row in rows)
     kinds = {"aws": "On-Demand Capacity Reservation", "gcp": "reservation", "azure": "capacity reservation"}
     ends = dict(store.con.execute(f"SELECT x_Provider, max(ChargePeriodEnd) FROM costs WHERE {window.where()} "
                                   "GROUP BY 1").fetchall())

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -82,7 +82,9 @@ class Store:
         self.has_split: bool | None = None  # the billing has a provider split (tables/split.py); None: not looked up
         # machines (ids, lower case) that findings say to stop or shrink: left out of the commitment baseline
         self.freed: set[str] = set()
-        self.tag_sets: dict[int, dict[str, str]] | None = None  # by tag set id, once `tag_sets` is made
+        self._tag_sets_made = False  # `tag_sets` and costs.x_TagSet, made when first asked for (tag_set_ids)
+        self._tags: dict[int, dict[str, str]] = {}  # each tag set's dict asked for so far, by id (tags)
+        self._words: dict[str, str] = {}  # each key and value one string, however many sets hold it (tags)
         # Files read as one scan (the parts of an export): label -> their paths and the figures of them all.
         self.parts: dict[str, dict[str, Any]] = {}
         self._part_odd: dict[str, tuple] = {}  # per file read in a scan: its odd dates (parts.FileFigures.odd)
@@ -334,7 +336,7 @@ class Store:
         for label, paths in parts.items():  # the figures of files read as one, all together
             self.parts[label] = {"files": paths, "stats": stats.scan_stats(self.con, paths)}
         self._note_odd([source for source, _ in read])
-        self.tag_sets = None  # new lines, new tag sets: the table is made again when next asked for
+        self._forget_tag_sets()  # new lines, new tag sets: the table is made again when next asked for
         return [source for source, _ in read]
 
     def _check_limits(self, paths: list[str]) -> None:
@@ -438,42 +440,57 @@ class Store:
             what = "the cost is empty" if no_cost else "the charge period start is empty"
             raise InputError(f"{what}; every billing line needs a cost and a start time", path=path, line=row)
 
-    def tag_set_ids(self) -> dict[int, dict[str, str]]:
-        """The tag set id of every row of `costs` (its column x_TagSet), and each tag set as one dict by id
-        (read-only; rules fold a set's keys once: Context.tag). A resource carries a few tag sets and hundreds of
-        thousands of resources carry a few thousand: every query that groups or chooses by tags does so by this
-        integer, and a tag or team is looked up once per tag set (tables/sql.py TAG_SET_MAPS), never per row.
+    def tag_set_ids(self) -> None:
+        """The tag set id of every row of `costs` (its column x_TagSet), each set one row of the table `tag_sets`.
+        A resource carries a few tag sets and hundreds of thousands of resources carry a few thousand: every query
+        that groups or chooses by tags does so by this integer, and a tag or team is looked up once per tag set
+        (tables/sql.py TAG_SET_MAPS), never per row; Python holds a set's dict only where asked for it (`tags`).
 
         A tag set is its entries sorted: maps that hold the same entries in another order (an export's column
-        order, Spark's sorted keys) are one set, and its dict holds them sorted. Ids number the sets in that
-        sorted order, so a choice broken by the id is broken by the entries, the same whatever engine read
-        the lines and in whatever order. The table `tag_sets` (key, Tags, tag_set, entries) holds each set once
-        (Tags: its map, sorted), by its key (costs.x_TagKey, written by the load once per distinct tag key:
-        normalize.TAG_KEY): the sets are found by grouping that number, and x_TagSet written by joining it, never
-        by comparing MAPs."""
-        if self.tag_sets is None:
-            self.con.execute("BEGIN")
-            # Rows the load did not key (Spark's, a test's own): keyed from their tags here. Each set's map is read
-            # from its first row (grouping the MAPs themselves, or any_value of them, costs several times more).
-            self.con.execute(f"UPDATE costs SET {TAG_KEY} = {tag_key_sql('Tags')} WHERE {TAG_KEY} IS NULL")
-            self.con.execute(f"""
-                CREATE OR REPLACE TABLE tag_sets AS
-                SELECT key, map_from_entries(entries) AS Tags,
-                       CAST(dense_rank() OVER (ORDER BY entries) AS INTEGER) AS tag_set, entries
-                FROM (SELECT {TAG_KEY} AS key, COALESCE(list_sort(map_entries(Tags)), []) AS entries
-                      FROM costs WHERE rowid IN (SELECT min(rowid) FROM costs GROUP BY {TAG_KEY}))""")
-            self.con.execute(f"UPDATE costs SET x_TagSet = ts.tag_set FROM tag_sets ts WHERE ts.key = costs.{TAG_KEY}")
-            self.con.execute("COMMIT")
-            # Keys and values as two lists of text: Python builds them several times faster than a list of structs.
-            # Each key and value is one string however many sets hold it (`word`, a dict's setdefault, called from
-            # C by map): where tags churn, hundreds of thousands of sets repeat a few keys and owners (750,000 sets
-            # of four tags: 518 -> 265 MiB).
-            word = {}.setdefault
-            self.tag_sets = {i: dict(zip(map(word, keys, keys), map(word, values, values), strict=True))
-                             for i, keys, values in self.con.execute(
-                "SELECT tag_set, list_transform(entries, lambda x: x.key), list_transform(entries, lambda x: x.value) "
-                "FROM tag_sets").fetchall()}
-        return self.tag_sets
+        order, Spark's sorted keys) are one set. Ids number the sets in that sorted order, so a choice broken by
+        the id is broken by the entries, the same whatever engine read the lines and in whatever order. The table
+        `tag_sets` (key, Tags, tag_set, entries) holds each set once (Tags: its map, sorted), by its key
+        (costs.x_TagKey, written by the load once per distinct tag key: normalize.TAG_KEY): the sets are found by
+        grouping that number, and x_TagSet written by joining it, never by comparing MAPs."""
+        if self._tag_sets_made:
+            return
+        self.con.execute("BEGIN")
+        # Rows the load did not key (Spark's, a test's own): keyed from their tags here. Each set's map is read
+        # from its first row (grouping the MAPs themselves, or any_value of them, costs several times more).
+        self.con.execute(f"UPDATE costs SET {TAG_KEY} = {tag_key_sql('Tags')} WHERE {TAG_KEY} IS NULL")
+        self.con.execute(f"""
+            CREATE OR REPLACE TABLE tag_sets AS
+            SELECT key, map_from_entries(entries) AS Tags,
+                   CAST(dense_rank() OVER (ORDER BY entries) AS INTEGER) AS tag_set, entries
+            FROM (SELECT {TAG_KEY} AS key, COALESCE(list_sort(map_entries(Tags)), []) AS entries
+                  FROM costs WHERE rowid IN (SELECT min(rowid) FROM costs GROUP BY {TAG_KEY}))""")
+        self.con.execute(f"UPDATE costs SET x_TagSet = ts.tag_set FROM tag_sets ts WHERE ts.key = costs.{TAG_KEY}")
+        self.con.execute("COMMIT")
+        self._tag_sets_made = True
+
+    def tags(self, ids: Iterable[int]) -> dict[int, dict[str, str]]:
+        """The tag sets of these ids (costs.x_TagSet), each as one dict of its entries in their sorted order, by
+        id (read-only: an id's dict is one object until new lines are loaded, so rules fold a set's keys once:
+        Context.tag). Only the sets asked for are made, those not made before read from `tag_sets` in one query:
+        where tags churn, an audit holds hundreds of thousands of sets and its entities show a few thousand."""
+        asked = set(ids)
+        self.tag_set_ids()
+        if new := sorted(asked - self._tags.keys()):
+            # Keys and values as two lists of text: Python builds them several times faster than a list of
+            # structs. Each key and value is one string however many sets hold it (`word`, a dict's setdefault,
+            # called from C by map): thousands of sets repeat a few keys and owners.
+            word = self._words.setdefault
+            for i, keys, values in self.con.execute(
+                    "SELECT tag_set, list_transform(entries, lambda x: x.key), "
+                    "list_transform(entries, lambda x: x.value) FROM tag_sets "
+                    "WHERE tag_set IN (SELECT unnest(CAST($ids AS INTEGER[])))", {"ids": new}).fetchall():
+                self._tags[i] = dict(zip(map(word, keys, keys), map(word, values, values), strict=True))
+        return {i: self._tags[i] for i in asked}
+
+    def _forget_tag_sets(self) -> None:
+        self._tag_sets_made = False
+        self._tags.clear()
+        self._words.clear()
 
     # ---- inventory -----------------------------------------------------------------------------------
     def _insert_rows(self, table: str, rows: list[dict[str, Any]]) -> None:
@@ -516,7 +533,7 @@ class Store:
         self.shared_gpus.clear()
         self.attributions.clear()
         self.has_split = None
-        self.tag_sets = None
+        self._forget_tag_sets()
         self.con.close()
 
     # ---- summaries -----------------------------------------------------------------------------------
