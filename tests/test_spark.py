@@ -221,11 +221,15 @@ def test_a_cast_of_amounts_already_cast_is_a_plain_cast_and_reads_as_on_duckdb(s
     # would be written into the outer one many times over (385 KB of Spark SQL for a GCP export, 10x the plan).
     nested = "CAST((CAST(d AS DECIMAL(38,18)) + COALESCE(CAST(e AS DECIMAL(38,18)), 0)) AS DECIMAL(38,18))"
     assert spark_sql.to_spark(f"SELECT {nested} FROM t").upper().count("TYPEOF(") == 2
+    chosen = "CAST(CASE WHEN d > 0 THEN CAST(d AS DECIMAL(38,18)) ELSE 0 END AS DECIMAL(38,18))"
+    assert spark_sql.to_spark(f"SELECT {chosen} FROM t").upper().count("TYPEOF(") == 1
     pairs = zip(DOUBLES, DOUBLES[1:], strict=False)
     values = ", ".join(f"(CAST({v!r} AS DOUBLE), CAST({w!r} AS DOUBLE))" for v, w in pairs)
     sql = (f"SELECT {nested} AS a, CAST(d + 1 AS DECIMAL(38,18)) AS b, CAST(1e-5 * 3 AS DECIMAL(38,18)) AS c, "
            "CAST(7 / 2 AS DECIMAL(12,2)) AS q, CAST(0.1 + 0.2 AS DECIMAL(38,18)) AS s, "
-           "CAST(-(CAST(e AS DECIMAL(18,6)) * 2) AS DECIMAL(38,18)) AS n "
+           "CAST(-(CAST(e AS DECIMAL(18,6)) * 2) AS DECIMAL(38,18)) AS n, "
+           "CAST(CASE WHEN d > 0 THEN CAST(d AS DECIMAL(38,18)) WHEN d < -1 THEN 0 END AS DECIMAL(38,18)) AS k, "
+           "CAST(CASE WHEN d > 0 THEN d ELSE 0 END AS DECIMAL(38,18)) AS m "
            f"FROM (VALUES {values}) AS t(d, e) WHERE abs(d) < 1e9 AND abs(e) < 1e9")
     duck = duckdb.connect().execute(sql).fetchall()
     assert len(duck) > 40

@@ -86,7 +86,7 @@ def _double_to_decimal(x, to):
 def _not_double(node) -> bool:
     """Whether a translated expression's Spark type is surely not DOUBLE or FLOAT: a cast to another type, a
     literal written without an exponent (an integer or a DECIMAL in Spark), NULL, or sums, differences, products,
-    negations and COALESCE of those. Each cast of such an amount to DECIMAL is then a plain cast: a sum of casts
+    negations, COALESCE and CASE of those. Each cast of such an amount to DECIMAL is then a plain cast: a sum of casts
     cast again (BilledCost is a cost plus its credits) would otherwise write each inner cast's exact DOUBLE
     conversion into the outer one's many times, a plan Spark takes minutes to optimise."""
     from sqlglot import exp
@@ -103,6 +103,9 @@ def _not_double(node) -> bool:
         return _not_double(node.this) and _not_double(node.expression)
     if isinstance(node, exp.Coalesce):
         return all(_not_double(e) for e in [node.this, *node.expressions])
+    if isinstance(node, exp.Case):  # each branch's value (a missing ELSE is NULL)
+        values = [i.args["true"] for i in node.args.get("ifs") or []]
+        return all(_not_double(v) for v in [*values, node.args.get("default") or exp.Null()])
     return False
 
 
