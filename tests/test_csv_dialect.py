@@ -272,6 +272,15 @@ def test_the_header_line_and_what_ends_a_files_lines(tmp_path):
                                                                        "empty": b"\n"}
 
 
+
+def test_what_ends_a_files_lines_is_read_from_its_first_64_kib(tmp_path):
+    """CR-only lines with an LF at the 65,536th byte, the last of the first 64 KiB: LF; one byte later: CR."""
+    inside, past = tmp_path / "inside.csv", tmp_path / "past.csv"
+    inside.write_bytes(b"a\r" + b"x" * (65_536 - 3) + b"\n")
+    past.write_bytes(b"a\r" + b"x" * (65_536 - 2) + b"\n")
+    assert (inside.stat().st_size, past.stat().st_size) == (65_536, 65_537)
+    assert (csv_dialect.line_break(inside), csv_dialect.line_break(past)) == (b"\n", b"\r")
+
 def test_header_names_and_the_unnamed_last_column(tmp_path):
     assert csv_dialect.header_names(["a", "b", ""], "f.csv") == ["a", "b", ""]
     with pytest.raises(InputError) as err:
