@@ -304,7 +304,13 @@ def test_mixed_line_endings_counted_across_chunks(tmp_path, monkeypatch, data, m
     (b"a,b\n1,2\na,b\n3,4\n", True), (b"a,b\n1,2\na,b", True), (b"a,b\r1,2\ra,b\r3,4\r", True),
     (b"\xef\xbb\xbfa,b\n1,2\n\xef\xbb\xbfa,b\n3,4\n", True), (b"a,b\n1,2\na,bc\n", False),
     (b"a,b\n1,2\nxa,b\n", False), (b"a,b\n1,2\n", False), (b"", False),
-    (b"a,b\n1,2,3,4,5,6,7\na,b\n", True)])  # with 8-byte chunks: the repeat found across two
+    (b"a,b\n1,2,3,4,5,6,7\na,b\n", True),  # with 8-byte chunks: the repeat found across two
+    (b"\xef\xbb\xbfa,b\n1,2\na,b\n3,4\n", True),  # a file with a BOM, its repeat without
+    (b"a,b\n1,2\na,b\n3,4\na,bc\n", True),  # a repeat, then a line that starts like one
+    (b"a,b\n1,2\na,bc\na,b\n", True),  # a line that starts like a repeat, then one
+    (b"a,b\n1,2\na,bc\na,b\na,bd\n", True),  # a repeat between two lines that start like one
+    (b"a,b\n1,23\n\xef\xbb\xbfa,b\n3,4\n", True),  # a repeat with a BOM ends a chunk; its line end starts the next
+    (b"a,b\n1,2\n9999\na,bc\n", False)])  # a full chunk ends where "a,b" does; the next holds its "c"
 def test_a_repeated_header(tmp_path, monkeypatch, data, repeats):
     monkeypatch.setattr(csv_dialect, "CHUNK", 8)
     (tmp_path / "f.csv").write_bytes(data)
@@ -321,6 +327,8 @@ def test_a_copys_lines_are_counted_back_to_the_original():
                                                     "concatenated?); those lines are not read")
     assert csv_dialect.copy_note("f.csv", Normalized("c", dropped=[2, 3, 4, 5, 6, 7])).startswith(
         "f.csv: the header is repeated at line(s) 2, 3, 4, 5, 6, ... (files")
+    assert csv_dialect.copy_note("f.csv", Normalized("c", dropped=[2, 3, 4, 5, 6])).startswith(
+        "f.csv: the header is repeated at line(s) 2, 3, 4, 5, 6 (files")
 
 
 def test_the_normalized_copy(tmp_path):
@@ -346,3 +354,29 @@ def test_the_normalized_copy(tmp_path):
     assert str(err.value).startswith(f"{bad}:3: cannot read the file: not comma-separated values (")
     # the refused file's copy is removed; the two made above are left to the caller
     assert len([p for p in tmp_path.iterdir() if p.name.startswith("normalized-")]) == 2
+
+
+
+def test_a_header_over_64_kib_is_not_looked_for_again(tmp_path):
+    """The header is taken from the file's first 64 KiB (a CR-only file has no line to read up to): a header line
+    of 64 KiB is found repeated; one byte longer, it is not, and the file is read as it is."""
+    for size, repeats in ((65_536, True), (65_537, False)):
+        header = b"a" * (size - 2) + b",b"
+        (tmp_path / "f.csv").write_bytes(header + b"\n1,2\n" + header + b"\n3,4\n")
+        assert csv_dialect._repeats_header(tmp_path / "f.csv", False) is repeats, size
+
+
+def test_a_value_past_the_header_is_named_at_its_line_in_the_original():
+    """The line of a value under the unnamed last column: its row counted from the first data line, and in a
+    normalized copy counted back past the headers it left out."""
+    import duckdb
+
+    con = duckdb.connect()
+    relation = "(SELECT * FROM (VALUES (NULL), (NULL), ('9')) t(x_trailing_delimiter))"
+    for copy, line in ((None, 4), (Normalized("c", dropped=[3]), 5)):
+        with pytest.raises(InputError) as err:
+            csv_dialect.check_trailing(con, relation, 2, "f.csv", copy)
+        assert (err.value.path, err.value.line) == ("f.csv", line)
+        assert str(err.value) == (f"f.csv:{line}: a value past the header's last column, which has no name (the "
+                                  "header ends in a delimiter)")
+    csv_dialect.check_trailing(con, "(SELECT NULL AS x_trailing_delimiter)", 2, "f.csv", None)  # none held
