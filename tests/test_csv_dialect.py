@@ -8,6 +8,9 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import os
+import subprocess
+import sys
 from decimal import Decimal
 from pathlib import Path
 
@@ -380,3 +383,42 @@ def test_a_value_past_the_header_is_named_at_its_line_in_the_original():
         assert str(err.value) == (f"f.csv:{line}: a value past the header's last column, which has no name (the "
                                   "header ends in a delimiter)")
     csv_dialect.check_trailing(con, "(SELECT NULL AS x_trailing_delimiter)", 2, "f.csv", None)  # none held
+
+
+def test_the_normalized_copy_keeps_a_quoted_line_break_and_reads_a_gzip_by_its_repeated_header(tmp_path):
+    """A quoted value's CRLF is the value's own: the copy keeps it, compressed or not. A gzip file whose only
+    fault is a repeated header is copied without it (the header is looked for in the decompressed lines)."""
+    data = b'a,b\n1,"x\r\ny"\r\n2,3\n'
+    (tmp_path / "q.csv").write_bytes(data)
+    (tmp_path / "q.csv.gz").write_bytes(gzip.compress(data))
+    for name, compression in (("q.csv", "none"), ("q.csv.gz", "gzip")):
+        copy = csv_dialect.normalized(tmp_path / name, compression, ("a", "b"), str(tmp_path))
+        assert copy is not None and copy.dropped == [], name
+        assert Path(copy.path).read_bytes() == b'a,b\n1,"x\r\ny"\n2,3\n', name
+    (tmp_path / "r.csv.gz").write_bytes(gzip.compress(b"a,b\n1,2\na,b\n3,4\n"))
+    copy = csv_dialect.normalized(tmp_path / "r.csv.gz", "gzip", ("a", "b"), str(tmp_path))
+    assert copy is not None and copy.dropped == [3] and Path(copy.path).read_bytes() == b"a,b\n1,2\n3,4\n"
+
+
+def test_the_normalized_copy_is_utf8_whatever_the_machines_locale(tmp_path):
+    """Read and written as UTF-8 (a BOM dropped), not in the locale's encoding: under an ASCII locale (C, with
+    neither Python's coercion to C.UTF-8 nor its UTF-8 mode) a value "Zürich" is copied whole, compressed or not."""
+    data = "a,b\r\nZürich,2\n".encode()
+    (tmp_path / "z.csv").write_bytes(data)
+    (tmp_path / "z.csv.gz").write_bytes(gzip.compress(data))
+    for name, compression in (("z.csv", "none"), ("z.csv.gz", "gzip")):
+        copy = csv_dialect.normalized(tmp_path / name, compression, ("a", "b"), str(tmp_path))  # here, then alone
+        assert copy is not None and Path(copy.path).read_bytes() == "a,b\nZürich,2\n".encode(), name
+        code = ("import sys; from pathlib import Path; from auditor.providers.billing import csv_dialect; "
+                f"c = csv_dialect.normalized(Path(sys.argv[1]), {compression!r}, ('a', 'b'), sys.argv[2]); "
+                "sys.stdout.buffer.write(Path(c.path).read_bytes() if c else b'none')")
+        env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}
+        out = subprocess.run([sys.executable, "-c", code, str(tmp_path / name), str(tmp_path)], env=env,
+                             capture_output=True)
+        assert (out.stdout, out.stderr) == ("a,b\nZürich,2\n".encode(), b""), name
+
+
+def test_a_header_repeated_on_the_second_line_is_left_out(tmp_path):
+    (tmp_path / "h.csv").write_bytes(b"a,b\r\na,b\n1,2\n")
+    copy = csv_dialect.normalized(tmp_path / "h.csv", "none", ("a", "b"), str(tmp_path))
+    assert copy is not None and copy.dropped == [2] and Path(copy.path).read_bytes() == b"a,b\n1,2\n"
