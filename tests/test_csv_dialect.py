@@ -289,12 +289,15 @@ def test_header_names_and_the_unnamed_last_column(tmp_path):
     with pytest.raises(InputError) as err:
         csv_dialect.header_names(["a", "", "c", ""], "f.csv")
     assert (str(err.value), err.value.line) == ("f.csv:1: column 2 of the header has no name", 1)
+    with pytest.raises(InputError, match="^f.csv:1: column 2 of the header has no name$"):
+        csv_dialect.header_names(["a", "", ""], "f.csv")
     assert csv_dialect.read_names(("a", "b", "")) == ["a", "b", "x_trailing_delimiter"]
 
 
 @pytest.mark.parametrize("data, mixed", [
     (b"a\nb\n", False), (b"a\r\nb\r\n", False), (b"a\rb\r", False), (b"a\nb\r\n", True), (b"a\rb\n", True),
-    (b"a\r\nb\r", True), (b"abc\r\nde\r\nf\r\n", False)])  # with 4-byte chunks: a CRLF cut between two
+    (b"a\r\nb\r", True), (b"abc\r\nde\r\nf\r\n", False),  # with 4-byte chunks: a CRLF cut between two
+    (b"abcd\nef\n", False), (b"abc\rdef\r", False)])  # a chunk that starts with LF, one that ends in CR: no CRLF
 def test_mixed_line_endings_counted_across_chunks(tmp_path, monkeypatch, data, mixed):
     monkeypatch.setattr(csv_dialect, "CHUNK", 4)
     (tmp_path / "f.csv").write_bytes(data)
@@ -311,8 +314,7 @@ def test_mixed_line_endings_counted_across_chunks(tmp_path, monkeypatch, data, m
     (b"\xef\xbb\xbfa,b\n1,2\na,b\n3,4\n", True),  # a file with a BOM, its repeat without
     (b"a,b\n1,2\na,b\n3,4\na,bc\n", True),  # a repeat, then a line that starts like one
     (b"a,b\n1,2\na,bc\na,b\n", True),  # a line that starts like a repeat, then one
-    (b"a,b\n1,2\na,bc\na,b\na,bd\n", True),  # a repeat between two lines that start like one
-    (b"a,b\n1,23\n\xef\xbb\xbfa,b\n3,4\n", True),  # a repeat with a BOM ends a chunk; its line end starts the next
+    (b"a,b\n1,234\n\xef\xbb\xbfa,b\n3,4\n", True),  # a repeat with a BOM ends a chunk; its line end starts the next
     (b"a,b\n1,2\n9999\na,bc\n", False)])  # a full chunk ends where "a,b" does; the next holds its "c"
 def test_a_repeated_header(tmp_path, monkeypatch, data, repeats):
     monkeypatch.setattr(csv_dialect, "CHUNK", 8)
@@ -321,6 +323,13 @@ def test_a_repeated_header(tmp_path, monkeypatch, data, repeats):
     assert csv_dialect._repeats_header(tmp_path / "f.csv", False) is repeats
     assert csv_dialect._repeats_header(tmp_path / "f.csv.gz", True) is repeats
 
+
+
+def test_a_repeated_header_among_lines_that_start_like_it_in_one_chunk(tmp_path):
+    """Every place the header's text starts a line is looked at, in order, within one chunk."""
+    for data, repeats in ((b"a,b\n1,2\na,bc\na,b\na,bd\n", True), (b"a,b\n1,2\na,bc\na,bd\n", False)):
+        (tmp_path / "f.csv").write_bytes(data)
+        assert csv_dialect._repeats_header(tmp_path / "f.csv", False) is repeats, data
 
 def test_a_copys_lines_are_counted_back_to_the_original():
     copy = Normalized("copy.csv", dropped=[3, 6])  # the original's lines 1, 2, 4, 5, 7 are the copy's 1 to 5
@@ -422,3 +431,12 @@ def test_a_header_repeated_on_the_second_line_is_left_out(tmp_path):
     (tmp_path / "h.csv").write_bytes(b"a,b\r\na,b\n1,2\n")
     copy = csv_dialect.normalized(tmp_path / "h.csv", "none", ("a", "b"), str(tmp_path))
     assert copy is not None and copy.dropped == [2] and Path(copy.path).read_bytes() == b"a,b\n1,2\n"
+
+
+
+def test_a_file_to_copy_that_is_not_utf8_is_left_to_duckdb(tmp_path):
+    """Mixed endings and a byte that is no UTF-8: no copy (DuckDB reads the original and names the byte), and the
+    copy begun is removed."""
+    (tmp_path / "x.csv").write_bytes(b"a,b\r\n\xff,2\n")
+    assert csv_dialect.normalized(tmp_path / "x.csv", "none", ("a", "b"), str(tmp_path)) is None
+    assert [p.name for p in tmp_path.iterdir()] == ["x.csv"]
