@@ -429,3 +429,43 @@ def test_a_file_cut_in_its_second_block_names_the_records_read_before(tmp_path):
     assert text.startswith(f"{cut}: cannot read the Avro file (cut short or damaged?) after record 3: "), text
     assert "\n" not in text
     assert not list(tmp_path.glob("*.parquet")), "a half-written copy was left"
+
+
+def test_records_go_to_parquet_a_batch_at_a_time(tmp_path, monkeypatch):
+    """With batches of 2, five records are row groups of 2, 2 and 1, holding the records in order; a file cut in
+    its second block (three records read) names record 3 whatever the batches."""
+    monkeypatch.setattr(avro, "BATCH", 2)
+    records = read_avro(GCP_AVRO)[:5]
+    path = write_avro(tmp_path / "five.avro", records)
+    copy = pq.ParquetFile(avro.to_parquet(path, tmp_path))
+    assert [copy.metadata.row_group(i).num_rows for i in range(copy.metadata.num_row_groups)] == [2, 2, 1]
+    assert copy.read().column("cost").to_pylist() == [r["cost"] for r in records]
+    whole = tmp_path / "whole.avro"
+    with open(whole, "wb") as f:
+        writer = fastavro.write.Writer(f, fastavro.parse_schema(make_avro.schema()), codec="null")
+        for r in records[:3]:
+            writer.write(r)
+        writer.flush()
+        first = f.tell()
+        for r in records[3:]:
+            writer.write(r)
+        writer.flush()
+        end = f.tell()
+    cut = tmp_path / "cut.avro"
+    cut.write_bytes(whole.read_bytes()[:(first + end) // 2])
+    with pytest.raises(InputError, match=r"\(cut short or damaged\?\) after record 3: "):
+        avro.to_parquet(cut, tmp_path)
+
+
+def test_the_reason_of_an_error_is_its_type_and_first_line(monkeypatch, tmp_path):
+    """An error's reason: its type and its message's first line, runs of white space as one space, at most 200
+    characters; its type alone where it says nothing. Without fastavro, the copy's refusal names the file."""
+    assert avro._reason(ValueError("  bad  block\tat 12\n  then more")) == "ValueError: bad block at 12"
+    assert avro._reason(EOFError()) == "EOFError"
+    assert avro._reason(EOFError("  \n ")) == "EOFError"
+    assert avro._reason(ValueError("x" * 300)) == "ValueError: " + "x" * 188
+    monkeypatch.setitem(sys.modules, "fastavro", None)
+    with pytest.raises(InputError) as err:
+        avro.to_parquet(GCP_AVRO, tmp_path)
+    assert (err.value.path, str(err.value)) == (str(GCP_AVRO), f"{GCP_AVRO}: reading an Avro export needs fastavro, "
+                                                "which is not installed: pip install 'gpu-auditor[avro]'")
