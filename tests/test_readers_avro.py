@@ -469,3 +469,19 @@ def test_the_reason_of_an_error_is_its_type_and_first_line(monkeypatch, tmp_path
         avro.to_parquet(GCP_AVRO, tmp_path)
     assert (err.value.path, str(err.value)) == (str(GCP_AVRO), f"{GCP_AVRO}: reading an Avro export needs fastavro, "
                                                 "which is not installed: pip install 'gpu-auditor[avro]'")
+
+
+def test_a_copy_that_cannot_be_written_is_no_fault_of_the_file(monkeypatch, tmp_path):
+    """A full disk (an OSError writing the copy) is said as such, naming the file and the folder, by the system's
+    words for it where it has them; the copy begun is removed."""
+    for error, said in ((OSError(28, "No space left on device"), "No space left on device"),
+                        (OSError("the volume went away"), "the volume went away")):
+        def fail(*args, error=error, **kwargs):
+            raise error
+
+        monkeypatch.setattr(pq, "ParquetWriter", fail)
+        with pytest.raises(InputError) as err:
+            avro.to_parquet(GCP_AVRO, tmp_path)
+        assert (err.value.path, str(err.value)) == (
+            str(GCP_AVRO), f"{GCP_AVRO}: cannot write the Parquet copy of the Avro file to {tmp_path}: {said}")
+        assert not list(tmp_path.glob("*.parquet")), "a half-written copy was left"
