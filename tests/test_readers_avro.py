@@ -485,3 +485,30 @@ def test_a_copy_that_cannot_be_written_is_no_fault_of_the_file(monkeypatch, tmp_
         assert (err.value.path, str(err.value)) == (
             str(GCP_AVRO), f"{GCP_AVRO}: cannot write the Parquet copy of the Avro file to {tmp_path}: {said}")
         assert not list(tmp_path.glob("*.parquet")), "a half-written copy was left"
+
+
+def test_what_stops_the_first_block_is_said_as_fastavro_says_it(monkeypatch, tmp_path):
+    """An error before any record is read names no record; a codec whose library is missing names each library
+    fastavro offers for it (its message: "<codec> codec is supported but you need to install one of the following
+    libraries: ('a', 'b')"), joined by "or"."""
+    real = fastavro.reader
+
+    class Stops:
+        said = ""
+
+        def __init__(self, f):
+            self.writer_schema = real(f).writer_schema
+
+        def __iter__(self):
+            raise ValueError(self.said)
+
+    monkeypatch.setattr(fastavro, "reader", Stops)
+    for said, message in (
+            ("bad  block\nthen", "cannot read the Avro file (cut short or damaged?): ValueError: bad block"),
+            ("snappy codec is supported but you need to install one of the following libraries: ('python-snappy', "
+             "'cramjam')", "the Avro file is snappy-compressed, which fastavro reads only with python-snappy or "
+             "cramjam: pip install 'fastavro[codecs]'")):
+        Stops.said = said
+        with pytest.raises(InputError) as err:
+            avro.to_parquet(GCP_AVRO, tmp_path)
+        assert str(err.value) == f"{GCP_AVRO}: {message}"
