@@ -512,3 +512,24 @@ def test_what_stops_the_first_block_is_said_as_fastavro_says_it(monkeypatch, tmp
         with pytest.raises(InputError) as err:
             avro.to_parquet(GCP_AVRO, tmp_path)
         assert str(err.value) == f"{GCP_AVRO}: {message}"
+
+
+def test_each_simple_avro_type_and_a_union_of_null_alone(monkeypatch, tmp_path):
+    """Avro's simple types as Arrow holds them; a union of null alone is null; a type never defined in a union is
+    named at its field; without fastavro the schema's refusal names the file."""
+    simple = ["null", "boolean", "int", "long", "float", "double", "bytes", "string"]
+    schema = {"type": "record", "name": "r", "fields": [{"name": t, "type": t} for t in simple]
+              + [{"name": "only_null", "type": ["null"]}]}
+    got = avro.arrow_schema(schema, tmp_path / "s.avro")
+    assert {f.name: str(f.type) for f in got} == {
+        "null": "null", "boolean": "bool", "int": "int32", "long": "int64", "float": "float", "double": "double",
+        "bytes": "binary", "string": "string", "only_null": "null"}
+    path = tmp_path / "u.avro"
+    union = {"type": "record", "name": "r", "fields": [{"name": "a", "type": ["null", "Missing"]}]}
+    with pytest.raises(InputError) as err:
+        avro.arrow_schema(union, path)
+    assert str(err.value) == f"{path}: the Avro schema names a type it never defines ('Missing', at a)"
+    monkeypatch.setitem(sys.modules, "fastavro", None)
+    with pytest.raises(InputError) as err:
+        avro.arrow_schema(schema, path)
+    assert err.value.path == str(path) and "reading an Avro export needs fastavro" in str(err.value)
