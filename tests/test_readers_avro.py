@@ -533,3 +533,19 @@ def test_each_simple_avro_type_and_a_union_of_null_alone(monkeypatch, tmp_path):
     with pytest.raises(InputError) as err:
         avro.arrow_schema(schema, path)
     assert err.value.path == str(path) and "reading an Avro export needs fastavro" in str(err.value)
+
+
+def test_decimals_of_bytes_or_fixed(tmp_path):
+    """A decimal is bytes or fixed with a precision and a scale (0 where none is written): decimal128 up to 38
+    digits, decimal256 from 39; the same logical type on another type is that type."""
+    def dec(kind, precision, **more):
+        base = {"type": kind, "logicalType": "decimal", "precision": precision, **more}
+        return {**base, "name": f"F{precision}", "size": 32} if kind == "fixed" else base
+
+    schema = {"type": "record", "name": "r", "fields": [
+        {"name": "fixed20", "type": dec("fixed", 20, scale=4)}, {"name": "bytes38", "type": dec("bytes", 38)},
+        {"name": "bytes39", "type": dec("bytes", 39, scale=9)},
+        {"name": "string", "type": {"type": "string", "logicalType": "decimal", "precision": 5}}]}
+    got = avro.arrow_schema(schema, tmp_path / "d.avro")
+    assert {f.name: str(f.type) for f in got} == {"fixed20": "decimal128(20, 4)", "bytes38": "decimal128(38, 0)",
+                                                  "bytes39": "decimal256(39, 9)", "string": "string"}
