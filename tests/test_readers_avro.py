@@ -525,10 +525,10 @@ def test_each_simple_avro_type_and_a_union_of_null_alone(monkeypatch, tmp_path):
         "null": "null", "boolean": "bool", "int": "int32", "long": "int64", "float": "float", "double": "double",
         "bytes": "binary", "string": "string", "only_null": "null"}
     path = tmp_path / "u.avro"
-    union = {"type": "record", "name": "r", "fields": [{"name": "a", "type": ["null", "Missing"]}]}
+    union = {"type": "record", "name": "r", "fields": [{"name": "Xa", "type": ["null", "Missing"]}]}
     with pytest.raises(InputError) as err:
         avro.arrow_schema(union, path)
-    assert str(err.value) == f"{path}: the Avro schema names a type it never defines ('Missing', at a)"
+    assert str(err.value) == f"{path}: the Avro schema names a type it never defines ('Missing', at Xa)"
     monkeypatch.setitem(sys.modules, "fastavro", None)
     with pytest.raises(InputError) as err:
         avro.arrow_schema(schema, path)
