@@ -549,3 +549,7 @@ def test_decimals_of_bytes_or_fixed(tmp_path):
     got = avro.arrow_schema(schema, tmp_path / "d.avro")
     assert {f.name: str(f.type) for f in got} == {"fixed20": "decimal128(20, 4)", "bytes38": "decimal128(38, 0)",
                                                   "bytes39": "decimal256(39, 9)", "string": "string"}
+    path = tmp_path / "n.avro"
+    with pytest.raises(InputError) as err:  # a type written as {"type": name} is that name, at its field
+        avro.arrow_schema({"type": "record", "name": "r", "fields": [{"name": "b", "type": {"type": "Nope"}}]}, path)
+    assert str(err.value) == f"{path}: the Avro schema names a type it never defines ('Nope', at b)"
