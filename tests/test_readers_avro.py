@@ -553,3 +553,31 @@ def test_decimals_of_bytes_or_fixed(tmp_path):
     with pytest.raises(InputError) as err:  # a type written as {"type": name} is that name, at its field
         avro.arrow_schema({"type": "record", "name": "r", "fields": [{"name": "b", "type": {"type": "Nope"}}]}, path)
     assert str(err.value) == f"{path}: the Avro schema names a type it never defines ('Nope', at b)"
+
+
+def test_named_records_and_fixed_are_reused_by_name(tmp_path):
+    """A record or fixed type defined once is the same Arrow type wherever its name is used again."""
+    schema = {"type": "record", "name": "r", "fields": [
+        {"name": "a", "type": {"type": "record", "name": "A", "fields": [{"name": "v", "type": "long"}]}},
+        {"name": "b", "type": ["null", "A"]},
+        {"name": "x", "type": {"type": "fixed", "name": "F", "size": 2}}, {"name": "y", "type": "F"}]}
+    got = {f.name: str(f.type) for f in avro.arrow_schema(schema, tmp_path / "n.avro")}
+    assert got == {"a": "struct<v: int64>", "b": "struct<v: int64>", "x": "fixed_size_binary[2]",
+                   "y": "fixed_size_binary[2]"}
+
+
+def test_a_header_that_cannot_be_read_and_describe_without_fastavro(monkeypatch, tmp_path):
+    """What stops the header is said with its type and first line; describing a file without fastavro names it."""
+    def stops(f):
+        raise ValueError("bad magic\nmore")
+
+    monkeypatch.setattr(fastavro, "reader", stops)
+    with pytest.raises(InputError) as err:
+        avro.describe(GCP_AVRO, duckdb.connect())
+    assert str(err.value) == (f"{GCP_AVRO}: cannot read the Avro file's header (cut short or damaged?): "
+                              "ValueError: bad magic")
+    monkeypatch.setitem(sys.modules, "fastavro", None)
+    with pytest.raises(InputError) as err:
+        avro.describe(GCP_AVRO, duckdb.connect())
+    assert (err.value.path, str(err.value)) == (str(GCP_AVRO), f"{GCP_AVRO}: reading an Avro export needs fastavro, "
+                                                "which is not installed: pip install 'gpu-auditor[avro]'")
