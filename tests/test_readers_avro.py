@@ -545,10 +545,13 @@ def test_decimals_of_bytes_or_fixed(tmp_path):
     schema = {"type": "record", "name": "r", "fields": [
         {"name": "fixed20", "type": dec("fixed", 20, scale=4)}, {"name": "bytes38", "type": dec("bytes", 38)},
         {"name": "bytes39", "type": dec("bytes", 39, scale=9)},
-        {"name": "string", "type": {"type": "string", "logicalType": "decimal", "precision": 5}}]}
+        {"name": "string", "type": {"type": "string", "logicalType": "decimal", "precision": 5}},
+        {"name": "long", "type": {"type": "long"}},
+        {"name": "millis", "type": {"type": "string", "logicalType": "timestamp-millis"}}]}
     got = avro.arrow_schema(schema, tmp_path / "d.avro")
     assert {f.name: str(f.type) for f in got} == {"fixed20": "decimal128(20, 4)", "bytes38": "decimal128(38, 0)",
-                                                  "bytes39": "decimal256(39, 9)", "string": "string"}
+                                                  "bytes39": "decimal256(39, 9)", "string": "string", "long": "int64",
+                                                  "millis": "string"}
     path = tmp_path / "n.avro"
     with pytest.raises(InputError) as err:  # a type written as {"type": name} is that name, at its field
         avro.arrow_schema({"type": "record", "name": "r", "fields": [{"name": "b", "type": {"type": "Nope"}}]}, path)
