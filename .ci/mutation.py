@@ -104,6 +104,9 @@ GATED = [
     "rules/TAG001_missing_required_tags.py",
     "auditor/tables/breakdown.py",
     "auditor/core.py",
+    "auditor/providers/billing/focus.py",
+    "auditor/providers/billing/csv_dialect.py",
+    "auditor/providers/billing/avro.py",
 ]
 
 COMMAND = ".venv/bin/python .ci/mutation.py"  # how a row of the scores table is measured again

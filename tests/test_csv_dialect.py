@@ -8,6 +8,9 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import os
+import subprocess
+import sys
 from decimal import Decimal
 from pathlib import Path
 
@@ -272,17 +275,29 @@ def test_the_header_line_and_what_ends_a_files_lines(tmp_path):
                                                                        "empty": b"\n"}
 
 
+
+def test_what_ends_a_files_lines_is_read_from_its_first_64_kib(tmp_path):
+    """CR-only lines with an LF at the 65,536th byte, the last of the first 64 KiB: LF; one byte later: CR."""
+    inside, past = tmp_path / "inside.csv", tmp_path / "past.csv"
+    inside.write_bytes(b"a\r" + b"x" * (65_536 - 3) + b"\n")
+    past.write_bytes(b"a\r" + b"x" * (65_536 - 2) + b"\n")
+    assert (inside.stat().st_size, past.stat().st_size) == (65_536, 65_537)
+    assert (csv_dialect.line_break(inside), csv_dialect.line_break(past)) == (b"\n", b"\r")
+
 def test_header_names_and_the_unnamed_last_column(tmp_path):
     assert csv_dialect.header_names(["a", "b", ""], "f.csv") == ["a", "b", ""]
     with pytest.raises(InputError) as err:
         csv_dialect.header_names(["a", "", "c", ""], "f.csv")
     assert (str(err.value), err.value.line) == ("f.csv:1: column 2 of the header has no name", 1)
+    with pytest.raises(InputError, match="^f.csv:1: column 2 of the header has no name$"):
+        csv_dialect.header_names(["a", "", ""], "f.csv")
     assert csv_dialect.read_names(("a", "b", "")) == ["a", "b", "x_trailing_delimiter"]
 
 
 @pytest.mark.parametrize("data, mixed", [
     (b"a\nb\n", False), (b"a\r\nb\r\n", False), (b"a\rb\r", False), (b"a\nb\r\n", True), (b"a\rb\n", True),
-    (b"a\r\nb\r", True), (b"abc\r\nde\r\nf\r\n", False)])  # with 4-byte chunks: a CRLF cut between two
+    (b"a\r\nb\r", True), (b"abc\r\nde\r\nf\r\n", False),  # with 4-byte chunks: a CRLF cut between two
+    (b"abcd\nef\n", False), (b"abc\rdef\r", False)])  # a chunk that starts with LF, one that ends in CR: no CRLF
 def test_mixed_line_endings_counted_across_chunks(tmp_path, monkeypatch, data, mixed):
     monkeypatch.setattr(csv_dialect, "CHUNK", 4)
     (tmp_path / "f.csv").write_bytes(data)
@@ -295,7 +310,12 @@ def test_mixed_line_endings_counted_across_chunks(tmp_path, monkeypatch, data, m
     (b"a,b\n1,2\na,b\n3,4\n", True), (b"a,b\n1,2\na,b", True), (b"a,b\r1,2\ra,b\r3,4\r", True),
     (b"\xef\xbb\xbfa,b\n1,2\n\xef\xbb\xbfa,b\n3,4\n", True), (b"a,b\n1,2\na,bc\n", False),
     (b"a,b\n1,2\nxa,b\n", False), (b"a,b\n1,2\n", False), (b"", False),
-    (b"a,b\n1,2,3,4,5,6,7\na,b\n", True)])  # with 8-byte chunks: the repeat found across two
+    (b"a,b\n1,2,3,4,5,6,7\na,b\n", True),  # with 8-byte chunks: the repeat found across two
+    (b"\xef\xbb\xbfa,b\n1,2\na,b\n3,4\n", True),  # a file with a BOM, its repeat without
+    (b"a,b\n1,2\na,b\n3,4\na,bc\n", True),  # a repeat, then a line that starts like one
+    (b"a,b\n1,2\na,bc\na,b\n", True),  # a line that starts like a repeat, then one
+    (b"a,b\n1,234\n\xef\xbb\xbfa,b\n3,4\n", True),  # a repeat with a BOM ends a chunk; its line end starts the next
+    (b"a,b\n1,2\n9999\na,bc\n", False)])  # a full chunk ends where "a,b" does; the next holds its "c"
 def test_a_repeated_header(tmp_path, monkeypatch, data, repeats):
     monkeypatch.setattr(csv_dialect, "CHUNK", 8)
     (tmp_path / "f.csv").write_bytes(data)
@@ -303,6 +323,13 @@ def test_a_repeated_header(tmp_path, monkeypatch, data, repeats):
     assert csv_dialect._repeats_header(tmp_path / "f.csv", False) is repeats
     assert csv_dialect._repeats_header(tmp_path / "f.csv.gz", True) is repeats
 
+
+
+def test_a_repeated_header_among_lines_that_start_like_it_in_one_chunk(tmp_path):
+    """Every place the header's text starts a line is looked at, in order, within one chunk."""
+    for data, repeats in ((b"a,b\n1,2\na,bc\na,b\na,bd\n", True), (b"a,b\n1,2\na,bc\na,bd\n", False)):
+        (tmp_path / "f.csv").write_bytes(data)
+        assert csv_dialect._repeats_header(tmp_path / "f.csv", False) is repeats, data
 
 def test_a_copys_lines_are_counted_back_to_the_original():
     copy = Normalized("copy.csv", dropped=[3, 6])  # the original's lines 1, 2, 4, 5, 7 are the copy's 1 to 5
@@ -312,6 +339,8 @@ def test_a_copys_lines_are_counted_back_to_the_original():
                                                     "concatenated?); those lines are not read")
     assert csv_dialect.copy_note("f.csv", Normalized("c", dropped=[2, 3, 4, 5, 6, 7])).startswith(
         "f.csv: the header is repeated at line(s) 2, 3, 4, 5, 6, ... (files")
+    assert csv_dialect.copy_note("f.csv", Normalized("c", dropped=[2, 3, 4, 5, 6])).startswith(
+        "f.csv: the header is repeated at line(s) 2, 3, 4, 5, 6 (files")
 
 
 def test_the_normalized_copy(tmp_path):
@@ -337,3 +366,77 @@ def test_the_normalized_copy(tmp_path):
     assert str(err.value).startswith(f"{bad}:3: cannot read the file: not comma-separated values (")
     # the refused file's copy is removed; the two made above are left to the caller
     assert len([p for p in tmp_path.iterdir() if p.name.startswith("normalized-")]) == 2
+
+
+
+def test_a_header_over_64_kib_is_not_looked_for_again(tmp_path):
+    """The header is taken from the file's first 64 KiB (a CR-only file has no line to read up to): a header line
+    of 64 KiB is found repeated; one byte longer, it is not, and the file is read as it is."""
+    for size, repeats in ((65_536, True), (65_537, False)):
+        header = b"a" * (size - 2) + b",b"
+        (tmp_path / "f.csv").write_bytes(header + b"\n1,2\n" + header + b"\n3,4\n")
+        assert csv_dialect._repeats_header(tmp_path / "f.csv", False) is repeats, size
+
+
+def test_a_value_past_the_header_is_named_at_its_line_in_the_original():
+    """The line of a value under the unnamed last column: its row counted from the first data line, and in a
+    normalized copy counted back past the headers it left out."""
+    import duckdb
+
+    con = duckdb.connect()
+    relation = "(SELECT * FROM (VALUES (NULL), (NULL), ('9')) t(x_trailing_delimiter))"
+    for copy, line in ((None, 4), (Normalized("c", dropped=[3]), 5)):
+        with pytest.raises(InputError) as err:
+            csv_dialect.check_trailing(con, relation, 2, "f.csv", copy)
+        assert (err.value.path, err.value.line) == ("f.csv", line)
+        assert str(err.value) == (f"f.csv:{line}: a value past the header's last column, which has no name (the "
+                                  "header ends in a delimiter)")
+    csv_dialect.check_trailing(con, "(SELECT NULL AS x_trailing_delimiter)", 2, "f.csv", None)  # none held
+
+
+def test_the_normalized_copy_keeps_a_quoted_line_break_and_reads_a_gzip_by_its_repeated_header(tmp_path):
+    """A quoted value's CRLF is the value's own: the copy keeps it, compressed or not. A gzip file whose only
+    fault is a repeated header is copied without it (the header is looked for in the decompressed lines)."""
+    data = b'a,b\n1,"x\r\ny"\r\n2,3\n'
+    (tmp_path / "q.csv").write_bytes(data)
+    (tmp_path / "q.csv.gz").write_bytes(gzip.compress(data))
+    for name, compression in (("q.csv", "none"), ("q.csv.gz", "gzip")):
+        copy = csv_dialect.normalized(tmp_path / name, compression, ("a", "b"), str(tmp_path))
+        assert copy is not None and copy.dropped == [], name
+        assert Path(copy.path).read_bytes() == b'a,b\n1,"x\r\ny"\n2,3\n', name
+    (tmp_path / "r.csv.gz").write_bytes(gzip.compress(b"a,b\n1,2\na,b\n3,4\n"))
+    copy = csv_dialect.normalized(tmp_path / "r.csv.gz", "gzip", ("a", "b"), str(tmp_path))
+    assert copy is not None and copy.dropped == [3] and Path(copy.path).read_bytes() == b"a,b\n1,2\n3,4\n"
+
+
+def test_the_normalized_copy_is_utf8_whatever_the_machines_locale(tmp_path):
+    """Read and written as UTF-8 (a BOM dropped), not in the locale's encoding: under an ASCII locale (C, with
+    neither Python's coercion to C.UTF-8 nor its UTF-8 mode) a value "Zürich" is copied whole, compressed or not."""
+    data = "a,b\r\nZürich,2\n".encode()
+    (tmp_path / "z.csv").write_bytes(data)
+    (tmp_path / "z.csv.gz").write_bytes(gzip.compress(data))
+    for name, compression in (("z.csv", "none"), ("z.csv.gz", "gzip")):
+        copy = csv_dialect.normalized(tmp_path / name, compression, ("a", "b"), str(tmp_path))  # here, then alone
+        assert copy is not None and Path(copy.path).read_bytes() == "a,b\nZürich,2\n".encode(), name
+        code = ("import sys; from pathlib import Path; from auditor.providers.billing import csv_dialect; "
+                f"c = csv_dialect.normalized(Path(sys.argv[1]), {compression!r}, ('a', 'b'), sys.argv[2]); "
+                "sys.stdout.buffer.write(Path(c.path).read_bytes() if c else b'none')")
+        env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}
+        out = subprocess.run([sys.executable, "-c", code, str(tmp_path / name), str(tmp_path)], env=env,
+                             capture_output=True)
+        assert (out.stdout, out.stderr) == ("a,b\nZürich,2\n".encode(), b""), name
+
+
+def test_a_header_repeated_on_the_second_line_is_left_out(tmp_path):
+    (tmp_path / "h.csv").write_bytes(b"a,b\r\na,b\n1,2\n")
+    copy = csv_dialect.normalized(tmp_path / "h.csv", "none", ("a", "b"), str(tmp_path))
+    assert copy is not None and copy.dropped == [2] and Path(copy.path).read_bytes() == b"a,b\n1,2\n"
+
+
+
+def test_a_file_to_copy_that_is_not_utf8_is_left_to_duckdb(tmp_path):
+    """Mixed endings and a byte that is no UTF-8: no copy (DuckDB reads the original and names the byte), and the
+    copy begun is removed."""
+    (tmp_path / "x.csv").write_bytes(b"a,b\r\n\xff,2\n")
+    assert csv_dialect.normalized(tmp_path / "x.csv", "none", ("a", "b"), str(tmp_path)) is None
+    assert [p.name for p in tmp_path.iterdir()] == ["x.csv"]

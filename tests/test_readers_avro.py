@@ -429,3 +429,158 @@ def test_a_file_cut_in_its_second_block_names_the_records_read_before(tmp_path):
     assert text.startswith(f"{cut}: cannot read the Avro file (cut short or damaged?) after record 3: "), text
     assert "\n" not in text
     assert not list(tmp_path.glob("*.parquet")), "a half-written copy was left"
+
+
+def test_records_go_to_parquet_a_batch_at_a_time(tmp_path, monkeypatch):
+    """With batches of 2, five records are row groups of 2, 2 and 1, holding the records in order; a file cut in
+    its second block (three records read) names record 3 whatever the batches."""
+    monkeypatch.setattr(avro, "BATCH", 2)
+    records = read_avro(GCP_AVRO)[:5]
+    path = write_avro(tmp_path / "five.avro", records)
+    copy = pq.ParquetFile(avro.to_parquet(path, tmp_path))
+    assert [copy.metadata.row_group(i).num_rows for i in range(copy.metadata.num_row_groups)] == [2, 2, 1]
+    assert copy.read().column("cost").to_pylist() == [r["cost"] for r in records]
+    whole = tmp_path / "whole.avro"
+    with open(whole, "wb") as f:
+        writer = fastavro.write.Writer(f, fastavro.parse_schema(make_avro.schema()), codec="null")
+        for r in records[:3]:
+            writer.write(r)
+        writer.flush()
+        first = f.tell()
+        for r in records[3:]:
+            writer.write(r)
+        writer.flush()
+        end = f.tell()
+    cut = tmp_path / "cut.avro"
+    cut.write_bytes(whole.read_bytes()[:(first + end) // 2])
+    with pytest.raises(InputError, match=r"\(cut short or damaged\?\) after record 3: "):
+        avro.to_parquet(cut, tmp_path)
+
+
+def test_the_reason_of_an_error_is_its_type_and_first_line(monkeypatch, tmp_path):
+    """An error's reason: its type and its message's first line, runs of white space as one space, at most 200
+    characters; its type alone where it says nothing. Without fastavro, the copy's refusal names the file."""
+    assert avro._reason(ValueError("  bad  block\tat 12\n  then more")) == "ValueError: bad block at 12"
+    assert avro._reason(EOFError()) == "EOFError"
+    assert avro._reason(EOFError("  \n ")) == "EOFError"
+    assert avro._reason(ValueError("x" * 300)) == "ValueError: " + "x" * 188
+    monkeypatch.setitem(sys.modules, "fastavro", None)
+    with pytest.raises(InputError) as err:
+        avro.to_parquet(GCP_AVRO, tmp_path)
+    assert (err.value.path, str(err.value)) == (str(GCP_AVRO), f"{GCP_AVRO}: reading an Avro export needs fastavro, "
+                                                "which is not installed: pip install 'gpu-auditor[avro]'")
+
+
+def test_a_copy_that_cannot_be_written_is_no_fault_of_the_file(monkeypatch, tmp_path):
+    """A full disk (an OSError writing the copy) is said as such, naming the file and the folder, by the system's
+    words for it where it has them; the copy begun is removed."""
+    for error, said in ((OSError(28, "No space left on device"), "No space left on device"),
+                        (OSError("the volume went away"), "the volume went away")):
+        def fail(*args, error=error, **kwargs):
+            raise error
+
+        monkeypatch.setattr(pq, "ParquetWriter", fail)
+        with pytest.raises(InputError) as err:
+            avro.to_parquet(GCP_AVRO, tmp_path)
+        assert (err.value.path, str(err.value)) == (
+            str(GCP_AVRO), f"{GCP_AVRO}: cannot write the Parquet copy of the Avro file to {tmp_path}: {said}")
+        assert not list(tmp_path.glob("*.parquet")), "a half-written copy was left"
+
+
+def test_what_stops_the_first_block_is_said_as_fastavro_says_it(monkeypatch, tmp_path):
+    """An error before any record is read names no record; a codec whose library is missing names each library
+    fastavro offers for it (its message: "<codec> codec is supported but you need to install one of the following
+    libraries: ('a', 'b')"), joined by "or"."""
+    real = fastavro.reader
+
+    class Stops:
+        said = ""
+
+        def __init__(self, f):
+            self.writer_schema = real(f).writer_schema
+
+        def __iter__(self):
+            raise ValueError(self.said)
+
+    monkeypatch.setattr(fastavro, "reader", Stops)
+    for said, message in (
+            ("bad  block\nthen", "cannot read the Avro file (cut short or damaged?): ValueError: bad block"),
+            ("snappy codec is supported but you need to install one of the following libraries: ('python-snappy', "
+             "'cramjam')", "the Avro file is snappy-compressed, which fastavro reads only with python-snappy or "
+             "cramjam: pip install 'fastavro[codecs]'")):
+        Stops.said = said
+        with pytest.raises(InputError) as err:
+            avro.to_parquet(GCP_AVRO, tmp_path)
+        assert str(err.value) == f"{GCP_AVRO}: {message}"
+
+
+def test_each_simple_avro_type_and_a_union_of_null_alone(monkeypatch, tmp_path):
+    """Avro's simple types as Arrow holds them; a union of null alone is null; a type never defined in a union is
+    named at its field; without fastavro the schema's refusal names the file."""
+    simple = ["null", "boolean", "int", "long", "float", "double", "bytes", "string"]
+    schema = {"type": "record", "name": "r", "fields": [{"name": t, "type": t} for t in simple]
+              + [{"name": "only_null", "type": ["null"]}]}
+    got = avro.arrow_schema(schema, tmp_path / "s.avro")
+    assert {f.name: str(f.type) for f in got} == {
+        "null": "null", "boolean": "bool", "int": "int32", "long": "int64", "float": "float", "double": "double",
+        "bytes": "binary", "string": "string", "only_null": "null"}
+    path = tmp_path / "u.avro"
+    union = {"type": "record", "name": "r", "fields": [{"name": "Xa", "type": ["null", "Missing"]}]}
+    with pytest.raises(InputError) as err:
+        avro.arrow_schema(union, path)
+    assert str(err.value) == f"{path}: the Avro schema names a type it never defines ('Missing', at Xa)"
+    monkeypatch.setitem(sys.modules, "fastavro", None)
+    with pytest.raises(InputError) as err:
+        avro.arrow_schema(schema, path)
+    assert err.value.path == str(path) and "reading an Avro export needs fastavro" in str(err.value)
+
+
+def test_decimals_of_bytes_or_fixed(tmp_path):
+    """A decimal is bytes or fixed with a precision and a scale (0 where none is written): decimal128 up to 38
+    digits, decimal256 from 39; the same logical type on another type is that type."""
+    def dec(kind, precision, **more):
+        base = {"type": kind, "logicalType": "decimal", "precision": precision, **more}
+        return {**base, "name": f"F{precision}", "size": 32} if kind == "fixed" else base
+
+    schema = {"type": "record", "name": "r", "fields": [
+        {"name": "fixed20", "type": dec("fixed", 20, scale=4)}, {"name": "bytes38", "type": dec("bytes", 38)},
+        {"name": "bytes39", "type": dec("bytes", 39, scale=9)},
+        {"name": "string", "type": {"type": "string", "logicalType": "decimal", "precision": 5}},
+        {"name": "long", "type": {"type": "long"}},
+        {"name": "millis", "type": {"type": "string", "logicalType": "timestamp-millis"}}]}
+    got = avro.arrow_schema(schema, tmp_path / "d.avro")
+    assert {f.name: str(f.type) for f in got} == {"fixed20": "decimal128(20, 4)", "bytes38": "decimal128(38, 0)",
+                                                  "bytes39": "decimal256(39, 9)", "string": "string", "long": "int64",
+                                                  "millis": "string"}
+    path = tmp_path / "n.avro"
+    with pytest.raises(InputError) as err:  # a type written as {"type": name} is that name, at its field
+        avro.arrow_schema({"type": "record", "name": "r", "fields": [{"name": "b", "type": {"type": "Nope"}}]}, path)
+    assert str(err.value) == f"{path}: the Avro schema names a type it never defines ('Nope', at b)"
+
+
+def test_named_records_and_fixed_are_reused_by_name(tmp_path):
+    """A record or fixed type defined once is the same Arrow type wherever its name is used again."""
+    schema = {"type": "record", "name": "r", "fields": [
+        {"name": "a", "type": {"type": "record", "name": "A", "fields": [{"name": "v", "type": "long"}]}},
+        {"name": "b", "type": ["null", "A"]},
+        {"name": "x", "type": {"type": "fixed", "name": "F", "size": 2}}, {"name": "y", "type": "F"}]}
+    got = {f.name: str(f.type) for f in avro.arrow_schema(schema, tmp_path / "n.avro")}
+    assert got == {"a": "struct<v: int64>", "b": "struct<v: int64>", "x": "fixed_size_binary[2]",
+                   "y": "fixed_size_binary[2]"}
+
+
+def test_a_header_that_cannot_be_read_and_describe_without_fastavro(monkeypatch, tmp_path):
+    """What stops the header is said with its type and first line; describing a file without fastavro names it."""
+    def stops(f):
+        raise ValueError("bad magic\nmore")
+
+    monkeypatch.setattr(fastavro, "reader", stops)
+    with pytest.raises(InputError) as err:
+        avro.describe(GCP_AVRO, duckdb.connect())
+    assert str(err.value) == (f"{GCP_AVRO}: cannot read the Avro file's header (cut short or damaged?): "
+                              "ValueError: bad magic")
+    monkeypatch.setitem(sys.modules, "fastavro", None)
+    with pytest.raises(InputError) as err:
+        avro.describe(GCP_AVRO, duckdb.connect())
+    assert (err.value.path, str(err.value)) == (str(GCP_AVRO), f"{GCP_AVRO}: reading an Avro export needs fastavro, "
+                                                "which is not installed: pip install 'gpu-auditor[avro]'")

@@ -19,6 +19,7 @@ from __future__ import annotations
 import ast
 import csv
 import json
+from datetime import datetime
 from decimal import Decimal
 from pathlib import Path
 
@@ -441,6 +442,18 @@ def test_csv_with_a_bad_usage_start_time_names_it(tmp_path):
     assert (e.line, e.column) == (4, "usage_start_time")
 
 
+
+def test_csv_with_a_bad_usage_end_time_names_it(tmp_path):
+    path = tmp_path / "gcp-bad-end.csv"
+    rows = [_line("Nvidia L4 GPU running in Americas"),
+            _line("Nvidia L4 GPU running in Americas", usage_end_time="12/09/2023 11h")]
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, HEADER, lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    e = _load_error(path)
+    assert (e.path, e.line, e.column) == (str(path), 3, "usage_end_time")
+
 # ---- each column of a line, one line for each way the reader reads it ----------------------------------------
 
 HEADER = ["billing_account_id", "service.description", "sku.id", "sku.description", "usage_start_time",
@@ -671,3 +684,39 @@ def test_usage_type_unit_and_currency_of_a_line(tmp_path):
                                   "ListCost") == [
         ("Nvidia L4 GPU running in Americas", "hour", D("1.0"), "EUR", D("0.71"), D("0.83")),
         ("N2 Instance Core running in Americas", "seconds", D("3600.0"), "USD", D("1.00"), D("1.00"))]
+
+
+def test_usage_window_of_a_line(tmp_path):
+    """A line's charge period is its usage_start_time to its usage_end_time, in UTC: half an hour, an hour that
+    ends at the next month's first midnight, and a start written at another offset (03:00 at -07:00 is 10:00)."""
+    rows = [_line("Nvidia L4 GPU running in Americas", usage_end_time="2023-09-12 10:30:00+00:00"),
+            _line("Nvidia L4 GPU running in Americas", usage_start_time="2023-09-30 23:00:00+00:00",
+                  usage_end_time="2023-10-01 00:00:00+00:00"),
+            _line("Nvidia L4 GPU running in Americas", usage_start_time="2023-09-12 03:00:00-07:00",
+                  usage_end_time="2023-09-12 04:00:00-07:00")]
+    assert _lines(tmp_path, rows, "ChargePeriodStart, ChargePeriodEnd") == [
+        (datetime(2023, 9, 12, 10, 0), datetime(2023, 9, 12, 10, 30)),
+        (datetime(2023, 9, 30, 23, 0), datetime(2023, 10, 1, 0, 0)),
+        (datetime(2023, 9, 12, 10, 0), datetime(2023, 9, 12, 11, 0))]
+
+
+def test_columns_of_a_line(tmp_path):
+    """Each column a GCP line maps, as its export writes it: the SKU's description and id, the service, the
+    billing account, the project as the sub-account, the resource, region and zone, the machine from the system
+    label machine_spec, the labels as tags; the provider is Google Cloud; billed and effective cost both net."""
+    labels = repr([{"key": "team", "value": "nlp"}, {"key": "env", "value": "prod"}])
+    spec = repr([{"key": "compute.googleapis.com/machine_spec", "value": "a2-highgpu-1g"}])
+    rows = [_line("A2 Instance Core running in Americas", **{"sku.id": "7A1F-22B0-C3D4"}, service__description=
+                  "Compute Engine", billing_account_id="01A2B3-C4D5E6-F7A8B9", project__id="ml-train",
+                  resource__name="vm-7", location__zone="us-central1-b", system_labels=spec, labels=labels,
+                  cost="3.00", credits=repr([{"name": "s", "amount": -0.75, "type": "SUSTAINED_USAGE_DISCOUNT"}])),
+            _line("Storage PD Capacity", service__description="Compute Engine", project__id="", location__zone="")]
+    got = _lines(tmp_path, rows, "ChargeDescription, SkuId, ServiceName, BillingAccountId, SubAccountId, "
+                                 "ResourceId, RegionId, AvailabilityZone, x_InstanceType, Tags, ProviderName, "
+                                 "x_Provider, BilledCost, EffectiveCost")
+    assert got == [
+        ("A2 Instance Core running in Americas", "7A1F-22B0-C3D4", "Compute Engine", "01A2B3-C4D5E6-F7A8B9",
+         "ml-train", "vm-7", "us-central1", "us-central1-b", "a2-highgpu-1g", {"team": "nlp", "env": "prod"},
+         "Google Cloud", "gcp", D("2.25"), D("2.25")),
+        ("Storage PD Capacity", "0000-0000-0000", "Compute Engine", "01A2B3-C4D5E6-F7A8B9", None, None,
+         "us-central1", None, None, {}, "Google Cloud", "gcp", D("1.00"), D("1.00"))]
