@@ -197,6 +197,8 @@ def run_action(ws: Path, temp: Path, inputs: dict[str, str], event: dict | None 
     ends with `uses_outcome`, its `continue-on-error` honoured as the runner honours it."""
     action = yaml.safe_load((REPO / "action.yml").read_text())
     assert action["runs"]["using"] == "composite"
+    built = sorted((temp / "wheel").glob("*.whl"))  # the checkout as a wheel (action_temp), unless told what
+    inputs = {"install": str(built[0])} | inputs if built else inputs
     given = {name: inputs.get(name, spec.get("default", "")) for name, spec in action["inputs"].items()}
     missing = [n for n, spec in action["inputs"].items() if spec.get("required") and n not in inputs]
     assert not missing, f"required inputs not given: {missing}"
@@ -246,14 +248,21 @@ def run_action(ws: Path, temp: Path, inputs: dict[str, str], event: dict | None 
 
 @pytest.fixture(scope="module")
 def action_temp(tmp_path_factory) -> Path:
-    """RUNNER_TEMP, shared by the runs below so that the action's virtual environment is built once."""
-    return tmp_path_factory.mktemp("runner-temp")
+    """RUNNER_TEMP, shared by the runs below so that the action's virtual environment is built once; in it, this
+    checkout built once as a wheel, which each run installs (`install:`) unless it says what to install: pip then
+    finds it installed already, where the action's default, the action's own copy, is built again by each run
+    (a test of its own runs that)."""
+    temp = tmp_path_factory.mktemp("runner-temp")
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--disable-pip-version-check", "-w",
+                    str(temp / "wheel"), str(REPO)], check=True, capture_output=True, timeout=600)
+    return temp
 
 
 @pytest.mark.slow
 def test_action_fails_a_pull_request_with_a_high_finding(tmp_path: Path, action_temp: Path) -> None:
     ws = workspace(tmp_path / "ws", "job-bad.yaml")
-    run = run_action(ws, action_temp, {"policy": "gpu-policy.yml", "paths": "k8s/\n"})
+    # The action's default install: its own copy (install empty), built by pip.
+    run = run_action(ws, action_temp, {"policy": "gpu-policy.yml", "paths": "k8s/\n", "install": ""})
     names = [name for name, _ in run["steps"]]
     assert names == ["Install gpu-auditor", "Run the gate", "Verdict"], names
     install, gate, verdict = (r for _, r in run["steps"])
