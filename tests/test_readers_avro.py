@@ -406,10 +406,8 @@ def test_files_of_single_values_or_a_record_that_contains_itself_are_refused_who
         assert not list(tmp_path.glob("*.parquet")), "no copy is begun for a schema that is refused"
 
 
-def test_a_file_cut_in_its_second_block_names_the_records_read_before(tmp_path):
-    """Three records in a first block, two in a second cut short: the error says reading stopped after record 3,
-    in one line naming the file, and no half-written copy is left."""
-    records = read_avro(GCP_AVRO)[:5]
+def cut_in_second_block(tmp_path: Path, records: list[dict]) -> Path:
+    """An Avro file of `records`, three in a first block and the rest in a second, cut half way into the second."""
     whole = tmp_path / "whole.avro"
     with open(whole, "wb") as f:
         writer = fastavro.write.Writer(f, fastavro.parse_schema(make_avro.schema()), codec="null")
@@ -423,6 +421,14 @@ def test_a_file_cut_in_its_second_block_names_the_records_read_before(tmp_path):
         end = f.tell()
     cut = tmp_path / "cut.avro"
     cut.write_bytes(whole.read_bytes()[:(first + end) // 2])
+    return cut
+
+
+def test_a_file_cut_in_its_second_block_names_the_records_read_before(tmp_path):
+    """Three records in a first block, two in a second cut short: the error says reading stopped after record 3,
+    in one line naming the file, and no half-written copy is left."""
+    records = read_avro(GCP_AVRO)[:5]
+    cut = cut_in_second_block(tmp_path, records)
     with pytest.raises(InputError) as err:
         avro.to_parquet(cut, tmp_path)
     text = str(err.value)
@@ -440,19 +446,7 @@ def test_records_go_to_parquet_a_batch_at_a_time(tmp_path, monkeypatch):
     copy = pq.ParquetFile(avro.to_parquet(path, tmp_path))
     assert [copy.metadata.row_group(i).num_rows for i in range(copy.metadata.num_row_groups)] == [2, 2, 1]
     assert copy.read().column("cost").to_pylist() == [r["cost"] for r in records]
-    whole = tmp_path / "whole.avro"
-    with open(whole, "wb") as f:
-        writer = fastavro.write.Writer(f, fastavro.parse_schema(make_avro.schema()), codec="null")
-        for r in records[:3]:
-            writer.write(r)
-        writer.flush()
-        first = f.tell()
-        for r in records[3:]:
-            writer.write(r)
-        writer.flush()
-        end = f.tell()
-    cut = tmp_path / "cut.avro"
-    cut.write_bytes(whole.read_bytes()[:(first + end) // 2])
+    cut = cut_in_second_block(tmp_path, records)
     with pytest.raises(InputError, match=r"\(cut short or damaged\?\) after record 3: "):
         avro.to_parquet(cut, tmp_path)
 
