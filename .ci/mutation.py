@@ -142,7 +142,7 @@ def tree_copy(into: Path, module: str, tests: list[str]) -> str:
     config = ("\n[tool.mutmut]\n"
               f"source_paths = [{target!r}]\n"
               f"pytest_add_cli_args_test_selection = {tests!r}\n"
-              "pytest_add_cli_args = ['-p', 'no:cacheprovider', '-n', '0', '-m', 'not slow', '-x', '-q']\n"
+              "pytest_add_cli_args = ['-p', 'no:cacheprovider', '-n', '0', '-m', 'not slow or heavy', '-x', '-q']\n"
               "also_copy = ['auditor', 'rules', 'reports', 'fixtures', 'benchmarks']\n")
     pyproject = into / "pyproject.toml"
     pyproject.write_text(re.sub(r"\n\[tool\.mutmut\][^\[]*", "", pyproject.read_text()) + config)

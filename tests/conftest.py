@@ -131,7 +131,10 @@ def chromium() -> str:
 
 # --- the fast loop: `pytest -m "not slow"` ---------------------------------------------------------------------
 # A test is marked slow where it is (large generated files, thousands of documents, property runs, a wheel built and
-# installed); one that starts Spark or the browser is slow by the fixture it asks for.
+# installed); one that starts Spark or the browser is slow by the fixture it asks for. A test marked heavy (whole
+# audits or whole exports, about a second or more a test, or many of them) is slow too: the fast loop leaves it
+# out, but mutation testing (.ci/mutation.py) and the fresh-clone check run `-m "not slow or heavy"`, for the
+# mutants these tests kill and the samples they read.
 SLOW_FIXTURES = {"spark", "chromium"}
 # Cases of a test that run in the full suite only, where the fast loop runs the same code on the test's other cases
 # (the README's test section says which and why): the test's file::function, and which of its parameters are slow.
@@ -159,7 +162,8 @@ def slow_case(item: pytest.Item) -> bool:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or slow_case(item):
+        heavy = item.get_closest_marker("heavy") is not None
+        if SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or slow_case(item) or heavy:
             item.add_marker(pytest.mark.slow)
     if os.environ.get("GPU_AUDITOR_ONLY_OUTSIDE"):
         keep = [item for item in items if reads_outside(item)]
@@ -187,9 +191,11 @@ def reads_outside(item: pytest.Item) -> bool:
 # README's commands in tests/test_readme.py run in sequence), and a module fixture is built at most once per worker.
 # A whole file is too coarse: tests/test_reliability.py alone would be the run's last minutes. The files whose
 # module or session fixtures start a program or build an environment stay whole on one worker, so that it is done
-# once, not once per worker: Spark's JVM (tests/test_spark*.py, one unit together), the browser, Prometheus, the
-# installed wheel, the Action's virtual environment, and the generated quarters' audits (15 s of CPU: each seed's
-# made once a session, tests/test_generated_quarters.py). `-n 0` runs everything in this process.
+# once, not once per worker: the browser, Prometheus, the installed wheel, the Action's virtual environment, and
+# the generated quarters' audits (15 s of CPU: each seed's made once a session, tests/test_generated_quarters.py).
+# Spark's files are a unit each: its JVM starts at most once a worker (12 s), and its minutes of tests are shared
+# by both workers rather than left to one while the other runs out of work. xdist hands out the units with the
+# most tests first. `-n 0` runs everything in this process.
 ONE_WORKER = {"test_chromium.py": "chromium", "test_pull_k8s_shared.py": "prometheus", "test_wheel.py": "wheel",
               "test_integrations.py": "integrations", "test_unit_series.py": "prometheus-series",
               "test_generated_quarters.py": "quarters"}
@@ -203,7 +209,7 @@ def pytest_xdist_make_scheduler(config, log):
             module, _, function = nodeid.partition("::")
             name = Path(module).name
             if name.startswith("test_spark"):
-                return "spark"
+                return module
             return ONE_WORKER.get(name) or f"{module}::{function.split('[', 1)[0]}"
 
     return ByFunction(config, log)

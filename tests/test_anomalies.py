@@ -46,6 +46,7 @@ def audit(tmp_path_factory) -> dict:
                      date(2026, 10, 15), select=["ANOM001"]).to_dict()
 
 
+@pytest.mark.heavy
 def test_the_one_spike_is_counted_once_under_the_team(audit):
     [f] = [f for f in audit["findings"] if f["rule"] == "ANOM001"]
     assert (f["evidence"]["dimension"], f["team"]) == ("team", "nlp")
@@ -59,6 +60,7 @@ def test_the_one_spike_is_counted_once_under_the_team(audit):
     assert len(f["evidence"]["days"]) == 92
 
 
+@pytest.mark.heavy
 def test_the_spike_dollars_are_in_every_total_once(audit):
     summary = audit["summary"]
     [action] = [a for a in summary["actions"] if a["rule"] == "ANOM001"]
@@ -81,6 +83,7 @@ def test_the_team_report_has_its_own_series_only(audit):
     assert "| Team nlp | 2026-08-18 |" in md and "Account " not in md.split("## Spend anomalies")[1][:2000]
 
 
+@pytest.mark.heavy
 def test_the_owners_email_charts_it(audit, tmp_path: Path):
     from auditor.outputs.mail.compose import html_part, view
     from auditor.outputs.mail.route import route
@@ -90,6 +93,7 @@ def test_the_owners_email_charts_it(audit, tmp_path: Path):
     assert "Spend anomalies" in html and html.count('class="anomaly"') == 1
 
 
+@pytest.mark.heavy
 def test_a_day_counted_in_another_series_says_so_in_the_report(demo_folder):
     """The demo's platform benchmark (i-0bench...) rose $527.04 a day on 2026-08-04..09, seen by team platform,
     its account and the p4d family; on 2026-08-05 the family also saw a vision job's rise ($922.32 in all), more

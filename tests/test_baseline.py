@@ -63,6 +63,7 @@ def test_without_a_baseline_nothing_is_marked(full):
     valid(full)
 
 
+@pytest.mark.heavy
 def test_a_baseline_with_every_finding_leaves_nothing_to_report(full, tmp_path):
     base = tmp_path / "base.json"
     base.write_text(json.dumps(full), encoding="utf-8")
@@ -83,6 +84,7 @@ def test_a_baseline_with_every_finding_leaves_nothing_to_report(full, tmp_path):
     assert rows == []
 
 
+@pytest.mark.heavy
 def test_only_new_findings_are_reported_and_fail(full, partial, tmp_path):
     base, last = partial
     result, doc = audit(tmp_path / "out", "--baseline", base, "--fail-on", "high")
@@ -98,6 +100,7 @@ def test_only_new_findings_are_reported_and_fail(full, partial, tmp_path):
     valid(doc)
 
 
+@pytest.mark.heavy
 def test_a_baseline_run_can_be_the_next_baseline(full, tmp_path):
     first = tmp_path / "first.json"
     first.write_text(json.dumps(full), encoding="utf-8")
@@ -109,6 +112,7 @@ def test_a_baseline_run_can_be_the_next_baseline(full, tmp_path):
     assert third["findings"] == [] and prints(third["baseline"]["findings"]) == prints(full["findings"])
 
 
+@pytest.mark.heavy
 def test_a_changed_recommendation_is_a_new_finding(tmp_path):
     """The fingerprint holds rule, resource and what was recommended: the same machine with another
     recommended type is a new finding."""

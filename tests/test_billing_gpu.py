@@ -87,6 +87,7 @@ def test_billed_gpu_machines_from_the_cur_alone():
     assert (daytime.billed_hours, daytime.full_days, daytime.full_day_cost_min) == (736, 0, None)
 
 
+@pytest.mark.heavy
 def test_audit_without_inventory_names_the_forgotten_machine_and_the_empty_reservation():
     audit = run_audit(POLICY, [GPU / "cur-forgotten-gpu.csv"], window=Q3)
     gpu = findings(audit, "GPU006")
@@ -108,6 +109,7 @@ def test_audit_without_inventory_names_the_forgotten_machine_and_the_empty_reser
     assert r.evidence["unused_hours"] == "720.000000000000000000" and r.evidence["unused_gpu_hours"].startswith("5760")
 
 
+@pytest.mark.heavy
 def test_with_inventory_utilisation_counts_and_machines_missing_from_it_are_gaps(tmp_path):
     snapshot = {
         "version": 1, "generated_at": "2026-10-01T00:00:00Z", "source": "test",
@@ -135,6 +137,7 @@ def test_with_inventory_utilisation_counts_and_machines_missing_from_it_are_gaps
 # --- the provider's own split, and capacity reservations in CUR 2.0 ---------------------------------------------
 
 
+@pytest.mark.heavy
 def test_cur2_split_cost_allocation_and_capacity_reservation_columns():
     store = store_of(GPU / "cur2-eks-split.csv")
     assert store.sources[0].format == "aws-cur2"
@@ -213,6 +216,7 @@ def split_teams(audit) -> dict:
             {a["resource"]: a["team"] for a in audit.summary["actions"]})
 
 
+@pytest.mark.heavy
 def test_a_findings_team_follows_the_providers_split():
     """A finding on a node the provider split is the team's that bears the largest part of its cost once the
     split is moved in (as its spend is), not the team of the node's own tags. The node of cur2-eks-split.csv
@@ -241,6 +245,7 @@ def test_a_findings_team_follows_the_providers_split():
     assert NODE not in render(audit, "csv", "ml-platform") and NODE in render(audit, "md", "research")
 
 
+@pytest.mark.heavy
 def test_a_node_split_in_part_stays_with_the_team_that_bears_most_of_it(tmp_path):
     """Only the vision pod's lines kept: vision bears 786.4191 of the node, the node's own team (ml-platform)
     the 1,573.2081 left: the node's findings stay ml-platform's. With only research's kept, research bears
@@ -264,6 +269,7 @@ def test_a_node_split_in_part_stays_with_the_team_that_bears_most_of_it(tmp_path
 # --- FOCUS 1.3 and the GPU columns of FOCUS 1.1-1.2 ---------------------------------------------------------------
 
 
+@pytest.mark.heavy
 def test_focus_13_gpu_columns_reservations_and_allocated_charges():
     store = store_of(GPU / "focus-1.3-gpu.csv")
     assert store.sources[0].format == "focus-1.3"
@@ -291,6 +297,7 @@ def test_focus_13_gpu_columns_reservations_and_allocated_charges():
     assert audit.summary["allocation"]["moves"] == {}  # nothing to move: the rows are the split
 
 
+@pytest.mark.heavy
 def test_microsofts_focus_12_export_columns_are_read(samples, tmp_path):
     """Microsoft's FOCUS 1.2 export schema (the FinOps hubs ingestion mapping): a file with its exact header reads,
     and its capacity reservation, commitment quantity and SkuPriceDetails columns land in costs."""
@@ -340,6 +347,7 @@ def test_real_focus_10_sample_gpu_machines_are_exact(samples):
     assert build(store, parse_quarter("2024-Q3"), POLICY, CapacityReservation) == []
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("name", ["cur-forgotten-gpu.csv", "cur2-eks-split.csv", "focus-1.3-gpu.csv"])
 def test_new_columns_sum_the_lines_exactly(name):
     store = store_of(GPU / name)
@@ -377,6 +385,7 @@ def bad_copy(tmp_path: Path, name: str, column: str, row: int, value: str) -> Pa
     return path
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("name, column, value, words", [
     ("focus-1.3-gpu.csv", "SkuPriceDetails", "{GpuCount: 8", "is not a JSON object"),
     ("focus-1.3-gpu.csv", "AllocatedTags", "[1, 2]", "is not a JSON object"),
@@ -400,6 +409,7 @@ def test_a_bad_value_in_a_new_column_names_its_line_and_column(tmp_path, name, c
     assert result.exit_code == 2 and f"{path.name}:4: " in result.output and not (tmp_path / "out").exists()
 
 
+@pytest.mark.heavy
 def test_focus_gpu_count_makes_a_type_the_catalog_lacks_gpu_spend(tmp_path, samples):
     """FOCUS SkuPriceDetails.GpuCount is the export's own word: a p6-b300.48xlarge (not in the catalog) billed with
     GpuCount 8 is GPU spend with 8 GPU-hours an hour; the p6-b200.48xlarge of issue 27 is a B200 (its $82,031.62 and
@@ -483,6 +493,7 @@ SPLIT_GPU_HOURS = split_policy("gpu_hours_per_quarter: 384", "gpu_hours_per_quar
 
 
 
+@pytest.mark.heavy
 def test_gpu_hours_follow_the_providers_split():
     """A team's GPU-hours follow its share of a split node as its GPU spend does (issue 26): each day, a share
     takes the node's GPU-hours in the proportion its amount is of the node's cost. The node of cur2-eks-split.csv

@@ -51,6 +51,7 @@ def sentence(prev: dict, doc: dict) -> str:
             f"{words(p['monthly_savings']['USD'], s['monthly_savings']['USD'])} a month.")
 
 
+@pytest.mark.heavy
 def test_the_change_is_worked_out_from_both_audits(with_previous):
     prev, doc, _, _ = with_previous
     assert prev["summary"]["billed_cost"] == {"USD": "251000.00"}  # test_report_trend's Q2
@@ -58,6 +59,7 @@ def test_the_change_is_worked_out_from_both_audits(with_previous):
                                           "$84,085.45 (+38.1%), savings found up ")
 
 
+@pytest.mark.heavy
 def test_markdown_and_terminal_say_it_at_the_top(with_previous):
     prev, doc, out, stdout = with_previous
     md = (out / "report.md").read_text(encoding="utf-8")
@@ -77,6 +79,7 @@ def test_html_says_it_at_the_top(with_previous):
     assert sentence(prev, doc).removeprefix("Compared with 2026-Q2") in top.replace(" (its audit)", "")
 
 
+@pytest.mark.heavy
 def test_emails_say_it_at_the_top(with_previous):
     prev, doc, out, _ = with_previous
     teams = {t["lead"]: name for name, t in doc["summary"]["teams"].items()}

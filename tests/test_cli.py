@@ -274,6 +274,7 @@ def demo(demo_run):
     return demo_run, demo_run.folder, json.loads((demo_run.folder / "audit.json").read_text(encoding="utf-8"))
 
 
+@pytest.mark.heavy
 def test_demo_audit_exits_clean_and_writes_its_files(demo):
     result, out, _ = demo
     assert result.exit_code == 0, result.output
@@ -311,6 +312,7 @@ def test_demo_audit_json_header(demo):
     assert {b["format"] for b in doc["inputs"]["billing"]} == {"aws-cur", "focus-1.0"}
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("rule_id", RULE_IDS)
 def test_demo_finds_every_rule_with_dollars(demo, rule_id):
     _, _, doc = demo
@@ -370,6 +372,7 @@ def test_demo_expired_waiver(demo):
     assert any(warning in w for w in doc["warnings"])
 
 
+@pytest.mark.heavy
 def test_demo_as_of_before_expiry_keeps_the_waiver(tmp_path):
     result = run(*demo_args(tmp_path, "-q", "--quarter", "2026-Q3", "--as-of", "2026-08-15", "--rule", "GPU001"))
     assert result.exit_code == 0
@@ -378,6 +381,7 @@ def test_demo_as_of_before_expiry_keeps_the_waiver(tmp_path):
     assert "expired" not in result.stderr
 
 
+@pytest.mark.heavy
 def test_demo_fail_on_high(tmp_path):
     result = run(*demo_args(tmp_path, "-q", "--quarter", "2026-Q3", "--as-of", "2026-10-15", "--fail-on", "high"))
     assert result.exit_code == 1
@@ -387,6 +391,7 @@ def test_demo_fail_on_high(tmp_path):
     assert result.stderr.strip().splitlines()[-1] == f"fail on high: {high} finding(s) at or above high"
 
 
+@pytest.mark.heavy
 def test_demo_fail_on_critical(demo, tmp_path):
     _, _, doc = demo
     assert doc["summary"]["findings"]["by_severity"]["critical"] == 0
@@ -401,6 +406,7 @@ def test_demo_fail_on_bad_choice(tmp_path):
     assert not (tmp_path / "audit.json").exists()
 
 
+@pytest.mark.heavy
 def test_demo_rule_selects_only_that_rule(tmp_path):
     result = run(*demo_args(tmp_path, "-q", "--quarter", "2026-Q3", "--rule", "TAG001"))
     assert result.exit_code == 0
@@ -412,6 +418,7 @@ def test_demo_rule_selects_only_that_rule(tmp_path):
     assert {status[r] for r in RULE_IDS if r != "TAG001"} == {"disabled"}
 
 
+@pytest.mark.heavy
 def test_demo_rule_repeatable_and_by_name(tmp_path):
     result = run(*demo_args(tmp_path, "-q", "--quarter", "2026-Q3", "--rule", "idle-gpu", "--rule", "net001"))
     assert result.exit_code == 0
@@ -419,6 +426,7 @@ def test_demo_rule_repeatable_and_by_name(tmp_path):
     assert {f["rule"] for f in doc["findings"]} == {"GPU001", "NET001"}
 
 
+@pytest.mark.heavy
 def test_demo_unknown_rule_is_an_input_error(tmp_path):
     result = run(*demo_args(tmp_path, "-q", "--quarter", "2026-Q3", "--rule", "TAG01"))
     assert result.exit_code == 2
@@ -446,6 +454,7 @@ def test_window_options_conflict(tmp_path, extra):
     assert not (tmp_path / "audit.json").exists()
 
 
+@pytest.mark.heavy
 def test_since_until_window(tmp_path):
     result = run(*demo_args(tmp_path, "-q", "--since", "2026-07-01", "--until", "2026-08-01"))
     assert result.exit_code == 0, result.output
@@ -529,6 +538,7 @@ def test_demo_summary_total_equals_the_exports(demo):
     assert abs(per_file - summary) <= Decimal("0.005") * len(inside)
 
 
+@pytest.mark.heavy
 def test_inspect_demo_json():
     result = run("inspect", "--json", DEMO / "billing")
     assert result.exit_code == 0

@@ -70,6 +70,7 @@ def test_a_daily_export_s_floor_is_its_least_day_spread_over_its_hours(steady):
     assert (spend[T4].days_billed, spend[T4].floor_per_hour) == (2, 0)
 
 
+@pytest.mark.heavy
 def test_com002_states_the_saving_at_the_policy_rate(steady, tmp_path):
     policy = tmp_path / "policy.yml"
     policy.write_text("""policy: t
@@ -153,6 +154,7 @@ def test_several_gpus_hours_on_lines_with_gaps_add_to_no_hour(tmp_path):
     assert a100.floor_per_hour == Decimal("3.00")
 
 
+@pytest.mark.heavy
 def test_com004_on_the_hourly_floor_with_a_dated_rate_writes_every_output(day_and_night, tmp_path):
     """The saving is 65.55 x 730 x 30% = 14,355.45 (the least day / 24 would say 81.93 x 730 x 30% = 17,943.67);
     `discount_as_of`, a date, is written to audit.json as the day it is."""
@@ -203,6 +205,7 @@ def test_commitment_end_from_the_cur(tmp_path):
     assert datetime(2028, 1, 1) in ends.values()  # the savings plan's
 
 
+@pytest.mark.heavy
 def test_com003_lists_the_reservation_that_ends_next_quarter(tmp_path):
     policy = tmp_path / "policy.yml"
     policy.write_text("policy: t\nowner: o@example.com\nclauses:\n  commitment_renewal: {text: renew, "
@@ -222,6 +225,7 @@ def test_an_unreadable_end_time_names_its_line(tmp_path):
                             "time like 2026-07-01T00:00:00Z")
 
 
+@pytest.mark.heavy
 def test_the_hourly_floor_of_an_export_split_into_parts_is_that_of_the_whole(day_and_night, tmp_path):
     """The hourly lines of one export dealt into two parts alternately: each part holds every VM's days with
     gaps, the two together hold them whole, and the floor is that of the whole file."""

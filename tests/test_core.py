@@ -378,6 +378,7 @@ def test_an_engine_reads_the_billing_files_and_the_uris_and_an_empty_window_is_s
         run_audit(load_policy(DEMO / "policy.yml"), [DEMO / "billing"], engine=engine)
 
 
+@pytest.mark.heavy
 def test_an_engine_reads_into_the_audits_own_store():
     """What the engine reads is what the audit counts: the demo's July CUR file, read by an engine into the store
     it is given (as Spark's does), is every billing line of the audit."""
@@ -393,6 +394,7 @@ def test_an_engine_reads_into_the_audits_own_store():
     assert [Path(src.path).name for src in audit.sources] == [july.name]
 
 
+@pytest.mark.heavy
 def test_the_demo_audit_applies_the_waivers_and_leaves_the_machines_to_stop_out_of_the_baseline(tmp_path):
     """The demo (README), 2026-Q3 as of 2026-10-15, GPU001, GPU002, COM004 and POL001 only, with a baseline
     holding the batch machine's GPU002: it is known, not reported, and still left out of COM004's baseline (the
@@ -455,6 +457,7 @@ def test_the_demo_audit_applies_the_waivers_and_leaves_the_machines_to_stop_out_
     assert status["COM004"] == "broken (defaults)" and status["POL001"] == "broken"
 
 
+@pytest.mark.heavy
 def test_a_finding_on_a_machine_the_provider_split_is_the_team_bearing_most_of_its_cost():
     """cur2-eks-split.csv's node (tagged ml-platform) is split whole: research bears 1,573.2081 of its
     2,359.6272, vision 786.4191 (tests/test_billing_gpu.py). Its TAG001 (no owner, no project) is research's."""
@@ -465,6 +468,7 @@ def test_a_finding_on_a_machine_the_provider_split_is_the_team_bearing_most_of_i
     assert {f.resource: f.team for f in audit.findings}["i-0eksgpu000000001"] == "research"
 
 
+@pytest.mark.heavy
 def test_a_clause_is_judged_on_what_its_rule_looked_at_the_commitment_baseline_and_the_waivers_too(tmp_path):
     """COM004 looks at the demo's steady GPU families (g6 in us-east-1, g5 in us-west-2: README) and, with a floor
     no family reaches, flags none: its clause is met, not "not checked" (its baseline is built after the other

@@ -106,6 +106,7 @@ def originals(samples) -> dict[str, tuple]:
     return _Originals(samples)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("kind", VARIANTS)
 @pytest.mark.parametrize("name", SAMPLES)
 def test_every_sample_reads_the_same_in_every_dialect(name, kind, samples, originals, tmp_path):
@@ -150,6 +151,7 @@ def test_a_bad_value_after_a_repeated_header_names_its_own_line(samples, tmp_pat
     assert str(e.value) == f"{path}:40: column 'lineItem/UnblendedCost': '12.5 USD' is not a number"
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("cost, read", [("NULL", None), ('"0.25"', Decimal("0.25"))])
 def test_null_literals_and_quoted_numbers(cost, read, samples, tmp_path):
     """`NULL` is an empty value in every export (and a line needs a cost, so it is named); a quoted number is the
@@ -173,6 +175,7 @@ def test_null_literals_and_quoted_numbers(cost, read, samples, tmp_path):
         assert store.lines().execute("SELECT BilledCost FROM lines WHERE x_SourceRow = 2").fetchone()[0] == read
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("bad, message", [
     # a spreadsheet's date: the month or the day first? Refused, as before
     (("lineItem/UsageStartDate", "9/18/2024"), "'9/18/2024' is not a UTC time like 2026-07-01T00:00:00Z"),
@@ -203,6 +206,7 @@ def test_a_header_column_without_a_name_is_refused(samples, tmp_path):
     assert str(e.value) == f"{path}:1: column 2 of the header has no name"
 
 
+@pytest.mark.heavy
 def test_a_value_past_the_header_is_refused(samples, tmp_path):
     """A line with one field more than the header: an empty one is a trailing comma, a value has no column."""
     ls = _lines((samples / CUR).read_bytes())

@@ -136,6 +136,7 @@ def one_error(result) -> str:
     return lines[0]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize(("name", "make", "words"), CASES, ids=[c[0] for c in CASES])
 def test_inspect_names_the_missing_column(tmp_path, name, make, words):
     path = make(tmp_path)
@@ -172,6 +173,7 @@ def test_the_store_holds_nothing_of_a_near_miss(tmp_path):
     assert store.sources == []
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("src", [CUR, FOCUS, GCP / "gcp-detailed-export.csv", AZURE / "ea-cost-details.csv",
                                  AZURE / "mca-cost-details.csv"], ids=lambda p: p.name)
 def test_the_fixtures_the_near_misses_come_from_are_read(src):

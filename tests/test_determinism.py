@@ -48,6 +48,7 @@ def node(rid: str) -> int:
     return int(rid[3:], 16)
 
 
+@pytest.mark.heavy
 def test_the_same_lines_in_another_order_and_grouping_give_the_same_audit(tagchurn, tmp_path):
     files = tagchurn["formats"]["tagchurn-parquet"]
     # All three months in one file, every line in reverse: read alone and grouped by hash, where the three small
@@ -64,6 +65,7 @@ def test_the_same_lines_in_another_order_and_grouping_give_the_same_audit(tagchu
     assert b == a
 
 
+@pytest.mark.heavy
 def test_ties_go_by_the_stated_keys(tagchurn):
     """A node's category: that of its costliest usage type on one day, of equal cost the first by name. Its tags:
     the tag set charged last, of those the costliest, then the first by its entries. Every line of a node in

@@ -54,6 +54,7 @@ def test_the_name_is_shown_with_its_byte_escaped_everywhere_alike():
     assert readable("/data/coût.csv") == "/data/coût.csv"
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("given", ["folder", "file"])
 def test_a_billing_file_named_in_latin1_is_read_and_named_safely_in_every_output(tmp_path, given):
     folder = folder_with(tmp_path, NAME, SPLIT.read_text(encoding="utf-8"))
@@ -76,6 +77,7 @@ def test_a_billing_file_named_in_latin1_is_read_and_named_safely_in_every_output
     assert "co\\xfbts.csv" in run.stderr.decode("utf-8")  # the progress line: [1/1] reading ...
 
 
+@pytest.mark.heavy
 def test_a_bad_latin1_named_file_is_one_line_naming_it_and_exit_2(tmp_path):
     rows = list(csv.reader(io.StringIO(SPLIT.read_text(encoding="utf-8"))))
     rows[2][rows[0].index("line_item_unblended_cost")] = "n/a"  # the second billing line, line 3 of the file
@@ -90,6 +92,7 @@ def test_a_bad_latin1_named_file_is_one_line_naming_it_and_exit_2(tmp_path):
     assert "Traceback" not in run.stderr.decode("utf-8") and not (tmp_path / "out").exists()
 
 
+@pytest.mark.heavy
 def test_a_latin1_named_parquet_and_gzip_file_are_read_too(tmp_path):
     """DuckDB opens Parquet and gzip files itself (their columns are read by DuckDB, not Python): through the
     link too; the two hold the same lines, so the second is a re-delivery of the first, named as such."""

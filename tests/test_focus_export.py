@@ -58,6 +58,7 @@ def demo(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.heavy
 def test_demo_adds_up_to_the_bill_exactly(demo, demo_audit_result):
     doc = demo_audit_result.to_dict()  # the demo, 2026-Q3, today 2026-10-15, with the inventory (conftest)
     totals = billed(rows(demo / "focus.csv"))
@@ -69,6 +70,7 @@ def test_demo_adds_up_to_the_bill_exactly(demo, demo_audit_result):
     assert parquet == [("USD", totals["USD"], len(rows(demo / "focus.csv")))]  # the same rows, to the last digit
 
 
+@pytest.mark.heavy
 def test_demo_columns_are_focus_first_then_the_allocation(demo):
     header = next(csv.reader((demo / "focus.csv").open(encoding="utf-8")))
     assert set(FOCUS_1_0) <= set(header)
@@ -88,6 +90,7 @@ def test_demo_team_allocation_is_the_audits(demo, demo_audit_result):
         assert abs(amount - by_team[team]) < Decimal("0.01"), team
 
 
+@pytest.mark.heavy
 def test_demo_jobs_are_named(demo):
     jobs = {r["x_Job"]: r for r in rows(demo / "focus.csv") if r["x_Job"]}
     assert "vision-detector-v3-train-0805" in jobs

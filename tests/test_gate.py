@@ -183,6 +183,7 @@ def test_folder_run_names_every_broken_file_and_still_judges_the_rest(tmp_path: 
     assert "2 file(s) could not be read" in lines[-1]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("levels", [1000, 100_000])
 @pytest.mark.parametrize("suffix", [".yaml", ".json"])
 def test_deep_nesting_is_one_clear_line(tmp_path: Path, levels: int, suffix: str) -> None:

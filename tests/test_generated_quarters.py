@@ -88,6 +88,7 @@ def flagged(audit, rule: str) -> set[str]:
     return {f.resource for f in audit.findings if f.rule == rule and not f.waived}
 
 
+@pytest.mark.heavy
 def test_every_rule_has_its_answers_stated(quarter):
     """Every rule of `gpu-auditor rules list` has its answer on the quarter stated in advance: planted findings
     (RULES) or, where the plan gives it nothing, none (generate.QUIET, with the reason from its docs)."""
@@ -297,6 +298,7 @@ def demo_audits(demo_audit_result):
     return {True: demo_audit_result, False: alone}
 
 
+@pytest.mark.heavy
 def test_the_demo_calls_no_owned_or_busy_machine_forgotten(demo_audits):
     """Issue 26: without the inventory the demo called 9 tagged machines (some 55-75 % busy) forgotten and the
     savings rose from $57,442.57 to $88,063.78. Every machine of the demo carries an owner or is busy: none is

@@ -76,6 +76,7 @@ def test_the_shipped_hook_runs_the_gate_on_manifests() -> None:
     assert not re.search(hook["files"], "README.md")
 
 
+@pytest.mark.heavy
 def test_pre_commit_hook_blocks_a_failing_manifest_and_lets_a_passing_one_through(hook_repo) -> None:
     repo, env = hook_repo
     (repo / "k8s").mkdir()
@@ -95,6 +96,7 @@ def test_pre_commit_hook_blocks_a_failing_manifest_and_lets_a_passing_one_throug
     assert git(repo, "rev-parse", "--verify", "HEAD", env=env).returncode == 0
 
 
+@pytest.mark.heavy
 def test_pre_commit_hook_warns_about_yaml_that_is_no_manifest(hook_repo) -> None:
     """The shipped hook sees every YAML file it is given; --skip-unknown (in its entry) warns and passes."""
     repo, env = hook_repo

@@ -46,6 +46,7 @@ def demo(demo_audit_result, tmp_path_factory):
     return audit, json.loads((out / "audit.json").read_text(encoding="utf-8")), rows
 
 
+@pytest.mark.heavy
 def test_demo_jobs_cost_what_the_export_bills_them(demo):
     _, doc, rows = demo
     billed = export_cost_by_resource(DEMO / "billing", ":training-job/")
@@ -111,6 +112,7 @@ def focus_line(day: int, resource: str, cost: str, hours: str, tags: dict[str, s
             "x_SkuDetails": json.dumps({"ServiceType": VM})}
 
 
+@pytest.mark.heavy
 def test_labels_node_share_and_sweeps(tmp_path):
     header = (DEMO / "billing" / "focus-azure-2026-q3.csv").read_text(encoding="utf-8").splitlines()[0].split(",")
     lines = [focus_line(1, CLUSTER, "100.00", "27.2257", {"team": "nlp", "job": "train-bert"}),

@@ -210,6 +210,7 @@ def states(outbox: Path) -> dict[str, dict]:
 # ---- delivery ------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.heavy
 def test_plain_smtp_one_message_per_recipient_then_never_again(audit_dir, smtp_server):
     controller, handler = smtp_server()
     audit = audit_of(audit_dir)
@@ -288,6 +289,7 @@ def test_rerun_of_the_same_audit_is_the_same_audit(audit_dir, demo_audit):
     assert mail.message_key("f", "Lead@Example.com") == mail.message_key("f", "lead@example.com")
 
 
+@pytest.mark.heavy
 def test_starttls_with_self_signed_certificate_and_auth(audit_dir, smtp_server, certificate, tmp_path):
     controller, handler = smtp_server(tls_context=server_tls(certificate), require_starttls=True,
                                       authenticator=authenticator, auth_required=True)
@@ -302,6 +304,7 @@ def test_starttls_with_self_signed_certificate_and_auth(audit_dir, smtp_server, 
     assert all(PASSWORD.encode() not in p.read_bytes() for p in outbox.iterdir())
 
 
+@pytest.mark.heavy
 def test_wrong_password_keeps_everything_and_stops(audit_dir, smtp_server, certificate):
     controller, handler = smtp_server(tls_context=server_tls(certificate), require_starttls=True,
                                       authenticator=authenticator, auth_required=True)
@@ -322,6 +325,7 @@ def test_wrong_password_keeps_everything_and_stops(audit_dir, smtp_server, certi
     assert len(handler.received) == 4
 
 
+@pytest.mark.heavy
 def test_untrusted_certificate_is_not_accepted(audit_dir, smtp_server, certificate):
     controller, handler = smtp_server(tls_context=server_tls(certificate), require_starttls=True)
     result = send(audit_dir, controller.port, "--starttls")  # the system CAs do not know our certificate
@@ -336,6 +340,7 @@ def test_starttls_required_but_not_offered_sends_nothing_in_clear(audit_dir, smt
     assert handler.received == [] and sum(s["attempts"] for s in states(audit_dir / "outbox").values()) == 1
 
 
+@pytest.mark.heavy
 @pytest.mark.filterwarnings("ignore:Requiring AUTH while not requiring TLS")
 def test_implicit_tls_settings_from_the_environment(audit_dir, smtp_server, certificate):
     controller, handler = smtp_server(ssl_context=server_tls(certificate), authenticator=authenticator,
@@ -351,6 +356,7 @@ def test_implicit_tls_settings_from_the_environment(audit_dir, smtp_server, cert
     assert all(r.message["Reply-To"] == "finops@example.com" for r in handler.received)
 
 
+@pytest.mark.heavy
 def test_refused_message_stays_in_outbox_until_resend(audit_dir, smtp_server):
     controller, handler = smtp_server()
     audit = audit_of(audit_dir)
@@ -392,6 +398,7 @@ def test_permanent_refusal_is_not_retried(audit_dir, smtp_server):
     assert len(handler.received) == 3
 
 
+@pytest.mark.heavy
 def test_dropped_connection_is_retried_and_delivered_once(audit_dir, smtp_server):
     controller, handler = smtp_server()
     handler.drop_data = 2
@@ -417,6 +424,7 @@ def test_busy_server_is_retried_with_bounded_exponential_backoff(audit_dir, smtp
     assert waits == [1.5, 3.0, 5, 5] * 4  # bounded: 4 waits per message, doubling up to the cap
 
 
+@pytest.mark.heavy
 def test_dry_run_writes_eml_files_and_resend_sends_them(audit_dir, smtp_server):
     result = run("email", "--policy", DEMO / "policy.yml", "--dry-run", audit_dir)  # no server at all
     assert result.exit_code == 0, result.output
@@ -436,6 +444,7 @@ def test_dry_run_writes_eml_files_and_resend_sends_them(audit_dir, smtp_server):
     assert {r.rcpt_tos[0] for r in handler.received} == set(subjects) and len(handler.received) == 4
 
 
+@pytest.mark.heavy
 def test_every_message_of_the_demo_reads_whole_in_a_mailbox(audit_dir):
     """Every team's lead and the owner: the body a mail client shows (the plain text and the HTML) under 100 kB,
     where Gmail clips at 102 kB; the full report and every finding as attachments, the lead's cut to the team;
@@ -466,6 +475,7 @@ def test_every_message_of_the_demo_reads_whole_in_a_mailbox(audit_dir):
     assert seen == {*teams.values(), "owner"}
 
 
+@pytest.mark.heavy
 def test_audit_email_runs_the_audit_then_sends(tmp_path, smtp_server):
     controller, handler = smtp_server()
     out = tmp_path / "report"
@@ -482,6 +492,7 @@ def test_audit_email_runs_the_audit_then_sends(tmp_path, smtp_server):
     assert not (tmp_path / "x").exists()  # it fails before the audit runs
 
 
+@pytest.mark.heavy
 def test_unreachable_server_is_tried_for_one_message_only(audit_dir):
     import socket
 
@@ -521,6 +532,7 @@ def hostile_copy(audit_dir: Path, tmp_path: Path, team: str, tag_team: str | Non
     return policy
 
 
+@pytest.mark.heavy
 def test_no_header_injection_from_team_names_or_tags(audit_dir, smtp_server, tmp_path):
     controller, handler = smtp_server()
     policy = hostile_copy(audit_dir, tmp_path, EVIL_TEAM, EVIL_TAG)
@@ -554,6 +566,7 @@ def test_lead_address_with_a_newline_is_an_input_error(audit_dir, tmp_path):
     assert not (audit_dir / "outbox").exists()  # nothing written
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("team", ["../../etc", "/etc/passwd", "..", "a/../../b\x00", "团队" * 30 + "x" * 200],
                          ids=["dotdot-etc", "absolute", "dotdot", "nul", "long-unicode"])
 def test_outbox_file_names_stay_in_the_outbox(audit_dir, tmp_path, team):
@@ -602,6 +615,7 @@ def test_two_runs_cannot_share_an_outbox(tmp_path):
             mail.Outbox(tmp_path / "outbox").__enter__()
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("args, message", [
     (["--policy", "POLICY", "--dry-run", "MISSING"], "no audit.json found here"),
     (["--policy", "POLICY", "--dry-run", "POLICY"], "not valid JSON"),

@@ -478,6 +478,7 @@ def test_tekton_steps_run_one_after_another() -> None:
     assert (j.gpu_count, j.max_runtime_s) == (2, 5400)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("levels", [1000, 100_000])
 def test_deep_nesting_is_an_input_error_not_a_recursion_error(tmp_path: Path, levels: int) -> None:
     for suffix in (".yaml", ".json"):

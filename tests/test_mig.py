@@ -232,6 +232,7 @@ def _pull_and_audit(tmp_path, node_list: dict, pod_list: dict) -> dict:
     return json.loads((tmp_path / "r" / "audit.json").read_text())
 
 
+@pytest.mark.heavy
 def test_nodes_whose_every_slice_is_held_are_fully_allocated(tmp_path):
     doc = _pull_and_audit(tmp_path, *_cluster())
     nodes = {n["name"]: n for n in doc["summary"]["kubernetes_gpus"]["nodes"]}
@@ -260,6 +261,7 @@ def test_a_hami_or_runai_pods_share_of_a_gpu(limits, annotations, expected):
     assert pod_gpu_share(spec, annotations, 81920) == expected
 
 
+@pytest.mark.heavy
 def test_hami_and_runai_pods_cost_their_fraction(tmp_path):
     """A HAMi node (2 GPUs registered, split 10 ways: 20 nvidia.com/gpu) with a pod at 30% of one GPU's cores
     and a pod at half the memory of two; a node of 8 whole A100 80GB with Run:ai pods at a half, a quarter of

@@ -51,6 +51,7 @@ def findings(tmp_path_factory) -> list[dict]:
     return [f for f in doc["findings"] if f["rule"] == "OFF001"]
 
 
+@pytest.mark.heavy
 def test_the_compute_instance_is_flagged_with_the_stated_saving(findings):
     [f] = findings
     assert f["resource"] == ML + "ci-ana" and f["owner"] == "ana@example.com"
@@ -106,6 +107,7 @@ def pod_findings(tmp_path_factory) -> list[dict]:
     return [f for f in doc["findings"] if f["rule"] == "OFF001"]
 
 
+@pytest.mark.heavy
 def test_an_interactive_pod_is_flagged_with_the_stated_saving(pod_findings):
     [f] = pod_findings
     assert f["resource"] == "nb/jupyter-ana" and f["evidence"]["platform"] == "kubernetes-pod"
@@ -114,6 +116,7 @@ def test_an_interactive_pod_is_flagged_with_the_stated_saving(pod_findings):
     assert Decimal(f["monthly_savings"]) == Decimal("1803.49")
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("option, value, message", [
     ("time_zone", "Mars/Olympus", "clauses.off_hours.time_zone: unknown time zone 'Mars/Olympus'"),
     ("work_end", "7pm", "clauses.off_hours.work_end: '7pm' is not a time of day (HH:MM)"),

@@ -69,6 +69,7 @@ def one_at_a_time(paths: list[Path]) -> Store:
     return store
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("kind", ["csv", "gz", "parquet"])
 @pytest.mark.parametrize("sample", SAMPLES, ids=lambda p: Path(p).parent.name)
 def test_parts_read_as_one_scan_equal_the_parts_read_one_by_one(sample, kind, tmp_path, locate):
@@ -100,6 +101,7 @@ def test_parts_read_as_one_scan_equal_the_parts_read_one_by_one(sample, kind, tm
         "OR date_trunc('day', l.ChargePeriodStart) <> date_trunc('day', c.ChargePeriodStart)").fetchone()[0] == 0
 
 
+@pytest.mark.heavy
 def test_a_bad_line_in_one_part_is_named_by_its_file_and_line(tmp_path, locate):
     parts = cut(locate(SAMPLES[1]), tmp_path / "export", 5)
     text = parts[3].read_text(encoding="utf-8").splitlines(keepends=True)
@@ -123,6 +125,7 @@ def test_an_empty_part_is_named(tmp_path, locate):
     assert e.value.path == str(parts[2])
 
 
+@pytest.mark.heavy
 def test_a_part_delivered_twice_in_the_same_folder_is_counted_once(tmp_path, locate):
     """A second download saved beside the first (a later copy with a few lines more): the scan finds lines two
     files share, reads the files one by one, and the re-delivery is counted once, from the later copy."""
@@ -137,6 +140,7 @@ def test_a_part_delivered_twice_in_the_same_folder_is_counted_once(tmp_path, loc
     assert sums(store) == sums(one_at_a_time(parts))
 
 
+@pytest.mark.heavy
 def test_exports_in_folders_of_their_own_are_scans_of_their_own(tmp_path, locate):
     """Two deliveries of one month, each in its folder (as AWS writes a re-delivered CUR): each is read as one
     scan, and the later is kept whole."""
@@ -151,6 +155,7 @@ def test_exports_in_folders_of_their_own_are_scans_of_their_own(tmp_path, locate
     assert len(first) == 3
 
 
+@pytest.mark.heavy
 def test_a_part_dated_before_2000_is_named_in_a_warning(tmp_path, locate):
     parts = cut(locate(SAMPLES[1]), tmp_path / "export", 3)
     text = parts[1].read_text(encoding="utf-8").splitlines(keepends=True)

@@ -144,6 +144,7 @@ def refused(text: str) -> str:
     return str(exc.value)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize(("text", "message"), [
     ("", "p.yml: the policy is empty"),
     ("# only a comment\n", "p.yml: the policy is empty"),

@@ -31,6 +31,7 @@ def adapter(p):
     target.write_text((REPO / "fixtures" / "billing" / "cur-gpu-spot.csv").read_text())
 
 
+@pytest.mark.heavy
 def test_snapshot_manifest_and_partial_audit(tmp_path):
     manifest = pull_snapshot(PullOptions("aws", WINDOW), tmp_path / "snap", adapter=adapter)
     snap = tmp_path / "snap"
@@ -100,6 +101,7 @@ def test_audit_usage_errors(args, message, monkeypatch):
     assert result.exit_code == 2 and message in result.output
 
 
+@pytest.mark.heavy
 def test_an_audit_on_files_imports_no_cloud_sdk(tmp_path):
     code = (
         "import sys\nfrom click.testing import CliRunner\nfrom auditor.cli import cli\n"

@@ -178,6 +178,7 @@ def planted(aws):
 # ---- pull, then audit ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.heavy
 def test_pull_writes_a_snapshot_and_the_audit_finds_what_was_planted(planted, tmp_path):
     snap = tmp_path / "snap"
     result = run(*pull_args(snap))
@@ -245,6 +246,7 @@ def test_pull_writes_a_snapshot_and_the_audit_finds_what_was_planted(planted, tm
     assert idle["cost"] is not None  # joined to the CUR lines pulled with it
 
 
+@pytest.mark.heavy
 def test_no_credential_is_written(planted, tmp_path):
     snap = tmp_path / "snap"
     assert run(*pull_args(snap)).exit_code == 0
@@ -256,6 +258,7 @@ def test_no_credential_is_written(planted, tmp_path):
                 assert secret.encode() not in data, (path, secret)
 
 
+@pytest.mark.heavy
 def test_a_failing_source_is_recorded_and_the_audit_is_partial(planted, tmp_path, monkeypatch):
     import socket
 
@@ -295,6 +298,7 @@ def test_without_credentials_every_source_fails_and_says_why(aws, tmp_path, monk
     assert all("credentials" in f["reason"].lower() for f in manifest["failed"])
 
 
+@pytest.mark.heavy
 def test_live_audit_pulls_into_a_temporary_snapshot(planted, tmp_path):
     policy = tmp_path / "policy.yml"
     policy.write_text(POLICY)
@@ -307,6 +311,7 @@ def test_live_audit_pulls_into_a_temporary_snapshot(planted, tmp_path):
     assert doc["summary"]["billed_cost"]
 
 
+@pytest.mark.heavy
 def test_existing_snapshot_is_not_overwritten_without_force(planted, tmp_path):
     snap = tmp_path / "snap"
     snap.mkdir()
@@ -328,6 +333,7 @@ def pull_with(tmp_path, monkeypatch=None, retry: Retry | None = None, factory=bo
                          adapter=lambda p: aws_live.pull(p, session_factory=factory))
 
 
+@pytest.mark.heavy
 def test_pages_are_followed_to_the_end(aws, tmp_path, monkeypatch):
     monkeypatch.setattr(aws_live, "PAGE", 2)
     monkeypatch.setattr(aws_sagemaker, "PAGE", 2)
@@ -360,6 +366,7 @@ def stubbed(service: str, region: str = "us-east-1") -> Stubber:
     return stub
 
 
+@pytest.mark.heavy
 def test_throttling_is_retried_with_backoff(aws, tmp_path, monkeypatch):
     ec2 = stubbed("ec2")
     ec2.add_client_error("describe_instances", "RequestLimitExceeded", "Request limit exceeded.", 503)
@@ -379,6 +386,7 @@ def test_throttling_is_retried_with_backoff(aws, tmp_path, monkeypatch):
     ec2.assert_no_pending_responses()
 
 
+@pytest.mark.heavy
 def test_training_and_billable_seconds_and_interruptions(aws, tmp_path, monkeypatch):
     """moto leaves BillableTimeInSeconds empty: the SageMaker answer comes from a Stubber."""
     sm = stubbed("sagemaker")
@@ -410,6 +418,7 @@ def test_training_and_billable_seconds_and_interruptions(aws, tmp_path, monkeypa
     sm.assert_no_pending_responses()
 
 
+@pytest.mark.heavy
 def test_cur_found_through_report_definitions_and_prices_from_the_pricing_api(planted, tmp_path, monkeypatch):
     cur = stubbed("cur")
     cur.add_response("describe_report_definitions", {"ReportDefinitions": [{
@@ -433,6 +442,7 @@ def test_cur_found_through_report_definitions_and_prices_from_the_pricing_api(pl
     pricing.assert_no_pending_responses()
 
 
+@pytest.mark.heavy
 def test_assume_role_across_the_organisation(aws, tmp_path):
     org = boto3.client("organizations", region_name="us-east-1")
     org.create_organization(FeatureSet="ALL")
@@ -463,6 +473,7 @@ def test_redaction_of_messages():
     assert "401 for" in text
 
 
+@pytest.mark.heavy
 def test_an_unreadable_cur_manifest_fails_the_billing_source(aws, tmp_path):
     """A manifest of the window's billing period that is not JSON, or lists no report files: that period's cost
     would be missing, so the source is not ok."""
@@ -495,6 +506,7 @@ def test_instances_and_metric_series_that_cannot_be_read_are_counted(aws, tmp_pa
         "unit": "Hrs", "pricePerUnit": {"USD": "n/a"}}}}}}}) is None  # not a number: no price, not a crash
 
 
+@pytest.mark.heavy
 def test_a_fractional_gpu_is_counted_as_its_share_and_flagged_idle(aws, tmp_path):
     """AWS describes a g6f.xlarge as `Gpus[].Count: 0`, `LogicalGpuCount: 1`, `GpuPartitionSize: 0.125`
     (moto's copy of DescribeInstanceTypes): an eighth of an L4. Idle beside an idle g5.xlarge, both are flagged,

@@ -13,6 +13,7 @@ from decimal import Decimal
 from pathlib import Path
 
 import boto3
+import pytest
 from botocore.awsrequest import AWSResponse
 from click.testing import CliRunner
 from test_pull_aws import SINCE, UNTIL, cur_line, put_cur
@@ -77,6 +78,7 @@ def summaries(trials: dict[str, str]) -> list[dict]:
             for name, arn in trials.items()]
 
 
+@pytest.mark.heavy
 def test_tuning_jobs_are_sweeps_and_their_trials_link_to_them(aws, tmp_path, monkeypatch):
     sweep_arn, trials = create_sweep(boto3.client("sagemaker", region_name="us-east-1"))
     pages = summaries(trials)
@@ -105,6 +107,7 @@ def test_tuning_jobs_are_sweeps_and_their_trials_link_to_them(aws, tmp_path, mon
     assert [jobs[trials[n]]["state"] for n in TRIALS] == ["completed", "stopped", "completed"]
 
 
+@pytest.mark.heavy
 def test_the_audit_prices_the_sweep_from_its_trials(aws, tmp_path, monkeypatch):
     sm = boto3.client("sagemaker", region_name="us-east-1")
     sweep_arn, trials = create_sweep(sm)

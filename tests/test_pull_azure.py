@@ -164,6 +164,7 @@ def audit(tmp_path, snap):
     return result, json.loads((tmp_path / "r" / "audit.json").read_text())
 
 
+@pytest.mark.heavy
 def test_pull_then_audit_finds_idle_oversized_and_spot_without_checkpoint(arm, tmp_path):
     manifest = pull(tmp_path, prices=True)
     assert manifest["failed"] == [] and manifest["retries"] == 4  # the query's two pages, the metrics and the prices
@@ -249,6 +250,7 @@ def test_pull_then_audit_finds_idle_oversized_and_spot_without_checkpoint(arm, t
         assert TOKEN not in path.read_text(), path
 
 
+@pytest.mark.heavy
 def test_a_failing_source_leaves_the_others_and_the_audit_is_partial(tmp_path, monkeypatch):
     with ApiServer(Arm(deny=("microsoft.machinelearningservices",))) as server:
         monkeypatch.setenv(azure_live.ENDPOINT_ENV, server.url)

@@ -136,6 +136,7 @@ def with_columns(body: dict, rename: dict[str, str]) -> dict:
 
 # ---- Cost Management: columns by name, never a blank cost ----------------------------------------------------
 
+@pytest.mark.heavy
 def test_the_query_example_is_read_by_its_column_names_and_the_audit_counts_every_cent(tmp_path, monkeypatch):
     """The example answers with PreTaxCost, ResourceGroup and Currency (no date, no ResourceId): four rows worth
     $220.95, which the pull once wrote with empty costs while saying `ok, rows 4`."""
@@ -162,6 +163,7 @@ def test_the_query_example_is_read_by_its_column_names_and_the_audit_counts_ever
     assert doc["summary"]["billed_cost"] == {"USD": "220.95"}
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize(("rename", "cost_column", "currency"), [
     ({"PreTaxCost": "totalCost"}, "totalCost", "USD"),  # named after the request's aggregation alias
     ({"PreTaxCost": "Cost"}, "Cost", "USD"),
@@ -192,6 +194,7 @@ def test_usage_date_as_a_number_or_as_text(tmp_path, monkeypatch):
     assert sorted(by_group.values()) == ["2026-10-01", "2026-10-02", "2026-10-03", "2026-10-03"]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize(("change", "words"), [
     # the cost column under a name the adapter does not know: refused, naming what it got and what it needs
     (lambda b: with_columns(b, {"PreTaxCost": "Amount"}),
@@ -226,6 +229,7 @@ def test_204_is_asked_again_after_its_retry_after_then_read(tmp_path, monkeypatc
     assert sleeps == [2.0, 2.0] and len(spec.asked["query"]) == 3
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize(("headers", "asks", "sleeps"), [
     ({}, 1, []),  # the example's 204: no body, no Retry-After: no cost, said at once
     ({"Retry-After": "600"}, 3, [60.0, 60.0]),  # Retry-After bounded to a minute, three asks

@@ -186,6 +186,7 @@ def audit(tmp_path):
     return result, doc, {(f["rule"], f["resource"]) for f in doc["findings"]}
 
 
+@pytest.mark.heavy
 def test_pull_then_audit_finds_idle_oversized_and_spot_without_checkpoint(google, tmp_path):
     google["monitoring"].throttle = True
     sleeps: list[float] = []
@@ -264,6 +265,7 @@ def test_pull_then_audit_finds_idle_oversized_and_spot_without_checkpoint(google
         assert TOKEN not in text and "PRIVATE KEY" not in text, path
 
 
+@pytest.mark.heavy
 def test_a_dcgm_only_instance_is_read_from_the_dcgm_metrics_and_audited_like_the_others(google, tmp_path):
     google["api"].instances_page_2 = "gcp/instances-aggregated-2-dcgm.json"  # adds 1005, a 2x L4 G2 VM
     manifest = pull(tmp_path, billing=BILLING)
@@ -299,6 +301,7 @@ def test_a_dcgm_only_instance_is_read_from_the_dcgm_metrics_and_audited_like_the
     assert idle["evidence"]["mean_util_pct"] == 3.0 and idle["evidence"]["usage_hours"] == 72.0
 
 
+@pytest.mark.heavy
 def test_monitoring_permission_denied_is_a_failed_source_and_the_audit_is_partial(google, tmp_path):
     google["monitoring"].refuse = (grpc.StatusCode.PERMISSION_DENIED,
                                    "Permission monitoring.timeSeries.list denied (or the resource may not exist).")
@@ -323,6 +326,7 @@ def test_monitoring_permission_denied_is_a_failed_source_and_the_audit_is_partia
     assert not any(rule == "GPU001" for rule, _ in flagged)  # no utilisation, no idle verdict
 
 
+@pytest.mark.heavy
 def test_the_price_catalog_fails_on_its_own(google, tmp_path):
     google["api"].refuse_skus = True
     manifest = pull(tmp_path, billing=BILLING, prices=True)
@@ -332,6 +336,7 @@ def test_the_price_catalog_fails_on_its_own(google, tmp_path):
     assert inv["prices"] == [] and len(inv["gpu_usage"]) == 3 and len(inv["jobs"]) == 3
 
 
+@pytest.mark.heavy
 def test_without_prices_or_a_billing_table_neither_is_asked(google, tmp_path):
     manifest = pull(tmp_path)
     failed = {f["name"]: f["reason"] for f in manifest["failed"]}
@@ -361,6 +366,7 @@ def test_a_billing_row_without_a_cost_fails_the_billing_source_and_writes_no_cos
     assert ok["status"] == "ok"  # the others go on
 
 
+@pytest.mark.heavy
 def test_the_billing_line_says_what_it_checked(google, tmp_path):
     manifest = pull(tmp_path, billing=BILLING)
     billing = next(s for s in manifest["sources"] if s["name"] == "gcp:billing")

@@ -113,6 +113,7 @@ def pull(cluster, out: Path, *extra):
                UNTIL.date(), "--out", out, *extra)
 
 
+@pytest.mark.heavy
 def test_pull_then_audit_finds_idle_oversized_and_uncheckpointed_spot(cluster, tmp_path, monkeypatch):
     from auditor.providers.live import k8s as k8s_live
     from auditor.providers.live.pull import Retry
@@ -167,6 +168,7 @@ def test_pull_then_audit_finds_idle_oversized_and_uncheckpointed_spot(cluster, t
     assert ("SPOT001", "nlp/llm-ft-ckpt") not in flagged
 
 
+@pytest.mark.heavy
 def test_token_is_never_written_and_a_refused_token_is_a_recorded_failure(cluster, tmp_path):
     snap = tmp_path / "snap"
     assert pull(cluster, snap, "--prometheus", cluster["prom"].url).exit_code == 0
@@ -207,6 +209,7 @@ def test_prometheus_down_fails_only_the_metrics(cluster, tmp_path):
     assert len(load_snapshot(snap / "inventory.json")["assets"]) == 4
 
 
+@pytest.mark.heavy
 def test_what_the_sources_could_not_read_is_counted_in_their_lines(cluster, tmp_path):
     """A node whose GPU capacity is not a count, a Job asking for "1.5" GPUs, DCGM series of a node the pull did
     not find and a NaN sample: none is written as if read, and each source's line says so."""

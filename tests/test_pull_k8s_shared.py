@@ -116,6 +116,7 @@ def audit(snapshot, tmp_path_factory):
     return doc
 
 
+@pytest.mark.heavy
 def test_prometheus_serves_the_backfilled_dcgm_series(prometheus):
     q = "DCGM_FI_PROF_GR_ENGINE_ACTIVE{GPU_I_PROFILE=\"7g.80gb\"}"
     start = FIRST.replace(tzinfo=UTC).timestamp()
@@ -128,6 +129,7 @@ def test_prometheus_serves_the_backfilled_dcgm_series(prometheus):
     assert [v for _, v in series["values"]] == ["0.06", "0.09", "0.06"]
 
 
+@pytest.mark.heavy
 def test_nodes_count_physical_gpus_and_their_units(snapshot):
     manifest = json.loads((snapshot / "manifest.json").read_text())
     assert manifest["failed"] == []
@@ -157,6 +159,7 @@ def test_nodes_count_physical_gpus_and_their_units(snapshot):
     assert {a["workload"] for a in inv["gpu_allocations"] if a["workload"]} == {"train/ft-llm"}
 
 
+@pytest.mark.heavy
 def test_utilisation_per_node_and_slice_comes_from_engine_activity(snapshot):
     inv = load_snapshot(snapshot / "inventory.json")
     usage = {u["asset_id"]: u for u in inv["gpu_usage"]}

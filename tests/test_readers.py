@@ -161,6 +161,7 @@ def test_cur_sample_effective_equals_unblended_on_every_line(cur_store):
     assert differ == 0
 
 
+@pytest.mark.heavy
 def test_focus_sample_reconciles_to_the_cent(focus_store, focus):
     _, source = focus_store
     assert source.format == "focus-1.0"
@@ -215,6 +216,7 @@ def _cur_variant(cur: Sample, kind: str, tmp_path: Path) -> list[Path]:
 CUR_VARIANTS = ["snake_case", "gzip", "gzip named .csv", "named .txt", "utf-8 bom", "crlf", "3 parts in a folder"]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("kind", CUR_VARIANTS)
 def test_cur_sample_same_totals_in_every_form(kind, tmp_path, cur):
     paths = _cur_variant(cur, kind, tmp_path)
@@ -259,6 +261,7 @@ def test_cur_report_folder_with_its_manifest(tmp_path, cur):
     assert q10(sum_stats(sources, "billed_cost")) == q10(cur.billed)
 
 
+@pytest.mark.heavy
 def test_cur_snake_case_classifies_like_the_legacy_spelling(cur_store, cur, tmp_path):
     legacy, _ = cur_store
     store = Store()
@@ -288,6 +291,7 @@ def _focus_parquet(focus: Sample, tmp_path: Path, kind: str) -> Path:
     return out
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("kind", ["varchar", "typed money", "typed money and times"])
 def test_focus_sample_as_parquet_same_totals(kind, tmp_path, focus_store, focus):
     path = _focus_parquet(focus, tmp_path, kind)
@@ -362,6 +366,7 @@ def test_detect_microsoft_focus_10_export_as_focus_10(samples):
 
 # ---- CUR sample: source rows and transfer classification --------------------------------------------------
 
+@pytest.mark.heavy
 def test_cur_source_rows_follow_the_file(cur_store, cur):
     store, _ = cur_store
     rows = cur.rows
@@ -386,6 +391,7 @@ def test_cur_source_rows_follow_the_file(cur_store, cur):
     assert by_id[rows[0]["identity/LineItemId"]] == 2
 
 
+@pytest.mark.heavy
 def test_source_rows_keep_file_order_in_a_large_file(tmp_path, cur):
     """Line numbers come from row_number() over a parallel scan; check them on ~26k lines."""
     header, rows = cur.header, cur.rows
@@ -411,6 +417,7 @@ def _cur_rows_where(cur: Sample, predicate) -> list[int]:
     return [i + 2 for i, r in enumerate(cur.rows) if predicate(r)]
 
 
+@pytest.mark.heavy
 def test_cur_transfer_lines_are_the_ones_with_a_transfer_type(cur_store, cur):
     store, _ = cur_store
     expected = _cur_rows_where(cur, lambda r: r["product/transferType"] != "")
@@ -521,6 +528,7 @@ def test_focus_inter_region_rows(focus_store, focus):
     assert got == [(line, "inter_region", "out", "us-west-2", "us-east-1", "transfer") for line in lines]
 
 
+@pytest.mark.heavy
 def test_focus_tags_become_a_map(focus_store, focus):
     store, _ = focus_store
     assert store.lines().execute("SELECT DISTINCT typeof(Tags) FROM lines").fetchall() == [("MAP(VARCHAR, VARCHAR)",)]
@@ -586,6 +594,7 @@ def test_gpu_fixture_per_line(gpu_store):
         assert (cat, model, count, pricing, team) == exp[3:], f"line {line} ({exp[0]})"
 
 
+@pytest.mark.heavy
 def test_gpu_fixture_details(gpu_store):
     store, _ = gpu_store
     row = {r[0]: r[1:] for r in store.lines().execute(

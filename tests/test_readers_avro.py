@@ -157,6 +157,7 @@ def test_avro_classifies_every_named_line(gcp_avro):
         "inter_region", "out", "Iowa", "Netherlands")
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("form", ["json", "csv"])
 def test_avro_reads_exactly_as_json_and_csv(form, gcp_avro, gcp_json, gcp_csv):
     """Same costs (exactly), classification, tags, times, ids and quantities on every line, and the same totals."""
@@ -229,6 +230,7 @@ def test_a_folder_of_avro_parts(tmp_path):
     assert q10({"USD": billed}) == q10(CSV_TOTAL)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("codec", ["null", "deflate", "snappy"])
 def test_bigquery_compression_codecs(tmp_path, codec):
     """BigQuery writes Avro uncompressed, with DEFLATE or with SNAPPY."""

@@ -105,6 +105,7 @@ FILES = [
 
 # ---- reconciliation to the cent ---------------------------------------------------------------------------
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("path, cost, currency, rows, total", FILES, ids=[Path(f[0]).name for f in FILES])
 def test_reconciles_to_the_cent(path, cost, currency, rows, total, locate):
     path = locate(path)
@@ -139,6 +140,7 @@ def test_sample_starts_with_a_bom(sample_path):
 
 # ---- the real sample --------------------------------------------------------------------------------------
 
+@pytest.mark.heavy
 def test_sample_purchase_row(sample, sample_path):
     store, _ = sample
     _, rows = read_csv(sample_path)
@@ -152,6 +154,7 @@ def test_sample_purchase_row(sample, sample_path):
                              "'Standard'").fetchone()[0] == 10
 
 
+@pytest.mark.heavy
 def test_sample_dates_are_parsed(sample, sample_path):
     store, _ = sample
     _, rows = read_csv(sample_path)
@@ -163,6 +166,7 @@ def test_sample_dates_are_parsed(sample, sample_path):
     assert {s.date().isoformat() for _, s, _ in got} == {"2023-09-21", "2023-09-04", "2023-09-05"}
 
 
+@pytest.mark.heavy
 def test_sample_tags_become_a_map(sample, sample_path):
     store, _ = sample
     _, rows = read_csv(sample_path)
@@ -177,6 +181,7 @@ def test_sample_tags_become_a_map(sample, sample_path):
     assert got[2] == {}  # no tags: an empty map
 
 
+@pytest.mark.heavy
 def test_sample_regions_are_normalized(sample, sample_path):
     store, _ = sample
     _, rows = read_csv(sample_path)
@@ -187,6 +192,7 @@ def test_sample_regions_are_normalized(sample, sample_path):
         "westus2": "westus2", "EastUS": "eastus", "": None, "ukwest": "ukwest", "CentralUS": "centralus"}
 
 
+@pytest.mark.heavy
 def test_sample_classification(sample):
     store, _ = sample
     got = dict(store.lines().execute("SELECT x_SourceRow, x_CostCategory FROM lines").fetchall())
@@ -196,6 +202,7 @@ def test_sample_classification(sample):
                              ).fetchone()[0] == 0
 
 
+@pytest.mark.heavy
 def test_region_spellings_through_the_bundled_table():
     assert region_of("US East 2") == "eastus2" and region_of("EU North") == "northeurope"
     store = Store()
@@ -271,6 +278,7 @@ CLASSES = ("SELECT x_SourceRow, ChargeCategory, PricingCategory, x_CostCategory,
            "x_GpuCount, RegionId, x_TransferKind, x_TransferDirection, x_TransferFrom, Tags FROM lines ORDER BY 1")
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("path, expected", [(EA, EA_LINES), (MCA, MCA_LINES), (PAYG, PAYG_LINES),
                                             (SHORT, SHORT_LINES)], ids=["ea", "mca", "payg", "short-dates"])
 def test_fixture_line_by_line(path, expected):
@@ -287,6 +295,7 @@ def test_fixture_line_by_line(path, expected):
     assert store.lines().execute("SELECT count(*) FROM lines WHERE x_TransferTo IS NOT NULL").fetchone()[0] == 0
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("path, column, fmt", [(EA, "Date", "%m/%d/%Y"), (MCA, "date", "%Y-%m-%d"),
                                                (PAYG, "UsageDateTime", "%Y-%m-%d"), (SHORT, "Date", "%m/%d/%Y")],
                          ids=["ea", "mca", "payg", "short-dates"])
@@ -298,6 +307,7 @@ def test_fixture_dates(path, column, fmt):
     assert got == [(d, d + timedelta(days=1)) for d in want]
 
 
+@pytest.mark.heavy
 def test_short_dates_without_leading_zeros():
     store, _ = load(SHORT)
     days = [r[0].date().isoformat() for r in store.lines().execute(
@@ -307,6 +317,7 @@ def test_short_dates_without_leading_zeros():
     assert days == ["2023-09-02", "2023-09-09", "2023-09-10", "2023-10-01", "2023-12-31"]
 
 
+@pytest.mark.heavy
 def test_ea_fixture_totals():
     _, source = load(EA)
     _, rows = read_csv(EA)
@@ -326,6 +337,7 @@ def test_ea_fixture_totals():
     assert D(st["transfer_gb_out"]["internet"]) == D("47.5")
 
 
+@pytest.mark.heavy
 def test_mca_bills_in_its_billing_currency():
     store, source = load(MCA)
     _, rows = read_csv(MCA)
@@ -338,6 +350,7 @@ def test_mca_bills_in_its_billing_currency():
         rows[0]["ResourceId"].lower()
 
 
+@pytest.mark.heavy
 def test_payg_reads_instance_id_and_usage_quantity():
     store, _ = load(PAYG)
     _, rows = read_csv(PAYG)
@@ -368,6 +381,7 @@ def _with_value(tmp_path: Path, src: Path, line: int, column: str, value: str) -
     return path
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("src, line, column, value", [
     (SHORT, 4, "Date", "21/09/2023"),  # day first: not a US date
     (SHORT, 3, "Date", "9/31/2023"),
@@ -382,6 +396,7 @@ def test_unparseable_date_names_file_line_and_column(src, line, column, value, t
     assert repr(value) in str(e) and f"{path.name}:{line}: " in str(e) and "\n" not in str(e)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("src, line, value", [
     (EA, 7, '"team": "nlp'),
     (EA, 3, '"team": "nlp", owner'),
@@ -396,6 +411,7 @@ def test_bad_tags_name_file_line_and_column(src, line, value, tmp_path):
     assert "JSON" in str(e)
 
 
+@pytest.mark.heavy
 def test_non_numeric_cost_names_the_cost_column(tmp_path):
     path = _with_value(tmp_path, EA, 9, "CostInBillingCurrency", "4,608")
     e = _load_error(path)

@@ -94,6 +94,7 @@ def legacy_lines():
     return lines(LEGACY)[1][1:]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("form", ["csv.gz", "parquet"])
 def test_cur2_reads_as_the_legacy_file(tmp_path, legacy_lines, form):
     path = write_cur2_csv_gz(tmp_path / "cur2.csv.gz") if form == "csv.gz" else write_cur2_parquet(tmp_path)
@@ -131,6 +132,7 @@ def test_cur_report_folder_reads_only_the_manifests_assembly(tmp_path):
     assert sources[0].stats["billed_cost"] == single.stats["billed_cost"]
 
 
+@pytest.mark.heavy
 def test_redelivered_month_is_counted_once(tmp_path):
     """The same month exported twice, the second time with one more line, is counted once: from the copy
     that reaches further. Parts of one export (disjoint lines) are all kept."""

@@ -277,6 +277,7 @@ def test_fixture_csv_line_by_line(gcp_csv):
         assert g[5:15] == EXPECTED[sku], sku
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("form", ["json", "parquet"])
 def test_json_and_parquet_read_exactly_as_the_csv(form, gcp_csv, gcp_json, gcp_parquet):
     """Same costs (exactly), same classification, tags, times, ids and quantities on every line."""
@@ -368,6 +369,7 @@ def _no_repeated(row: dict) -> None:
     row["credits"], row["labels"], row["system_labels"] = [], [], []
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("form", ["json", "parquet"])
 def test_export_without_any_credit_or_label(form, tmp_path):
     """A day with no credits and no labels anywhere: every list is empty, DuckDB types them JSON[] (or NULL[]
@@ -613,6 +615,7 @@ def test_an_unused_reservation_bills_to_the_reservation(tmp_path):
         ("gcp-reservation:ml-prod:us-central1:a2-highgpu-1g", "Unused"), ("res-1", "Unused"), (None, None)]
 
 
+@pytest.mark.heavy
 def test_a_label_value_with_quotes_is_read_whole_from_json_and_parquet(tmp_path):
     """Repeated records of JSON and Parquet exports are real lists, read as lists: a label value with an
     apostrophe or a double quote is the value as labelled."""
@@ -649,6 +652,7 @@ def test_labels_of_a_csv_line_in_either_text_form(tmp_path):
     assert _lines(tmp_path, rows, "Tags") == [({"team": "nlp", "owner": "alice"},)] * 2
 
 
+@pytest.mark.heavy
 def test_json_and_parquet_money_is_the_exported_text_exactly(tmp_path):
     """JSON and Parquet exports hold money as a DOUBLE (or a FLOAT); each amount is the text the export wrote
     (0.379332), not the binary float's expansion (0.379331999999999980), on every line and to the last digit."""

@@ -95,6 +95,7 @@ def test_the_readme_has_runnable_examples():
 
 
 # One test per command, in README order (pytest keeps the order of a parametrization within a module).
+@pytest.mark.heavy
 @pytest.mark.parametrize("line, command, expected", EXAMPLES, ids=[f"README.md:{n}" for n, _, _ in EXAMPLES])
 def test_readme_example(shell, line, command, expected):
     actual = shell(command)
@@ -103,6 +104,7 @@ def test_readme_example(shell, line, command, expected):
         + "\n".join(expected))
 
 
+@pytest.mark.heavy
 def test_the_email_subject_in_the_readme_is_the_demos(shell, scratch):
     """The subject quoted under "Email the audit" is the one the demo's vision lead gets (a dry run)."""
     quoted = re.search(r"A subject reads like `([^`]+)`", README.read_text(encoding="utf-8"))[1]

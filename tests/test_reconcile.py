@@ -468,6 +468,7 @@ def check_every_view(doc: dict, out: Path, terminal: str, policy: Path) -> dict:
     return doc
 
 
+@pytest.mark.heavy
 def test_demo_reconciles(demo_run, tmp_path):
     # the session's demo audit (conftest.demo_run: --inventory, --quarter 2026-Q3, --as-of 2026-10-15), copied to
     # write the e-mails beside it
@@ -500,6 +501,7 @@ def test_demo_reconciles(demo_run, tmp_path):
     assert vision["gpu_hours_budget"] == "30000" and vision["gpu_hours_share"] > 100
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("name", SAMPLE_FILES, ids=lambda n: n.split("/")[0])
 def test_public_samples_reconcile(name, samples, tmp_path):
     path = samples / name
@@ -507,6 +509,7 @@ def test_public_samples_reconcile(name, samples, tmp_path):
     reconcile(tmp_path, [path], DEMO / "policy.yml")
 
 
+@pytest.mark.heavy
 def test_benchmark_shape_reconciles(tmp_path):
     sys.path.insert(0, str(REPO / "benchmarks"))
     import generate
@@ -544,6 +547,7 @@ def cad_without_rates(tmp_path_factory) -> tuple[dict, Path, str]:
     return audit_case(tmp, [DEMO / "billing", cad_bill(tmp)], DEMO / "policy.yml", "--quarter", "2026-Q3")
 
 
+@pytest.mark.heavy
 def test_other_currency_is_reported_apart_without_rates(cad_without_rates, tmp_path):
     doc, written, terminal = cad_without_rates
     out = Path(shutil.copytree(written, tmp_path / "audit"))
@@ -563,6 +567,7 @@ def test_other_currency_is_reported_apart_without_rates(cad_without_rates, tmp_p
     assert re.search(r"no rate for: nlp [0-9,.]+ CAD", md), "the budget table does not say what it left out"
 
 
+@pytest.mark.heavy
 def test_other_currency_is_converted_with_the_rates_given(cad_without_rates, tmp_path):
     bill = cad_bill(tmp_path)
     policy = tmp_path / "policy.yml"

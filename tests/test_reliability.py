@@ -149,6 +149,7 @@ def test_every_bad_fixture_is_tried():
     assert {p.name for p in BAD.iterdir()} == tried
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize(("name", "line", "column", "words"), ERRORS, ids=[c[0] for c in ERRORS])
 def test_bad_file_is_one_error_line_and_nothing_written(policy, tmp_path, name, line, column, words):
     out = tmp_path / "out"
@@ -163,6 +164,7 @@ def test_bad_file_is_one_error_line_and_nothing_written(policy, tmp_path, name, 
     assert not out.exists(), "a failed audit created its output folder"
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize(("name", "warnings"), LEGAL, ids=[c[0] for c in LEGAL])
 def test_odd_but_legal_file_is_read_exactly_with_a_warning(policy, tmp_path, name, warnings):
     out = tmp_path / "out"
@@ -182,6 +184,7 @@ def test_odd_but_legal_file_is_read_exactly_with_a_warning(policy, tmp_path, nam
         assert not any(str(BAD / name) in w for w in printed), result.stderr
 
 
+@pytest.mark.heavy
 def test_credits_and_refunds_are_kept_negative(policy, tmp_path):
     out = tmp_path / "out"
     assert audit(policy, out, BAD / "cur-credits.csv").exit_code == 0
@@ -195,6 +198,7 @@ def test_credits_and_refunds_are_kept_negative(policy, tmp_path):
     assert rows == [("Credit", Decimal("-3.25")), ("Tax", Decimal("0.10")), ("Usage", Decimal("10.00"))]
 
 
+@pytest.mark.heavy
 def test_currencies_are_never_added(policy, tmp_path):
     out = tmp_path / "out"
     assert audit(policy, out, BAD / "cur-two-currencies.csv").exit_code == 0
@@ -204,6 +208,7 @@ def test_currencies_are_never_added(policy, tmp_path):
     assert "1,004" not in md and "1004" not in md  # 1.75 + 2.25 + 1000 appears nowhere
 
 
+@pytest.mark.heavy
 def test_the_same_export_given_twice_is_counted_once(policy, tmp_path):
     copy = tmp_path / "copy-of-cur.csv"
     shutil.copyfile(GPU_FIXTURE, copy)
@@ -273,18 +278,16 @@ def test_a_100_mb_line_in_a_gzip_csv_is_named(tmp_path, policy):
 
 @pytest.mark.slow
 def test_a_gzip_bomb_is_named_with_its_file_and_line(tmp_path, policy):
-    """4 GiB of one line in 4 MB of gzip: DuckDB's allocation error named no file; the file and the line now."""
-    import zlib
-
+    """4 GiB of one line in 4 MB of gzip: DuckDB's allocation error named no file; the file and the line now. The
+    line runs on through 256 gzip members of 16 MiB each (one member, compressed once, written 256 times: what
+    any gzip reader reads as one stream, and seconds to make where compressing 4 GiB took most of a minute)."""
     path = tmp_path / "bomb.csv.gz"
-    deflate = zlib.compressobj(9, zlib.DEFLATED, 31)
+    member = gzip.compress(b"x" * (1 << 24), compresslevel=9)
     with open(path, "wb") as f:
-        f.write(deflate.compress((CUR_HEADER + "\nli-1,Usage,2026-07-01T00:00:00Z,2026-07-01T01:00:00Z,"
-                                  "BoxUsage:g5.xlarge,1,USD,1.006\nli-2,Usage,2026-07-01T00:00:00Z,").encode()))
-        block = b"x" * (1 << 24)
+        f.write(gzip.compress((CUR_HEADER + "\nli-1,Usage,2026-07-01T00:00:00Z,2026-07-01T01:00:00Z,"
+                               "BoxUsage:g5.xlarge,1,USD,1.006\nli-2,Usage,2026-07-01T00:00:00Z,").encode()))
         for _ in range(256):
-            f.write(deflate.compress(block))
-        f.write(deflate.flush())
+            f.write(member)
     proc = cli_subprocess("audit", "-q", "--policy", str(policy), "--out", str(tmp_path / "out"), str(path),
                           timeout=240)
     assert proc.stderr.strip().splitlines() == [
@@ -328,6 +331,7 @@ def test_a_2_gb_line_is_refused_without_loading_it(tmp_path, policy):
     assert time.monotonic() - started < 90
 
 
+@pytest.mark.heavy
 def test_a_long_line_under_the_limit_is_read(tmp_path, policy):
     """A 1.9 MB value in a 2.2 MB file takes the single-threaded path and is counted like any other line."""
     path = tmp_path / "long-but-legal.csv"
@@ -388,6 +392,7 @@ def test_yaml_bomb_through_the_cli_fails_fast(tmp_path):
     assert time.monotonic() - started < 30
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("kind", ["binary", "folder", "deep"])
 def test_strange_policy_files(tmp_path, kind):
     path = tmp_path / "policy.yml"
@@ -466,6 +471,7 @@ def error_lines(result) -> list[str]:
     return lines
 
 
+@pytest.mark.heavy
 def test_the_unprivileged_run_reads_what_it_may(reachable):
     """The control: the same files, readable, give a report, so the refusals below are the auditor's."""
     result = audit_as_nobody(reachable, reachable / "billing")
@@ -473,6 +479,7 @@ def test_the_unprivileged_run_reads_what_it_may(reachable):
     assert (reachable / "out" / "audit.json").is_file()
 
 
+@pytest.mark.heavy
 def test_a_subfolder_without_read_permission_refuses_the_audit(reachable):
     """It was skipped: exit 0 and a report missing a month."""
     sub = reachable / "billing" / "2026-08"
@@ -487,6 +494,7 @@ def test_a_subfolder_without_read_permission_refuses_the_audit(reachable):
         f"gpu-auditor: error: {sub}: cannot read the folder: Permission denied"]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("named", [False, True], ids=["in-a-folder", "named"])
 def test_an_unreadable_file_refuses_the_audit(reachable, named):
     """It was `internal error: PermissionError` in a folder, and Click's four-line usage message when named."""
@@ -507,6 +515,7 @@ def test_a_file_in_a_folder_without_search_permission_is_named(reachable):
         f"gpu-auditor: error: {locked / 'x.csv'}: cannot read the billing file: Permission denied"]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("named", [False, True], ids=["in-a-folder", "named"])
 def test_dangling_and_looping_links_refuse_the_audit(reachable, named):
     """Both were skipped without a word."""
@@ -527,6 +536,7 @@ def test_dangling_and_looping_links_refuse_the_audit(reachable, named):
     assert not (reachable / "out").exists()
 
 
+@pytest.mark.heavy
 def test_a_link_back_to_a_folder_above_is_a_loop_not_a_second_read(reachable):
     (reachable / "billing" / "again").symlink_to(reachable)
     assert error_lines(audit_as_nobody(reachable, reachable / "billing")) == [
@@ -546,6 +556,7 @@ def test_an_unreadable_snapshot_billing_folder_is_named(reachable):
         f"gpu-auditor: error: {snap / 'billing'}: cannot read the folder: Permission denied"]
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("what", ["policy", "inventory", "previous", "baseline"])
 def test_unreadable_policy_inventory_and_saved_audits_are_one_line(reachable, what):
     target = reachable / f"unreadable-{what}"
@@ -561,6 +572,7 @@ def test_unreadable_policy_inventory_and_saved_audits_are_one_line(reachable, wh
     assert line.startswith(f"gpu-auditor: error: {target}: cannot read") and line.endswith("Permission denied")
 
 
+@pytest.mark.heavy
 def test_gate_names_unreadable_manifests(reachable):
     manifests = reachable / "k8s"
     (manifests / "team").mkdir(parents=True)
@@ -610,6 +622,7 @@ class _FullDisk:
         raise OSError(errno.ENOSPC, "No space left on device")
 
 
+@pytest.mark.heavy
 def test_disk_full_keeps_the_previous_report(policy, previous, monkeypatch):
     out, before = previous
     real_fdopen = os.fdopen
@@ -630,6 +643,7 @@ def test_disk_full_keeps_the_previous_report(policy, previous, monkeypatch):
     assert files_under(out) == before  # same files, same bytes, no temporary file left
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("code", [errno.EROFS, errno.EACCES])
 def test_unwritable_output_folder_keeps_the_previous_report(policy, previous, monkeypatch, code):
     """Tests run as root, where chmod blocks nothing: the refusal is made the system's, as a read-only mount or a
@@ -653,6 +667,7 @@ def test_unwritable_output_folder_keeps_the_previous_report(policy, previous, mo
     assert files_under(out) == before
 
 
+@pytest.mark.heavy
 def test_output_folder_the_system_refuses(policy):
     """A real refusal, root or not: /proc takes no new folders."""
     out = Path("/proc/gpu-auditor-test/report")
@@ -663,6 +678,7 @@ def test_output_folder_the_system_refuses(policy):
 
 # ---- Ctrl-C -----------------------------------------------------------------------------------------------
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("files", [1, 2])
 def test_ctrl_c_while_reading_leaves_nothing_behind(tmp_path, policy, files):
     """SIGINT while DuckDB reads a million lines (or two files of them, read side by side): exit 130 at once,
@@ -734,6 +750,7 @@ def _start_audit(policy: Path, out: Path, scratch: Path, *billing: Path) -> subp
     return proc
 
 
+@pytest.mark.heavy
 def test_sigterm_is_handled_as_ctrl_c(tmp_path, policy):
     """SIGTERM (a cancelled CI job, `timeout`) killed the run at once and left hundreds of MB of DuckDB spill
     files in the temp folder: now exit 143, one line, the previous report untouched, no temporary file left."""
@@ -753,6 +770,7 @@ def test_sigterm_is_handled_as_ctrl_c(tmp_path, policy):
     assert list(scratch.iterdir()) == []
 
 
+@pytest.mark.heavy
 def test_the_scratch_folder_of_a_killed_run_is_removed_by_the_next(tmp_path, policy):
     """SIGKILL leaves the scratch folder (nothing runs on SIGKILL); the next run removes it, and never the
     folder of a run still alive (its lock is held)."""
@@ -779,6 +797,7 @@ def test_the_scratch_folder_of_a_killed_run_is_removed_by_the_next(tmp_path, pol
         alive.communicate(timeout=60)
 
 
+@pytest.mark.heavy
 def test_an_interrupted_read_stops_as_an_interrupt_not_as_a_bad_file(tmp_path):
     """A read interrupted (Ctrl-C, or another file failing beside it) stops at once: no diagnosis of the file,
     which would read it all again and name a line that is fine."""
@@ -931,6 +950,7 @@ def _with_user_files(files: dict[str, str]) -> dict[str, bytes]:
     return {k: v.encode() for k, v in sorted({**files, **USER_FILES}.items())}
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM, signal.SIGINT])
 def test_a_signal_at_any_step_leaves_the_old_set_or_the_new(tmp_path, sig):
     """The previous complete set, or the new complete one, whatever step the signal lands on (every write,
@@ -968,6 +988,7 @@ def test_a_signal_at_any_step_leaves_the_old_set_or_the_new(tmp_path, sig):
     assert nth > 15 and seen == {"old", "new"}, (nth, seen)
 
 
+@pytest.mark.heavy
 def test_a_killed_first_publish_leaves_no_folder_or_a_whole_one(tmp_path):
     from auditor import atomic
 
@@ -982,6 +1003,7 @@ def test_a_killed_first_publish_leaves_no_folder_or_a_whole_one(tmp_path):
     assert nth > 5
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_a_handled_signal_at_any_step_of_writing_into_the_working_folder(tmp_path, sig):
     """`--out .` cannot be exchanged for a new folder (it is where the run is): its files are renamed in one by
@@ -1023,6 +1045,7 @@ main()
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("when", ["before", "after"])
 def test_sigterm_at_the_publish_step_through_the_cli(policy, tmp_path, when):
     out = tmp_path / "out"
@@ -1097,6 +1120,7 @@ def test_gate_output_dash_is_standard_output(tmp_path):
     assert not Path("-").exists() and not (REPO / "-").exists()
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("kind", ["fifo", "device", "folder"])
 def test_report_outputs_that_are_not_regular_files_are_refused(policy, tmp_path, kind):
     out = tmp_path / "out"
@@ -1133,6 +1157,7 @@ def test_an_out_folder_that_is_not_a_folder_is_refused(policy, tmp_path, kind):
     assert stat_kind(out) == kind
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("command", ["policy-init", "outbox"])
 def test_other_outputs_refuse_a_named_pipe(policy, tmp_path, command):
     target = tmp_path / "target"
@@ -1213,6 +1238,7 @@ def line_break_run(tmp_path_factory) -> dict[str, str]:
     return seen
 
 
+@pytest.mark.heavy
 def test_no_output_starts_a_line_with_input(line_break_run):
     forged = {name: _forged_lines(text)[:2] for name, text in line_break_run.items() if _forged_lines(text)}
     assert forged == {}
@@ -1261,6 +1287,7 @@ def test_sums_and_dates_beyond_what_the_engine_holds_are_refused(policy, tmp_pat
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.heavy
 def test_a_sum_just_under_the_limit_is_read_exactly(policy, tmp_path):
     """Two costs adding up to 97,999,999,999,999,999,999.75: under the limit (0.99 x 10^20), kept to the cent."""
     billing = _cur(tmp_path / "cur.csv", ("BoxUsage:g5.xlarge", "2026-07-01T00:00:00Z", "49000000000000000000.25"),
@@ -1290,6 +1317,7 @@ def test_an_out_name_too_long_is_one_line(policy, tmp_path):
     assert the_error(result) == f"gpu-auditor: error: {out}: File name too long"
 
 
+@pytest.mark.heavy
 def test_a_full_disk_under_the_outbox_is_one_line(policy, tmp_path, monkeypatch):
     from auditor import atomic
 
@@ -1344,6 +1372,7 @@ def test_policy_nul_bytes_and_list_keys_are_one_line(tmp_path, text, line, words
         assert the_error(result) == f"gpu-auditor: error: {path}:{line}: {words}"
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("command", [
     ["inspect", str(GPU_FIXTURE)], ["gate", "--policy", str(MANIFESTS / "policy.yml"), str(MANIFESTS / "kubernetes")]])
 def test_standard_output_full_or_closed_is_exit_2(command):
@@ -1404,6 +1433,7 @@ def csv_team_spend(team_policy, tmp_path_factory) -> dict:
     return spend
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("encoding", ["parquet-text", "parquet-map", "parquet-struct", "json-object"])
 def test_focus_tags_are_read_in_every_encoding(team_policy, csv_team_spend, tmp_path, encoding):
     """The spend per team (read from the `team` tag) is the CSV's, to the cent, whatever holds the tags."""
@@ -1437,6 +1467,7 @@ def test_two_parquet_columns_of_one_name_are_refused(policy, tmp_path):
                                  "gpu-auditor cannot tell which to read (remove or rename one)")
 
 
+@pytest.mark.heavy
 def test_an_out_folder_in_a_parent_the_user_cannot_write_is_written_file_by_file(reachable):
     """As `nobody`: `--out` is writable but its parent is not, so no folder can be made beside it; the files
     are renamed in one by one instead (the user's file kept), and a folder that is not writable either is one
@@ -1480,6 +1511,7 @@ def test_a_dead_runs_hidden_folder_is_removed_and_only_carried_folders_go_back(t
     assert sorted(files_under(out)) == (["inner/file", "kept.txt"] if carry else ["kept.txt"])
 
 
+@pytest.mark.heavy
 def test_a_closed_standard_error_takes_no_file_and_ends_no_run(policy, tmp_path):
     """`2>&-`: the run goes on (its messages to /dev/null), the exit code still says how it ended, and no file
     it opens takes descriptor 2 (whatever writes there would land in a report)."""

@@ -342,6 +342,7 @@ def test_write_outputs_into_a_file_is_an_input_error(demo_audit, tmp_path):
     assert exc.value.path == str(blocker / "out")
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
 def test_written_files_respect_the_umask(tmp_path, umask, mode):
     out = tmp_path / "out"
@@ -450,6 +451,7 @@ def test_fleet_bands_and_idle_machine(demo_doc):
     assert demo_doc["summary"]["gpu_hours_by_pricing"]["spot"] != "0.0"
 
 
+@pytest.mark.heavy
 def test_forecast_is_the_last_month_run_rate(demo_audit, demo_doc):
     from auditor.tables.store import Store
 
@@ -476,6 +478,7 @@ def test_partial_audit_says_so_at_the_top(demo_doc):
     assert "Partial audit" not in render_html(demo_doc)
 
 
+@pytest.mark.heavy
 def test_what_was_missing(tmp_path):
     """One month of AWS billing audited as the quarter, without an inventory: the gaps are named at the top."""
     policy = load_policy(DEMO / "policy.yml")
@@ -586,6 +589,7 @@ def hostile_billing_audit(tmp_path_factory) -> Audit:
     return run_audit(load_policy(DEMO / "policy.yml"), [path], None, None, date(2026, 10, 15))
 
 
+@pytest.mark.heavy
 def test_hostile_billing_is_text_in_every_format(hostile_billing_audit):
     doc = hostile_billing_audit.to_dict()
     assert any(f["resource"] == HOSTILE_ID and f["team"] == HOSTILE_TEAM for f in doc["findings"])

@@ -47,6 +47,7 @@ def test_csv_and_json_keep_every_finding(big):
     assert sum(1 for f in doc["findings"] if f["resource"].startswith("i-scale")) == MANY
 
 
+@pytest.mark.heavy
 def test_reports_show_the_costliest_and_sum_the_rest(big):
     doc, out = big
     tag = sorted((f for f in doc["findings"] if f["rule"] == "TAG001"),
@@ -65,6 +66,7 @@ def test_reports_show_the_costliest_and_sum_the_rest(big):
     assert len(html) < 2_000_000 and len(md) < 1_000_000
 
 
+@pytest.mark.heavy
 def test_email_shows_the_costliest_and_counts_the_rest(big):
     doc, _ = big
     owner = mail.route(doc, load_policy(DEMO / "policy.yml"))[-1]

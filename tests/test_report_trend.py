@@ -140,6 +140,7 @@ def with_previous(previous_file, tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.heavy
 def test_audit_with_previous_writes_the_trend(previous_file, with_previous):
     out = with_previous
     doc = json.loads((out / "audit.json").read_text(encoding="utf-8"))
@@ -170,6 +171,7 @@ def test_a_bad_previous_audit_is_one_line_exit_2(tmp_path, content, message):
     assert not (tmp_path / "out").exists()  # checked before the audit ran: nothing written
 
 
+@pytest.mark.heavy
 def test_report_rerenders_a_saved_audit(with_previous, tmp_path):
     out = with_previous
     for fmt, name in (("md", "report.md"), ("html", "report.html"), ("csv", "findings.csv"),
@@ -204,6 +206,7 @@ def gpu001_only(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize(("args", "message"), [
     (["--team", "nobody", "--format", "md"], "no team 'nobody' in the audit"),
     (["--format", "md", "--format", "html"], "exactly one --format"),
@@ -222,6 +225,7 @@ def test_report_of_a_missing_or_foreign_file(tmp_path):
     assert result.exit_code == 2 and "not a gpu-auditor audit.json" in result.stderr
 
 
+@pytest.mark.heavy
 def test_generated_at_is_never_the_clock(demo_folder, tmp_path):
     a, b = demo_folder, tmp_path / "b"  # the session's demo audit (conftest.demo_run: these arguments), and another
     assert run(*demo_args(b)).exit_code == 0
@@ -232,6 +236,7 @@ def test_generated_at_is_never_the_clock(demo_folder, tmp_path):
     assert doc["as_of"] == "2026-10-15"
 
 
+@pytest.mark.heavy
 def test_generated_at_from_option_and_source_date_epoch(tmp_path):
     result = run(*demo_args(tmp_path / "opt", "--rule", "GPU001", "--generated-at", "2026-10-20T14:30:00+02:00"))
     assert result.exit_code == 0, result.output
@@ -243,6 +248,7 @@ def test_generated_at_from_option_and_source_date_epoch(tmp_path):
     assert result.exit_code == 2 and "SOURCE_DATE_EPOCH 'yesterday'" in result.stderr
 
 
+@pytest.mark.heavy
 def test_same_inputs_same_bytes_in_process(q3):
     again = run_audit(load_policy(DEMO / "policy.yml"), [DEMO / "billing"], DEMO / "inventory.json",
                       parse_quarter("2026-Q3"), date(2026, 10, 15))
@@ -252,6 +258,7 @@ def test_same_inputs_same_bytes_in_process(q3):
     assert render_html(again) == render_html(q3)
 
 
+@pytest.mark.heavy
 def test_previous_window_from_the_billing(tmp_path):
     """Auditing August, the billing read also holds July: the report compares with it without --previous."""
     result = run("audit", "-q", "--policy", DEMO / "policy.yml", "--since", "2026-08-01", "--until", "2026-09-01",

@@ -50,6 +50,7 @@ def as_parquet(path: Path, folder: Path) -> Path:
     return out
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("path", FILES, ids=lambda p: Path(p).name)
 def test_costs_rows_sum_the_lines_exactly(path, locate):
     store = Store()
@@ -76,6 +77,7 @@ def test_a_quarter_of_hourly_lines_collapses(tmp_path):
         assert sums(store, "costs") == sums(store, "lines")
 
 
+@pytest.mark.heavy
 def test_high_churn_lines_collapse_though_every_description_differs(tmp_path):
     """The high-churn shape (short-lived nodes, a description unique to every line): the description is no
     grouping key, so a node's day of lines of one kind is one row; the instance type read from the description
@@ -106,6 +108,7 @@ def test_high_churn_lines_collapse_though_every_description_differs(tmp_path):
                                "WHERE c.ChargeDescription IS DISTINCT FROM l.ChargeDescription").fetchone()[0] == 0
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("path", [FILES[0], FILES[6]], ids=lambda p: Path(p).name)
 def test_parquet_groups_by_hash_and_equals_the_lines(path, tmp_path, locate):
     store = Store()
@@ -113,6 +116,7 @@ def test_parquet_groups_by_hash_and_equals_the_lines(path, tmp_path, locate):
     assert sums(store, "costs") == sums(store, "lines")
 
 
+@pytest.mark.heavy
 def test_a_hash_clash_falls_back_to_grouping_by_the_columns(tmp_path, monkeypatch):
     parquet = as_parquet(FILES[6], tmp_path)
     exact = Store()
@@ -142,6 +146,7 @@ def test_a_hash_clash_falls_back_to_grouping_by_the_columns(tmp_path, monkeypatc
         clashing.con.execute(f"SELECT count(*), sum(BilledCost) FROM ({lines})").fetchall()
 
 
+@pytest.mark.heavy
 def test_files_read_side_by_side_keep_their_order_and_amounts(tmp_path):
     demo = sorted((REPO / "fixtures" / "demo" / "billing").iterdir())
     together = Store()
@@ -168,6 +173,7 @@ def test_a_line_without_a_cost_is_named_among_lines_of_its_day(tmp_path):
     assert "cost is empty" in str(e.value)
 
 
+@pytest.mark.heavy
 def test_tags_are_classified_by_their_own_columns_and_sum_the_lines(tmp_path):
     """Tag churn (a run tag that changes every few hours on the same node and usage type): the tag map is built
     once per distinct value of the tag columns alone, the rest once per distinct value of the other columns

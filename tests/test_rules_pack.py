@@ -176,6 +176,7 @@ def independent_team_totals(policy) -> dict[str, tuple[Decimal, Decimal]]:
     return out
 
 
+@pytest.mark.heavy
 def test_team_spend_matches_the_csvs(demo_store, demo_policy):
     teams = {t.team: t for t in entities.team_spend(demo_store, Q3, demo_policy)}
     expected = independent_team_totals(demo_policy)
@@ -191,6 +192,7 @@ def test_team_spend_matches_the_csvs(demo_store, demo_policy):
     assert teams["vision"].tags == {"team": "vision", "owner": "lead-vision@example.com"}
 
 
+@pytest.mark.heavy
 def test_team_spend_of_a_partial_quarter_forecasts_linearly(demo_store, demo_policy):
     from auditor.window import Window
 
@@ -211,6 +213,7 @@ def test_team_spend_of_a_partial_quarter_forecasts_linearly(demo_store, demo_pol
     assert set(flagged) == expected and expected  # July's run rate already overruns a budget
 
 
+@pytest.mark.heavy
 def test_unattributed_spend_agrees_with_the_report_attribution(demo_store, demo_policy):
     from auditor.tables.sql import TAX, spend_team_sql, tag_sql
 
@@ -244,6 +247,7 @@ def test_commitments_from_the_aws_cur(tmp_path):
     assert set(by_id) == {ri.id, sp.id}
 
 
+@pytest.mark.heavy
 def test_commitments_from_an_azure_amortised_export(tmp_path):
     src = REPO / "fixtures" / "billing" / "azure" / "ea-cost-details.csv"
     with open(src, encoding="utf-8-sig", newline="") as fh:
@@ -336,6 +340,7 @@ STOPPED = {JOB + "vision-detector-v3-train-0805"}
 NO_SAVING = {"BUD001", "TAG003", "POL001", "SPOT003"}  # a cost, or dollars in the message, but no monthly saving
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("rule", sorted(PLANTED))
 def test_demo_finds_what_was_planted_with_dollars(demo_audit, rule):
     found = {f.resource: f for f in demo_audit.findings if f.rule == rule}
@@ -398,6 +403,7 @@ def test_demo_budget_findings(demo_audit):
     assert by["nlp"].team == "nlp" and by["nlp"].owner == "lead-nlp@example.com"
 
 
+@pytest.mark.heavy
 def test_only_the_rules_asked_for_build_their_entities(demo_policy, monkeypatch):
     built = []
     original = entities.BUILDERS[StorageGrowth]

@@ -133,6 +133,7 @@ def _on(audit, resource):
     return [f for f in audit.findings if f.resource.lower().endswith(resource.lower()) and not f.waived]
 
 
+@pytest.mark.heavy
 def test_a_resource_stopped_mid_quarter_saves_nothing_and_its_waste_stays(whole, stopped):
     audit, kept = stopped
     for resource, rules in STILL_FOUND.items():
@@ -164,6 +165,7 @@ def test_a_resource_stopped_mid_quarter_saves_nothing_and_its_waste_stays(whole,
     assert not [f for f in _on(whole, SANDBOX_L4) if f.rule in SAVING_RULES]
 
 
+@pytest.mark.heavy
 def test_everything_else_keeps_its_saving_and_the_headline_drops_by_the_stopped_ones(whole, stopped):
     audit, _ = stopped
     gone = {*STOPPED, RESERVATION_ID, FLOW}
@@ -179,6 +181,7 @@ def test_everything_else_keeps_its_saving_and_the_headline_drops_by_the_stopped_
     assert audit.summary["monthly_savings"]["USD"] == whole.summary["monthly_savings"]["USD"] - lost
 
 
+@pytest.mark.heavy
 def test_a_resource_started_mid_quarter_saves_its_run_rate(policy, whole, tmp_path):
     billing, inventory, kept = make_quarter(tmp_path, begin=(EVAL_A100,))
     audit = run_audit(policy, [billing], inventory, Q3, date(2026, 10, 15))
@@ -194,6 +197,7 @@ def _money(text: str) -> str:
     return f"${Decimal(text):,.2f}"
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("inventory", [True, False])
 def test_one_action_per_resource_adding_up_to_the_headline_in_every_view(policy, inventory, tmp_path):
     audit = run_audit(policy, [DEMO / "billing"], DEMO / "inventory.json" if inventory else None, Q3,
@@ -240,6 +244,7 @@ def test_one_action_per_resource_adding_up_to_the_headline_in_every_view(policy,
     assert Decimal(written["quarterly_savings"]["USD"]) == money(headline * 2208 / 730)
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("inventory", [True, False])
 def test_no_commitment_on_a_machine_flagged_to_stop(policy, whole, inventory):
     """With or without the inventory, no commitment is sized on a machine the same audit says to stop or
@@ -278,6 +283,7 @@ def test_an_audit_written_before_the_actions_still_shows_them(whole):
     assert f"All {len(opened)} actions, one per resource: {_money(str(headline))} a month" in md
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("inventory", [True, False])
 def test_findings_by_team_follow_the_spend(policy, inventory):
     """The findings of a team are on resources whose spend is that team's: each resource's cost counted once,

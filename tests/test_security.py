@@ -125,6 +125,7 @@ def test_hostile_export_reaches_the_audit_intact(hostile):
     assert ATTRIBUTE in {f["team"] for f in doc["findings"]}
 
 
+@pytest.mark.heavy
 def test_hostile_export_runs_nothing_in_html(hostile):
     html = (hostile / "report.html").read_text(encoding="utf-8")
     assert active_html(html) == []
@@ -171,6 +172,7 @@ def test_hostile_export_is_no_spreadsheet_formula(hostile):
 
 # ---- file names from team and account names ---------------------------------------------------------------
 
+@pytest.mark.heavy
 def test_team_and_account_names_cannot_leave_the_output_folder(tmp_path):
     escapes = ["../../../escaped", "..\\..\\escaped", "/tmp/escaped-abs", "outbox/../../escaped", ".", ".."]
     lines = [{"resource": f"i-{i}", "team": name, "owner": f"{name}@example.com", "account": name}
@@ -206,6 +208,7 @@ def _name(node: ast.AST) -> str:
     return ""
 
 
+@pytest.mark.heavy
 def test_no_eval_exec_pickle_or_shell_in_shipped_code():
     found = []
     for path in _shipped_modules():
@@ -360,6 +363,7 @@ def secret_run(tmp_path_factory) -> dict:
     return {"runs": runs, "folders": [out, smtp_out]}
 
 
+@pytest.mark.heavy
 def test_the_secret_run_did_its_work(secret_run):
     runs = secret_run["runs"]
     assert runs["audit"].exit_code == 0, runs["audit"].output
@@ -377,6 +381,7 @@ def test_the_secret_run_did_its_work(secret_run):
     assert spot["evidence"]["checkpoint_uri"] == "https://mlcheckpoints.blob.core.windows.net/runs/ckpt-0814?REDACTED"
 
 
+@pytest.mark.heavy
 def test_no_secret_in_any_output(secret_run):
     texts = {}
     for name, result in secret_run["runs"].items():
@@ -391,6 +396,7 @@ def test_no_secret_in_any_output(secret_run):
     assert leaks == []
 
 
+@pytest.mark.heavy
 @pytest.mark.parametrize("fmt", ["cur", "focus"])
 def test_no_secret_is_stored(tmp_path, fmt):
     """Redaction happens as the lines are read: nothing in the costs table holds a secret, whatever view or
@@ -562,6 +568,7 @@ def control_report(tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.heavy
 def test_ansi_escapes_from_tags_reach_no_report(control_report):
     """`cat report.md` retitled and cleared the terminal."""
     for name in ("report.md", "report.html", "findings.csv", "audit.json"):
@@ -679,6 +686,7 @@ def _everything(run: dict) -> str:
     return files + run["printed"] + "".join(run["gates"].values())
 
 
+@pytest.mark.heavy
 def test_secrets_in_tags_are_masked_in_every_output(secret_tags):
     everything = _everything(secret_tags["masked"])
     for kind in ("aws-access-key-id", "github-token", "slack-token", "jwt", "github-pat"):
@@ -686,6 +694,7 @@ def test_secrets_in_tags_are_masked_in_every_output(secret_tags):
     assert "[masked:github-token]" in everything and "[masked:aws-access-key-id]" in everything
 
 
+@pytest.mark.heavy
 def test_mask_secrets_false_shows_them_and_report_keeps_to_it(secret_tags):
     run = secret_tags["unmasked"]
     assert TOKENS["aws-access-key-id"] in (run["out"] / "report.md").read_text(encoding="utf-8")
@@ -703,6 +712,7 @@ def test_rules_and_fingerprints_are_the_same_masked_or_not(secret_tags):
     assert {f["rule"] for f in masked["findings"]} >= {"TAG001"}
 
 
+@pytest.mark.heavy
 def test_an_audit_masked_as_it_is_encoded_is_masked_as_mask_deep_masks(tmp_path):
     """audit_doc masks an audit in the walk that encodes it (Audit.to_dict(masked=True)): the same document as
     masking the encoded one whole, down to a Decimal or a 40-character key under a credential-named key."""
@@ -744,6 +754,7 @@ def _demo_audit(out: Path, *extra: str):
                   "--quarter", "2026-Q3", "--out", out, *extra, demo / "billing")
 
 
+@pytest.mark.heavy
 def test_audit_out_through_a_symlink_is_refused(tmp_path):
     """A checked-out repository could plant `audit-report -> /etc`; run as root in CI, that was anywhere."""
     elsewhere = tmp_path / "elsewhere"
@@ -784,6 +795,7 @@ def test_report_out_and_gate_output_through_a_symlink_are_refused(demo_folder, t
     assert result.exit_code == 2 and "is a symbolic link" in result.stderr
 
 
+@pytest.mark.heavy
 def test_one_atomic_writer():
     """report.py, ci_formats.py, mail/ and pull.py write through auditor/atomic.py: no other rename."""
     for path in _shipped_modules():
@@ -820,6 +832,7 @@ def test_the_forged_annotation_manifest_of_the_corpus(fmt):
         ElementTree.fromstring(out.encode())
 
 
+@pytest.mark.heavy
 def test_the_secret_and_escape_tags_export_of_the_corpus(tmp_path):
     policy = tmp_path / "policy.yml"
     policy.write_text("policy: p\nowner: finops@example.com\n", encoding="utf-8")

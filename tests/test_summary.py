@@ -8,6 +8,8 @@ from __future__ import annotations
 from decimal import Decimal
 from pathlib import Path
 
+import pytest
+
 from auditor.audit_model import Summary
 from auditor.figures import actions
 from auditor.model import Finding, Severity, money
@@ -250,6 +252,7 @@ def test_the_kubernetes_gpus_are_each_pods_team_by_its_tags():
     assert {(r["namespace"], r["team"]) for r in s["kubernetes_gpus"]["namespaces"]} == {("ml", "vision")}
 
 
+@pytest.mark.heavy
 def test_machines_without_metrics_are_counted_and_no_inventory_is_said():
     two = {"assets": [asset(UNSEEN, "vision"), asset(DARK, "vision")]}
     s = summarize(store_of(two), parse_policy(POLICY), Q3, [], [])

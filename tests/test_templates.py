@@ -31,6 +31,7 @@ def rendered(doc) -> tuple[str, str]:
     return env.get_template("report.html.j2").render(**view), env.get_template("report.md.j2").render(**view)
 
 
+@pytest.mark.heavy
 def test_compiled_templates_are_read_back_and_render_the_same_report(folder, demo_audit_result, monkeypatch):
     doc = demo_audit_result.to_dict()
     first = rendered(doc)
@@ -61,6 +62,7 @@ def test_nothing_is_written_where_python_writes_no_bytecode(folder, monkeypatch)
     assert not folder.exists()
 
 
+@pytest.mark.heavy
 def test_a_folder_that_cannot_be_written_stops_nothing(tmp_path, monkeypatch, demo_audit_result):
     (tmp_path / "a-file").write_text("not a folder\n")
     monkeypatch.setattr(templates, "compiled_folder", lambda: tmp_path / "a-file" / "__pycache__")

@@ -11,6 +11,7 @@ import typing
 from pathlib import Path
 
 import jsonschema
+import pytest
 from click.testing import CliRunner
 
 from auditor import audit_model, audit_schema
@@ -146,6 +147,7 @@ def test_out_of_memory_is_not_bad_input():
     assert str(error).startswith("bills/cur.csv: ran out of memory reading the file")
 
 
+@pytest.mark.heavy
 def test_an_audit_out_of_memory_says_so_in_one_line_and_writes_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv("GPU_AUDITOR_MEMORY_LIMIT", "2MB")
     out = tmp_path / "report"

@@ -52,6 +52,7 @@ def audit(inputs, previous=None) -> dict:
                      date(2026, 10, 15), select=["GPU001"], previous=previous).to_dict()
 
 
+@pytest.mark.heavy
 def test_per_job_and_per_team(inputs):
     u = json.loads(json.dumps(audit(inputs)["summary"]["unit_costs"], default=str))
     jobs = {j["name"]: j for j in u["jobs"]}
@@ -66,6 +67,7 @@ def test_per_job_and_per_team(inputs):
     assert u["total"]["USD"]["cost_per_used_gpu_hour"] == "8.82"
 
 
+@pytest.mark.heavy
 def test_change_against_the_previous_audit(inputs):
     before = json.loads(json.dumps(audit(inputs), default=str))
     before["summary"]["unit_costs"]["window"] = "2026-Q2"

@@ -60,6 +60,7 @@ def pulled(prometheus, tmp_path_factory):
     return root
 
 
+@pytest.mark.heavy
 def test_the_job_counts_the_tokens_of_its_series(pulled):
     jobs = {j["id"]: j for j in load_snapshot(pulled / "snap" / "inventory.json")["jobs"]}
     assert jobs["train/ft-llm"]["tags"]["training_tokens_total"] == str(TOKENS)
@@ -70,6 +71,7 @@ def test_the_job_counts_the_tokens_of_its_series(pulled):
     assert source["unread"] == {"training_tokens_total series naming no job of the pull, or several": 1}
 
 
+@pytest.mark.heavy
 def test_unit_costs_divide_the_jobs_cost_by_its_tokens(pulled):
     billing_csv.write(pulled / "billing.csv", [billing_csv.charge("train/ft-llm", SINCE, {"team": "research"}, "4320")])
     result = CliRunner().invoke(cli, ["audit", "--policy", str(pulled / "policy.yml"), "--out", str(pulled / "r"),

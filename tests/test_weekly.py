@@ -38,6 +38,7 @@ def two_currencies(tmp_path_factory) -> dict:
     return audit_of(folder)
 
 
+@pytest.mark.heavy
 def test_weekly_gpu_compute_adds_up_to_the_window_to_the_cent(two_currencies):
     s = two_currencies["summary"]
     assert set(s["gpu_cost"]) == {"USD", "EUR"}
@@ -54,6 +55,7 @@ def test_weekly_gpu_compute_adds_up_to_the_window_to_the_cent(two_currencies):
             assert abs(weekly - Decimal(gpu)) <= Decimal("0.14"), team
 
 
+@pytest.mark.heavy
 def test_weekly_utilisation_adds_up_to_the_fleet_bands(two_currencies):
     s = two_currencies["summary"]
     for band, hours in s["fleet"]["utilisation"].items():
@@ -62,6 +64,7 @@ def test_weekly_utilisation_adds_up_to_the_fleet_bands(two_currencies):
         assert weekly > 0
 
 
+@pytest.mark.heavy
 def test_sparklines_are_the_billing_of_the_top_findings_resources(two_currencies):
     s = two_currencies["summary"]
     assert s["sparklines"]
@@ -75,6 +78,7 @@ def test_sparklines_are_the_billing_of_the_top_findings_resources(two_currencies
             assert abs(sum(Decimal(d) for d in line["days"]) - expected) <= Decimal("0.005") * 92, resource
 
 
+@pytest.mark.heavy
 def test_markdown_has_the_weekly_table(two_currencies):
     md = render_md(two_currencies)
     assert "## Week by week" in md and "| 2026-W27 (2026-06-29) |" in md
