@@ -236,6 +236,21 @@ def test_a_cast_of_amounts_already_cast_is_a_plain_cast_and_reads_as_on_duckdb(s
     assert [tuple(r) for r in spark.sql(spark_sql.to_spark(sql)).collect()] == duck
 
 
+def test_a_lookup_table_reads_on_spark_as_on_duckdb(spark):
+    # case_map: a MAP literal (one constant a query) rather than a CASE of a WHEN a key; a key it lacks and a NULL
+    # give the default (or NULL), on both engines.
+    from auditor.providers.billing.columns import case_map
+
+    mapping = {f"us east {i}": f"eastus{i}" for i in range(40)} | {"West Europe": "westeurope"}
+    sql = (f"SELECT {case_map('k', mapping)} AS a, {case_map('lower(k)', mapping, 'upper(k)')} AS b "
+           "FROM (VALUES ('us east 7'), ('US EAST 7'), ('West Europe'), ('nowhere'), (NULL)) AS t(k)")
+    duck = duckdb.connect().execute(sql).fetchall()
+    assert duck == [("eastus7", "eastus7"), (None, "eastus7"), ("westeurope", "WEST EUROPE"), (None, "NOWHERE"),
+                    (None, None)]
+    assert "TRY_ELEMENT_AT(MAP(" in spark_sql.to_spark(sql).upper()
+    assert [tuple(r) for r in spark.sql(spark_sql.to_spark(sql)).collect()] == duck
+
+
 def test_translation_refuses_what_it_cannot_translate_faithfully():
     for sql in ("SELECT list_sum(l) FROM x", "SELECT json_extract_string(j, '$[*].a.b') FROM x",
                 "SELECT regexp_replace(r, 'a', 'b', 'm') FROM x"):

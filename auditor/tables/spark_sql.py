@@ -170,6 +170,13 @@ def to_spark(sql: str) -> str:
                               j=node.this, f=exp.Literal.string(parts[2].name))
             lists.add(id(found))
             return found
+        # map_extract_value(MAP {k: v, ...}, x): the value of x's key, NULL where it has none (element_at would
+        # fail on a missing key under ANSI SQL).
+        if isinstance(node, exp.Anonymous) and str(node.this).lower() == "map_extract_value" and \
+                len(node.expressions) == 2 and isinstance(node.expressions[0], exp.ToMap):
+            pairs = [x for pair in node.expressions[0].this.expressions for x in (pair.this, pair.expression)]
+            return exp.Anonymous(this="try_element_at", expressions=[exp.Anonymous(this="map", expressions=pairs),
+                                                                     node.expressions[1]])
         # to_json(x): a NULL field written as null, as DuckDB writes it, not left out.
         if isinstance(node, exp.Anonymous) and str(node.this).lower() == "to_json" and len(node.expressions) == 1:
             return _template("to_json(:x, map('ignoreNullFields', 'false'))", x=node.expressions[0])

@@ -99,11 +99,15 @@ class Columns:
 
 
 def case_map(expr: str, mapping: dict[str, str], default: str = "NULL") -> str:
-    """A SQL CASE that maps exact values of expr, for small lookup tables kept in Python."""
+    """The value of expr looked up in a lookup table kept in Python (text to text), else `default`: a MAP
+    literal, which the engine builds once a query. A CASE of a WHEN a value was planned (and, on Spark, compiled)
+    branch by branch on every read: Azure's 500 region spellings, twice over, made 37 KB of its reader's SQL and
+    most of the time a small file took to read (1.06 s of CPU for one line; 0.41 s as a MAP)."""
     if not mapping:
         return default
-    whens = " ".join(f"WHEN {lit(k)} THEN {lit(v)}" for k, v in mapping.items())
-    return f"(CASE {expr} {whens} ELSE {default} END)"
+    pairs = ", ".join(f"{lit(k)}: {lit(v)}" for k, v in mapping.items())
+    found = f"map_extract_value(MAP {{{pairs}}}, {expr})"
+    return found if default == "NULL" else f"COALESCE({found}, {default})"
 
 
 def check_types(cols: Columns, checks: list[tuple[str, str]], path: str) -> None:
