@@ -93,7 +93,6 @@ def test_the_owners_email_charts_it(audit, tmp_path: Path):
     assert "Spend anomalies" in html and html.count('class="anomaly"') == 1
 
 
-@pytest.mark.heavy
 def test_a_day_counted_in_another_series_says_so_in_the_report(demo_folder):
     """The demo's platform benchmark (i-0bench...) rose $527.04 a day on 2026-08-04..09, seen by team platform,
     its account and the p4d family; on 2026-08-05 the family also saw a vision job's rise ($922.32 in all), more

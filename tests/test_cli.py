@@ -274,7 +274,6 @@ def demo(demo_run):
     return demo_run, demo_run.folder, json.loads((demo_run.folder / "audit.json").read_text(encoding="utf-8"))
 
 
-@pytest.mark.heavy
 def test_demo_audit_exits_clean_and_writes_its_files(demo):
     result, out, _ = demo
     assert result.exit_code == 0, result.output
