@@ -13,6 +13,7 @@ which differ on every line, are computed line by line.
 from __future__ import annotations
 
 import re
+from functools import cache
 
 from auditor.providers.billing.columns import Columns
 from auditor.providers.catalog import GPU_COUNT, family_sql
@@ -60,13 +61,23 @@ CLASH = "gpu-auditor: grouping hash clash"
 
 def referenced(expr: str, top: list[str]) -> set[str]:
     """The source columns an expression reads: quoted (`"lineItem/UsageType"`, `"product"."region"`) or bare
-    (`resource_tags`). A bare match may be a false positive (a word in a literal), which only costs speed."""
+    (`resource_tags`). A bare match may be a false positive (a word in a literal), which only costs speed. A bare
+    name is looked for as a word only where it is in the text at all: a file of hundreds of columns read by dozens
+    of expressions made thousands of searches a file."""
     found = set()
+    lower = expr.lower()
     for name in top:
-        if q(name) in expr or (re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name)
-                               and re.search(rf"(?<![\w.\"']){re.escape(name)}(?![\w\"'])", expr, re.IGNORECASE)):
+        if q(name) in expr or (name.lower() in lower and (word := _bare_word(name)) and word.search(expr)):
             found.add(name)
     return found
+
+
+@cache
+def _bare_word(name: str) -> re.Pattern[str] | None:
+    """A bare column name as a word of an expression, in any case; None for a name that must be quoted."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
+        return None
+    return re.compile(rf"(?<![\w.\"']){re.escape(name)}(?![\w\"'])", re.IGNORECASE)
 
 
 def split(exprs: dict[str, str], cols: Columns) -> list[tuple[list[str], list[str]]]:
