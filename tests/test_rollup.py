@@ -208,3 +208,15 @@ def test_tags_are_classified_by_their_own_columns_and_sum_the_lines(tmp_path):
     exprs["x_Namespace"] = f"CASE WHEN {tag_columns[0]} = 'a' THEN 'b' END"  # another output reads a tag column
     [key] = [key for outputs, key in normalize.split(exprs, cols) if "Tags" in outputs]
     assert set(tag_columns) < set(key)
+
+
+def test_the_columns_an_expression_reads_are_found_quoted_or_as_bare_words():
+    referenced = normalize.referenced
+    top = ["lineItem/UsageType", "product", "region", "Region2", "cost", "costs", "a b"]
+    expr = ('CASE WHEN "lineItem/UsageType" LIKE \'%Box%\' THEN COST ELSE ("product"."region") END '
+            "|| t.costs_x || 'the region' || \"a b\"")
+    # quoted names; a bare name in any case as a word, and in a literal (a false positive, which costs only
+    # speed); never a name inside another word, after a dot, or only in a longer name
+    assert referenced(expr, top) == {"lineItem/UsageType", "product", "region", "cost", "a b"}
+    assert referenced("region2 + 1", top) == {"Region2"}
+    assert referenced("x.region", top) == set()
