@@ -169,6 +169,15 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         keep = [item for item in items if reads_outside(item)]
         config.hook.pytest_deselected(items=[item for item in items if not reads_outside(item)])
         items[:] = keep
+    items.sort(key=first_rank)  # stable: the rest keep their order
+
+
+def first_rank(item: pytest.Item) -> int:
+    """Where a test's unit comes among the longest (LONGEST), which are handed out first; len(LONGEST) for the rest."""
+    module, _, function = item.nodeid.partition("::")
+    name = f"{Path(module).name}::{function.split('[', 1)[0]}"
+    return next((i for i, unit in enumerate(LONGEST) if name == unit or name.startswith(unit + "::")),
+                len(LONGEST))
 
 
 # --- the fresh-clone check (tests/test_fresh_clone.py): GPU_AUDITOR_ONLY_OUTSIDE=1 --------------------------
@@ -201,8 +210,19 @@ ONE_WORKER = {"test_chromium.py": "chromium", "test_pull_k8s_shared.py": "promet
               "test_generated_quarters.py": "quarters"}
 
 
+# The units that take longest on 2 cores (a minute to three each), longest first: handed out before the thousands of
+# short ones (in the order collected, not by their number of tests, xdist's default), so that no worker starts one
+# of them while the other is running out of work.
+LONGEST = ["test_spark.py", "test_integrations.py", "test_spark_churn.py",
+           "test_reliability.py::test_a_gzip_bomb_is_named_with_its_file_and_line", "test_fresh_clone.py",
+           "test_benchmarks_harness.py::test_issue_15_shapes_high_churn_and_many_parts", "test_spark_uri.py",
+           "test_properties.py", "test_wheel.py", "test_generated_quarters.py"]
+
+
 def pytest_xdist_make_scheduler(config, log):
     from xdist.scheduler import LoadScopeScheduling
+
+    config.option.loadscopereorder = False  # the units in the order collected: LONGEST first
 
     class ByFunction(LoadScopeScheduling):
         def _split_scope(self, nodeid: str) -> str:
