@@ -48,7 +48,7 @@ CORE: dict[str, list[str]] = {
     "auditor/providers/billing/aws.py": ["tests/test_readers.py", "tests/test_readers_cur2.py",
                                          "tests/test_readers_cur_lines.py"],
     "auditor/providers/billing/gcp.py": ["tests/test_readers_gcp.py"],
-    "auditor/providers/billing/azure.py": ["tests/test_readers_azure.py", "tests/test_readers_azure_lines.py"],
+    "auditor/providers/billing/azure.py": ["tests/test_readers_azure_lines.py"],
     "auditor/providers/billing/focus.py": ["tests/test_readers.py", "tests/test_readers_focus_lines.py"],
     "auditor/providers/billing/avro.py": ["tests/test_readers_avro.py"],
     "auditor/providers/billing/csv_dialect.py": ["tests/test_csv_dialect.py"],
