@@ -43,7 +43,7 @@ CORE: dict[str, list[str]] = {
     "auditor/core.py": ["tests/test_core.py", "tests/test_policy.py"],
     "auditor/gate.py": ["tests/test_gate.py", "tests/test_gate_waivers.py"],
     "auditor/tables/shared_gpus.py": ["tests/test_shared_gpus.py"],
-    "auditor/tables/breakdown.py": ["tests/test_breakdown.py"],
+    "auditor/tables/breakdown.py": ["tests/test_breakdown.py", "tests/test_summary.py"],
     "auditor/tables/summary.py": ["tests/test_summary.py"],
     "auditor/providers/billing/aws.py": ["tests/test_readers.py", "tests/test_readers_cur2.py",
                                          "tests/test_readers_cur_lines.py"],
