@@ -456,3 +456,12 @@ def test_forecast_of_billing_that_runs_past_the_window_or_ends_where_its_last_mo
     # a window that ends a microsecond into September: its last month is September, where nothing is billed
     window = Window.of(datetime(2026, 7, 1), datetime(2026, 9, 1, 0, 0, 0, 1))
     assert breakdown.forecast(before, window, tag_sql(["team"]), {})["basis"]["hours"] == "1488"
+
+
+def test_the_attributed_lines_carry_their_team_and_project(tmp_path):
+    """`attributed` is the window's lines with the team and project their tags give (unattributed, of no project,
+    where a line has neither tag): what the daily view reads."""
+    store = focus_store(tmp_path, [line("10.00", tags={"team": "a", "project": "x"}), line("20.00", tags={})])
+    lines = breakdown.attributed(store, Q3, tag_sql(["team"]), tag_sql(["project"]))
+    assert store.con.execute(f"SELECT team, project, BilledCost FROM {lines} ORDER BY BilledCost").fetchall() == [
+        ("a", "x", D("10.00")), (UNATTRIBUTED, "(no project)", D("20.00"))]

@@ -214,3 +214,10 @@ def test_every_other_spelling_of_a_column_alone(tmp_path, renamed, column, expec
     the cost where either is missing."""
     row = {renamed.get(k, k): v for k, v in line(PayGPrice="4.10").items() if renamed.get(k, k)}
     assert read(write(tmp_path, [row]), column) == [(expected,)]
+
+
+def test_the_quantity_read_first_where_a_file_has_two_spellings(tmp_path):
+    """A file with both Quantity and UsageQuantity reads Quantity, the first spelling the reader names, for the
+    quantity and for the list cost (PayGPrice 4.10 x 24 = 98.40, not x 2)."""
+    row = line(PayGPrice="4.10") | {"UsageQuantity": "2"}
+    assert read(write(tmp_path, [row]), "ConsumedQuantity, round(ListCost, 2)") == [(D(24), D("98.40"))]

@@ -87,6 +87,64 @@ def test_a_teams_breakdowns_add_up_to_its_spend_and_its_gpu_compute_shown():
     assert cv["by_project"] == cv["gpu_by_provider"] == cv["gpu_by_project"] == cv["by_model"] == {}
 
 
+
+def test_breakdowns_add_up_to_the_total_shown_where_it_is_a_cent_off_their_own_sum():
+    """Each breakdown is rounded to the total as it is shown, not to its parts' own rounded sum: with a billed cost
+    of 10.016 (10.02) over parts of 10.006 (10.01), the two cents left go to the largest remainders."""
+    s = summary()
+    s["billed_cost"] = usd("10.016")
+    _round_breakdowns(s)
+    # 2.001 and 2.001 to the 4.02 GPU compute's 6.00 leaves: a cent each
+    assert s["by_category"] == {"gpu_compute": usd("6.00"), "storage": usd("2.01"), "other": usd("2.01")}
+    assert s["by_provider"] == {"aws": usd("5.01"), "gcp": usd("5.01")}
+    assert s["by_team"] == {"nlp": usd("7.01"), "cv": usd("3.01")}
+    assert [i["billed_cost"] for i in s["breakdown"]["team"]] == [usd("7.01"), usd("3.01")]
+    assert [i["billed_cost"] for i in s["breakdown"]["provider"]] == [usd("5.01"), usd("5.01")]
+    assert s["team_spend"]["cv"]["by_category"] == {"other": usd("3.01")}
+
+
+def test_a_teams_gpu_columns_add_up_to_its_gpu_compute_shown_where_it_is_a_cent_off_their_own_sum():
+    """nlp's GPU compute is 4.005 of a GPU compute of 6.008 (6.01): the org's "by team" table shows it as 4.01 (the
+    cent left goes to .005 over cv's .003), and its GPU parts, 4.005 (4.00 on their own), add up to that 4.01; the
+    fleet's models add up to the 6.01."""
+    s = summary()
+    s["gpu_cost"] = usd("6.008")
+    s["breakdown"]["team"] = [{"key": "nlp", "billed_cost": usd("7.004"), "gpu_cost": usd("4.005")},
+                              {"key": "cv", "billed_cost": usd("3.002"), "gpu_cost": usd("2.003")}]
+    nlp = s["team_spend"]["nlp"]
+    nlp["by_category"] = {"gpu_compute": usd("4.005"), "storage": usd("3.001")}
+    nlp["gpu_by_provider"] = {"aws": usd("2.0025"), "gcp": usd("2.0025")}
+    nlp["gpu_by_project"] = {"p1": usd("4.005")}
+    nlp["by_model"] = {"A100": {"billed_cost": usd("2.5")}, "L4": {"billed_cost": usd("1.505")}}
+    _round_breakdowns(s)
+    assert [i["gpu_cost"] for i in s["breakdown"]["team"]] == [usd("4.01"), usd("2.00")]
+    assert nlp["by_category"] == {"gpu_compute": usd("4.01"), "storage": usd("3.00")}  # of its 7.01
+    assert nlp["gpu_by_provider"] == {"aws": usd("2.01"), "gcp": usd("2.00")}  # a tie: by key
+    assert nlp["gpu_by_project"] == {"p1": usd("4.01")}
+    assert nlp["by_model"] == {"A100": {"billed_cost": usd("2.50")}, "L4": {"billed_cost": usd("1.51")}}
+    # the fleet's models, 6.004 (6.00 on their own), to the 6.01 shown: a cent each, L4's .009 first
+    assert s["fleet"]["by_model"] == [{"model": "A100", "billed_cost": usd("3.76")},
+                                      {"model": "L4", "billed_cost": usd("2.25")}]
+
+
+def test_teams_in_the_rest_row_keep_their_own_gpu_compute():
+    """Past the top rows, teams are summed in one rest row, `(2 more)`: its GPU compute is no team's, not even that
+    of a team whose tag reads `(2 more)`. A team there has nothing pinned: its categories add up to its spend."""
+    s = summary()
+    s["by_team"] = {"nlp": usd("7.004"), "cv": usd("2.001"), "(2 more)": usd("1.001")}
+    s["breakdown"]["team"] = [{"key": "nlp", "billed_cost": usd("7.004"), "gpu_cost": usd("4.003")},
+                              {"key": "(2 more)", "billed_cost": usd("3.002"), "gpu_cost": usd("2.001"),
+                               "rest": True}]
+    empty = {"by_provider": {}, "by_project": {}, "gpu_by_provider": {}, "gpu_by_project": {}, "by_model": {}}
+    s["team_spend"]["cv"] = {"by_category": {"gpu_compute": usd("1.001"), "other": usd("1.000")}, **empty}
+    s["team_spend"]["(2 more)"] = {"by_category": {"gpu_compute": usd("1.000"), "other": usd("0.001")}, **empty}
+    _round_breakdowns(s)
+    assert s["breakdown"]["team"][1]["gpu_cost"] == usd("2.00")
+    assert s["by_team"] == {"nlp": usd("7.01"), "cv": usd("2.00"), "(2 more)": usd("1.00")}
+    assert s["team_spend"]["nlp"]["by_category"]["gpu_compute"] == usd("4.00")  # pinned to its own row
+    assert s["team_spend"]["cv"]["by_category"] == {"gpu_compute": usd("1.00"), "other": usd("1.00")}
+    assert s["team_spend"]["(2 more)"]["by_category"] == {"gpu_compute": usd("1.00"), "other": usd("0.00")}
+
 def test_share_of_a_budget_in_percent():
     assert _pct(D(1), D(3)) == 33.3
     assert _pct(D(2), D(3)) == 66.7

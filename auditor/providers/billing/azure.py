@@ -45,7 +45,6 @@ def parse_date(expr: str, try_: bool = False) -> str:
     return f"CASE WHEN {expr} LIKE '%/%' THEN strptime({expr}, {US_DATES}) ELSE CAST({expr} AS TIMESTAMP) END"
 
 
-@reads("azure-cost")
 def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[str, str]]]:
     meter_cat = f"COALESCE({cols.text('MeterCategory')}, '')"
     meter_sub = f"COALESCE({cols.text('MeterSubCategory')}, '')"
@@ -141,3 +140,7 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
     if cols.name("Tags"):
         checks.append((cols.name("Tags"), "tags"))
     return exprs, [(c, k) for c, k in checks if c]
+
+
+# Registered here, not with @reads: mutmut leaves a decorated function unmutated (docs/mutation.md).
+reads("azure-cost")(select)

@@ -1,6 +1,6 @@
 """The billing readers by format: each reader module registers its `select` with `reads(format, ...)`, below the
-function where mutation testing measures it (gcp.py: mutmut leaves a decorated function unmutated), as a
-decorator where it does not yet (aws.py, azure.py, focus.py; docs/mutation.md).
+function where mutation testing measures it (gcp.py, azure.py, focus.py: mutmut leaves a decorated function
+unmutated), as a decorator where it does not yet (aws.py; docs/mutation.md).
 
 A reader is a map of normalized column to SQL expression (and the columns whose values it checks), built from a
 file's `Columns`; the store looks one up by the format `detect.sniff` gave the file.
