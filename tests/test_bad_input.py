@@ -53,7 +53,6 @@ def test_every_bad_fixture_has_a_case():
     assert all(p.stat().st_size < 4096 for p in BAD.iterdir())
 
 
-@pytest.mark.heavy
 @pytest.mark.parametrize("name, line, column, words", CASES, ids=[c[0] for c in CASES])
 def test_bad_file_gives_one_input_error(name, line, column, words):
     path = BAD / name
@@ -172,7 +171,6 @@ def test_bad_file_in_a_folder_is_named(tmp_path):
     assert "b-bad.csv:4:" in str(e)
 
 
-@pytest.mark.heavy
 def test_failed_file_leaves_no_rows_and_the_store_usable():
     store = Store()
     load_error(BAD / "focus-bad-date.csv", store)  # two good lines precede the bad one
@@ -409,7 +407,6 @@ def test_wrong_types_are_named_all_at_once_in_json_too(tmp_path):
     assert all("of type BOOLEAN" in line for line in lines)
 
 
-@pytest.mark.heavy
 @pytest.mark.parametrize(("column", "value"), [("BilledCost", "CAST(1.5 AS DOUBLE)"), ("BilledCost", "'1.5'"),
                                                ("BilledCost", "CAST(2 AS BIGINT)"), ("ChargePeriodStart",
                                                                                      "'2026-07-01T00:00:00Z'"),

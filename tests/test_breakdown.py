@@ -221,7 +221,6 @@ def amounts(*rows: tuple) -> list[dict]:
     return [{"key": k, "billed_cost": money(billed), "gpu_cost": money(gpu)} for k, billed, gpu in rows]
 
 
-@pytest.mark.heavy
 def test_spend_by_every_dimension_in_the_policys_currency_first(tmp_path):
     """Each dimension's keys, largest first by their USD (the policy's currency); a tie in USD by key; a key with
     no USD after every key that has some, however large its euros. Each key keeps its currencies apart, and its
@@ -293,7 +292,6 @@ def test_a_teams_own_spend_by_category_provider_project_pricing_and_model(tmp_pa
     assert breakdown.gpu_hours_by_pricing(spend) == {"on_demand": "16.0", "spot": "10.0", "committed": "10.0"}
 
 
-@pytest.mark.heavy
 def test_past_the_top_rows_the_rest_is_one_row(tmp_path):
     """21 projects: p21 (21.00 USD) down to p01 (1.00 USD of storage and 0.50 EUR): TOP is 20 rows, so the 19
     largest and "(2 more)" of p02 and p01: 3.00 USD and 0.50 EUR, of which GPU compute 2.00 USD. 20 projects
@@ -378,7 +376,6 @@ def test_the_providers_split_moves_spend_and_gpu_hours_between_teams(tmp_path):
     assert fc["by_team"] == {"nlp": {"USD": D(15456)}, "platform": {"USD": D(6624)}}
 
 
-@pytest.mark.heavy
 def test_the_window_before_counts_its_lines_currencies_and_gpu(tmp_path):
     """Q2 has four lines: two alike of 5.00 USD of GPU, 3.00 USD of storage and 4.00 EUR of GPU."""
     june = {"start": "2026-06-10T00:00:00Z", "end": "2026-06-10T10:00:00Z"}

@@ -378,7 +378,6 @@ def test_an_engine_reads_the_billing_files_and_the_uris_and_an_empty_window_is_s
         run_audit(load_policy(DEMO / "policy.yml"), [DEMO / "billing"], engine=engine)
 
 
-@pytest.mark.heavy
 def test_an_engine_reads_into_the_audits_own_store():
     """What the engine reads is what the audit counts: the demo's July CUR file, read by an engine into the store
     it is given (as Spark's does), is every billing line of the audit."""
@@ -457,7 +456,6 @@ def test_the_demo_audit_applies_the_waivers_and_leaves_the_machines_to_stop_out_
     assert status["COM004"] == "broken (defaults)" and status["POL001"] == "broken"
 
 
-@pytest.mark.heavy
 def test_a_finding_on_a_machine_the_provider_split_is_the_team_bearing_most_of_its_cost():
     """cur2-eks-split.csv's node (tagged ml-platform) is split whole: research bears 1,573.2081 of its
     2,359.6272, vision 786.4191 (tests/test_billing_gpu.py). Its TAG001 (no owner, no project) is research's."""

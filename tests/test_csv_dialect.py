@@ -151,7 +151,6 @@ def test_a_bad_value_after_a_repeated_header_names_its_own_line(samples, tmp_pat
     assert str(e.value) == f"{path}:40: column 'lineItem/UnblendedCost': '12.5 USD' is not a number"
 
 
-@pytest.mark.heavy
 @pytest.mark.parametrize("cost, read", [("NULL", None), ('"0.25"', Decimal("0.25"))])
 def test_null_literals_and_quoted_numbers(cost, read, samples, tmp_path):
     """`NULL` is an empty value in every export (and a line needs a cost, so it is named); a quoted number is the
@@ -206,7 +205,6 @@ def test_a_header_column_without_a_name_is_refused(samples, tmp_path):
     assert str(e.value) == f"{path}:1: column 2 of the header has no name"
 
 
-@pytest.mark.heavy
 def test_a_value_past_the_header_is_refused(samples, tmp_path):
     """A line with one field more than the header: an empty one is a trailing comma, a value has no column."""
     ls = _lines((samples / CUR).read_bytes())

@@ -101,7 +101,6 @@ def test_parts_read_as_one_scan_equal_the_parts_read_one_by_one(sample, kind, tm
         "OR date_trunc('day', l.ChargePeriodStart) <> date_trunc('day', c.ChargePeriodStart)").fetchone()[0] == 0
 
 
-@pytest.mark.heavy
 def test_a_bad_line_in_one_part_is_named_by_its_file_and_line(tmp_path, locate):
     parts = cut(locate(SAMPLES[1]), tmp_path / "export", 5)
     text = parts[3].read_text(encoding="utf-8").splitlines(keepends=True)
@@ -155,7 +154,6 @@ def test_exports_in_folders_of_their_own_are_scans_of_their_own(tmp_path, locate
     assert len(first) == 3
 
 
-@pytest.mark.heavy
 def test_a_part_dated_before_2000_is_named_in_a_warning(tmp_path, locate):
     parts = cut(locate(SAMPLES[1]), tmp_path / "export", 3)
     text = parts[1].read_text(encoding="utf-8").splitlines(keepends=True)

@@ -307,7 +307,6 @@ def test_fixture_dates(path, column, fmt):
     assert got == [(d, d + timedelta(days=1)) for d in want]
 
 
-@pytest.mark.heavy
 def test_short_dates_without_leading_zeros():
     store, _ = load(SHORT)
     days = [r[0].date().isoformat() for r in store.lines().execute(
@@ -317,7 +316,6 @@ def test_short_dates_without_leading_zeros():
     assert days == ["2023-09-02", "2023-09-09", "2023-09-10", "2023-10-01", "2023-12-31"]
 
 
-@pytest.mark.heavy
 def test_ea_fixture_totals():
     _, source = load(EA)
     _, rows = read_csv(EA)
@@ -337,7 +335,6 @@ def test_ea_fixture_totals():
     assert D(st["transfer_gb_out"]["internet"]) == D("47.5")
 
 
-@pytest.mark.heavy
 def test_mca_bills_in_its_billing_currency():
     store, source = load(MCA)
     _, rows = read_csv(MCA)
@@ -350,7 +347,6 @@ def test_mca_bills_in_its_billing_currency():
         rows[0]["ResourceId"].lower()
 
 
-@pytest.mark.heavy
 def test_payg_reads_instance_id_and_usage_quantity():
     store, _ = load(PAYG)
     _, rows = read_csv(PAYG)
@@ -381,7 +377,6 @@ def _with_value(tmp_path: Path, src: Path, line: int, column: str, value: str) -
     return path
 
 
-@pytest.mark.heavy
 @pytest.mark.parametrize("src, line, column, value", [
     (SHORT, 4, "Date", "21/09/2023"),  # day first: not a US date
     (SHORT, 3, "Date", "9/31/2023"),
@@ -396,7 +391,6 @@ def test_unparseable_date_names_file_line_and_column(src, line, column, value, t
     assert repr(value) in str(e) and f"{path.name}:{line}: " in str(e) and "\n" not in str(e)
 
 
-@pytest.mark.heavy
 @pytest.mark.parametrize("src, line, value", [
     (EA, 7, '"team": "nlp'),
     (EA, 3, '"team": "nlp", owner'),
@@ -411,7 +405,6 @@ def test_bad_tags_name_file_line_and_column(src, line, value, tmp_path):
     assert "JSON" in str(e)
 
 
-@pytest.mark.heavy
 def test_non_numeric_cost_names_the_cost_column(tmp_path):
     path = _with_value(tmp_path, EA, 9, "CostInBillingCurrency", "4,608")
     e = _load_error(path)

@@ -63,7 +63,6 @@ def test_every_spelling_of_the_cost_date_and_currency(tmp_path, cost, date, curr
                                                                 "EUR" if currency else "USD")]
 
 
-@pytest.mark.heavy
 def test_charge_types_and_pricing_models(tmp_path):
     rows = [line(ChargeType=c, PricingModel=p) for c, p in [
         ("Usage", "OnDemand"), ("Purchase", "Reservation"), ("Refund", "Reservation"),
@@ -76,7 +75,6 @@ def test_charge_types_and_pricing_models(tmp_path):
         ("Usage", "Standard"), ("Usage", "Dynamic"), ("Usage", "Dynamic")]
 
 
-@pytest.mark.heavy
 def test_reservations_and_savings_plans(tmp_path):
     """Reservation usage is the reservation's, used; the hours it went unused are its, unused; a savings plan's
     by its benefit id. Ids lower-cased, as Azure spells one id in both cases across exports."""
@@ -90,7 +88,6 @@ def test_reservations_and_savings_plans(tmp_path):
         ("sp-1", "Unused", "Savings Plan"), (None, None, None)]
 
 
-@pytest.mark.heavy
 def test_dates_as_cost_management_and_spreadsheets_write_them(tmp_path):
     """Month first (`09/21/2023`, `9/2/2023`), with a time a spreadsheet added (24-hour, AM/PM, no seconds), or
     ISO; a line is the day from that time."""
@@ -104,7 +101,6 @@ def test_dates_as_cost_management_and_spreadsheets_write_them(tmp_path):
                    ("2023-09-21 06:00:00", "2023-09-22 06:00:00")]
 
 
-@pytest.mark.heavy
 def test_columns_of_a_line(tmp_path):
     """Regions by any spelling (an unknown one as its lower-cased name without spaces), units as FOCUS names
     them, the list cost as PayGPrice times the quantity to the cent (multiplied as floats), else the cost; the
@@ -126,7 +122,6 @@ def test_columns_of_a_line(tmp_path):
                    (None, "10 Hours", D(24), D("10.00"), "/subscriptions/sub-1/vm-1", None, *common)]
 
 
-@pytest.mark.heavy
 def test_tags_with_and_without_their_braces(tmp_path):
     rows = [line(Tags='"team": "nlp","owner": "ana"'), line(Tags='{"team": "cv"}'), line()]
     assert read(write(tmp_path, rows), "Tags") == [({"team": "nlp", "owner": "ana"},), ({"team": "cv"},), ({},)]
@@ -134,7 +129,6 @@ def test_tags_with_and_without_their_braces(tmp_path):
     assert read(write(tmp_path, no_tags, "untagged.csv"), "Tags") == [({},)] * 3
 
 
-@pytest.mark.heavy
 def test_the_vm_size_and_kind(tmp_path):
     """The size from AdditionalInfo's ServiceType, else from a VM meter's name (`NC24ads A100 v4 Spot` is
     Standard_NC24ads_A100_v4); storage by its meter category; anything else other."""
@@ -153,7 +147,6 @@ def test_the_vm_size_and_kind(tmp_path):
         (None, "other", "Azure DNS / NCads A100 v4 Series / Queries")]
 
 
-@pytest.mark.heavy
 def test_transfers(tmp_path):
     def transfer(category, sub, meter):
         return line(MeterCategory=category, MeterSubCategory=sub, MeterName=meter)
@@ -171,7 +164,6 @@ def test_transfers(tmp_path):
         ("internet", "out", "eastus2", None, "transfer"), ("internet", "in", "eastus2", None, "transfer")]
 
 
-@pytest.mark.heavy
 def test_a_capacity_reservation_bills_its_unused_instances_to_itself(tmp_path):
     crg = "/subscriptions/sub-1/resourceGroups/rg/providers/Microsoft.Compute/capacityReservationGroups/CRG/cr-1"
     rows = [line(ResourceId=crg), line()]
@@ -179,7 +171,6 @@ def test_a_capacity_reservation_bills_its_unused_instances_to_itself(tmp_path):
         (crg.lower(), "Unused"), (None, None)]
 
 
-@pytest.mark.heavy
 @pytest.mark.parametrize("column, value", [("CostInBillingCurrency", "10,00"), ("Quantity", "24 h"),
                                            ("Date", "21/09/2023"), ("Tags", '"team": nlp')])
 def test_a_bad_value_names_file_line_and_column(tmp_path, column, value):

@@ -113,7 +113,6 @@ def test_columns_of_a_line(tmp_path):
                    ("USD", D("7.00"), "AmazonEC2", "eu-west-1", "eu-west-1b", None, D(1), *common)]
 
 
-@pytest.mark.heavy
 def test_transfer_usage_types_kind_direction_and_regions(tmp_path):
     """`<src>-<dst>-AWS-Out-Bytes` names both ends by their prefixes; the product's from and to columns name
     them where present; us-east-1 lines often have no prefix."""
@@ -208,7 +207,6 @@ def test_capacity_reservations(tmp_path):
         ("cr-2", "Pending"), (None, None)]
 
 
-@pytest.mark.heavy
 def test_split_cost_allocation(tmp_path):
     """A pod's line of split cost allocation carries its share of its instance's cost and of the instance's
     unused capacity; its resource is the pod, its parent the instance."""

@@ -55,7 +55,6 @@ def read(path: Path, columns: str) -> list[tuple]:
     return store.lines().execute(f"SELECT {columns} FROM lines ORDER BY x_SourceRow").fetchall()
 
 
-@pytest.mark.heavy
 def test_every_column_focus_defines_is_read_as_it_is(tmp_path):
     row = line(CommitmentDiscountQuantity="0.5", ConsumedQuantity="2.25", x_UsageType="USE1-Requests-Tier1")
     got = read(write(tmp_path, [row]), ", ".join(TEXT) + ", BilledCost, EffectiveCost, ListCost, BillingCurrency, "
@@ -65,7 +64,6 @@ def test_every_column_focus_defines_is_read_as_it_is(tmp_path):
                     "00", "01")]
 
 
-@pytest.mark.heavy
 def test_every_provider_spelling(tmp_path):
     names = {"AWS": "aws", "Amazon Web Services": "aws", "Microsoft": "azure", "Azure": "azure",
              "Microsoft Azure": "azure", "Google": "gcp", "Google Cloud": "gcp", "GCP": "gcp", "Oracle": "oci",
@@ -74,7 +72,6 @@ def test_every_provider_spelling(tmp_path):
     assert got == list(names.items())
 
 
-@pytest.mark.heavy
 def test_the_instance_type_from_each_place_an_export_writes_it(tmp_path):
     """SkuPriceDetails' InstanceType (FOCUS 1.1+), Azure's x_SkuDetails ServiceType, an AWS usage type, then the
     description: an AWS type, an Azure size, a GCP machine type; in that order."""
@@ -90,7 +87,6 @@ def test_the_instance_type_from_each_place_an_export_writes_it(tmp_path):
         ("a2-highgpu-1g",), (None,)]
 
 
-@pytest.mark.heavy
 def test_kinds(tmp_path):
     """Transfer first, then Storage, then Compute (AI and Machine Learning too where it names an instance type)."""
     rows = [line(ServiceCategory="Storage"), line(ServiceCategory="Compute"),
@@ -116,7 +112,6 @@ def test_tags_and_a_split_charges_own_tags_over_them(tmp_path):
         ({"team": "platform", "env": "prod"},)] * 2 + [({},)] * 2
 
 
-@pytest.mark.heavy
 def test_tags_and_price_details_as_parquet_map_and_struct(tmp_path):
     """A Parquet export holds Tags as a MAP and SkuPriceDetails as a STRUCT: read as the JSON text is."""
     rows = [line(Tags=json.dumps({"team": "nlp"}), SkuPriceDetails=json.dumps({"InstanceType": "p5.48xlarge",
@@ -129,7 +124,6 @@ def test_tags_and_price_details_as_parquet_map_and_struct(tmp_path):
     assert read(path, "Tags, x_InstanceType, x_GpuCount") == [({"team": "nlp"}, "p5.48xlarge", 8)]
 
 
-@pytest.mark.heavy
 def test_a_provider_split_and_its_unused_part(tmp_path):
     """FOCUS 1.3 allocated charges: the split charge of a resource to what it was split to, at its effective
     cost; a split charge with no allocated resource is the resource's unused part."""
@@ -141,7 +135,6 @@ def test_a_provider_split_and_its_unused_part(tmp_path):
         ("proportional", None, "resourceid-1", None, D("1.00")), (None, None, None, None, None)]
 
 
-@pytest.mark.heavy
 def test_gpu_count_from_sku_price_details(tmp_path):
     """SkuPriceDetails' GpuCount (FOCUS 1.2+) makes a line GPU spend where the catalog does not know its type."""
     rows = [line(SkuPriceDetails=json.dumps({"GpuCount": 0.5})), line(SkuPriceDetails=json.dumps({"x": 1})),
@@ -150,7 +143,6 @@ def test_gpu_count_from_sku_price_details(tmp_path):
         (0.5, "gpu_compute"), (None, "other_compute"), (None, "other_compute")]
 
 
-@pytest.mark.heavy
 @pytest.mark.parametrize("column, value", [
     ("BilledCost", "ten"), ("EffectiveCost", "8,00"), ("ListCost", "n/a"), ("ConsumedQuantity", "1 h"),
     ("CommitmentDiscountQuantity", "half"), ("ChargePeriodStart", "next week"), ("ChargePeriodEnd", "soon"),
@@ -177,7 +169,6 @@ def test_tags_as_the_objects_of_a_json_export_and_a_file_without_tags(tmp_path):
     assert read(write(tmp_path, untagged), "Tags") == [({},), ({},)]
 
 
-@pytest.mark.heavy
 def test_transfers_from_each_place_an_export_names_them(tmp_path):
     """An AWS usage type, an AWS description naming both regions (`... - US West (Oregon) data transfer to EU
     (Ireland)`, or `from`: then the first is where it went), Azure's meter subcategory, a SKU meter: the transfer's

@@ -149,7 +149,6 @@ def test_every_bad_fixture_is_tried():
     assert {p.name for p in BAD.iterdir()} == tried
 
 
-@pytest.mark.heavy
 @pytest.mark.parametrize(("name", "line", "column", "words"), ERRORS, ids=[c[0] for c in ERRORS])
 def test_bad_file_is_one_error_line_and_nothing_written(policy, tmp_path, name, line, column, words):
     out = tmp_path / "out"
@@ -184,7 +183,6 @@ def test_odd_but_legal_file_is_read_exactly_with_a_warning(policy, tmp_path, nam
         assert not any(str(BAD / name) in w for w in printed), result.stderr
 
 
-@pytest.mark.heavy
 def test_credits_and_refunds_are_kept_negative(policy, tmp_path):
     out = tmp_path / "out"
     assert audit(policy, out, BAD / "cur-credits.csv").exit_code == 0
@@ -198,7 +196,6 @@ def test_credits_and_refunds_are_kept_negative(policy, tmp_path):
     assert rows == [("Credit", Decimal("-3.25")), ("Tax", Decimal("0.10")), ("Usage", Decimal("10.00"))]
 
 
-@pytest.mark.heavy
 def test_currencies_are_never_added(policy, tmp_path):
     out = tmp_path / "out"
     assert audit(policy, out, BAD / "cur-two-currencies.csv").exit_code == 0
@@ -331,7 +328,6 @@ def test_a_2_gb_line_is_refused_without_loading_it(tmp_path, policy):
     assert time.monotonic() - started < 90
 
 
-@pytest.mark.heavy
 def test_a_long_line_under_the_limit_is_read(tmp_path, policy):
     """A 1.9 MB value in a 2.2 MB file takes the single-threaded path and is counted like any other line."""
     path = tmp_path / "long-but-legal.csv"
@@ -536,7 +532,6 @@ def test_dangling_and_looping_links_refuse_the_audit(reachable, named):
     assert not (reachable / "out").exists()
 
 
-@pytest.mark.heavy
 def test_a_link_back_to_a_folder_above_is_a_loop_not_a_second_read(reachable):
     (reachable / "billing" / "again").symlink_to(reachable)
     assert error_lines(audit_as_nobody(reachable, reachable / "billing")) == [
@@ -572,7 +567,6 @@ def test_unreadable_policy_inventory_and_saved_audits_are_one_line(reachable, wh
     assert line.startswith(f"gpu-auditor: error: {target}: cannot read") and line.endswith("Permission denied")
 
 
-@pytest.mark.heavy
 def test_gate_names_unreadable_manifests(reachable):
     manifests = reachable / "k8s"
     (manifests / "team").mkdir(parents=True)
@@ -667,7 +661,6 @@ def test_unwritable_output_folder_keeps_the_previous_report(policy, previous, mo
     assert files_under(out) == before
 
 
-@pytest.mark.heavy
 def test_output_folder_the_system_refuses(policy):
     """A real refusal, root or not: /proc takes no new folders."""
     out = Path("/proc/gpu-auditor-test/report")
@@ -1157,7 +1150,6 @@ def test_an_out_folder_that_is_not_a_folder_is_refused(policy, tmp_path, kind):
     assert stat_kind(out) == kind
 
 
-@pytest.mark.heavy
 @pytest.mark.parametrize("command", ["policy-init", "outbox"])
 def test_other_outputs_refuse_a_named_pipe(policy, tmp_path, command):
     target = tmp_path / "target"
@@ -1287,7 +1279,6 @@ def test_sums_and_dates_beyond_what_the_engine_holds_are_refused(policy, tmp_pat
     assert not (tmp_path / "out").exists()
 
 
-@pytest.mark.heavy
 def test_a_sum_just_under_the_limit_is_read_exactly(policy, tmp_path):
     """Two costs adding up to 97,999,999,999,999,999,999.75: under the limit (0.99 x 10^20), kept to the cent."""
     billing = _cur(tmp_path / "cur.csv", ("BoxUsage:g5.xlarge", "2026-07-01T00:00:00Z", "49000000000000000000.25"),
