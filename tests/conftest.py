@@ -154,9 +154,14 @@ SLOW_CASES = {
 }
 
 
+def function_of(nodeid: str) -> str:
+    """A test's file and function, without its parameters: `test_x.py::test_y`."""
+    module, _, function = nodeid.partition("::")
+    return f"{Path(module).name}::{function.split('[', 1)[0]}"
+
+
 def slow_case(item: pytest.Item) -> bool:
-    module, _, function = item.nodeid.partition("::")
-    slow = SLOW_CASES.get(f"{Path(module).name}::{function.split('[', 1)[0]}")
+    slow = SLOW_CASES.get(function_of(item.nodeid))
     return slow is not None and slow(item.callspec.params)
 
 
@@ -174,8 +179,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 def first_rank(item: pytest.Item) -> int:
     """Where a test's unit comes among the longest (LONGEST), which are handed out first; len(LONGEST) for the rest."""
-    module, _, function = item.nodeid.partition("::")
-    name = f"{Path(module).name}::{function.split('[', 1)[0]}"
+    name = function_of(item.nodeid)
     return next((i for i, unit in enumerate(LONGEST) if name == unit or name.startswith(unit + "::")),
                 len(LONGEST))
 
@@ -203,8 +207,8 @@ def reads_outside(item: pytest.Item) -> bool:
 # once, not once per worker: the browser, Prometheus, the installed wheel, the Action's virtual environment, and
 # the generated quarters' audits (15 s of CPU: each seed's made once a session, tests/test_generated_quarters.py).
 # Spark's files are a unit each: its JVM starts at most once a worker (12 s), and its minutes of tests are shared
-# by both workers rather than left to one while the other runs out of work. xdist hands out the units with the
-# most tests first. `-n 0` runs everything in this process.
+# by both workers rather than left to one while the other runs out of work. The longest units go first (LONGEST).
+# `-n 0` runs everything in this process.
 ONE_WORKER = {"test_chromium.py": "chromium", "test_pull_k8s_shared.py": "prometheus", "test_wheel.py": "wheel",
               "test_integrations.py": "integrations", "test_unit_series.py": "prometheus-series",
               "test_generated_quarters.py": "quarters"}
