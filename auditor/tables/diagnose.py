@@ -31,14 +31,21 @@ def csv_reason(error: str) -> str:
     return redact(re.sub(r"^[A-Za-z ]*Error: ", "", first))[:200]
 
 
-def diagnose(con: duckdb.DuckDBPyConnection, s: Sniffed, cols: Columns, relation: str,
-             checks: list[tuple[str, str]], first_row: int, error: duckdb.Error) -> AuditorError:
-    """Turn a DuckDB error into one line that names the file, the line and the column."""
+def long_gzip_line(s: Sniffed) -> InputError | None:
+    """A gzip CSV's first line longer than DuckDB reads, as the error that names it; None where there is none.
+    Looked for first when DuckDB refuses such a file: DuckDB miscounts a long line as a ragged one, and looking
+    for mixed line endings (csv_dialect.normalized) would inflate all of a gzip bomb's endless line, where this
+    stops at its first MAX_LINE bytes."""
     if s.container == "csv" and s.compression == "gzip" and (line := gzip_line_over(s.path)):
-        # DuckDB holds a line whole before refusing it: a long line (or a gzip bomb's endless one) was
-        # miscounted as a ragged line, or ended in DuckDB's allocation error naming no file
         return InputError(f"cannot read the file: the line is longer than {MAX_LINE:,} bytes, the longest line "
                           "gpu-auditor reads", path=str(s.path), line=line)
+    return None
+
+
+def diagnose(con: duckdb.DuckDBPyConnection, s: Sniffed, cols: Columns, relation: str,
+             checks: list[tuple[str, str]], first_row: int, error: duckdb.Error) -> AuditorError:
+    """Turn a DuckDB error into one line that names the file, the line and the column (a gzip CSV's line too
+    long for DuckDB is named first, by `long_gzip_line`)."""
     if isinstance(error, duckdb.OutOfMemoryException):  # not a bad file: a limit to raise
         return out_of_memory(str(s.path))
     tests = {"money": f"TRY_CAST(v AS {MONEY}) IS NULL", "time": "TRY_CAST(v AS TIMESTAMPTZ) IS NULL",
