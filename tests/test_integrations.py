@@ -328,6 +328,8 @@ def test_a_failed_upload_warns_and_leaves_a_passing_gate_passing_unless_asked(tm
     bad = workspace(tmp_path / "bad", "job-bad.yaml")
     run = run_action(bad, action_temp, {"policy": "gpu-policy.yml", "paths": "k8s"}, uses_outcome="failure")
     assert run["steps"][-1][0] == "Verdict" and run["steps"][-1][1].returncode == 1
+    # each run used the one environment the first made (one per Python version; one Python here)
+    assert len(list(action_temp.glob("gpu-auditor-venv-*"))) == 1
 
 
 @pytest.mark.slow
