@@ -784,7 +784,9 @@ def billed_gpu_machines(store: Store, window: Window, policy: Policy) -> list[Bi
              kv AS (SELECT rid, e.key AS k, list(DISTINCT e.value ORDER BY e.value)[1:5] AS vals
                     FROM (SELECT rid, unnest(entries) AS e
                           FROM (SELECT DISTINCT rid, x_TagSet AS tag_set FROM l)
-                          JOIN (SELECT tag_set, any_value(entries) AS entries FROM tag_sets GROUP BY 1) USING (tag_set))
+                          JOIN (SELECT tag_set, any_value(entries) AS entries  -- the machines' sets alone
+                                FROM tag_sets SEMI JOIN (SELECT DISTINCT x_TagSet AS tag_set FROM l) USING (tag_set)
+                                GROUP BY 1) USING (tag_set))
                     GROUP BY ALL),
              tags_seen AS (SELECT rid, map_from_entries(list({{'key': k, 'value': vals}} ORDER BY k)) AS seen
                            FROM kv GROUP BY 1),
