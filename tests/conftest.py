@@ -270,7 +270,9 @@ def spark():
                  "openjdk-17-jre-headless`)", "java")
     from auditor.tables import spark as engine
 
-    s = engine.session("local[2]")
+    # The JIT's first tier only, and one GC thread: a test's Spark jobs are short, and the optimising compiler's
+    # and the parallel collector's threads took CPU from the other worker without paying it back.
+    s = engine.session("local[2]", conf={"spark.driver.extraJavaOptions": "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"})
     s.sparkContext.setLogLevel("ERROR")
     yield s
     s.stop()
