@@ -188,13 +188,13 @@ def test_policy_init_then_validate(tmp_path):
     assert f"{len(list(iter_clauses()))} clauses" in checked.stdout
 
 
-def test_policy_init_default_name(tmp_path):
+def test_policy_init_default_name(tmp_path, monkeypatch):
     runner = CliRunner()
-    with runner.isolated_filesystem(temp_dir=tmp_path):
-        result = runner.invoke(cli, ["policy", "init"])
-        assert result.exit_code == 0, result.output
-        assert Path("gpu-policy.yml").is_file()
-        assert runner.invoke(cli, ["policy", "validate", "gpu-policy.yml"]).exit_code == 0
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(cli, ["policy", "init"])
+    assert result.exit_code == 0, result.output
+    assert (tmp_path / "gpu-policy.yml").is_file()
+    assert runner.invoke(cli, ["policy", "validate", "gpu-policy.yml"]).exit_code == 0
 
 
 def test_policy_init_refuses_to_overwrite(tmp_path):
