@@ -97,9 +97,9 @@ def test_which_files_are_billing_data(name, data):
 
 def test_a_cur_1_manifest_lists_each_report_key_by_assembly_and_name():
     text = json.dumps({"reportKeys": ["cur/gpu/20260701-20260801/abc-123/gpu-1.csv.gz",
-                                      "cur/gpu/20260701-20260801/abc-123/gpu-2.csv.gz/"]})
+                                      "cur/gpu/20260701-20260801/abc-123/gpu-2.csv.gz/", "cur/X/gpu-X"]})
     assert manifest_keys(text, "m.json") == {"abc-123/gpu-1.csv.gz", "gpu-1.csv.gz",
-                                             "abc-123/gpu-2.csv.gz", "gpu-2.csv.gz"}
+                                             "abc-123/gpu-2.csv.gz", "gpu-2.csv.gz", "X/gpu-X", "gpu-X"}
 
 
 def test_a_cur_2_manifest_lists_its_data_files():
@@ -210,6 +210,19 @@ def test_a_uri_is_refused_unless_a_local_path_of_that_name_exists(tmp_path, monk
 
 def test_a_missing_path_is_named(tmp_path):
     assert refusal(lambda: expand([tmp_path / "nope.csv"])) == f"{tmp_path / 'nope.csv'}: no such file or folder"
+
+
+def test_a_link_to_nothing_is_named_as_a_billing_file(tmp_path):
+    link = tmp_path / "cur.csv"
+    link.symlink_to(tmp_path / "gone.csv")
+    assert refusal(lambda: expand([link])) == (
+        f"{link}: cannot read the billing file: a symbolic link to {tmp_path / 'gone.csv'}, which does not exist")
+    top = tmp_path / "billing"
+    write(top / "a.csv")
+    inside = top / "b.csv"
+    inside.symlink_to(tmp_path / "gone.csv")
+    assert refusal(lambda: expand([top])) == (
+        f"{inside}: cannot read the billing file: a symbolic link to {tmp_path / 'gone.csv'}, which does not exist")
 
 
 # --- detect_format and near misses ----------------------------------------------------------------------------------
@@ -333,6 +346,12 @@ def test_header_names_are_stripped_quoted_and_kept_with_an_unnamed_last_one(tmp_
 def test_a_header_with_an_empty_name_before_the_last_is_refused(tmp_path, con):
     path = write(tmp_path / "focus.csv", "BilledCost,,ChargePeriodStart,BillingCurrency\n")
     assert refusal(lambda: sniff(path, con)) == f"{path}:1: column 2 of the header has no name"
+
+
+def test_a_file_whose_first_line_is_blank_has_an_empty_header(tmp_path, con):
+    path = write(tmp_path / "focus.csv", "\n" + FOCUS + "\n" + FOCUS_LINE + "\n")
+    assert refusal(lambda: sniff(path, con)) == (f"{path}:1: not a billing export gpu-auditor reads (header: ); "
+                                                 f"it reads {READS}")
 
 
 def test_only_the_header_line_is_decoded(tmp_path, con):
@@ -559,11 +578,14 @@ def test_struct_fields_split_at_top_level_commas_only():
                          "m MAP(VARCHAR, VARCHAR), l INTEGER[]") == [
         ("id", "VARCHAR"), ('na"me', "VARCHAR"), ("a b", "DECIMAL(12,2)"),
         ("usage", "STRUCT(a INTEGER, b INTEGER[])"), ("m", "MAP(VARCHAR, VARCHAR)"), ("l", "INTEGER[]")]
+    assert struct_fields("TAX DOUBLE,X STRUCT(XA INTEGER, XB VARCHAR),b VARCHAR") == [
+        ("TAX", "DOUBLE"), ("X", "STRUCT(XA INTEGER, XB VARCHAR)"), ("b", "VARCHAR")]
     assert struct_fields("only") == []  # no type: not a field
     assert struct_fields("") == []
 
 
 def test_flatten_dots_struct_fields_and_leaves_lists_and_maps_whole():
+    assert flatten([("TAX", "DOUBLE"), ("X", "VARCHAR")]) == (["TAX", "X"], [], [("TAX", "DOUBLE"), ("X", "VARCHAR")])
     names, fields, types = flatten([("a", "INTEGER"), ("s", 'STRUCT("x y" INTEGER, t STRUCT(u VARCHAR))'),
                                     ("l", "STRUCT(a INTEGER)[]"), ('q"t', "VARCHAR"), ("m", "MAP(VARCHAR, VARCHAR)")])
     assert names == ["a", "s", "s.x y", "s.t", "s.t.u", "l", 'q"t', "m"]
@@ -581,7 +603,8 @@ def test_has_long_line_looks_at_every_stretch_of_a_block(tmp_path):
         (b"abc\nefgh", 4, True),  # the last whole stretch, [4, 8), has no line break
         (b"abc\nefg\n", 4, False),
         (b"abcdefg\n", 4, True),  # [0, 4)
-        (b"abc\nefg\nhi", 4, False),  # the tail past the last whole stretch is not looked at
+        (b"abc\nefg\nhij", 4, False),  # the tail past the last whole stretch is not looked at
+        (b"\nabc\nefg", 4, False),  # a stretch that starts with its line break
         (b"abcdefg", 4, False),  # under two blocks
         (b"a\nbcdefgh\ni", 4, True),  # [4, 8) lies inside the long line
     ]:
@@ -610,6 +633,7 @@ def test_first_line_over_counts_lines_to_the_long_one(tmp_path):
         (b"x" * 30, 10, 4, 1),  # no line break at all
         (b"ab\n" + b"x" * 30, 10, 4, 2),  # the last line, unended
         (b"ab\n" + b"x" * 10, 10, 4, None),
+        (b"ab\n" + b"x" * 11, 10, 4, 2),
         (b"a\n" + b"x" * 8 + b"\n" + b"y" * 8 + b"\n" + b"z" * 11 + b"\n", 10, 4, 4),  # past shorter long stretches
         (b"a\n" * 6 + b"x" * 9 + b"\n" + b"a\n" * 3, 8, 4, 7),
         (b"x" * 5 + b"\n" + b"y" * 20, 10, 4, 2),
@@ -713,3 +737,20 @@ def test_a_gzip_file_is_not_searched_for_long_lines(tmp_path, con):
                                    + b"\n"))
     s = sniff(path, con)
     assert (s.compression, s.serial) == ("gzip", True)  # its long line is named when DuckDB fails on it
+
+
+def test_a_file_whose_lines_end_in_cr_names_its_long_line(tmp_path, con):
+    path = cur_file(tmp_path / "cur.csv", [b"li-1,2026-07-01T00:00:00Z,1.50,USD"] * 3 +
+                    [b"li-2,2026-07-01T00:00:00Z,1.50," + b"x" * (MAX_LINE + 200_000)], b"\r")
+    assert refusal(lambda: sniff(path, con)) == (
+        f"{path}:5: cannot read the file: the line is longer than 2,000,000 bytes, the longest line gpu-auditor reads")
+
+
+def test_a_large_parquet_file_is_not_searched_for_long_lines(tmp_path, con):
+    """Only a plain CSV is: 3 MB of a Parquet file without a byte 0x0A is no line of text."""
+    path = tmp_path / "focus.parquet"
+    con.execute(f"""COPY (SELECT 1.5 AS BilledCost, '2026-07-01' AS ChargePeriodStart, 'USD' AS BillingCurrency,
+        repeat('x', 3000000) AS x_Note) TO '{path}' (FORMAT parquet, COMPRESSION uncompressed)""")
+    assert path.stat().st_size > 2 << 20 and b"x" * MAX_LINE in path.read_bytes()
+    s = sniff(path, con)
+    assert (s.container, s.format, s.serial) == ("parquet", "focus-1.0", False)
