@@ -226,3 +226,14 @@ def test_the_region_and_currency_of_a_line_another_way(tmp_path):
     rows = [row | {"product/region": "eu-central-1", "lineItem/CurrencyCode": "EUR"}]
     assert read(tmp_path, rows, "RegionId, BillingCurrency, BilledCost, EffectiveCost, x_UsageType") == [
         ("eu-central-1", "EUR", D("3.40"), D("3.40"), "BoxUsage:p4d.24xlarge")]
+
+
+def test_the_region_code_read_first_and_without_a_zone(tmp_path):
+    """product/regionCode is the region, where the line names no zone; where it is empty, product/region; where a
+    file has both, the code is read first."""
+    rows = [line(product__regionCode="ap-northeast-1", product__region="eu-central-1"),
+            line(product__regionCode="", product__region="eu-central-1"),
+            line(product__regionCode="", product__region="")]
+    assert read(tmp_path, rows, "RegionId") == [("ap-northeast-1",), ("eu-central-1",), (None,)]
+    only = [line(product__regionCode="sa-east-1")]
+    assert read(tmp_path, only, "RegionId, AvailabilityZone") == [("sa-east-1", None)]
