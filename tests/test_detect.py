@@ -634,6 +634,7 @@ def test_first_line_over_counts_lines_to_the_long_one(tmp_path):
         (b"ab\n" + b"x" * 30, 10, 4, 2),  # the last line, unended
         (b"ab\n" + b"x" * 10, 10, 4, None),
         (b"ab\n" + b"x" * 11, 10, 4, 2),
+        (b"xxxx\nab\ncd\n", 3, 4, 1),  # over a limit shorter than a stretch: found in the first stretch only
         (b"a\n" + b"x" * 8 + b"\n" + b"y" * 8 + b"\n" + b"z" * 11 + b"\n", 10, 4, 4),  # past shorter long stretches
         (b"a\n" * 6 + b"x" * 9 + b"\n" + b"a\n" * 3, 8, 4, 7),
         (b"x" * 5 + b"\n" + b"y" * 20, 10, 4, 2),
@@ -666,6 +667,8 @@ def test_gzip_line_over_names_the_first_line_longer_than_the_limit(tmp_path):
         (b"a\n1\n" + b"y" * 30, 20, 3),  # unended
         (b"ab" * 5 + b"\n", 5, 1),
         (b"a\n" + b"x" * 20 + b"\n", 20, None),  # exactly the limit
+        (b"x" * 20 + b"\na\n", 20, None), (b"x" * 21 + b"\na\n", 20, 1),  # the first line
+        (b"a\n" + b"x" * 20, 20, None), (b"a\n" + b"x" * 21, 20, 2),  # the last line, unended
         (b"a\n" + b"x" * 21 + b"\n", 20, 2),
         (b"a\n" + b"x" * 10 + b"\n" + b"y" * 10 + b"\n" + b"z" * 21 + b"\nb\n", 20, 4),
         (b"", 20, None),
