@@ -237,3 +237,20 @@ def test_the_region_code_read_first_and_without_a_zone(tmp_path):
     assert read(tmp_path, rows, "RegionId") == [("ap-northeast-1",), ("eu-central-1",), (None,)]
     only = [line(product__regionCode="sa-east-1")]
     assert read(tmp_path, only, "RegionId, AvailabilityZone") == [("sa-east-1", None)]
+
+
+def test_transfer_regions_from_the_product_columns_alone(tmp_path):
+    """A us-east-1 usage type has no prefix: the line's source region is product/fromRegionCode, else the region
+    product/fromLocation names; its destination product/toRegionCode, else the region product/toLocation names."""
+    def transfer(usage_type, **over):
+        return line(lineItem__UsageType=usage_type, product__productFamily="Data Transfer", **over)
+
+    rows = [transfer("DataTransfer-Out-Bytes", product__fromRegionCode="us-east-1"),
+            transfer("DataTransfer-Out-Bytes", product__transferType="InterRegion Outbound",
+                     product__fromLocation="Asia Pacific (Mumbai)", product__toLocation="EU (Ireland)"),
+            transfer("DataTransfer-Out-Bytes", product__transferType="InterRegion Outbound",
+                     product__fromRegionCode="us-east-1", product__toRegionCode="us-west-2",
+                     product__fromLocation="EU (Ireland)", product__toLocation="Europe (Ireland)")]
+    got = read(tmp_path, rows, "x_TransferKind, x_TransferDirection, x_TransferFrom, x_TransferTo")
+    assert got == [("internet", "out", "us-east-1", None), ("inter_region", "out", "ap-south-1", "eu-west-1"),
+                   ("inter_region", "out", "us-east-1", "us-west-2")]
