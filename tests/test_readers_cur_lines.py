@@ -155,11 +155,15 @@ def test_kinds_and_instance_types(tmp_path):
             line(product__productFamily="ML Instance", lineItem__UsageType="USE1-Host:ml.g5.2xlarge-Hosting",
                  product__instanceType="ml.g5.2xlarge"),
             line(product__productFamily="", lineItem__UsageType="USE1-CapacityBlock:p5.48xlarge"),
-            line(product__productFamily="", lineItem__UsageType="USE1-Requests-Tier1")]
+            line(product__productFamily="", lineItem__UsageType="USE1-Requests-Tier1"),
+            # the family alone: a storage product's requests, an ML instance by an unknown usage type
+            line(product__productFamily="Storage", lineItem__UsageType="USE1-Requests-Tier2"),
+            line(product__productFamily="ML Instance", lineItem__UsageType="USE1-ml.p4d.24xlarge",
+                 product__instanceType="ml.p4d.24xlarge")]
     got = read(tmp_path, rows, "x_CostCategory, x_InstanceType")
     assert got == [("storage", None), ("storage", None), ("storage", None), ("gpu_compute", "p5.48xlarge"),
                    ("other_compute", None), ("gpu_compute", "ml.g5.xlarge"), ("gpu_compute", "ml.g5.2xlarge"),
-                   ("other_compute", None), ("other", None)]
+                   ("other_compute", None), ("other", None), ("storage", None), ("gpu_compute", "ml.p4d.24xlarge")]
 
 
 def snake(column: str) -> str:
@@ -201,10 +205,12 @@ def test_capacity_reservations(tmp_path):
                     "capacityReservation/CapacityReservationStatus": "Used"}),
             line(**{"capacityReservation/CapacityReservationArn": "cr-2",
                     "capacityReservation/CapacityReservationStatus": "Pending"}),
+            line(**{"capacityReservation/CapacityReservationArn": "cr-2",
+                    "capacityReservation/CapacityReservationStatus": "USED"}),
             line()]
     assert read(tmp_path, rows, "CapacityReservationId, CapacityReservationStatus") == [
         (cr, "Unused"), (cr, "Unused"), (cr, "Used"), (cr, None), ("cr-2", "Unused"), ("cr-2", "Used"),
-        ("cr-2", "Pending"), (None, None)]
+        ("cr-2", "Pending"), ("cr-2", "Used"), (None, None)]
 
 
 def test_split_cost_allocation(tmp_path):
