@@ -223,6 +223,10 @@ def test_split_cost_allocation(tmp_path):
                                 "x_SplitUnusedCost") == [
         ("pod-1", "i-0abc", "aws-split-cost-allocation", D("0.75"), D("0.25")), (None, None, None, None, None)]
     assert read(tmp_path, [line()], "x_SplitResourceId, x_SplitParentId, x_SplitMethod") == [(None, None, None)]
+    # a parent without the split cost column: no split cost allocation, so nothing is split
+    parent_only = [line(lineItem__ResourceId="pod-1", splitLineItem__ParentResourceId="i-0abc")]
+    assert read(tmp_path, parent_only, "ResourceId, x_SplitResourceId, x_SplitParentId, x_SplitMethod") == [
+        ("pod-1", None, None, None)]
 
 
 def test_the_region_and_currency_of_a_line_another_way(tmp_path):
