@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from auditor.errors import InputError
 from auditor.tables.store import Store
 
 D = Decimal
@@ -264,3 +265,33 @@ def test_transfer_regions_from_the_product_columns_alone(tmp_path):
     got = read(tmp_path, rows, "x_TransferKind, x_TransferDirection, x_TransferFrom, x_TransferTo")
     assert got == [("internet", "out", "us-east-1", None), ("inter_region", "out", "ap-south-1", "eu-west-1"),
                    ("inter_region", "out", "us-east-1", "us-west-2")]
+
+
+@pytest.mark.parametrize(("column", "kind", "bad", "want"), [
+    ("lineItem/UnblendedCost", "Usage", "12,50", "a number"),
+    ("lineItem/UsageAmount", "Usage", "1 h", "a number"),
+    ("pricing/publicOnDemandCost", "Usage", "n/a", "a number"),
+    ("splitLineItem/SplitCost", "Usage", "0,75", "a number"),
+    ("splitLineItem/UnusedCost", "Usage", "0,25", "a number"),
+    ("lineItem/UsageStartDate", "Usage", "12/09/2023 11h", "a UTC time like 2026-07-01T00:00:00Z"),
+    ("lineItem/UsageEndDate", "Usage", "12/09/2023 12h", "a UTC time like 2026-07-01T00:00:00Z"),
+    ("reservation/EndTime", "DiscountedUsage", "next year", "a UTC time like 2026-07-01T00:00:00Z"),
+    ("savingsPlan/EndTime", "SavingsPlanCoveredUsage", "never", "a UTC time like 2026-07-01T00:00:00Z"),
+])
+def test_a_value_that_does_not_parse_is_named_by_line_and_column(tmp_path, column, kind, bad, want):
+    """Each money and time column the reader parses: a value that is no number or no time is named with the file,
+    its line (the file's third: the header, a good line, the bad one) and its column."""
+    good = {"lineItem/UsageAmount": "1", "pricing/publicOnDemandCost": "1.00", "splitLineItem/SplitCost": "0.00",
+            "splitLineItem/UnusedCost": "0.00", "reservation/EndTime": "2025-01-01T00:00:00Z",
+            "savingsPlan/EndTime": "2025-01-01T00:00:00Z", "splitLineItem/ParentResourceId": "i-0abc"}
+    rows = [line(kind, **{k.replace("/", "__"): v for k, v in good.items()}),
+            line(kind, **{k.replace("/", "__"): v for k, v in (good | {column: bad}).items()})]
+    header = list(rows[0])
+    path = tmp_path / "cur.csv"
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, header, lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    with pytest.raises(InputError) as err:
+        Store().load_billing([path])
+    assert str(err.value) == f"{path}:3: column {column!r}: {bad!r} is not {want}"
