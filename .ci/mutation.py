@@ -52,7 +52,7 @@ CORE: dict[str, list[str]] = {
     "auditor/providers/billing/focus.py": ["tests/test_readers.py", "tests/test_readers_focus_lines.py"],
     "auditor/providers/billing/avro.py": ["tests/test_readers_avro.py"],
     "auditor/providers/billing/csv_dialect.py": ["tests/test_csv_dialect.py"],
-    "auditor/providers/billing/detect.py": ["tests/test_detect_missing.py", "tests/test_readers.py"],
+    "auditor/providers/billing/detect.py": ["tests/test_detect.py"],
 }
 # Every rule, against its own YAML cases (fixtures/rules/<ID>.yml, run by tests/test_rule_cases.py).
 for path in sorted((REPO / "rules").glob("[A-Z]*[0-9]_*.py")):
