@@ -266,6 +266,17 @@ def test_a_file_with_the_columns_of_two_formats_is_the_first_family_s():
     assert detect_format(["cost", "usage_start_time", "currency", "sku", "Date", "MeterCategory"]) == "gcp-billing"
 
 
+def test_a_needed_column_and_a_family_s_own_columns_by_any_spelling():
+    """FAMILIES is built from these at import, where no test's mutant reaches: they are stated here directly."""
+    assert detect._need("lineItem/UnblendedCost", "the billed cost") == detect.Need(
+        frozenset({"lineitemunblendedcost"}), "lineItem/UnblendedCost", "the billed cost")
+    assert detect._need("Date or UsageDateTime", "the start time", "date", "usagedatetime") == detect.Need(
+        frozenset({"date", "usagedatetime"}), "Date or UsageDateTime", "the start time")
+    marks = detect._keyed("metercategory", "subscriptionguid")
+    assert [marks(c) for c in ("MeterCategory", "meter_category", "Subscription GUID", "Meter", "")] == [
+        True, True, True, False, False]
+
+
 def test_a_near_miss_names_each_column_missing():
     assert near_miss(["lineItem/UsageType", "bill/PayerAccountId", "product/instanceType"]) == (
         "looks like an AWS CUR but has no lineItem/UnblendedCost column (the billed cost) and no "
