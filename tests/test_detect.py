@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import duckdb
@@ -188,6 +191,21 @@ def test_a_manifest_without_keys_or_a_folder_named_like_one_changes_nothing(tmp_
     write(top / "gpu-Manifest.json", "{}")
     (top / "dir-manifest.json").mkdir()
     assert expand([top], []) == [a, b]
+
+
+def test_a_manifest_is_read_as_utf8_under_an_ascii_locale(tmp_path):
+    """The manifest is UTF-8 JSON (AWS writes it so) whatever the machine's locale: under LC_ALL=C (neither
+    Python's coercion to C.UTF-8 nor its UTF-8 mode), a key naming a folder `Zürich-2026` is read."""
+    top = tmp_path / "cur"
+    one = write(top / "part-1.csv")
+    write(top / "part-0.csv")
+    write(top / "gpu-Manifest.json", json.dumps({"reportKeys": ["cur/Zürich-2026/part-1.csv"]}, ensure_ascii=False))
+    assert expand([top], []) == [one]  # here, then alone
+    code = ("import sys; from pathlib import Path; from auditor.providers.billing.detect import expand; "
+            "print(*[p.name for p in expand([Path(sys.argv[1])], [])])")
+    env = {**os.environ, "LC_ALL": "C", "LANG": "C", "PYTHONCOERCECLOCALE": "0", "PYTHONUTF8": "0"}
+    out = subprocess.run([sys.executable, "-c", code, str(top)], env=env, capture_output=True, text=True)
+    assert (out.stdout, out.stderr) == ("part-1.csv\n", "")
 
 
 def test_a_manifest_that_cannot_be_read_is_named(tmp_path):
