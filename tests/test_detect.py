@@ -193,6 +193,26 @@ def test_a_manifest_without_keys_or_a_folder_named_like_one_changes_nothing(tmp_
     assert expand([top], []) == [a, b]
 
 
+def test_each_month_s_manifest_lists_its_own_assembly(tmp_path):
+    """A CUR report folder holds a folder per billing period, each with its manifest: the files every one lists."""
+    top = tmp_path / "gpu"
+    kept = []
+    for month, old, new in (("20260701-20260801", "a-1", "a-2"), ("20260801-20260901", "b-1", "b-2")):
+        write(top / month / old / "gpu-1.csv.gz")
+        kept.append(write(top / month / new / "gpu-1.csv.gz"))
+        write(top / month / "gpu-Manifest.json", json.dumps({"reportKeys": [f"cur/gpu/{month}/{new}/gpu-1.csv.gz"]}))
+    assert expand([top], []) == kept
+
+
+def test_a_manifest_in_a_folder_that_is_no_json_is_named(tmp_path):
+    top = tmp_path / "cur"
+    write(top / "a.csv")
+    manifest = write(top / "gpu-Manifest.json", "{")
+    assert refusal(lambda: expand([top])) == (
+        f"{manifest}: cannot read the CUR manifest: Expecting property name enclosed in double quotes: line 1 "
+        "column 2 (char 1)")
+
+
 def test_a_manifest_is_read_as_utf8_under_an_ascii_locale(tmp_path):
     """The manifest is UTF-8 JSON (AWS writes it so) whatever the machine's locale: under LC_ALL=C (neither
     Python's coercion to C.UTF-8 nor its UTF-8 mode), a key naming a folder `Zürich-2026` is read."""
