@@ -654,6 +654,7 @@ def test_has_long_line_looks_at_every_stretch_of_a_block(tmp_path):
         (b"abcdefg\n", 4, True),  # [0, 4)
         (b"abc\nefg\nhij", 4, False),  # the tail past the last whole stretch is not looked at
         (b"\nabc\nefg", 4, False),  # a stretch that starts with its line break
+        (b"ab\nxxxx\nab", 4, False),  # a line of a block's length that fills no whole stretch (they start at 0, 4, ...)
         (b"abcdefg", 4, False),  # under two blocks
         (b"a\nbcdefgh\ni", 4, True),  # [4, 8) lies inside the long line
     ]:
