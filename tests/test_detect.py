@@ -685,6 +685,10 @@ def test_first_line_over_counts_lines_to_the_long_one(tmp_path):
         (b"ab\n" + b"x" * 10, 10, 4, None),
         (b"ab\n" + b"x" * 11, 10, 4, 2),
         (b"xxxx\nab\ncd\n", 3, 4, 1),  # over a limit shorter than a stretch: found in the first stretch only
+        (b"a\n" * 10 + b"wxyz", 3, 4, 11),  # in the last whole stretch only, [20, 24)
+        (b"a\n" * 10 + b"xyz", 2, 4, None),  # over the limit, but in no whole stretch
+        (b"a\nbcdef\ngh\n", 3, 4, None),  # the same: each stretch it touches holds a line break
+        (b"\n" + b"y" * 20, 10, 4, 2),  # after a first line that is empty
         (b"a\n" + b"x" * 8 + b"\n" + b"y" * 8 + b"\n" + b"z" * 11 + b"\n", 10, 4, 4),  # past shorter long stretches
         (b"a\n" * 6 + b"x" * 9 + b"\n" + b"a\n" * 3, 8, 4, 7),
         (b"x" * 5 + b"\n" + b"y" * 20, 10, 4, 2),
