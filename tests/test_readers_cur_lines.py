@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from auditor.errors import InputError
 from auditor.tables.store import Store
 
 D = Decimal
@@ -155,11 +156,15 @@ def test_kinds_and_instance_types(tmp_path):
             line(product__productFamily="ML Instance", lineItem__UsageType="USE1-Host:ml.g5.2xlarge-Hosting",
                  product__instanceType="ml.g5.2xlarge"),
             line(product__productFamily="", lineItem__UsageType="USE1-CapacityBlock:p5.48xlarge"),
-            line(product__productFamily="", lineItem__UsageType="USE1-Requests-Tier1")]
+            line(product__productFamily="", lineItem__UsageType="USE1-Requests-Tier1"),
+            # the family alone: a storage product's requests, an ML instance by an unknown usage type
+            line(product__productFamily="Storage", lineItem__UsageType="USE1-Requests-Tier2"),
+            line(product__productFamily="ML Instance", lineItem__UsageType="USE1-ml.p4d.24xlarge",
+                 product__instanceType="ml.p4d.24xlarge")]
     got = read(tmp_path, rows, "x_CostCategory, x_InstanceType")
     assert got == [("storage", None), ("storage", None), ("storage", None), ("gpu_compute", "p5.48xlarge"),
                    ("other_compute", None), ("gpu_compute", "ml.g5.xlarge"), ("gpu_compute", "ml.g5.2xlarge"),
-                   ("other_compute", None), ("other", None)]
+                   ("other_compute", None), ("other", None), ("storage", None), ("gpu_compute", "ml.p4d.24xlarge")]
 
 
 def snake(column: str) -> str:
@@ -201,10 +206,12 @@ def test_capacity_reservations(tmp_path):
                     "capacityReservation/CapacityReservationStatus": "Used"}),
             line(**{"capacityReservation/CapacityReservationArn": "cr-2",
                     "capacityReservation/CapacityReservationStatus": "Pending"}),
+            line(**{"capacityReservation/CapacityReservationArn": "cr-2",
+                    "capacityReservation/CapacityReservationStatus": "USED"}),
             line()]
     assert read(tmp_path, rows, "CapacityReservationId, CapacityReservationStatus") == [
         (cr, "Unused"), (cr, "Unused"), (cr, "Used"), (cr, None), ("cr-2", "Unused"), ("cr-2", "Used"),
-        ("cr-2", "Pending"), (None, None)]
+        ("cr-2", "Pending"), ("cr-2", "Used"), (None, None)]
 
 
 def test_split_cost_allocation(tmp_path):
@@ -217,6 +224,10 @@ def test_split_cost_allocation(tmp_path):
                                 "x_SplitUnusedCost") == [
         ("pod-1", "i-0abc", "aws-split-cost-allocation", D("0.75"), D("0.25")), (None, None, None, None, None)]
     assert read(tmp_path, [line()], "x_SplitResourceId, x_SplitParentId, x_SplitMethod") == [(None, None, None)]
+    # a parent without the split cost column: no split cost allocation, so nothing is split
+    parent_only = [line(lineItem__ResourceId="pod-1", splitLineItem__ParentResourceId="i-0abc")]
+    assert read(tmp_path, parent_only, "ResourceId, x_SplitResourceId, x_SplitParentId, x_SplitMethod") == [
+        ("pod-1", None, None, None)]
 
 
 def test_the_region_and_currency_of_a_line_another_way(tmp_path):
@@ -226,3 +237,61 @@ def test_the_region_and_currency_of_a_line_another_way(tmp_path):
     rows = [row | {"product/region": "eu-central-1", "lineItem/CurrencyCode": "EUR"}]
     assert read(tmp_path, rows, "RegionId, BillingCurrency, BilledCost, EffectiveCost, x_UsageType") == [
         ("eu-central-1", "EUR", D("3.40"), D("3.40"), "BoxUsage:p4d.24xlarge")]
+
+
+def test_the_region_code_read_first_and_without_a_zone(tmp_path):
+    """product/regionCode is the region, where the line names no zone; where it is empty, product/region; where a
+    file has both, the code is read first."""
+    rows = [line(product__regionCode="ap-northeast-1", product__region="eu-central-1"),
+            line(product__regionCode="", product__region="eu-central-1"),
+            line(product__regionCode="", product__region="")]
+    assert read(tmp_path, rows, "RegionId") == [("ap-northeast-1",), ("eu-central-1",), (None,)]
+    only = [line(product__regionCode="sa-east-1")]
+    assert read(tmp_path, only, "RegionId, AvailabilityZone") == [("sa-east-1", None)]
+
+
+def test_transfer_regions_from_the_product_columns_alone(tmp_path):
+    """A us-east-1 usage type has no prefix: the line's source region is product/fromRegionCode, else the region
+    product/fromLocation names; its destination product/toRegionCode, else the region product/toLocation names."""
+    def transfer(usage_type, **over):
+        return line(lineItem__UsageType=usage_type, product__productFamily="Data Transfer", **over)
+
+    rows = [transfer("DataTransfer-Out-Bytes", product__fromRegionCode="us-east-1"),
+            transfer("DataTransfer-Out-Bytes", product__transferType="InterRegion Outbound",
+                     product__fromLocation="Asia Pacific (Mumbai)", product__toLocation="EU (Ireland)"),
+            transfer("DataTransfer-Out-Bytes", product__transferType="InterRegion Outbound",
+                     product__fromRegionCode="us-east-1", product__toRegionCode="us-west-2",
+                     product__fromLocation="EU (Ireland)", product__toLocation="Europe (Ireland)")]
+    got = read(tmp_path, rows, "x_TransferKind, x_TransferDirection, x_TransferFrom, x_TransferTo")
+    assert got == [("internet", "out", "us-east-1", None), ("inter_region", "out", "ap-south-1", "eu-west-1"),
+                   ("inter_region", "out", "us-east-1", "us-west-2")]
+
+
+@pytest.mark.parametrize(("column", "kind", "bad", "want"), [
+    ("lineItem/UnblendedCost", "Usage", "12,50", "a number"),
+    ("lineItem/UsageAmount", "Usage", "1 h", "a number"),
+    ("pricing/publicOnDemandCost", "Usage", "n/a", "a number"),
+    ("splitLineItem/SplitCost", "Usage", "0,75", "a number"),
+    ("splitLineItem/UnusedCost", "Usage", "0,25", "a number"),
+    ("lineItem/UsageStartDate", "Usage", "12/09/2023 11h", "a UTC time like 2026-07-01T00:00:00Z"),
+    ("lineItem/UsageEndDate", "Usage", "12/09/2023 12h", "a UTC time like 2026-07-01T00:00:00Z"),
+    ("reservation/EndTime", "DiscountedUsage", "next year", "a UTC time like 2026-07-01T00:00:00Z"),
+    ("savingsPlan/EndTime", "SavingsPlanCoveredUsage", "never", "a UTC time like 2026-07-01T00:00:00Z"),
+])
+def test_a_value_that_does_not_parse_is_named_by_line_and_column(tmp_path, column, kind, bad, want):
+    """Each money and time column the reader parses: a value that is no number or no time is named with the file,
+    its line (the file's third: the header, a good line, the bad one) and its column."""
+    good = {"lineItem/UsageAmount": "1", "pricing/publicOnDemandCost": "1.00", "splitLineItem/SplitCost": "0.00",
+            "splitLineItem/UnusedCost": "0.00", "reservation/EndTime": "2025-01-01T00:00:00Z",
+            "savingsPlan/EndTime": "2025-01-01T00:00:00Z", "splitLineItem/ParentResourceId": "i-0abc"}
+    rows = [line(kind, **{k.replace("/", "__"): v for k, v in good.items()}),
+            line(kind, **{k.replace("/", "__"): v for k, v in (good | {column: bad}).items()})]
+    header = list(rows[0])
+    path = tmp_path / "cur.csv"
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, header, lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    with pytest.raises(InputError) as err:
+        Store().load_billing([path])
+    assert str(err.value) == f"{path}:3: column {column!r}: {bad!r} is not {want}"

@@ -1,6 +1,6 @@
-"""The billing readers by format: each reader module registers its `select` with `reads(format, ...)`, below the
-function where mutation testing measures it (gcp.py, azure.py, focus.py: mutmut leaves a decorated function
-unmutated), as a decorator where it does not yet (aws.py; docs/mutation.md).
+"""The billing readers by format: each reader module (aws.py, gcp.py, azure.py, focus.py) registers its `select`
+with `reads(format, ...)` below the function, not as a decorator, so that mutation testing can mutate it (mutmut
+leaves a decorated function unmutated; docs/mutation.md).
 
 A reader is a map of normalized column to SQL expression (and the columns whose values it checks), built from a
 file's `Columns`; the store looks one up by the format `detect.sniff` gave the file.
