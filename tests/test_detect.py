@@ -413,6 +413,8 @@ def test_only_the_header_line_is_decoded(tmp_path, con):
 @pytest.mark.parametrize(("data", "where", "message"), [
     (b"", "", "the file is empty"),
     (b" \r\n\t\n", "", "the file is empty"),
+    (b"\xef\xbb\xbf", "", "the file is empty"),  # a byte order mark and nothing after it
+    (b"\xef\xbb\xbf\r\n", "", "the file is empty"),
     (b"\xff\xfe" + FOCUS.encode("utf-16-le"), ":1", "the file is UTF-16; save it as UTF-8"),
     (b"\xfe\xff" + FOCUS.encode("utf-16-be"), ":1", "the file is UTF-16; save it as UTF-8"),
     (b"\xef\xbb\xbf\xff\xfe" + FOCUS.encode("utf-16-le"), ":1", "the file is UTF-16; save it as UTF-8"),
@@ -588,11 +590,11 @@ def test_a_json_file_that_starts_with_white_space(tmp_path, con):
 
 
 def test_a_json_file_that_is_no_json_is_named(tmp_path, con):
+    """Named once, with the line DuckDB names, and DuckDB's reason without the file's name again."""
     path = write(tmp_path / "focus.json", '{"BilledCost": 1.5, \n')
-    message = refusal(lambda: sniff(path, con))
-    assert message.startswith(f"{path}: cannot read the JSON file (cut short or damaged?): ")
-    assert "at byte 22 in line 2: unexpected end of data." in message
-    assert "\n" not in message and "Error: " not in message
+    assert refusal(lambda: sniff(path, con)) == (
+        f"{path}:2: cannot read the JSON file (cut short or damaged?): Malformed JSON at byte 22: unexpected end "
+        "of data")
 
 
 def test_an_unknown_parquet_file_names_no_line(tmp_path, con):

@@ -132,11 +132,11 @@ def _read_header(path: Path, gz: bool) -> tuple[list[str], bool]:
             head = raw.read(1 << 16)
     except (OSError, EOFError, zlib.error) as e:
         raise InputError(f"cannot read the file: {e}", path=str(path)) from None
-    if not head.strip():
-        raise InputError("the file is empty", path=str(path))
     bom = head.startswith(b"\xef\xbb\xbf")
     if bom:
         head = head[3:]
+    if not head.strip():  # a byte order mark alone is no header either
+        raise InputError("the file is empty", path=str(path))
     if head.startswith((b"\xff\xfe", b"\xfe\xff")):
         raise InputError("the file is UTF-16; save it as UTF-8", path=str(path), line=1)
     if b"\x00" in head:
@@ -159,11 +159,23 @@ def _nested_columns(path: Path, con: DuckDBPyConnection,
     try:
         top = con.execute(f"DESCRIBE SELECT * FROM {reader}(?)", [readable(path)]).fetchall()
     except duckdb.Error as e:
-        reason = re.sub(r"^[A-Za-z ]*Error: ", "", str(e).splitlines()[0]).replace(f" '{readable(path)}'", "")
-        raise InputError(f"cannot read the {kind} file (cut short or damaged?): {reason}", path=str(path)) from None
+        raise _unreadable(kind, path, str(e)) from None
     if reader == "read_parquet":
         _refuse_twins(path, _parquet_names(path, con))
     return flatten([(name, dtype) for name, dtype, *_ in top])
+
+
+def _unreadable(kind: str, path: Path, error: str) -> InputError:
+    """DuckDB's refusal of a Parquet or JSON file as one line: the file named once (DuckDB names it again, quoted,
+    in its reason), with the line DuckDB names ("Malformed JSON in file "x", at byte 22 in line 2: ...")."""
+    reason = re.sub(r"^[A-Za-z ]*Error: ", "", error.strip().splitlines()[0] if error.strip() else "unknown error")
+    for name in {str(path), readable(path)}:
+        for quoted in (f"'{name}'", f'"{name}"'):
+            reason = re.sub(f"(?: in file)? {re.escape(quoted)},?", "", reason)
+    line = re.search(r" in line (\d+)", reason)
+    reason = re.sub(r" in line \d+", "", reason).strip().rstrip(".")
+    return InputError(f"cannot read the {kind} file (cut short or damaged?): {reason}", path=str(path),
+                      line=int(line[1]) if line else None)
 
 
 def _parquet_names(path: Path, con: DuckDBPyConnection) -> list[str]:
