@@ -597,6 +597,19 @@ def test_a_json_file_that_is_no_json_is_named(tmp_path, con):
         "of data")
 
 
+def test_duckdb_s_refusal_names_the_file_once_with_its_line():
+    path = Path("/data/focus.json")
+    error = detect._unreadable("JSON", path, 'Invalid Input Error: Malformed JSON in file "/data/focus.json", at byte '
+                                             "3 in line 7: unexpected character.\nthe rest of the message")
+    assert (str(error), error.line) == ("/data/focus.json:7: cannot read the JSON file (cut short or damaged?): "
+                                        "Malformed JSON at byte 3: unexpected character", 7)
+    error = detect._unreadable("Parquet", path, "IO Error: No magic bytes found at end of file '/data/focus.json'")
+    assert (str(error), error.line) == ("/data/focus.json: cannot read the Parquet file (cut short or damaged?): "
+                                        "No magic bytes found at end of file", None)
+    assert str(detect._unreadable("Parquet", path, " \n")) == (
+        "/data/focus.json: cannot read the Parquet file (cut short or damaged?): unknown error")
+
+
 def test_an_unknown_parquet_file_names_no_line(tmp_path, con):
     path = parquet(con, tmp_path / "x.parquet", "1 AS a, 2 AS b")
     assert refusal(lambda: sniff(path, con)) == (f"{path}: not a billing export gpu-auditor reads (header: a, b); "

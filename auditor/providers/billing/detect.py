@@ -169,11 +169,10 @@ def _unreadable(kind: str, path: Path, error: str) -> InputError:
     """DuckDB's refusal of a Parquet or JSON file as one line: the file named once (DuckDB names it again, quoted,
     in its reason), with the line DuckDB names ("Malformed JSON in file "x", at byte 22 in line 2: ...")."""
     reason = re.sub(r"^[A-Za-z ]*Error: ", "", error.strip().splitlines()[0] if error.strip() else "unknown error")
-    for name in {str(path), readable(path)}:
-        for quoted in (f"'{name}'", f'"{name}"'):
-            reason = re.sub(f"(?: in file)? {re.escape(quoted)},?", "", reason)
+    for quoted in (f"'{readable(path)}'", f'"{readable(path)}"'):  # the name DuckDB was given
+        reason = re.sub(f"(?: in file)? {re.escape(quoted)},?", "", reason)
     line = re.search(r" in line (\d+)", reason)
-    reason = re.sub(r" in line \d+", "", reason).strip().rstrip(".")
+    reason = re.sub(r" in line \d+", "", reason).strip().removesuffix(".")
     return InputError(f"cannot read the {kind} file (cut short or damaged?): {reason}", path=str(path),
                       line=int(line[1]) if line else None)
 
