@@ -33,6 +33,8 @@ from auditor.window import parse_quarter
 
 SETTINGS = settings(max_examples=12, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+# The properties that run three audits or more an example: fewer examples a run (each run draws new ones).
+AUDITS = settings(SETTINGS, max_examples=8)
 JULY = datetime(2026, 7, 1)
 POLICY = parse_policy("policy: Properties\nowner: finops@example.com\ncurrency: USD\n"
                       "teams:\n  vision: {lead: lead@example.com, budget_per_quarter: 100}\n", "properties.yml")
@@ -173,7 +175,7 @@ def test_ingest_raises_only_input_error(tmp_path_factory, fmt, lines, data):
 
 
 @pytest.mark.slow
-@SETTINGS
+@AUDITS
 @given(fmt=st.sampled_from(sorted(FORMATS)), lines=exports(min_lines=2), seed=st.integers(0, 2**32 - 1),
        data=st.data())
 def test_shuffling_or_splitting_changes_no_total_and_no_finding(tmp_path_factory, fmt, lines, seed, data):
@@ -239,7 +241,7 @@ def test_the_command_line_ends_in_0_or_one_error_line_and_never_a_mixed_set(tmp_
 
 
 @pytest.mark.slow
-@SETTINGS
+@AUDITS
 @given(fmt=st.sampled_from(sorted(FORMATS)), first=exports(), second=exports())
 def test_concatenating_two_exports_adds_their_totals(tmp_path_factory, fmt, first, second):
     """One file holding the lines of two exports totals, per currency, what the two total apart."""
