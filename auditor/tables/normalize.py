@@ -121,9 +121,9 @@ def select_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: i
     Should two distinct keys share a hash, the query fails with CLASH, and the caller reads the file again
     without it, as for the rollup's own hash.
 
-    `per_line`: every expression computed on each line, no key joined back (Spark, which would join each key's
-    classification back by a shuffle of every line, costlier than classifying the line where it is read, and
-    cannot take the DISTINCT of a MAP column or compare two)."""
+    `per_line`: every expression computed on each row of `relation`, no key joined back (Spark, over the rows of
+    rollup_sql's grouping: it would join each key's classification back by a shuffle of every row, costlier than
+    classifying the row where it is, and cannot take the DISTINCT of a MAP column or compare two)."""
     outputs_all = [c for c in costs if c not in ENRICHED and c != TAG_KEY] + list(EXTRA)
     exprs = {c: exprs.get(c) or DEFAULTS.get(c, "NULL") for c in outputs_all}
     groups = [] if per_line else split(exprs, cols)
@@ -182,7 +182,7 @@ def select_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: i
 
 def rollup_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: int, path: str, fmt: str,
                costs: list[str], row_number: str = "row_number() OVER ()", by_hash: bool = False,
-               rescan: bool = False, files: bool = False, keys_by_hash: bool = False) -> str:
+               rescan: bool = False, files: bool = False, keys_by_hash: bool = False, ordered: bool = True) -> str:
     """The SELECT of one file's `costs` rows: its lines summed per UTC day and per distinct value of every
     source column the reader classifies from (resource, usage type, tags, ...), before anything is classified.
     Free text (FREE_TEXT: a description that can differ on every line) is no key: what is classified from it
@@ -209,7 +209,11 @@ def rollup_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: i
     A group can then hold lines of several files (a part holds a few hours of many resources' lines: grouped
     per file, nearly every line would be a group of its own). It is named by the file of its first line
     (x_SourceFile), and its x_SourceRow is that line's position in the read: the caller turns it into the
-    line's number in its file."""
+    line's number in its file.
+
+    Not `ordered` (Spark: lines have no order, `row_number` is NULL): a group's description is the least of its
+    lines', a scan of several files is grouped per file too, each row counts its lines without a cost (no_cost)
+    and without a start (no_start), and every row is classified where it is (select_sql's `per_line`)."""
     top = [n for n in cols.names if n not in cols.fields]
     refs = {c: referenced(e, top) for c, e in exprs.items()}
     amounts = [c for c in PER_LINE if c in exprs]
@@ -251,9 +255,13 @@ def rollup_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: i
     aggregates = (f"{', '.join(sums + spans)}, count(*) AS __lines, "
                   f"COALESCE(min(__row) FILTER ({bad}), min(__row)) AS __first"
                   + (f", COALESCE(arg_min({FILE}, __row) FILTER ({bad}), arg_min({FILE}, __row)) AS {FILE}"
-                     if files else ""))
+                     if files and ordered else ""))
+    counts = [] if ordered else ["no_cost", "no_start"]
+    if counts:
+        aggregates += (f", count(*) FILTER ({u('BilledCost')} IS NULL) AS __no_cost, "
+                       f"count(*) FILTER ({start} IS NULL) AS __no_start")
     day = f"date_trunc('day', {start})"
-    values = "".join(f"{u(c)}, " for c in per_line)
+    values = "".join(f"{u(c)}, " for c in per_line) + (f"{FILE}, " if files and not ordered else "")
     if by_hash:  # the key columns and the free text are read back from the group's first line
         grouped = (f"SELECT {values}{aggregates}, min(__row) AS __rep, min(__h2) <> max(__h2) AS __clash "
                    f"FROM ({lines}) GROUP BY {values}__h, {day}")
@@ -262,15 +270,20 @@ def rollup_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: i
                    f"JOIN (SELECT __row AS __rep, {back} FROM {numbered}) r USING (__rep) "
                    f"WHERE CASE WHEN g.__clash THEN error({lit(CLASH)}) ELSE true END")
     else:
-        firsts = "".join(f"arg_min({q(c)}, __row) AS {q(c)}, " for c in free_cols)
+        firsts = "".join(f"arg_min({q(c)}, __row) AS {q(c)}, " if ordered else f"min({q(c)}) AS {q(c)}, "
+                         for c in free_cols)
         grouped = (f"SELECT {key_sql + ', ' if keys else ''}{values}{firsts}{aggregates} "
                    f"FROM ({lines}) GROUP BY {key_sql + ', ' if keys else ''}{values}{day}")
     # The classification reads the grouped rows: the key columns keep their names, so the reader's expressions
     # apply unchanged; amounts and times are the group's.
     over = {c: u(c) for c in amounts + times + per_line}
     over[LINES] = "__lines"
-    rows = Columns(keys + free_cols + [f"__{c}" for c in amounts + times + per_line] + ["__lines", "__first"],
+    over.update({c: f"__{c}" for c in counts})
+    rows = Columns(keys + free_cols + [f"__{c}" for c in amounts + times + per_line + counts] + ["__lines", "__first"],
                    tuple((k, v) for k, v in cols.fields.items() if k.split(".")[0] in keys + free_cols))
+    if not ordered:
+        return f"WITH __g AS ({grouped}) " + select_sql({**exprs, **over}, rows, "__g", 1, path, fmt, costs + counts,
+                                                        "__first", files, materialized=False, per_line=True)
     # Materialized: the classification reads the groups twice (rows and distinct keys), and the grouping is the
     # costly part.
     return f"WITH __g AS MATERIALIZED ({grouped}) " + select_sql({**exprs, **over}, rows, "__g", 1, path, fmt,
