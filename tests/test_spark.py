@@ -12,6 +12,7 @@ import json
 import os
 import random
 import sys
+from datetime import datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
 
@@ -360,3 +361,25 @@ def test_cur2_parquet_with_map_columns_reads_on_spark_as_on_duckdb(spark, tmp_pa
     duck, on_spark = both([write_cur2_parquet(tmp_path)], spark)
     assert on_spark == duck
     assert duck["stats"]["billed_cost"] and any(tags for _, tags in duck["resources"].values()), "tags to compare"
+
+
+@pytest.mark.parametrize(("empty", "what"), [("BilledCost", "the cost is empty on 3 lines"),
+                                             ("ChargePeriodStart", "the charge period start is empty on 3 lines")])
+def test_lines_without_a_cost_or_start_are_counted_as_lines_on_spark(spark, tmp_path, empty, what):
+    """Spark sums the lines of one resource, day and tag set into one row before classifying it: the refusal of
+    lines without a cost or a start still counts the lines (three, two of them in one row with a line that has
+    both), names the file, and keeps nothing of it."""
+    from billing_csv import charge, write
+
+    from auditor.errors import InputError
+
+    day = datetime(2026, 7, 1)
+    rows = [charge("vm-a", day + timedelta(hours=h)) for h in range(3)] + [charge("vm-b", day)]
+    for row in (rows[0], rows[2], rows[3]):
+        row[empty] = ""
+    path = write(tmp_path / "focus.csv", rows)
+    store = Store()
+    with pytest.raises(InputError, match=what) as refused:
+        engine.load_billing(store, [path], spark=spark)
+    assert refused.value.path == str(path)
+    assert store.con.execute("SELECT count(*) FROM costs").fetchone() == (0,)
