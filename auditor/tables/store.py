@@ -21,7 +21,7 @@ from typing import Any
 
 import duckdb
 
-from auditor.errors import AuditorError, InputError, OutOfMemory
+from auditor.errors import AuditorError, InputError, OutOfMemory, memory_limit
 from auditor.files import readable, sha256_of, shown
 from auditor.providers.billing import csv_dialect
 from auditor.providers.billing.columns import SUM_TOO_LARGE, Columns, check_types
@@ -66,7 +66,7 @@ class Store:
         self.con = duckdb.connect(database)
         self.con.execute("SET TimeZone = 'UTC'")
         self.con.execute(f"SET temp_directory = {lit(self._spill.name)}")
-        self.con.execute(f"SET memory_limit = {lit(os.environ.get('GPU_AUDITOR_MEMORY_LIMIT', '384MB'))}")
+        self.con.execute(f"SET memory_limit = {lit(memory_limit())}")
         self.catalog = catalog or load_catalog()
         self.con.execute("BEGIN")  # one commit for the catalog's rows and the tables
         self.catalog.register(self.con)
