@@ -20,6 +20,7 @@ import difflib
 import re
 from collections.abc import Iterable
 from decimal import Decimal
+from operator import itemgetter
 from typing import Any
 
 # C0 and C1 controls, DEL, the Unicode line and paragraph separators, bidirectional and other invisible
@@ -93,6 +94,19 @@ def safe_cell(value: Any) -> str:
     if text and text[0] in "=+-@\t\r" and not _is_number(text):
         return "'" + text
     return text
+
+
+def safe_row(values: list[Any]) -> list[str]:
+    """A CSV row's cells, each as safe_cell makes it. Most rows of findings.csv have nothing to change: there
+    each cell is its text, found so by one search over the row and a look at each cell's first character."""
+    cells = ["" if v is None else v if v.__class__ is str else str(v) for v in values]
+    if _ONE_LINE.search("".join(cells)) is None and _FORMULA.isdisjoint(map(_FIRST, cells)):
+        return cells
+    return [safe_cell(v) for v in values]
+
+
+_FORMULA = frozenset("=+-@")  # what a formula starts with (a tab or CR, too, which the search finds)
+_FIRST = itemgetter(slice(0, 1))  # a text's first character, or ""
 
 
 def _is_number(text: str) -> bool:

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import io
 import json
+from datetime import datetime
 from decimal import Decimal
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from auditor.audit import _exact, _jsonable
 from auditor.model import Severity
 from auditor.outputs import audit_json
+from auditor.secret_patterns import mask_deep
 from auditor.text import json_text
 
 # any character a string can hold: NUL, quotes and backslashes, C0 and C1 controls, line and paragraph
@@ -85,3 +88,38 @@ def test_what_json_cannot_write_is_refused_as_json_refuses_it():
             audit_json._text(value, "")
     with pytest.raises(TypeError):
         audit_json._text({object(): 1}, "")
+
+
+# ---- the audit's values made JSON-able (audit._jsonable), masked as mask_deep masks ----------------------------
+
+SECRETISH = st.sampled_from([
+    "AKIAIOSFODNN7EXAMPLE", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "password=hunter2x", "Bearer abcdefghijkl",
+    "ghp_" + "a" * 36, "https://u:pw@host.example.com/x", "high", "monkey business", "i-0abc", "lacks tags owner"])
+MASK_KEY = st.one_of(st.sampled_from(["password", "aws_key", "api.key", "token", "max_tokens", "team", "message",
+                                      "aws_region", "Authorization", "evidence"]), st.text(max_size=6),
+                     st.integers(-3, 3))
+MASK_VALUE = st.recursive(
+    st.one_of(SCALAR, SECRETISH, st.decimals(allow_nan=False, places=4),
+              st.datetimes(min_value=datetime(2000, 1, 1)), st.dates(), st.just(Severity.HIGH)),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(MASK_KEY, inner, max_size=6)),
+    max_leaves=30)
+
+
+@settings(max_examples=200, deadline=None)
+@given(value=MASK_VALUE)
+def test_jsonable_masks_as_mask_deep_masks_its_result(value):
+    """Every dict whose keys are shown as they are is encoded by one comprehension (audit._jsonable); the
+    result is the same as the entry-by-entry walk's, and masked it is mask_deep of the unmasked result."""
+    plain = _jsonable(value, _exact)
+    assert _jsonable(value, _exact, masked=True) == mask_deep(plain)
+    walked = _walked(value)
+    assert plain == walked and json.dumps(plain) == json.dumps(walked)
+
+
+def _walked(value):
+    """_jsonable as written entry by entry: every key made text, every value made JSON-able."""
+    if isinstance(value, dict):
+        return {k if k.__class__ is str else str(k): _walked(x) for k, x in value.items()}
+    if isinstance(value, list | tuple):
+        return [_walked(x) for x in value]
+    return _jsonable(value, _exact)

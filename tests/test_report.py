@@ -17,6 +17,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from auditor import atomic
 from auditor.audit import Audit
@@ -35,7 +37,7 @@ from auditor.outputs.report import (
     write_outputs,
 )
 from auditor.policy import load_policy
-from auditor.text import safe_cell
+from auditor.text import safe_cell, safe_row
 from auditor.trend import compare
 from auditor.window import parse_quarter
 
@@ -230,6 +232,24 @@ def test_csv_neutralises_formulas(hostile_audit):
 ])
 def test_safe_cell(value, expected):
     assert safe_cell(value) == expected
+    assert safe_row([value, "plain", None]) == [expected, "plain", ""]
+
+
+class _Text(str):
+    pass
+
+
+CELL = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6), st.floats(allow_nan=True),
+                 st.decimals(allow_nan=False, places=2), st.text(max_size=6),
+                 st.text(st.sampled_from("=+-@\t\r\n\x1b\x85\u202e1.a "), max_size=5),
+                 st.text(st.sampled_from("=+-@1. x"), max_size=4).map(_Text))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(CELL, max_size=8))
+def test_a_row_is_made_safe_cell_by_cell(values):
+    """safe_row, which looks at a row at once where it can, gives each cell what safe_cell gives it."""
+    assert safe_row(values) == [safe_cell(v) for v in values]
 
 
 # ---- JSON ---------------------------------------------------------------------------------------------
