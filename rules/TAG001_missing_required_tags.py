@@ -46,11 +46,11 @@ class MissingRequiredTags(Rule):
         return Untagged(tuple(self.opt("required_tags")), Decimal(str(self.opt("min_cost"))))
 
     def check(self, spend: ResourceSpend, ctx):
-        required = tuple(self.opt("required_tags"))
+        required = self.opt("required_tags")
         untagged: dict[str, Decimal] = {}
         missing: dict[str, set[str]] = {}  # per currency: each currency's finding names its own lines' gaps
         for tags, currency, cost in spend.tag_sets:
-            absent = ctx.lacks(tags, required)
+            absent = [k for k in required if ctx.tag(tags, [k]) is None]
             if absent:
                 missing.setdefault(currency, set()).update(absent)
                 untagged[currency] = untagged.get(currency, Decimal(0)) + cost

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import replace
 from datetime import date, datetime
 from decimal import Decimal
 from pathlib import Path
@@ -146,29 +145,6 @@ def test_each_rule_reads_its_own_entities_and_its_findings_are_folded_then_order
     assert second.folded == []  # no entity of its type: nothing checked, fold still asked
     # severity first, then the larger saving (none is 0), then rule and resource
     assert [f.resource for f in found] == ["c", "b", "a"]
-
-
-def test_a_tag_sets_answers_are_asked_once_and_are_what_tag_finds():
-    """Context.lacks and Context.attribute are kept per tag set (a dict made once per set): asked again, of the
-    same dict or of another with the same tags, they answer what tag() answers key by key."""
-    policy = parse_policy(BASE + "teams:\n  vision: {lead: lead@example.com, projects: [atlas]}\n")
-    ctx = Context(load_catalog(), policy, Q3)
-    tagged = {"Team ": "nlp", "OWNER": " ", "project": "atlas", "cost-center": None}
-    project_only = {"PROJECT": "atlas", "owner": "ana@example.com"}
-    bare: dict[str, str] = {}
-    for _ in range(2):
-        for tags in (tagged, dict(tagged)):
-            assert ctx.lacks(tags, ("team", "owner", "project")) == ["owner"]  # a blank value is no tag
-            assert ctx.lacks(tags, ("owner", "cost-center", " Team")) == ["owner", "cost-center"]
-            assert ctx.attribute(tags) == ("nlp", None)
-        assert ctx.lacks(project_only, ("team", "owner", "project")) == ["team"]
-        assert ctx.attribute(project_only) == ("vision", "ana@example.com")  # the project's team
-        assert ctx.lacks(bare, ("team", "owner")) == ["team", "owner"] and ctx.attribute(bare) == (None, None)
-    for tags, keys in ((tagged, ("team", "owner", "project", "cost-center")), (project_only, ("team", "project"))):
-        assert ctx.lacks(tags, keys) == [k for k in keys if ctx.tag(tags, [k]) is None]
-    # another policy's context (dataclasses.replace) asks its own policy, not the first one's answers
-    other = replace(ctx, policy=parse_policy(BASE))
-    assert other.attribute(project_only) == (None, "ana@example.com")
 
 
 def test_findings_are_ordered_by_severity_saving_rule_and_resource():
