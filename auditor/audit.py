@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import date, datetime
 from decimal import Decimal
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from auditor import __version__
@@ -151,6 +152,11 @@ def _jsonable(v: Any, decimal: Callable[[Decimal], str] = _cents, masked: bool =
     if isinstance(v, date):  # a dated policy option (discount_as_of): the day as written
         return v.isoformat()
     if isinstance(v, dict):
+        if len(v) <= _FEW and _keys_as_they_are(tuple(v), masked):  # a finding, its evidence: a comprehension
+            if not masked:
+                return {k: x if x.__class__ in _TEXT_OR_PLAIN else _jsonable(x, decimal) for k, x in v.items()}
+            return {k: x if x.__class__ in _PLAIN else (mask_text(x) if len(x) >= SHORT else x)
+                    if x.__class__ is str else _jsonable(x, decimal, masked) for k, x in v.items()}
         out = {}
         for k, x in v.items():
             key = k if k.__class__ is str else str(k)
@@ -174,5 +180,16 @@ def _jsonable(v: Any, decimal: Callable[[Decimal], str] = _cents, masked: bool =
 
 
 _PLAIN = frozenset((int, float, bool, type(None)))  # exactly these classes: JSON as they are
+_TEXT_OR_PLAIN = _PLAIN | {str}
+
+
+_FEW = 64  # a dict of no more keys is a record (a finding, its evidence), whose keys repeat: every finding's do
+
+
+@lru_cache(maxsize=1 << 12)
+def _keys_as_they_are(keys: tuple[Any, ...], masked: bool) -> bool:
+    """Whether a dict's keys are all text, and (`masked`) each shown as it is with no value under it that may be
+    a credential (masked_key): its entries are then its values alone made JSON-able."""
+    return all(k.__class__ is str and (not masked or masked_key(k) == (k, False)) for k in keys)
 
 

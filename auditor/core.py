@@ -139,9 +139,13 @@ def clause_status(policy: Policy, rules: list[Rule], findings: list[Finding],
     out = []
     configured = {r.id for r in rules}
     savings = savings_by([f for f in findings if not f.waived], lambda f: f.rule)  # each saving counted once
+    by_rule: dict[str, list[Finding]] = {}  # each rule's active findings, in order: one pass, not one a rule
+    for f in findings:
+        if not f.waived:
+            by_rule.setdefault(f.rule, []).append(f)
     for cls in all_rules():
         clause = policy.clause(cls.clause)
-        active = [f for f in findings if f.rule == cls.id and not f.waived]
+        active = by_rule.get(cls.id, [])
         if cls.id not in configured:
             state = "disabled"
         elif not active and not checked.get(cls.id):

@@ -17,6 +17,8 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from auditor import atomic
 from auditor.audit import Audit
@@ -35,7 +37,7 @@ from auditor.outputs.report import (
     write_outputs,
 )
 from auditor.policy import load_policy
-from auditor.text import safe_cell
+from auditor.text import is_clean, json_text, one_line, safe_cell, safe_row
 from auditor.trend import compare
 from auditor.window import parse_quarter
 
@@ -230,6 +232,37 @@ def test_csv_neutralises_formulas(hostile_audit):
 ])
 def test_safe_cell(value, expected):
     assert safe_cell(value) == expected
+    assert safe_row([value, "plain", None]) == [expected, "plain", ""]
+
+
+class _Text(str):
+    pass
+
+
+CELL = st.one_of(st.none(), st.booleans(), st.integers(-10**6, 10**6), st.floats(allow_nan=True),
+                 st.decimals(allow_nan=False, places=2), st.text(max_size=6),
+                 st.text(st.sampled_from("=+-@\t\r\n\x1b\x85\u202e1.a "), max_size=5),
+                 st.text(st.sampled_from("=+-@1. x"), max_size=4).map(_Text))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(CELL, max_size=8))
+def test_a_row_is_made_safe_cell_by_cell(values):
+    """safe_row, which looks at a row at once where it can, gives each cell what safe_cell gives it."""
+    assert safe_row(values) == [safe_cell(v) for v in values]
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(st.text(max_size=12), st.text(st.characters(max_codepoint=0x7f), max_size=12),
+                 st.text(st.sampled_from("ab =\x00\t\n\r\x1b\x7f\x85\x9f\xa0\u2028\u202e\ufeff\udc80é"), max_size=8)))
+def test_text_is_escaped_as_its_expressions_escape_it(text):
+    """one_line, is_clean and json_text pass ASCII with no control character by as it is, without their regular
+    expressions: on any text they give what the expressions alone give."""
+    from auditor import text as t
+
+    assert one_line(text) == t._ONE_LINE.sub(t._escape, text)
+    assert is_clean(text) == (t._ONE_LINE.search(text) is None)
+    assert json_text(text) == t._JSON_RAW.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 # ---- JSON ---------------------------------------------------------------------------------------------
@@ -528,7 +561,6 @@ def test_saved_audit_rerenders_identically(demo_doc):
 def test_audit_json_is_written_as_json_dumps_writes_it(demo_doc, hostile_audit):
     """audit.json is written item by item (outputs/audit_json.py), as the text json.dumps(indent=2) gives."""
     from auditor.outputs.view import audit_doc
-    from auditor.text import json_text
 
     odd = {"findings": [], "jobs": [{}], "summary": {"n": [1, 2.5, float("nan"), float("-inf"), True, None, []],
                                                    "e": {}, 3: {"x": [[{}], {"k": ()}]}, 1.5: "a\u2028b\x1b\n\"",

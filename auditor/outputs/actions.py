@@ -10,7 +10,7 @@ from typing import TextIO
 
 from auditor.audit_model import AuditDoc
 from auditor.model import UNATTRIBUTED
-from auditor.text import safe_cell
+from auditor.text import safe_row
 
 ACTIONS_CSV = "actions.csv"
 ACTIONS_FIELDS = ("rank", "severity", "resource", "team", "owner", "currency", "saving", "to_check", "wasted",
@@ -27,4 +27,4 @@ def write_actions_csv(doc: AuditDoc, fh: TextIO, team: str | None = None) -> Non
             rank += 1
             row = {**a, "rank": rank, "reasons": "; ".join(f"{r['rule']} {r['name']}" for r in a["reasons"]),
                    "findings": json.dumps([r["fingerprint"] for r in a["reasons"]])}
-            w.writerow([safe_cell(row.get(k)) for k in ACTIONS_FIELDS])
+            w.writerow(safe_row(list(map(row.get, ACTIONS_FIELDS))))

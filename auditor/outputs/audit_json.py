@@ -26,13 +26,13 @@ def write_json(doc: Mapping[str, Any], fh: TextIO) -> None:
     fh.write("{")
     sep = "\n"
     for key, value in doc.items():
-        fh.write(f"{sep}{STEP}{_key(key)}: ")
+        fh.write(f"{sep}{STEP}{json_text(_key(key))}: ")
         sep = ",\n"
         if isinstance(value, dict) and value:
             fh.write("{")
             inner = "\n"
             for k, v in value.items():
-                fh.write(f"{inner}{STEP * 2}{_key(k)}: ")
+                fh.write(f"{inner}{STEP * 2}{json_text(_key(k))}: ")
                 inner = ",\n"
                 if isinstance(v, list | tuple):
                     _write_list(v, STEP * 2, fh)

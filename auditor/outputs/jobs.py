@@ -10,7 +10,7 @@ from typing import Any, TextIO
 
 from auditor.audit_model import AuditDoc
 from auditor.model import UNATTRIBUTED
-from auditor.text import safe_cell
+from auditor.text import safe_row
 
 JOBS_CSV = "jobs.csv"
 JOBS_FIELDS = ("id", "name", "kind", "sweep_id", "platform", "provider", "account", "region", "team", "owner",
@@ -33,7 +33,7 @@ def write_jobs_csv(doc: AuditDoc, fh: TextIO, team: str | None = None) -> None:
     for job in doc.get("jobs") or []:
         if _mine(job, team):
             row = {**job, "findings": json.dumps([f["fingerprint"] for f in job.get("findings") or []])}
-            w.writerow([safe_cell(row.get(k)) for k in JOBS_FIELDS])
+            w.writerow(safe_row(list(map(row.get, JOBS_FIELDS))))
 
 
 def _d(value: Any) -> Decimal:

@@ -26,7 +26,7 @@ from auditor.outputs.jobs import JOBS_CSV, write_jobs_csv
 from auditor.outputs.registry import output, outputs
 from auditor.outputs.templates import environment
 from auditor.outputs.view import audit_doc, build_view, fmt_num, team_of
-from auditor.text import md_escape, one_line, safe_cell, template_value
+from auditor.text import md_escape, one_line, safe_row, template_value
 
 if TYPE_CHECKING:
     from auditor.audit import Audit
@@ -85,9 +85,12 @@ def _render(fmt: str, view: Mapping[str, Any]) -> str:
     return _env().get_template(f"report.{fmt}.j2").render(**view)
 
 
+_EVIDENCE = json.JSONEncoder(sort_keys=True, ensure_ascii=False).encode  # json.dumps's text, one encoder made
+
+
 def _csv_row(f: dict[str, Any]) -> dict[str, Any]:
     waiver = f.get("waiver") or {}
-    return {**f, "evidence": json.dumps(f.get("evidence") or {}, sort_keys=True, ensure_ascii=False),
+    return {**f, "evidence": _EVIDENCE(f.get("evidence") or {}),
             "waiver_reason": waiver.get("reason"), "waiver_owner": waiver.get("owner"),
             "waiver_expires": waiver.get("expires")}
 
@@ -105,8 +108,7 @@ def write_csv(audit: Audit | AuditDoc, fh: Any, team: str | None = None) -> None
     w.writerow(CSV_FIELDS)
     for f in audit_doc(audit)["findings"]:
         if team is None or team_of(f) == team:
-            d = _csv_row(f)
-            w.writerow([safe_cell(d.get(k)) for k in CSV_FIELDS])
+            w.writerow(safe_row(list(map(_csv_row(f).get, CSV_FIELDS))))
 
 
 def write_json(audit: Audit | AuditDoc, fh: Any) -> None:
