@@ -6,6 +6,7 @@ import compileall
 import os
 import shutil
 import signal
+import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -248,8 +249,6 @@ def built_wheel(tmp_path_factory) -> Path:
     """This checkout built as a wheel (`pip wheel --no-deps`, in an environment that cannot see the checkout's own
     Python settings), once for the tests that install it as users do: tests/test_wheel.py, the Action's runs and the
     GitLab job in tests/test_integrations.py (one unit in ONE_WORKER: 5 s of CPU a build)."""
-    import subprocess
-
     dist = tmp_path_factory.mktemp("dist")
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "PIP_REQUIRE"))}
     proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--disable-pip-version-check",
