@@ -6,6 +6,7 @@ import compileall
 import os
 import shutil
 import signal
+import subprocess
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -204,22 +205,23 @@ def reads_outside(item: pytest.Item) -> bool:
 # README's commands in tests/test_readme.py run in sequence), and a module fixture is built at most once per worker.
 # A whole file is too coarse: tests/test_reliability.py alone would be the run's last minutes. The files whose
 # module or session fixtures start a program or build an environment stay whole on one worker, so that it is done
-# once, not once per worker: the browser, Prometheus, the installed wheel, the Action's virtual environment, and
-# the generated quarters' audits (15 s of CPU: each seed's made once a session, tests/test_generated_quarters.py).
-# Spark's files are a unit each: its JVM starts at most once a worker (12 s), and its minutes of tests are shared
-# by both workers rather than left to one while the other runs out of work. The longest units go first (LONGEST).
-# `-n 0` runs everything in this process.
+# once, not once per worker: the browser, Prometheus, the built wheel (built_wheel: the installed wheel's tests
+# and the Action's and GitLab job's runs share one unit), the Action's virtual environment, and the generated
+# quarters' audits (15 s of CPU: each seed's made once a session, tests/test_generated_quarters.py).
+# Spark's three files are one unit: its JVM starts once a run, not once a worker (its start and the first audits
+# that warm its JIT are 20 to 25 s of CPU each time), and that unit goes first (LONGEST), so that the other worker
+# takes the rest meanwhile. `-n 0` runs everything in this process.
 ONE_WORKER = {"test_chromium.py": "chromium", "test_pull_k8s_shared.py": "prometheus", "test_wheel.py": "wheel",
-              "test_integrations.py": "integrations", "test_unit_series.py": "prometheus-series",
+              "test_integrations.py": "wheel", "test_unit_series.py": "prometheus-series",
               "test_generated_quarters.py": "quarters"}
 
 
 # The units that take longest on 2 cores (a minute to three each), longest first: handed out before the thousands of
 # short ones (in the order collected, not by their number of tests, xdist's default), so that no worker starts one
 # of them while the other is running out of work.
-LONGEST = ["test_spark.py", "test_integrations.py", "test_spark_churn.py",
+LONGEST = ["test_spark.py", "test_spark_churn.py", "test_spark_uri.py", "test_integrations.py",
            "test_reliability.py::test_a_gzip_bomb_is_named_with_its_file_and_line", "test_fresh_clone.py",
-           "test_benchmarks_harness.py::test_issue_15_shapes_high_churn_and_many_parts", "test_spark_uri.py",
+           "test_benchmarks_harness.py::test_issue_15_shapes_high_churn_and_many_parts",
            "test_properties.py", "test_wheel.py", "test_generated_quarters.py"]
 
 
@@ -233,10 +235,27 @@ def pytest_xdist_make_scheduler(config, log):
             module, _, function = nodeid.partition("::")
             name = Path(module).name
             if name.startswith("test_spark"):
-                return module
+                return "spark"
             return ONE_WORKER.get(name) or f"{module}::{function.split('[', 1)[0]}"
 
     return ByFunction(config, log)
+
+
+# --- this checkout as a wheel, built once -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def built_wheel(tmp_path_factory) -> Path:
+    """This checkout built as a wheel (`pip wheel --no-deps`, in an environment that cannot see the checkout's own
+    Python settings), once for the tests that install it as users do: tests/test_wheel.py, the Action's runs and the
+    GitLab job in tests/test_integrations.py (one unit in ONE_WORKER: 5 s of CPU a build)."""
+    dist = tmp_path_factory.mktemp("dist")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV", "PIP_REQUIRE"))}
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--disable-pip-version-check",
+                           "-w", str(dist), str(REPO)], cwd=dist, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    [wheel] = dist.glob("gpu_auditor-*.whl")
+    return wheel
 
 
 # --- the rule registry, restored after a test that registers throwaway rules ---------------------------------

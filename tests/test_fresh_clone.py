@@ -58,8 +58,11 @@ def _fast_loop_on_a_clone(clone: Path) -> None:
     where = subprocess.run([python, "-c", "import auditor.reports, auditor.rules; print(auditor.reports.__path__[0])"],
                            cwd="/", env=env, check=True, capture_output=True, text=True).stdout.strip()
     assert Path(where).resolve() == (clone / "reports").resolve()  # the clone's templates, not this checkout's
-    r = subprocess.run([python, "-m", "pytest", "-m", "not slow or heavy", "-q", "-p", "no:cacheprovider"], cwd=clone,
-                       env={**env, "GPU_AUDITOR_ONLY_OUTSIDE": "1"}, capture_output=True, text=True, timeout=3600)
+    # In one process (-n 0): the clone runs a few hundred tests while this suite's other worker runs on; two
+    # workers of its own would each collect the whole suite again and take that worker's core (10 s of CPU more).
+    r = subprocess.run([python, "-m", "pytest", "-m", "not slow or heavy", "-q", "-p", "no:cacheprovider", "-n", "0"],
+                       cwd=clone, env={**env, "GPU_AUDITOR_ONLY_OUTSIDE": "1"}, capture_output=True, text=True,
+                       timeout=3600)
     tail = r.stdout[-4000:]
     assert r.returncode == 0, tail
     assert " failed" not in tail and " error" not in tail, tail

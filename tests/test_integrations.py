@@ -249,14 +249,14 @@ def run_action(ws: Path, temp: Path, inputs: dict[str, str], event: dict | None 
 
 
 @pytest.fixture(scope="module")
-def action_temp(tmp_path_factory) -> Path:
+def action_temp(tmp_path_factory, built_wheel) -> Path:
     """RUNNER_TEMP, shared by the runs below so that the action's virtual environment is built once; in it, this
-    checkout built once as a wheel, which each run installs (`install:`) unless it says what to install: pip then
-    finds it installed already, where the action's default, the action's own copy, is built again by each run
-    (a test of its own runs that)."""
+    checkout built once as a wheel (conftest.built_wheel), which each run installs (`install:`) unless it says what
+    to install: pip then finds it installed already, where the action's default, the action's own copy, is built
+    again by each run (a test of its own runs that)."""
     temp = tmp_path_factory.mktemp("runner-temp")
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--disable-pip-version-check", "-w",
-                    str(temp / "wheel"), str(REPO)], check=True, capture_output=True, timeout=600)
+    (temp / "wheel").mkdir()
+    shutil.copy(built_wheel, temp / "wheel")
     return temp
 
 
@@ -360,11 +360,11 @@ def test_action_stops_on_a_broken_manifest_naming_it(tmp_path: Path, action_temp
 # --- the GitLab CI example ---------------------------------------------------------------------------------------
 
 
-def run_gitlab_job(ws: Path, image: Path) -> tuple[subprocess.CompletedProcess, dict]:
+def run_gitlab_job(ws: Path, image: Path, wheel: Path) -> tuple[subprocess.CompletedProcess, dict]:
     """The job's script lines in one bash, as the runner runs them, with its variables and the checkout's
-    gpu-auditor as what pip installs (a CI/CD variable would set GPU_AUDITOR the same way)."""
+    gpu-auditor, built as a wheel, as what pip installs (a CI/CD variable would set GPU_AUDITOR the same way)."""
     job = yaml.safe_load((REPO / "docs" / "ci" / "gitlab-ci.yml").read_text())["gpu-gate"]
-    variables = {**job["variables"], "GPU_AUDITOR": str(REPO)}
+    variables = {**job["variables"], "GPU_AUDITOR": str(wheel)}
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GPU_AUDITOR", "VIRTUAL_ENV"))}
     env.update(variables, PATH=f"{image / 'bin'}{os.pathsep}{env['PATH']}", CI="true", GITLAB_CI="true")
     script = "\n".join(job["script"])
@@ -382,10 +382,10 @@ def gitlab_image(tmp_path_factory) -> Path:
 
 
 @pytest.mark.slow
-def test_gitlab_job_fails_and_publishes_a_junit_report(tmp_path: Path, gitlab_image: Path) -> None:
+def test_gitlab_job_fails_and_publishes_a_junit_report(tmp_path: Path, gitlab_image: Path, built_wheel: Path) -> None:
     ws = workspace(tmp_path / "ws", "job-bad.yaml")
     (ws / "training").mkdir()  # the example's second path
-    r, job = run_gitlab_job(ws, gitlab_image)
+    r, job = run_gitlab_job(ws, gitlab_image, built_wheel)
     assert r.returncode == 1, r.stdout + r.stderr
     assert SUMMARY.match(r.stderr.strip().splitlines()[-1])[1] == "FAIL", r.stderr
     assert job["artifacts"]["when"] == "always"  # the report is kept when the job fails

@@ -327,7 +327,8 @@ def test_a_billing_file_named_in_latin1_reads_on_spark_as_on_duckdb(spark, tmp_p
     duck.load_billing([path])
     on_spark = Store()
     engine.load_billing(on_spark, [path], spark=spark)
-    assert summaries(on_spark) == summaries(duck) and summaries(duck)["stats"]["billed_cost"]
+    expected = summaries(duck)
+    assert summaries(on_spark) == expected and expected["stats"]["billed_cost"]
     assert [s.path for s in on_spark.sources] == [s.path for s in duck.sources] == [str(tmp_path / "co\\xfbts.csv")]
 
 

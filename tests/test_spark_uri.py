@@ -58,13 +58,14 @@ def read_both(local: list[Path], uris: list[str], spark) -> tuple[Store, Store]:
 
 def test_folder_uri_in_four_containers_equals_duckdb_by_local_path(exports, spark):
     duck, on_spark = read_both([exports], [exports.as_uri()], spark)
-    assert summaries(on_spark) == summaries(duck)
+    expected = summaries(duck)
+    assert summaries(on_spark) == expected
     got = [(s.path, s.format, s.rows) for s in on_spark.sources]
     assert got == [(f"file:{s.path}", s.format, s.rows) for s in duck.sources]
     assert [Path(p).name for p, _, _ in got] == ["cur-2026-08.csv.gz", "cur-2026-07.parquet", "cur-gpu-spot.csv",
                                                 "gcp-detailed-export.jsonl"]  # in detect.expand's order
     assert {s.format for s in on_spark.sources} == {"aws-cur", "gcp-billing"}
-    assert summaries(duck)["stats"]["billed_cost"] and summaries(duck)["flows"], "spend and transfer to compare"
+    assert expected["stats"]["billed_cost"] and expected["flows"], "spend and transfer to compare"
     # A file given by its URI is read whatever its name, as a local file is; a folder's URI may end in a slash.
     odd = exports.parent / "cur-export.dat"
     shutil.copy(FIXTURES / "cur-gpu-spot.csv", odd)

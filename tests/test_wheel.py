@@ -32,18 +32,17 @@ def sh(*cmd, cwd: Path, timeout: int = 180) -> subprocess.CompletedProcess:
 
 
 @pytest.fixture(scope="module")
-def venv(tmp_path_factory) -> dict[str, Path]:
-    """Build the wheel, make a fresh venv, install the wheel with its dependencies: once for the module."""
+def venv(tmp_path_factory, built_wheel) -> dict[str, Path]:
+    """The wheel (built once a session, conftest.built_wheel) installed with its dependencies into a fresh venv:
+    once for the module. The venv is made without pip (its own copy is 4 s of CPU to install), and this run's
+    pip installs into it (`--python`)."""
     root = tmp_path_factory.mktemp("wheel")
-    dist, env_dir, outside = root / "dist", root / "venv", root / "elsewhere"
+    env_dir, outside = root / "venv", root / "elsewhere"
     outside.mkdir()
-    sh(sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", dist, REPO, cwd=outside,
+    sh(sys.executable, "-m", "venv", "--without-pip", env_dir, cwd=outside)
+    sh(sys.executable, "-m", "pip", "--python", env_dir / "bin" / "python", "install", built_wheel, cwd=outside,
        timeout=300)
-    wheels = list(dist.glob("gpu_auditor-*.whl"))
-    assert len(wheels) == 1, wheels
-    sh(sys.executable, "-m", "venv", env_dir, cwd=outside)
-    sh(env_dir / "bin" / "pip", "install", wheels[0], cwd=outside, timeout=300)
-    return {"root": root, "wheel": wheels[0], "bin": env_dir / "bin", "venv": env_dir, "outside": outside}
+    return {"root": root, "wheel": built_wheel, "bin": env_dir / "bin", "venv": env_dir, "outside": outside}
 
 
 def test_wheel_contents(venv):

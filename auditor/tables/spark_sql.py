@@ -11,18 +11,27 @@ sqlglot is imported here only (the `spark` extra).
 
 from __future__ import annotations
 
+import functools
 import re
 
 
 def _template(sql: str, **parts):
     """A Spark SQL expression with `:name` placeholders filled by (copies of) already translated expressions."""
-    import sqlglot
     from sqlglot import exp
 
     def fill(node):
         return parts[node.name].copy() if isinstance(node, exp.Placeholder) and node.name in parts else node
 
-    return sqlglot.parse_one(sql, read="spark").transform(fill)
+    return _parsed(sql).transform(fill)  # transform fills a copy: the parsed template is kept as it is
+
+
+@functools.lru_cache(maxsize=256)
+def _parsed(sql: str):
+    """A template parsed once: an export's amounts are cast alike, each through the same few templates, and parsing
+    them again for every cast was half of a translation's time."""
+    import sqlglot
+
+    return sqlglot.parse_one(sql, read="spark")
 
 
 def _replacement(text: str, shift: int = 0) -> str:
