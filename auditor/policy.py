@@ -15,7 +15,7 @@ import yaml
 from auditor.errors import InputError, InputErrors
 from auditor.model import Severity
 from auditor.registry import get_rule, iter_clauses, rule_keys
-from auditor.safeyaml import NoAliasLoader
+from auditor.safeyaml import NoAliasLoader, control_character
 from auditor.schema import Field, Validator, fmt_path, record, record_of
 from auditor.text import did_you_mean, is_clean, md_escape, one_line
 
@@ -231,13 +231,6 @@ class _RatesLoader(NoAliasLoader):
     what = "a rates file"
 
 
-def _control_character(e: yaml.reader.ReaderError, text: str, path: str) -> InputError:
-    """A NUL byte or another control character: YAML text holds none. (Read from text, not bytes, the reader
-    gives the character as its code point.)"""
-    return InputError(f"not valid YAML: the character U+{e.character:04X} is not allowed in YAML text", path=path,
-                      line=text[:e.position].count("\n") + 1)
-
-
 def load_policy(path: str | Path) -> Policy:
     path = str(path)
     try:
@@ -253,7 +246,7 @@ def parse_policy(text: str, path: str = "<policy>") -> Policy:
     try:
         loader = _NoAliasLoader(text)
     except yaml.reader.ReaderError as e:
-        raise _control_character(e, text, path) from None
+        raise control_character(e, text, path) from None
     try:
         node = loader.get_single_node()
         if node is None:
@@ -304,7 +297,7 @@ def _rates(doc: dict, lines: _Lines, path: str) -> Rates | None:
             e.path = where
             raise
         except yaml.reader.ReaderError as e:
-            raise _control_character(e, text, where) from None
+            raise control_character(e, text, where) from None
         except yaml.MarkedYAMLError as e:
             mark = e.problem_mark or e.context_mark
             raise InputError(f"not valid YAML: {e.problem or e.context}", path=where,

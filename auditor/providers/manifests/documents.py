@@ -14,7 +14,7 @@ import yaml
 
 from auditor.errors import InputError
 from auditor.readable import files_under, kind_of
-from auditor.safeyaml import NoAliasLoader
+from auditor.safeyaml import NoAliasLoader, control_character
 
 SUFFIXES = (".yaml", ".yml", ".json")
 MAX_DEPTH = 100  # levels of nesting; real manifests use under 30, and the YAML and JSON readers recurse per level
@@ -80,7 +80,10 @@ def read_documents(path: str | Path) -> list[Document]:
 
 
 def yaml_documents(text: str, path: str) -> list[Document]:
-    loader = _Loader(text)
+    try:
+        loader = _Loader(text)  # checks every character first
+    except yaml.reader.ReaderError as e:
+        raise control_character(e, text, path) from None
     docs = []
     try:
         while loader.check_node():
