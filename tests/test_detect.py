@@ -545,6 +545,39 @@ def test_two_parquet_columns_of_one_name_are_refused_by_their_places(tmp_path, c
         "rename one)")
 
 
+@pytest.mark.parametrize(("header", "message"), [
+    # DuckDB's own words for these named its struct_pack, and no line
+    (CUR + ",lineItem/UnblendedCost", "columns 3 and 5 are both named 'lineItem/UnblendedCost'"),
+    (CUR + ",pricing/term,pricing/term", "columns 5 and 6 are both named 'pricing/term'"),  # a column no reader reads
+    # two AWS tags that differ in case: one name to DuckDB, which would read either as the other
+    (CUR + ",resourceTags/user:team,resourceTags/user:Team",
+     "columns 5 and 6 are named 'resourceTags/user:team' and 'resourceTags/user:Team', one name in any case"),
+])
+def test_a_csv_header_naming_a_column_twice_is_refused_on_its_line(tmp_path, con, header, message):
+    extra = header.count(",") - CUR.count(",")
+    path = write(tmp_path / "cur.csv", f"{header}\n{CUR_LINE}{',x' * extra}\n")
+    assert refusal(lambda: sniff(path, con)) == (
+        f"{path}:1: {message}; gpu-auditor cannot tell which to read (remove or rename one)")
+
+
+def test_parquet_and_json_columns_named_in_two_cases_are_refused(tmp_path, con):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "focus.parquet"
+    pq.write_table(pa.table({"BilledCost": [1.5], "ChargePeriodStart": ["2026-07-01"], "billedcost": [9.5],
+                             "BillingCurrency": ["USD"]}), path)
+    assert refusal(lambda: sniff(path, con)) == (
+        f"{path}: columns 1 and 3 are named 'BilledCost' and 'billedcost', one name in any case; gpu-auditor cannot "
+        "tell which to read (remove or rename one)")
+    # DuckDB reads a second key in another case as `Cost_1`, and the first as the cost: the first line's keys
+    path = write(tmp_path / "gcp.jsonl", '{"cost": 1.5, "currency": "USD", "usage_start_time": "2026-07-01", '
+                                         '"sku": {"description": "x"}, "Cost": 1000}\n')
+    assert refusal(lambda: sniff(path, con)) == (
+        f"{path}:1: columns 1 and 5 are named 'cost' and 'Cost', one name in any case; gpu-auditor cannot tell which "
+        "to read (remove or rename one)")
+
+
 def test_a_parquet_column_named_like_a_nested_field_is_no_twin(tmp_path, con):
     """A STRUCT's fields (and theirs) are skipped over when the top-level names are listed."""
     import pyarrow as pa

@@ -147,7 +147,9 @@ def _read_header(path: Path, gz: bool) -> tuple[list[str], bool]:
     except UnicodeDecodeError:
         raise InputError("the header is not UTF-8 text; save the file as UTF-8", path=str(path), line=1) from None
     first = next(csv.reader(io.StringIO(text)), [])
-    return csv_dialect.header_names([c.strip() for c in first], str(path)), bom
+    names = csv_dialect.header_names([c.strip() for c in first], str(path))
+    _refuse_twins(path, names, line=1)
+    return names, bom
 
 
 def _nested_columns(path: Path, con: DuckDBPyConnection,
@@ -162,6 +164,8 @@ def _nested_columns(path: Path, con: DuckDBPyConnection,
         raise _unreadable(kind, path, str(e)) from None
     if reader == "read_parquet":
         _refuse_twins(path, _parquet_names(path, con))
+    else:  # DuckDB reads a second `cost` key in another case as `Cost_1`: the first line's keys, as written
+        _refuse_twins(path, _json_keys(path), line=1)
     return flatten([(name, dtype) for name, dtype, *_ in top])
 
 
@@ -195,14 +199,32 @@ def _parquet_names(path: Path, con: DuckDBPyConnection) -> list[str]:
     return names
 
 
-def _refuse_twins(path: Path, names: list[str]) -> None:
-    """Two columns of one name: which one holds the money cannot be told, so neither is read."""
+def _json_keys(path: Path) -> list[str]:
+    """The top-level keys of a JSON lines file's first line, in their order; [] where it is no object (DuckDB's
+    read names what is wrong)."""
+    import json
+
+    with open(path, "rb") as f:
+        first = f.readline(MAX_LINE)
+    try:
+        keys = json.loads(first, object_pairs_hook=lambda pairs: [k for k, _ in pairs])
+    except ValueError:  # not JSON, or not UTF-8
+        return []
+    return keys if isinstance(keys, list) and all(isinstance(k, str) for k in keys) else []
+
+
+def _refuse_twins(path: Path, names: list[str], line: int | None = None) -> None:
+    """Two columns of one name: which one holds the money cannot be told, so neither is read. Names that differ
+    only in case are one name to DuckDB (`resourceTags/user:Team` and `resourceTags/user:team`, two AWS tags): it
+    cannot read them apart. (`line`: a CSV header's.)"""
     seen: dict[str, int] = {}
     for i, name in enumerate(names, 1):
-        if name in seen:
-            raise InputError(f"columns {seen[name]} and {i} are both named {name!r}; gpu-auditor cannot tell which "
-                             "to read (remove or rename one)", path=str(path))
-        seen[name] = i
+        if (j := seen.get(name.lower())) is not None:
+            named = f"both named {name!r}" if names[j - 1] == name else \
+                f"named {names[j - 1]!r} and {name!r}, one name in any case"
+            raise InputError(f"columns {j} and {i} are {named}; gpu-auditor cannot tell which to read (remove or "
+                             "rename one)", path=str(path), line=line)
+        seen[name.lower()] = i
 
 
 def flatten(top: list[tuple[str, str]]) -> tuple[list[str], list[tuple[str, str]], list[tuple[str, str]]]:
