@@ -549,6 +549,18 @@ def test_inspect_demo_json():
         assert re.fullmatch(r"\d+\.\d{2}", f["billed_cost"]["USD"])
 
 
+@pytest.mark.parametrize("end", ["", ",ChargePeriodEnd"])
+def test_inspect_an_export_whose_lines_state_no_end(tmp_path, end):
+    """FOCUS without ChargePeriodEnd (or with it empty on every line): inspect stopped with an internal error."""
+    path = tmp_path / "focus.csv"
+    path.write_text(f"BilledCost,ChargePeriodStart,BillingCurrency{end}\n1.50,2026-07-01T00:00:00Z,USD{end and ','}\n"
+                    f"2.25,2026-07-02T00:00:00Z,USD{end and ','}\n")
+    result = run("inspect", path)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[3:5] == ["  period      from 2026-07-01 00:00 UTC (no line states its end)",
+                                               "  billed      $3.75  (sum of BilledCost, per currency)"]
+
+
 def test_policy_init_into_missing_folder(tmp_path):
     target = tmp_path / "no-such-folder" / "gpu-policy.yml"
     result = run("policy", "init", target)

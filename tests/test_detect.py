@@ -578,6 +578,30 @@ def test_parquet_and_json_columns_named_in_two_cases_are_refused(tmp_path, con):
         "to read (remove or rename one)")
 
 
+GCP_LINE = '{"cost": 1.5, "currency": "USD", "usage_start_time": "2026-07-01", "sku": {"description": "x"}}'
+
+
+@pytest.mark.parametrize("text", [f"[{GCP_LINE}]", f"[\n  {GCP_LINE}\n]\n", "\ufeff  []"])
+def test_a_json_array_is_refused_on_its_first_line(tmp_path, con, text):
+    """`bq query --format=json` writes one array: it was "not a billing export", or "has no cost column"."""
+    path = write(tmp_path / "gcp.json", text.encode())
+    assert refusal(lambda: sniff(path, con)) == (
+        f"{path}:1: the file is one JSON array; gpu-auditor reads JSON lines, one object a line (BigQuery exports a "
+        "table so: bq extract --destination_format NEWLINE_DELIMITED_JSON; or convert it with jq -c '.[]')")
+
+
+def test_json_lines_with_a_byte_order_mark_or_blank_lines_first_are_json(tmp_path, con):
+    for text in ("\ufeff" + GCP_LINE + "\n", "  \n\n" + GCP_LINE + "\n"):
+        s = sniff(write(tmp_path / "gcp.jsonl", text.encode()), con)
+        assert (s.container, s.format) == ("json", "gcp-billing")
+
+
+def test_a_json_line_that_is_no_object_is_named(tmp_path, con):
+    path = write(tmp_path / "gcp.jsonl", f"{GCP_LINE}\n\n{GCP_LINE}\n42\n".encode())
+    assert refusal(lambda: sniff(path, con)) == (
+        f"{path}:4: the line is not a JSON object; a JSON lines file holds one object a line")
+
+
 def test_a_parquet_column_named_like_a_nested_field_is_no_twin(tmp_path, con):
     """A STRUCT's fields (and theirs) are skipped over when the top-level names are listed."""
     import pyarrow as pa

@@ -162,6 +162,9 @@ def _nested_columns(path: Path, con: DuckDBPyConnection,
         top = con.execute(f"DESCRIBE SELECT * FROM {reader}(?)", [readable(path)]).fetchall()
     except duckdb.Error as e:
         raise _unreadable(kind, path, str(e)) from None
+    if reader == "read_ndjson" and [name for name, *_ in top] == ["json"] and (line := _not_an_object(path)):
+        raise InputError("the line is not a JSON object; a JSON lines file holds one object a line", path=str(path),
+                         line=line)
     if reader == "read_parquet":
         _refuse_twins(path, _parquet_names(path, con))
     else:  # DuckDB reads a second `cost` key in another case as `Cost_1`: the first line's keys, as written
@@ -197,6 +200,17 @@ def _parquet_names(path: Path, con: DuckDBPyConnection) -> list[str]:
         names.append(rows[i][0])
         i = after(i)
     return names
+
+
+def _not_an_object(path: Path) -> int | None:
+    """The number of the first line of a JSON lines file that holds something other than an object (`42`, `[]`);
+    DuckDB reads such a file as one column named `json`, which no export has."""
+    with open(path, "rb") as f:
+        for n, line in enumerate(f, 1):
+            text = line.removeprefix(b"\xef\xbb\xbf").strip() if n == 1 else line.strip()
+            if text and not text.startswith(b"{"):
+                return n
+    return None
 
 
 def _json_keys(path: Path) -> list[str]:
@@ -273,13 +287,18 @@ def struct_fields(body: str) -> list[tuple[str, str]]:
 
 def sniff(path: Path, con: DuckDBPyConnection) -> Sniffed:
     with open(path, "rb") as f:
-        magic = f.read(4)
+        head = f.read(256)
+    magic, first = head[:4], head.removeprefix(b"\xef\xbb\xbf").lstrip()[:1]
     fields: list[tuple[str, str]] = []
     types: list[tuple[str, str]] = []
     if magic == b"PAR1":
         columns, fields, types = _nested_columns(path, con, "read_parquet")
         container, compression, bom = "parquet", "none", False
-    elif magic.lstrip()[:1] == b"{":
+    elif first == b"[":  # `bq query --format=json`: its elements have no lines of their own to name
+        raise InputError("the file is one JSON array; gpu-auditor reads JSON lines, one object a line (BigQuery "
+                         "exports a table so: bq extract --destination_format NEWLINE_DELIMITED_JSON; or convert it "
+                         "with jq -c '.[]')", path=str(path), line=1)
+    elif first == b"{":
         columns, fields, types = _nested_columns(path, con, "read_ndjson")
         container, compression, bom = "json", "none", False
     elif magic == avro.MAGIC:  # an Avro object container file (GCP's BigQuery export)
