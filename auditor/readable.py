@@ -145,3 +145,14 @@ def _leads_above(link: Path) -> bool:
     """Whether a link to a folder leads to the folder it is in, or to one above it."""
     real, here = os.path.realpath(link), os.path.realpath(link.parent)
     return here == real or here.startswith(real.rstrip(os.sep) + os.sep)
+
+
+def outside_inputs(out: Path, inputs: list[Path], what: str, option: str) -> None:
+    """Refuse an output folder inside (or the same as) an input folder: the next run that reads the folder
+    would read what this one writes as billing (the report's CSVs refused, a FOCUS export counted again)."""
+    written = Path(os.path.realpath(out))
+    for given in inputs:
+        folder = Path(os.path.realpath(given))
+        if os.path.isdir(folder) and (written == folder or folder in written.parents):  # never raises
+            raise InputError(f"is inside the billing folder {given}, where the next run would read the {what} as "
+                             f"billing: give {option} a folder outside it", path=str(out))

@@ -38,12 +38,14 @@ def export(billing: tuple[Path, ...], focus_dir: Path, policy_path: Path, invent
     from auditor.model import fmt_money
     from auditor.policy import load_policy
     from auditor.providers.live.inputs import audit_inputs
+    from auditor.readable import outside_inputs
     from auditor.tables import focus_export
     from auditor.tables.store import Store
 
     window = from_options(quarter, since, until)
     policy = load_policy(policy_path)
     folder = target(focus_dir, follow_symlinks, folder=True)
+    outside_inputs(folder, list(billing), "FOCUS export", "--focus")
     store = Store()
     inputs = audit_inputs(list(billing), inventory)
     store.load_billing(inputs.billing)
