@@ -14,6 +14,7 @@ import yaml
 
 from auditor.errors import InputError, InputErrors
 from auditor.model import Severity
+from auditor.readable import read_text
 from auditor.registry import get_rule, iter_clauses, rule_keys
 from auditor.safeyaml import NoAliasLoader, control_character
 from auditor.schema import Field, Validator, fmt_path, record, record_of
@@ -234,10 +235,10 @@ class _RatesLoader(NoAliasLoader):
 def load_policy(path: str | Path) -> Policy:
     path = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_text(path, "policy")
     except FileNotFoundError:
         raise InputError("policy file not found", path=path) from None
-    except (OSError, UnicodeDecodeError) as e:
+    except OSError as e:
         raise InputError(f"cannot read the policy: {getattr(e, 'strerror', None) or e}", path=path) from None
     return parse_policy(text, path)
 
@@ -288,10 +289,10 @@ def _rates(doc: dict, lines: _Lines, path: str) -> Rates | None:
             raise InputError("give rates or rates_file, not both", path=path, line=lines(("rates_file",)))
         where = str(Path(path).parent / doc["rates_file"])
         try:
-            text = Path(where).read_text(encoding="utf-8")
+            text = read_text(where, "rates file")
             node = yaml.compose(text, Loader=_RatesLoader)
             data = yaml.load(text, Loader=_RatesLoader)
-        except (OSError, UnicodeDecodeError) as e:
+        except OSError as e:
             raise InputError(f"cannot read the rates file: {getattr(e, 'strerror', None) or e}", path=where) from None
         except InputError as e:  # an alias
             e.path = where

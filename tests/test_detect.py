@@ -233,8 +233,8 @@ def test_a_manifest_that_cannot_be_read_is_named(tmp_path):
     write(top / "a.csv")
     manifest = write(top / "gpu-Manifest.json", b'{"reportKeys": ["\xff"]}')
     assert refusal(lambda: expand([top])) == (
-        f"{manifest}: cannot read the CUR manifest: 'utf-8' codec can't decode byte 0xff in position 17: "
-        "invalid start byte")
+        f"{manifest}:1: the CUR manifest is not UTF-8 text: byte 0xff, the line's byte 18 (Latin-1 or "
+        "Windows-1252?); save it as UTF-8")
 
 
 def test_a_uri_is_refused_unless_a_local_path_of_that_name_exists(tmp_path, monkeypatch):

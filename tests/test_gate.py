@@ -323,16 +323,29 @@ SKY = (FIXTURES / "skypilot/task-good.yaml").read_text()
      "2: resources.accelerators: 1000000000000 is more than any job runs (at most 1,000,000,000)"),
     (SKY.replace('max-runtime-hours: "24"', 'max-runtime-hours: "inf"'),
      "2: gpu-auditor.dev/max-runtime-hours: expected hours (at most 277,777), got 'inf'"),
+    # another encoding: "not UTF-8 text (byte 217)", no line
+    (JOB.replace("owner: ana", "owner: an\u00e4").encode("latin-1"),
+     "7: the manifest is not UTF-8 text: byte 0xe4, the line's byte 32 (Latin-1 or Windows-1252?); save it as UTF-8"),
 ])
-def test_cli_hostile_manifest_is_one_line_exit_2(tmp_path: Path, text: str, message: str) -> None:
+def test_cli_hostile_manifest_is_one_line_exit_2(tmp_path: Path, text: str | bytes, message: str) -> None:
     """What once stopped the gate with an internal error (a NUL byte, a List of scalars, a count whose cost no
     Decimal holds) is one line naming the file and line, exit 2."""
     f = tmp_path / "m.yaml"
-    f.write_text(text)
+    f.write_bytes(text if isinstance(text, bytes) else text.encode())
     code, out, err = run_cli(str(f))
     assert (code, err) == (2, "")
     assert out.splitlines()[0] == f"{f}:{message.replace(': ', ': error: ', 1)}"
     assert out.splitlines()[-1].endswith("1 file(s) could not be read; 0 finding(s), 0 waived; fail on high: ERROR")
+
+
+def test_cli_json_manifest_with_a_key_twice_is_one_line(tmp_path: Path) -> None:
+    """Python's json keeps the last of two keys without a word: the gate read one count of two."""
+    f = tmp_path / "m.json"
+    f.write_text('{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": '
+                 '"c", "resources": {"limits": {"nvidia.com/gpu": 8, "nvidia.com/gpu": 1}}}]}}\n')
+    code, out, err = run_cli(str(f))
+    assert (code, err) == (2, "")
+    assert out.splitlines()[0] == f"{f}: error: not valid JSON: the key 'nvidia.com/gpu' twice in one object"
 
 
 def test_cli_largest_counts_are_judged(tmp_path: Path) -> None:

@@ -192,8 +192,8 @@ def test_policy_file_not_utf8(tmp_path):
     path.write_bytes(b"policy: caf\xe9\n")
     with pytest.raises(InputError) as exc:
         load_policy(path)
-    assert str(exc.value) == (f"{path}: cannot read the policy: 'utf-8' codec can't decode byte 0xe9 in position 11: "
-                              "invalid continuation byte")
+    assert str(exc.value) == (f"{path}:1: the policy is not UTF-8 text: byte 0xe9, the line's byte 12 (Latin-1 or "
+                              "Windows-1252?); save it as UTF-8")
 
 
 def test_policy_file_a_folder(tmp_path):

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from auditor.errors import InputError
 from auditor.files import readable
 from auditor.providers.billing import avro, csv_dialect
-from auditor.readable import files_under, kind_of
+from auditor.readable import files_under, kind_of, read_text
 
 if TYPE_CHECKING:
     from duckdb import DuckDBPyConnection
@@ -95,8 +95,8 @@ def _manifest_keys(folder: Path) -> set[str]:
         if not (m.is_file() and m.name.lower().endswith("manifest.json")):
             continue
         try:
-            text = m.read_text(encoding="utf-8")
-        except (OSError, ValueError) as e:
+            text = read_text(m, "CUR manifest")
+        except OSError as e:
             raise InputError(f"cannot read the CUR manifest: {e}", path=str(m)) from None
         keys |= manifest_keys(text, str(m))
     return keys
