@@ -57,7 +57,8 @@ def export(billing: tuple[Path, ...], focus_dir: Path, policy_path: Path, invent
     written = write_files(folder, files, what="FOCUS export")
     [(rows,)] = store.con.execute(f"SELECT count(*) FROM costs WHERE {window.where()}").fetchall()
     click.echo(f"FOCUS {focus_export.FOCUS_VERSION} dataset, {window.label}: {rows:,} charges, BilledCost "
-               + ", ".join(fmt_money(v, c) for c, v in totals.items()))
-    for w in store.warnings + inputs.warnings:
+               f"{fmt_money(totals)}")
+    empty = [] if rows else [f"no billing lines fall in the export window {window.label}: the dataset is empty"]
+    for w in store.warnings + inputs.warnings + empty:
         click.echo(f"warning: {safe(w, policy.mask_secrets)}", err=True)
     click.echo(f"wrote {', '.join(safe(p) for p in written)}")
