@@ -227,6 +227,14 @@ class _Lines:
 class _NoAliasLoader(NoAliasLoader):
     what = "a policy"
 
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
+        """Every key of a policy is a name, read as written: YAML 1.1 reads a team `no` as False, `on` as True and
+        `007` as 7, none of which a tag value ever equals."""
+        for key, _ in node.value:
+            if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
+                key.tag = "tag:yaml.org,2002:str"
+        return super().construct_mapping(node, deep)
+
 
 class _RatesLoader(NoAliasLoader):
     what = "a rates file"
