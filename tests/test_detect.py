@@ -185,6 +185,23 @@ def test_a_manifest_that_lists_none_of_the_files_leaves_nothing_to_read(tmp_path
         f"{top}: folder holds no billing files (.csv, .csv.gz, .parquet, .json, .avro)")
 
 
+def test_a_manifest_whose_files_are_in_the_folder_in_part_is_refused(tmp_path):
+    """A month downloaded in part (a sync cut short): its first files were read as the whole month, without a word."""
+    top = tmp_path / "cur"
+    month = top / "20260701-20260801"
+    keys = [f"cur/gpu/20260701-20260801/asm-2/gpu-{i}.csv.gz" for i in (1, 2, 3, 4)]
+    manifest = write(month / "gpu-Manifest.json", json.dumps({"reportKeys": keys}))
+    for i in (1, 2):
+        write(month / "asm-2" / f"gpu-{i}.csv.gz")
+    assert refusal(lambda: expand([top], [])) == (
+        f"{manifest}: lists 4 files, of which 2 are not in the folder (asm-2/gpu-3.csv.gz, asm-2/gpu-4.csv.gz): an "
+        "incomplete download, whose period would be read in part; download the rest")
+    write(month / "asm-2" / "gpu-3.csv.gz")
+    assert "of which 1 is not in the folder (asm-2/gpu-4.csv.gz)" in refusal(lambda: expand([top], []))
+    write(month / "asm-2" / "gpu-4.csv.gz")
+    assert len(expand([top], [])) == 4
+
+
 def test_a_manifest_without_keys_or_a_folder_named_like_one_changes_nothing(tmp_path):
     top = tmp_path / "cur"
     a, b = write(top / "a.csv"), write(top / "b.csv")

@@ -61,7 +61,9 @@ def expand(paths: list[Path], notes: list[str] | None = None) -> list[Path]:
     for p in paths:
         if not (URI.match(str(p)) and not os.path.lexists(p)) and kind_of(p, "billing file") == "folder":
             found = files_under(p, is_data, "billing file")  # an unreadable path among them: refused
-            listed = _manifest_keys(p)
+            manifests = _manifests(p)
+            _refuse_incomplete(manifests, found)
+            listed = {k for keys in manifests.values() for k in keys}
             if listed:
                 kept = [f for f in found if _tail(f) in listed] or [f for f in found if f.name in listed]
                 for f in found:
@@ -87,19 +89,34 @@ def _tail(path: Path) -> str:
     return f"{path.parent.name}/{path.name}"
 
 
-def _manifest_keys(folder: Path) -> set[str]:
-    """`assemblyId/file` and `file` names listed by the CUR manifests in a folder (CUR 1 `reportKeys`,
+def _manifests(folder: Path) -> dict[Path, set[str]]:
+    """Each CUR manifest in a folder, with the `assemblyId/file` and `file` names it lists (CUR 1 `reportKeys`,
     CUR 2.0 `dataFiles`)."""
-    keys: set[str] = set()
-    for m in folder.rglob("*"):
+    keys: dict[Path, set[str]] = {}
+    for m in sorted(folder.rglob("*")):
         if not (m.is_file() and m.name.lower().endswith("manifest.json")):
             continue
         try:
             text = read_text(m, "CUR manifest")
         except OSError as e:
             raise InputError(f"cannot read the CUR manifest: {e}", path=str(m)) from None
-        keys |= manifest_keys(text, str(m))
+        keys[m] = manifest_keys(text, str(m))
     return keys
+
+
+def _refuse_incomplete(manifests: dict[Path, set[str]], found: list[Path]) -> None:
+    """A manifest some of whose files are in the folder and some not: a delivery downloaded in part, whose period
+    would be read in part without a word. (None of them: a period not downloaded, or superseded files beside
+    it, which `expand` names as not read.)"""
+    here = {_tail(f) for f in found} | {f.name for f in found}
+    for m, keys in manifests.items():
+        files = {k for k in keys if "/" in k} or keys  # each file once: by its `assemblyId/file` where given
+        missing = sorted(k for k in files if k not in here and k.rsplit("/", 1)[-1] not in here)
+        if missing and len(missing) < len(files):
+            shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
+            raise InputError(f"lists {len(files)} files, of which {len(missing)} {'is' if len(missing) == 1 else 'are'}"
+                             f" not in the folder ({shown}): an incomplete download, whose period would be read in "
+                             "part; download the rest", path=str(m))
 
 
 def manifest_keys(text: str, where: str) -> set[str]:
