@@ -348,6 +348,18 @@ def test_cli_json_manifest_with_a_key_twice_is_one_line(tmp_path: Path) -> None:
     assert out.splitlines()[0] == f"{f}: error: not valid JSON: the key 'nvidia.com/gpu' twice in one object"
 
 
+def test_a_manifest_named_twice_is_one_file(tmp_path: Path) -> None:
+    """A CI step that passes the folder and the changed files in it: each job was counted and flagged twice."""
+    bad = FIXTURES / "kubernetes/job-bad.yaml"
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "job.yaml").write_bytes(bad.read_bytes())
+    (tmp_path / "link.yaml").symlink_to(tmp_path / "m" / "job.yaml")
+    code, out, _ = run_cli(str(tmp_path / "m"), str(tmp_path / "m" / "job.yaml"), str(tmp_path / "link.yaml"))
+    assert code == 1
+    assert out.splitlines()[-1] == ("gpu-auditor gate: 1 job(s) in 1 file(s); 1 finding(s) (1 high), 0 waived; "
+                                    "fail on high: FAIL")
+
+
 def test_cli_largest_counts_are_judged(tmp_path: Path) -> None:
     """A count at the limit is read, and its cost stated in full (10^9 GPUs on 10^9 pods for 10^9 s)."""
     f = tmp_path / "m.yaml"
