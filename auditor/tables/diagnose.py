@@ -42,6 +42,16 @@ def long_gzip_line(s: Sniffed) -> InputError | None:
     return None
 
 
+BRACED = "CASE WHEN starts_with(trim(v), '{') THEN trim(v) ELSE '{' || v || '}' END"  # Azure's tags lack braces
+
+
+def _no_object(text: str) -> str:
+    """Whether JSON text is no object a reader reads as a map: not JSON, not an object, or a key given twice (the
+    map's words for that name no line: "Map keys must be unique")."""
+    return (f"(NOT json_valid({text}) OR json_type({text}) <> 'OBJECT' OR "
+            f"TRY_CAST(CAST({text} AS JSON) AS MAP(VARCHAR, VARCHAR)) IS NULL)")
+
+
 def diagnose(con: duckdb.DuckDBPyConnection, s: Sniffed, cols: Columns, relation: str,
              checks: list[tuple[str, str]], first_row: int, error: duckdb.Error) -> AuditorError:
     """Turn a DuckDB error into one line that names the file, the line and the column (a gzip CSV's line too
@@ -53,8 +63,8 @@ def diagnose(con: duckdb.DuckDBPyConnection, s: Sniffed, cols: Columns, relation
     tests = {"money": f"TRY_CAST(v AS {MONEY}) IS NULL OR NOT isfinite(TRY_CAST(v AS DOUBLE))",
              "time": "TRY_CAST(v AS TIMESTAMPTZ) IS NULL",
              "date": f"({azure.parse_date('trim(CAST(v AS VARCHAR))', try_=True)}) IS NULL",
-             "tags": "NOT json_valid(CASE WHEN starts_with(trim(v), '{') THEN trim(v) ELSE '{' || v || '}' END)",
-             "json": "NOT json_valid(CAST(v AS VARCHAR)) OR json_type(CAST(v AS VARCHAR)) <> 'OBJECT'"}
+             "tags": _no_object(f"({BRACED})"),
+             "json": _no_object("CAST(v AS VARCHAR)")}
     want = {"money": "a number", "time": "a UTC time like 2026-07-01T00:00:00Z", "json": "a JSON object",
             "date": "a date like 09/21/2023 or 2023-09-21", "tags": "a JSON object of tags"}
     try:
@@ -68,6 +78,10 @@ def diagnose(con: duckdb.DuckDBPyConnection, s: Sniffed, cols: Columns, relation
                                                               [str(row[1])]).fetchone()) and finite[0]:
                     return InputError(f"{shown} is out of range: an amount has at most 20 digits before the "
                                       "decimal point", path=str(s.path), line=row[0], column=column)
+                if kind in ("json", "tags") and (twice := con.execute(
+                        f"SELECT json_type(j) = 'OBJECT' FROM (SELECT TRY_CAST({BRACED} AS JSON) AS j FROM "
+                        "(SELECT CAST(? AS VARCHAR) AS v))", [str(row[1])]).fetchone()) and twice[0]:
+                    return InputError(f"{shown} names a key twice", path=str(s.path), line=row[0], column=column)
                 return InputError(f"{shown} is not {want[kind]}", path=str(s.path), line=row[0],
                                   column=column)
     except duckdb.Error as e:
