@@ -194,12 +194,28 @@ def test_a_manifest_whose_files_are_in_the_folder_in_part_is_refused(tmp_path):
     for i in (1, 2):
         write(month / "asm-2" / f"gpu-{i}.csv.gz")
     assert refusal(lambda: expand([top], [])) == (
-        f"{manifest}: lists 4 files, of which 2 are not in the folder (asm-2/gpu-3.csv.gz, asm-2/gpu-4.csv.gz): an "
+        f"{manifest}: lists 4 files, of which 2 are not in the folder (the first: asm-2/gpu-3.csv.gz): an "
         "incomplete download, whose period would be read in part; download the rest")
     write(month / "asm-2" / "gpu-3.csv.gz")
-    assert "of which 1 is not in the folder (asm-2/gpu-4.csv.gz)" in refusal(lambda: expand([top], []))
+    assert "of which 1 is not in the folder (the first: asm-2/gpu-4.csv.gz)" in refusal(lambda: expand([top], []))
+    write(month / "gpu-4.csv.gz")  # beside the assembly's folder, not in it: not the listed file
+    assert "of which 1 is not in the folder (the first: asm-2/gpu-4.csv.gz)" in refusal(lambda: expand([top], []))
     write(month / "asm-2" / "gpu-4.csv.gz")
     assert len(expand([top], [])) == 4
+
+
+def test_files_found_by_name_alone_are_judged_whole_too(tmp_path):
+    """Where no file lies in its assembly's folder, files are found by name (copied out of their folders), and a
+    listed name missing is a download in part as well: here the old assembly's a.csv stood in for the new one's."""
+    top = tmp_path / "cur"
+    write(top / "m" / "asm-1" / "a.csv")
+    manifest = write(top / "m" / "gpu-Manifest.json",
+                     json.dumps({"reportKeys": ["cur/m/asm-2/a.csv", "cur/m/asm-2/b.csv"]}))
+    assert refusal(lambda: expand([top], [])) == (
+        f"{manifest}: lists 2 files, of which 1 is not in the folder (the first: asm-2/b.csv): an incomplete "
+        "download, whose period would be read in part; download the rest")
+    b = write(top / "m" / "b.csv")
+    assert expand([top], []) == [top / "m" / "asm-1" / "a.csv", b]
 
 
 def test_a_manifest_without_keys_or_a_folder_named_like_one_changes_nothing(tmp_path):

@@ -108,15 +108,16 @@ def _refuse_incomplete(manifests: dict[Path, set[str]], found: list[Path]) -> No
     """A manifest some of whose files are in the folder and some not: a delivery downloaded in part, whose period
     would be read in part without a word. (None of them: a period not downloaded, or superseded files beside
     it, which `expand` names as not read.)"""
-    here = {_tail(f) for f in found} | {f.name for f in found}
+    tails, names = {_tail(f) for f in found}, {f.name for f in found}
     for m, keys in manifests.items():
         files = {k for k in keys if "/" in k} or keys  # each file once: by its `assemblyId/file` where given
-        missing = sorted(k for k in files if k not in here and k.rsplit("/", 1)[-1] not in here)
+        # found as `expand` keeps them: by assembly and name where any is found so, else by name alone
+        by_tail = any(k in tails for k in files)
+        missing = sorted(k for k in files if (k not in tails if by_tail else k.split("/")[-1] not in names))
         if missing and len(missing) < len(files):
-            shown = ", ".join(missing[:3]) + (f" and {len(missing) - 3} more" if len(missing) > 3 else "")
             raise InputError(f"lists {len(files)} files, of which {len(missing)} {'is' if len(missing) == 1 else 'are'}"
-                             f" not in the folder ({shown}): an incomplete download, whose period would be read in "
-                             "part; download the rest", path=str(m))
+                             f" not in the folder (the first: {missing[0]}): an incomplete download, whose period "
+                             "would be read in part; download the rest", path=str(m))
 
 
 def manifest_keys(text: str, where: str) -> set[str]:
@@ -179,12 +180,12 @@ def _nested_columns(path: Path, con: DuckDBPyConnection,
         top = con.execute(f"DESCRIBE SELECT * FROM {reader}(?)", [readable(path)]).fetchall()
     except duckdb.Error as e:
         raise _unreadable(kind, path, str(e)) from None
-    if reader == "read_ndjson" and [name for name, *_ in top] == ["json"] and (line := _not_an_object(path)):
-        raise InputError("the line is not a JSON object; a JSON lines file holds one object a line", path=str(path),
-                         line=line)
     if reader == "read_parquet":
         _refuse_twins(path, _parquet_names(path, con))
-    else:  # DuckDB reads a second `cost` key in another case as `Cost_1`: the first line's keys, as written
+    else:
+        if [name for name, *_ in top] == ["json"]:  # what DuckDB names a file of lines not all objects
+            _refuse_no_object(path)
+        # DuckDB reads a second `cost` key in another case as `Cost_1`: the first line's keys, as written
         _refuse_twins(path, _json_keys(path), line=1)
     return flatten([(name, dtype) for name, dtype, *_ in top])
 
@@ -219,29 +220,28 @@ def _parquet_names(path: Path, con: DuckDBPyConnection) -> list[str]:
     return names
 
 
-def _not_an_object(path: Path) -> int | None:
-    """The number of the first line of a JSON lines file that holds something other than an object (`42`, `[]`);
-    DuckDB reads such a file as one column named `json`, which no export has."""
+def _refuse_no_object(path: Path) -> None:
+    """Refuse a JSON lines file's first line that holds something other than an object (`42`, `[]`)."""
     with open(path, "rb") as f:
         for n, line in enumerate(f, 1):
-            text = line.removeprefix(b"\xef\xbb\xbf").strip() if n == 1 else line.strip()
+            text = line.removeprefix(b"\xef\xbb\xbf").strip()
             if text and not text.startswith(b"{"):
-                return n
-    return None
+                raise InputError("the line is not a JSON object; a JSON lines file holds one object a line",
+                                 path=str(path), line=n)
 
 
 def _json_keys(path: Path) -> list[str]:
-    """The top-level keys of a JSON lines file's first line, in their order; [] where it is no object (DuckDB's
-    read names what is wrong)."""
+    """The top-level keys of a JSON lines file's first object (the file's first text is `{`), in their order; []
+    where it is cut or no JSON (DuckDB's read names what is wrong)."""
     import json
 
     with open(path, "rb") as f:
-        first = f.readline(MAX_LINE)
+        first = next(line for line in iter(lambda: f.readline(MAX_LINE), b"") if line.strip())
     try:
-        keys = json.loads(first, object_pairs_hook=lambda pairs: [k for k, _ in pairs])
+        keys: list[str] = json.loads(first, object_pairs_hook=lambda pairs: [k for k, _ in pairs])
     except ValueError:  # not JSON, or not UTF-8
         return []
-    return keys if isinstance(keys, list) and all(isinstance(k, str) for k in keys) else []
+    return keys
 
 
 def _refuse_twins(path: Path, names: list[str], line: int | None = None) -> None:
