@@ -189,7 +189,7 @@ def policy_schema() -> Field:
 
 
 class _Lines:
-    """Line numbers (1-based) of every key and item of a YAML document, by path."""
+    """Line numbers (1-based) of every key and item of a YAML document, by path; each key tagged as text."""
 
     def __init__(self, node: yaml.Node):
         self.lines: dict[tuple, int] = {}
@@ -207,6 +207,9 @@ class _Lines:
                     raise InputError(f"a key is a {kind}; every key of a policy is a name (text)",
                                      line=k.start_mark.line + 1)
                 key = k.value
+                # every key a name, as written: YAML 1.1 reads a team `no` as False, `on` as True and `007` as 7,
+                # none of which a tag value ever equals
+                k.tag = "tag:yaml.org,2002:str"
                 if key in seen:
                     self.errors.append(InputError(f"duplicate key {key!r}", line=k.start_mark.line + 1))
                 seen.add(key)
@@ -227,14 +230,6 @@ class _Lines:
 class _NoAliasLoader(NoAliasLoader):
     what = "a policy"
 
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
-        """Every key of a policy is a name, read as written: YAML 1.1 reads a team `no` as False, `on` as True and
-        `007` as 7, none of which a tag value ever equals."""
-        for key, _ in node.value:
-            if isinstance(key, yaml.ScalarNode) and key.tag != "tag:yaml.org,2002:merge":
-                key.tag = "tag:yaml.org,2002:str"
-        return super().construct_mapping(node, deep)
-
 
 class _RatesLoader(NoAliasLoader):
     what = "a rates file"
@@ -247,7 +242,7 @@ def load_policy(path: str | Path) -> Policy:
     except FileNotFoundError:
         raise InputError("policy file not found", path=path) from None
     except OSError as e:
-        raise InputError(f"cannot read the policy: {getattr(e, 'strerror', None) or e}", path=path) from None
+        raise InputError(f"cannot read the policy: {e.strerror or e}", path=path) from None
     return parse_policy(text, path)
 
 
@@ -301,7 +296,7 @@ def _rates(doc: dict, lines: _Lines, path: str) -> Rates | None:
             node = yaml.compose(text, Loader=_RatesLoader)
             data = yaml.load(text, Loader=_RatesLoader)
         except OSError as e:
-            raise InputError(f"cannot read the rates file: {getattr(e, 'strerror', None) or e}", path=where) from None
+            raise InputError(f"cannot read the rates file: {e.strerror or e}", path=where) from None
         except InputError as e:  # an alias
             e.path = where
             raise

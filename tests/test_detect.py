@@ -204,6 +204,27 @@ def test_a_manifest_whose_files_are_in_the_folder_in_part_is_refused(tmp_path):
     assert len(expand([top], [])) == 4
 
 
+def test_a_cur_2_manifest_of_names_alone_is_judged_whole(tmp_path):
+    top = tmp_path / "export"
+    write(top / "a.parquet")
+    manifest = write(top / "metadata" / "x-Manifest.json", json.dumps({"dataFiles": ["a.parquet", "b.parquet"]}))
+    assert refusal(lambda: expand([top], [])) == (
+        f"{manifest}: lists 2 files, of which 1 is not in the folder (the first: b.parquet): an incomplete download, "
+        "whose period would be read in part; download the rest")
+
+
+def test_a_cur_manifest_that_cannot_be_read_is_named(tmp_path, monkeypatch):
+    top = tmp_path / "cur"
+    write(top / "a.csv")
+    manifest = write(top / "gpu-Manifest.json", "{}")
+
+    def failing(path, what):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr("auditor.providers.billing.detect.read_text", failing)
+    assert refusal(lambda: expand([top])) == f"{manifest}: cannot read the CUR manifest: [Errno 5] Input/output error"
+
+
 def test_files_found_by_name_alone_are_judged_whole_too(tmp_path):
     """Where no file lies in its assembly's folder, files are found by name (copied out of their folders), and a
     listed name missing is a download in part as well: here the old assembly's a.csv stood in for the new one's."""
@@ -630,7 +651,7 @@ def test_json_lines_with_a_byte_order_mark_or_blank_lines_first_are_json(tmp_pat
 
 
 def test_a_json_line_that_is_no_object_is_named(tmp_path, con):
-    path = write(tmp_path / "gcp.jsonl", f"{GCP_LINE}\n\n{GCP_LINE}\n42\n".encode())
+    path = write(tmp_path / "gcp.jsonl", f"\ufeff{GCP_LINE}\n\n{GCP_LINE}\n42\n".encode())  # the BOM's line is one
     assert refusal(lambda: sniff(path, con)) == (
         f"{path}:4: the line is not a JSON object; a JSON lines file holds one object a line")
 

@@ -235,8 +235,8 @@ def _json_keys(path: Path) -> list[str]:
     where it is cut or no JSON (DuckDB's read names what is wrong)."""
     import json
 
-    with open(path, "rb") as f:
-        first = next(line for line in iter(lambda: f.readline(MAX_LINE), b"") if line.strip())
+    with open(path, "rb") as f:  # a line over DuckDB's 16 MB object limit was refused before this is asked
+        first = next(line for line in f if line.strip())
     try:
         keys: list[str] = json.loads(first, object_pairs_hook=lambda pairs: [k for k, _ in pairs])
     except ValueError:  # not JSON, or not UTF-8
