@@ -25,6 +25,8 @@ def csv_reason(error: str) -> str:
         return "a quoted value is never closed (a stray '\"')"
     if "Overflow in" in error:  # the sum of the lines of one group, each within the limit
         return f"the costs add up to {SUM_TOO_LARGE}"
+    if "Map keys must be unique" in error:  # a repeated label record (GCP) or CUR 2.0's tags text: no line named
+        return "a line's tags or labels name one key twice; which value is meant cannot be told"
     if "Invalid unicode" in error:
         return "the line is not UTF-8 text (Latin-1 or Windows-1252?); save the file as UTF-8"
     first = error.strip().splitlines()[0] if error.strip() else "unknown error"
