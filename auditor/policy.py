@@ -14,8 +14,9 @@ import yaml
 
 from auditor.errors import InputError, InputErrors
 from auditor.model import Severity
+from auditor.readable import read_text
 from auditor.registry import get_rule, iter_clauses, rule_keys
-from auditor.safeyaml import NoAliasLoader
+from auditor.safeyaml import NoAliasLoader, control_character
 from auditor.schema import Field, Validator, fmt_path, record, record_of
 from auditor.text import did_you_mean, is_clean, md_escape, one_line
 
@@ -188,7 +189,7 @@ def policy_schema() -> Field:
 
 
 class _Lines:
-    """Line numbers (1-based) of every key and item of a YAML document, by path."""
+    """Line numbers (1-based) of every key and item of a YAML document, by path; each key tagged as text."""
 
     def __init__(self, node: yaml.Node):
         self.lines: dict[tuple, int] = {}
@@ -206,6 +207,9 @@ class _Lines:
                     raise InputError(f"a key is a {kind}; every key of a policy is a name (text)",
                                      line=k.start_mark.line + 1)
                 key = k.value
+                # every key a name, as written: YAML 1.1 reads a team `no` as False, `on` as True and `007` as 7,
+                # none of which a tag value ever equals
+                k.tag = "tag:yaml.org,2002:str"
                 if key in seen:
                     self.errors.append(InputError(f"duplicate key {key!r}", line=k.start_mark.line + 1))
                 seen.add(key)
@@ -231,21 +235,14 @@ class _RatesLoader(NoAliasLoader):
     what = "a rates file"
 
 
-def _control_character(e: yaml.reader.ReaderError, text: str, path: str) -> InputError:
-    """A NUL byte or another control character: YAML text holds none. (Read from text, not bytes, the reader
-    gives the character as its code point.)"""
-    return InputError(f"not valid YAML: the character U+{e.character:04X} is not allowed in YAML text", path=path,
-                      line=text[:e.position].count("\n") + 1)
-
-
 def load_policy(path: str | Path) -> Policy:
     path = str(path)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = read_text(path, "policy")
     except FileNotFoundError:
         raise InputError("policy file not found", path=path) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f"cannot read the policy: {getattr(e, 'strerror', None) or e}", path=path) from None
+    except OSError as e:
+        raise InputError(f"cannot read the policy: {e.strerror or e}", path=path) from None
     return parse_policy(text, path)
 
 
@@ -253,7 +250,7 @@ def parse_policy(text: str, path: str = "<policy>") -> Policy:
     try:
         loader = _NoAliasLoader(text)
     except yaml.reader.ReaderError as e:
-        raise _control_character(e, text, path) from None
+        raise control_character(e, text, path) from None
     try:
         node = loader.get_single_node()
         if node is None:
@@ -295,16 +292,16 @@ def _rates(doc: dict, lines: _Lines, path: str) -> Rates | None:
             raise InputError("give rates or rates_file, not both", path=path, line=lines(("rates_file",)))
         where = str(Path(path).parent / doc["rates_file"])
         try:
-            text = Path(where).read_text(encoding="utf-8")
+            text = read_text(where, "rates file")
             node = yaml.compose(text, Loader=_RatesLoader)
             data = yaml.load(text, Loader=_RatesLoader)
-        except (OSError, UnicodeDecodeError) as e:
-            raise InputError(f"cannot read the rates file: {getattr(e, 'strerror', None) or e}", path=where) from None
+        except OSError as e:
+            raise InputError(f"cannot read the rates file: {e.strerror or e}", path=where) from None
         except InputError as e:  # an alias
             e.path = where
             raise
         except yaml.reader.ReaderError as e:
-            raise _control_character(e, text, where) from None
+            raise control_character(e, text, where) from None
         except yaml.MarkedYAMLError as e:
             mark = e.problem_mark or e.context_mark
             raise InputError(f"not valid YAML: {e.problem or e.context}", path=where,

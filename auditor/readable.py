@@ -14,6 +14,7 @@ import os
 import stat
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from auditor.errors import InputError, InputErrors
 
@@ -145,3 +146,40 @@ def _leads_above(link: Path) -> bool:
     """Whether a link to a folder leads to the folder it is in, or to one above it."""
     real, here = os.path.realpath(link), os.path.realpath(link.parent)
     return here == real or here.startswith(real.rstrip(os.sep) + os.sep)
+
+
+def outside_inputs(out: Path, inputs: list[Path], what: str, option: str) -> None:
+    """Refuse an output folder inside (or the same as) an input folder: the next run that reads the folder
+    would read what this one writes as billing (the report's CSVs refused, a FOCUS export counted again)."""
+    written = Path(os.path.realpath(out))
+    for given in inputs:
+        folder = Path(os.path.realpath(given))
+        if os.path.isdir(folder) and (written == folder or folder in written.parents):  # never raises
+            raise InputError(f"is inside the billing folder {given}, where the next run would read the {what} as "
+                             f"billing: give {option} a folder outside it", path=str(out))
+
+
+def read_text(path: str | Path, what: str) -> str:
+    """A text file a user writes (a policy, a manifest, an inventory): UTF-8, with or without the byte order mark
+    Windows editors write; else one line naming the line where it stops being UTF-8. (OSError is the caller's.)"""
+    data = Path(path).read_bytes()
+    if data.startswith((b"\xff\xfe", b"\xfe\xff")):
+        raise InputError(f"the {what} is UTF-16 text; save it as UTF-8", path=str(path), line=1)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        start = data.rfind(b"\n", 0, e.start) + 1
+        raise InputError(f"the {what} is not UTF-8 text: byte 0x{data[e.start]:02x}, the line's byte "
+                         f"{e.start - start + 1} (Latin-1 or Windows-1252?); save it as UTF-8", path=str(path),
+                         line=data.count(b"\n", 0, e.start) + 1) from None
+
+
+def unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's keys, each once (json.loads' object_pairs_hook): of a key given twice, Python keeps the
+    last without a word, where YAML policies refuse it."""
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"the key {key!r} twice in one object")
+        out[key] = value
+    return out

@@ -23,3 +23,10 @@ class NoAliasLoader(yaml.SafeLoader):
             event = self.peek_event()
             raise InputError(f"YAML aliases (*name) are not allowed in {self.what}", line=event.start_mark.line + 1)
         return super().compose_node(parent, index)
+
+
+def control_character(e: yaml.reader.ReaderError, text: str, path: str) -> InputError:
+    """A NUL byte or another control character: YAML text holds none. (Read from text, not bytes, the reader
+    gives the character as its code point.)"""
+    return InputError(f"not valid YAML: the character U+{e.character:04X} is not allowed in YAML text", path=path,
+                      line=text[:e.position].count("\n") + 1)

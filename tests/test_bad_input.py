@@ -141,6 +141,9 @@ def test_empty_cost_and_empty_start_name_the_line(tmp_path):
             csv.writer(f, lineterminator="\n").writerows(rows)
         e = load_error(path)
         assert e.line == 6 and f"empty-{what}.csv:6:" in str(e) and "empty" in str(e), str(e)
+        # which of the two is empty: the start alone was called an empty cost
+        said = "the cost is empty" if what == "cost" else "the charge period start is empty"
+        assert str(e) == f"{path}:6: {said}; every billing line needs a cost and a start time"
 
 
 def test_corrupt_and_foreign_parquet(tmp_path):
@@ -417,3 +420,28 @@ def test_the_types_a_reader_accepts_are_read(tmp_path, column, value):
     result = CliRunner().invoke(cli, ["inspect", "--json", str(path)])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["files"][0]["rows"] == 3
+
+
+@pytest.mark.parametrize(("column", "value", "said"), [
+    # a Parquet or JSON file written from a spreadsheet or a CSV holds every column as text, and "" where a CSV
+    # leaves a value empty: no value, as in a CSV (it was "'' is not a number")
+    ("BilledCost", "CASE WHEN range = 1 THEN '' ELSE '1.5' END", "2: the cost is empty"),
+    ("ChargePeriodStart", "CASE WHEN range = 2 THEN ' ' ELSE '2026-07-01T00:00:00Z' END",
+     "3: the charge period start is empty"),
+    # NaN in a DOUBLE column: DuckDB's words named no line ("Could not cast value nan to DECIMAL(38,18)")
+    ("BilledCost", "CASE WHEN range = 1 THEN 'nan'::DOUBLE ELSE 1.5 END",
+     "2: column 'BilledCost': 'nan' is not a number"),
+])
+def test_an_empty_or_nan_amount_in_parquet_names_its_line(tmp_path, column, value, said):
+    path = _focus_file(tmp_path / "focus.parquet", **{column: value})
+    assert str(load_error(path)).startswith(f"{path}:{said}")
+
+
+def test_a_parquet_file_of_text_columns_reads_empty_text_as_no_value(tmp_path):
+    """Every column VARCHAR, the optional amounts and times "" on every line: read, each line's cost exactly."""
+    path = _focus_file(tmp_path / "focus.parquet", BilledCost="'1.25'", EffectiveCost="''", ListCost="' '",
+                       ChargePeriodStart="'2026-07-01T00:00:00Z'", ChargePeriodEnd="''")
+    result = CliRunner().invoke(cli, ["inspect", "--json", str(path)])
+    assert result.exit_code == 0, result.output
+    (figures,) = json.loads(result.stdout)["files"]
+    assert figures["rows"] == 3 and figures["billed_cost"] == {"USD": "3.75"}

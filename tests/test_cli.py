@@ -549,6 +549,37 @@ def test_inspect_demo_json():
         assert re.fullmatch(r"\d+\.\d{2}", f["billed_cost"]["USD"])
 
 
+@pytest.mark.parametrize("end", ["", ",ChargePeriodEnd"])
+def test_inspect_an_export_whose_lines_state_no_end(tmp_path, end):
+    """FOCUS without ChargePeriodEnd (or with it empty on every line): inspect stopped with an internal error."""
+    path = tmp_path / "focus.csv"
+    path.write_text(f"BilledCost,ChargePeriodStart,BillingCurrency{end}\n1.50,2026-07-01T00:00:00Z,USD{end and ','}\n"
+                    f"2.25,2026-07-02T00:00:00Z,USD{end and ','}\n")
+    result = run("inspect", path)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[3:5] == ["  period      from 2026-07-01 00:00 UTC (no line states its end)",
+                                               "  billed      $3.75  (sum of BilledCost, per currency)"]
+
+
+@pytest.mark.parametrize(("command", "out", "what", "option"), [
+    ("audit", "billing/report", "report", "--out"), ("audit", "billing", "report", "--out"),
+    ("export", "billing/chargeback", "FOCUS export", "--focus")])
+def test_an_output_folder_inside_the_billing_folder_is_refused(tmp_path, command, out, what, option):
+    """The next run read the report's CSVs back as billing (refused), or the FOCUS export as more billing (counted
+    twice): refused before anything is read or written."""
+    billing = tmp_path / "billing"
+    billing.mkdir()
+    (billing / "cur.csv").write_bytes((REPO / "fixtures" / "billing" / "cur-gpu-spot.csv").read_bytes())
+    before = sorted(p.name for p in billing.rglob("*"))
+    args = ["audit", "--out"] if command == "audit" else ["export", "--focus"]
+    result = run(*args, tmp_path / out, "--policy", DEMO / "policy.yml", billing)
+    assert result.exit_code == 2
+    assert one_error_line(result) == (f"gpu-auditor: error: {tmp_path / out}: is inside the billing folder {billing}, "
+                                      f"where the next run would read the {what} as billing: give {option} a folder "
+                                      "outside it")
+    assert sorted(p.name for p in billing.rglob("*")) == before
+
+
 def test_policy_init_into_missing_folder(tmp_path):
     target = tmp_path / "no-such-folder" / "gpu-policy.yml"
     result = run("policy", "init", target)

@@ -185,6 +185,60 @@ def test_a_manifest_that_lists_none_of_the_files_leaves_nothing_to_read(tmp_path
         f"{top}: folder holds no billing files (.csv, .csv.gz, .parquet, .json, .avro)")
 
 
+def test_a_manifest_whose_files_are_in_the_folder_in_part_is_refused(tmp_path):
+    """A month downloaded in part (a sync cut short): its first files were read as the whole month, without a word."""
+    top = tmp_path / "cur"
+    month = top / "20260701-20260801"
+    keys = [f"cur/gpu/20260701-20260801/asm-2/gpu-{i}.csv.gz" for i in (1, 2, 3, 4)]
+    manifest = write(month / "gpu-Manifest.json", json.dumps({"reportKeys": keys}))
+    for i in (1, 2):
+        write(month / "asm-2" / f"gpu-{i}.csv.gz")
+    assert refusal(lambda: expand([top], [])) == (
+        f"{manifest}: lists 4 files, of which 2 are not in the folder (the first: asm-2/gpu-3.csv.gz): an "
+        "incomplete download, whose period would be read in part; download the rest")
+    write(month / "asm-2" / "gpu-3.csv.gz")
+    assert "of which 1 is not in the folder (the first: asm-2/gpu-4.csv.gz)" in refusal(lambda: expand([top], []))
+    write(month / "gpu-4.csv.gz")  # beside the assembly's folder, not in it: not the listed file
+    assert "of which 1 is not in the folder (the first: asm-2/gpu-4.csv.gz)" in refusal(lambda: expand([top], []))
+    write(month / "asm-2" / "gpu-4.csv.gz")
+    assert len(expand([top], [])) == 4
+
+
+def test_a_cur_2_manifest_of_names_alone_is_judged_whole(tmp_path):
+    top = tmp_path / "export"
+    write(top / "a.parquet")
+    manifest = write(top / "metadata" / "x-Manifest.json", json.dumps({"dataFiles": ["a.parquet", "b.parquet"]}))
+    assert refusal(lambda: expand([top], [])) == (
+        f"{manifest}: lists 2 files, of which 1 is not in the folder (the first: b.parquet): an incomplete download, "
+        "whose period would be read in part; download the rest")
+
+
+def test_a_cur_manifest_that_cannot_be_read_is_named(tmp_path, monkeypatch):
+    top = tmp_path / "cur"
+    write(top / "a.csv")
+    manifest = write(top / "gpu-Manifest.json", "{}")
+
+    def failing(path, what):
+        raise OSError(5, "Input/output error")
+
+    monkeypatch.setattr("auditor.providers.billing.detect.read_text", failing)
+    assert refusal(lambda: expand([top])) == f"{manifest}: cannot read the CUR manifest: [Errno 5] Input/output error"
+
+
+def test_files_found_by_name_alone_are_judged_whole_too(tmp_path):
+    """Where no file lies in its assembly's folder, files are found by name (copied out of their folders), and a
+    listed name missing is a download in part as well: here the old assembly's a.csv stood in for the new one's."""
+    top = tmp_path / "cur"
+    write(top / "m" / "asm-1" / "a.csv")
+    manifest = write(top / "m" / "gpu-Manifest.json",
+                     json.dumps({"reportKeys": ["cur/m/asm-2/a.csv", "cur/m/asm-2/b.csv"]}))
+    assert refusal(lambda: expand([top], [])) == (
+        f"{manifest}: lists 2 files, of which 1 is not in the folder (the first: asm-2/b.csv): an incomplete "
+        "download, whose period would be read in part; download the rest")
+    b = write(top / "m" / "b.csv")
+    assert expand([top], []) == [top / "m" / "asm-1" / "a.csv", b]
+
+
 def test_a_manifest_without_keys_or_a_folder_named_like_one_changes_nothing(tmp_path):
     top = tmp_path / "cur"
     a, b = write(top / "a.csv"), write(top / "b.csv")
@@ -233,8 +287,8 @@ def test_a_manifest_that_cannot_be_read_is_named(tmp_path):
     write(top / "a.csv")
     manifest = write(top / "gpu-Manifest.json", b'{"reportKeys": ["\xff"]}')
     assert refusal(lambda: expand([top])) == (
-        f"{manifest}: cannot read the CUR manifest: 'utf-8' codec can't decode byte 0xff in position 17: "
-        "invalid start byte")
+        f"{manifest}:1: the CUR manifest is not UTF-8 text: byte 0xff, the line's byte 18 (Latin-1 or "
+        "Windows-1252?); save it as UTF-8")
 
 
 def test_a_uri_is_refused_unless_a_local_path_of_that_name_exists(tmp_path, monkeypatch):
@@ -543,6 +597,63 @@ def test_two_parquet_columns_of_one_name_are_refused_by_their_places(tmp_path, c
     assert refusal(lambda: sniff(path, con)) == (
         f"{path}: columns 2 and 4 are both named 'BilledCost'; gpu-auditor cannot tell which to read (remove or "
         "rename one)")
+
+
+@pytest.mark.parametrize(("header", "message"), [
+    # DuckDB's own words for these named its struct_pack, and no line
+    (CUR + ",lineItem/UnblendedCost", "columns 3 and 5 are both named 'lineItem/UnblendedCost'"),
+    (CUR + ",pricing/term,pricing/term", "columns 5 and 6 are both named 'pricing/term'"),  # a column no reader reads
+    # two AWS tags that differ in case: one name to DuckDB, which would read either as the other
+    (CUR + ",resourceTags/user:team,resourceTags/user:Team",
+     "columns 5 and 6 are named 'resourceTags/user:team' and 'resourceTags/user:Team', one name in any case"),
+])
+def test_a_csv_header_naming_a_column_twice_is_refused_on_its_line(tmp_path, con, header, message):
+    extra = header.count(",") - CUR.count(",")
+    path = write(tmp_path / "cur.csv", f"{header}\n{CUR_LINE}{',x' * extra}\n")
+    assert refusal(lambda: sniff(path, con)) == (
+        f"{path}:1: {message}; gpu-auditor cannot tell which to read (remove or rename one)")
+
+
+def test_parquet_and_json_columns_named_in_two_cases_are_refused(tmp_path, con):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "focus.parquet"
+    pq.write_table(pa.table({"BilledCost": [1.5], "ChargePeriodStart": ["2026-07-01"], "billedcost": [9.5],
+                             "BillingCurrency": ["USD"]}), path)
+    assert refusal(lambda: sniff(path, con)) == (
+        f"{path}: columns 1 and 3 are named 'BilledCost' and 'billedcost', one name in any case; gpu-auditor cannot "
+        "tell which to read (remove or rename one)")
+    # DuckDB reads a second key in another case as `Cost_1`, and the first as the cost: the first line's keys
+    path = write(tmp_path / "gcp.jsonl", '{"cost": 1.5, "currency": "USD", "usage_start_time": "2026-07-01", '
+                                         '"sku": {"description": "x"}, "Cost": 1000}\n')
+    assert refusal(lambda: sniff(path, con)) == (
+        f"{path}:1: columns 1 and 5 are named 'cost' and 'Cost', one name in any case; gpu-auditor cannot tell which "
+        "to read (remove or rename one)")
+
+
+GCP_LINE = '{"cost": 1.5, "currency": "USD", "usage_start_time": "2026-07-01", "sku": {"description": "x"}}'
+
+
+@pytest.mark.parametrize("text", [f"[{GCP_LINE}]", f"[\n  {GCP_LINE}\n]\n", "\ufeff  []"])
+def test_a_json_array_is_refused_on_its_first_line(tmp_path, con, text):
+    """`bq query --format=json` writes one array: it was "not a billing export", or "has no cost column"."""
+    path = write(tmp_path / "gcp.json", text.encode())
+    assert refusal(lambda: sniff(path, con)) == (
+        f"{path}:1: the file is one JSON array; gpu-auditor reads JSON lines, one object a line (BigQuery exports a "
+        "table so: bq extract --destination_format NEWLINE_DELIMITED_JSON; or convert it with jq -c '.[]')")
+
+
+def test_json_lines_with_a_byte_order_mark_or_blank_lines_first_are_json(tmp_path, con):
+    for text in ("\ufeff" + GCP_LINE + "\n", "  \n\n" + GCP_LINE + "\n"):
+        s = sniff(write(tmp_path / "gcp.jsonl", text.encode()), con)
+        assert (s.container, s.format) == ("json", "gcp-billing")
+
+
+def test_a_json_line_that_is_no_object_is_named(tmp_path, con):
+    path = write(tmp_path / "gcp.jsonl", f"\ufeff{GCP_LINE}\n\n{GCP_LINE}\n42\n".encode())  # the BOM's line is one
+    assert refusal(lambda: sniff(path, con)) == (
+        f"{path}:4: the line is not a JSON object; a JSON lines file holds one object a line")
 
 
 def test_a_parquet_column_named_like_a_nested_field_is_no_twin(tmp_path, con):

@@ -194,6 +194,18 @@ def test_bad_window_is_one_line_and_writes_nothing(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+def test_a_window_with_no_billing_says_so(tmp_path):
+    """The dataset of a quarter the billing does not reach: written (a header, no charge), and said to be empty, as
+    the audit says; it printed "BilledCost " and nothing after, without a warning."""
+    out = tmp_path / "out"
+    result = CliRunner().invoke(cli, ["export", "--focus", str(out), "--policy", str(DEMO / "policy.yml"),
+                                      "--quarter", "2026-Q1", str(REPO / "fixtures" / "billing" / "cur-gpu-spot.csv")])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.splitlines()[0] == "FOCUS 1.3 dataset, 2026-Q1: 0 charges, BilledCost –"
+    assert result.stderr == "warning: no billing lines fall in the export window 2026-Q1: the dataset is empty\n"
+    assert rows(out / "focus.csv") == []
+
+
 # --- the FinOps Foundation's validator -------------------------------------------------------------------------
 
 

@@ -300,6 +300,79 @@ def test_cli_bad_input_is_one_line_exit_2(rel: str, where: str) -> None:
     assert "1 file(s) could not be read" in lines[-1] and lines[-1].endswith("fail on high: ERROR")
 
 
+JOB = (FIXTURES / "kubernetes/job-good.yaml").read_text()
+SKY = (FIXTURES / "skypilot/task-good.yaml").read_text()
+
+
+@pytest.mark.parametrize("text, message", [
+    # a control character: YAML text holds none (the loader checks every character before it parses)
+    (JOB.replace("owner: ana", "owner: a\0na"), "7: not valid YAML: the character U+0000 is not allowed in YAML text"),
+    # a List's items are objects of their own (kubectl get -o yaml, kustomize build)
+    ("apiVersion: v1\nkind: List\nitems: [1, 2]\n", "1: items[0]: expected a mapping, got int"),
+    ("apiVersion: v1\nkind: List\nitems:\n- {metadata: {name: x}}\n",
+     "1: items[0]: expected a Kubernetes object with apiVersion and kind"),
+    # numbers past any job: a count, a runtime, a checkpoint interval, a duration
+    (JOB.replace("nvidia.com/gpu: 4", "nvidia.com/gpu: 1000000000000000000000000000000"),
+     "2: resources nvidia.com/gpu: 1000000000000000000000000000000 is more than any job runs (at most "
+     "1,000,000,000)"),
+    (JOB.replace("backoffLimit: 10", "parallelism: 1000000001"),
+     "2: spec.parallelism: 1000000001 is more than any job runs (at most 1,000,000,000)"),
+    (JOB.replace('"30"', '"nan"'), "2: gpu-auditor.dev/checkpoint-interval-min: expected minutes, got 'nan'"),
+    (JOB.replace('"30"', '"-5"'), "2: gpu-auditor.dev/checkpoint-interval-min: expected minutes, got '-5'"),
+    (SKY.replace("A100:8", "A100:1000000000000"),
+     "2: resources.accelerators: 1000000000000 is more than any job runs (at most 1,000,000,000)"),
+    (SKY.replace('max-runtime-hours: "24"', 'max-runtime-hours: "inf"'),
+     "2: gpu-auditor.dev/max-runtime-hours: expected hours (at most 277,777), got 'inf'"),
+    # another encoding: "not UTF-8 text (byte 217)", no line
+    (JOB.replace("owner: ana", "owner: an\u00e4").encode("latin-1"),
+     "7: the manifest is not UTF-8 text: byte 0xe4, the line's byte 32 (Latin-1 or Windows-1252?); save it as UTF-8"),
+])
+def test_cli_hostile_manifest_is_one_line_exit_2(tmp_path: Path, text: str | bytes, message: str) -> None:
+    """What once stopped the gate with an internal error (a NUL byte, a List of scalars, a count whose cost no
+    Decimal holds) is one line naming the file and line, exit 2."""
+    f = tmp_path / "m.yaml"
+    f.write_bytes(text if isinstance(text, bytes) else text.encode())
+    code, out, err = run_cli(str(f))
+    assert (code, err) == (2, "")
+    assert out.splitlines()[0] == f"{f}:{message.replace(': ', ': error: ', 1)}"
+    assert out.splitlines()[-1].endswith("1 file(s) could not be read; 0 finding(s), 0 waived; fail on high: ERROR")
+
+
+def test_cli_json_manifest_with_a_key_twice_is_one_line(tmp_path: Path) -> None:
+    """Python's json keeps the last of two keys without a word: the gate read one count of two."""
+    f = tmp_path / "m.json"
+    f.write_text('{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {"containers": [{"name": '
+                 '"c", "resources": {"limits": {"nvidia.com/gpu": 8, "nvidia.com/gpu": 1}}}]}}\n')
+    code, out, err = run_cli(str(f))
+    assert (code, err) == (2, "")
+    assert out.splitlines()[0] == f"{f}: error: not valid JSON: the key 'nvidia.com/gpu' twice in one object"
+
+
+def test_a_manifest_named_twice_is_one_file(tmp_path: Path) -> None:
+    """A CI step that passes the folder and the changed files in it: each job was counted and flagged twice."""
+    bad = FIXTURES / "kubernetes/job-bad.yaml"
+    (tmp_path / "m").mkdir()
+    (tmp_path / "m" / "job.yaml").write_bytes(bad.read_bytes())
+    (tmp_path / "link.yaml").symlink_to(tmp_path / "m" / "job.yaml")
+    code, out, _ = run_cli(str(tmp_path / "m"), str(tmp_path / "m" / "job.yaml"), str(tmp_path / "link.yaml"))
+    assert code == 1
+    assert out.splitlines()[-1] == ("gpu-auditor gate: 1 job(s) in 1 file(s); 1 finding(s) (1 high), 0 waived; "
+                                    "fail on high: FAIL")
+
+
+def test_cli_largest_counts_are_judged(tmp_path: Path) -> None:
+    """A count at the limit is read, and its cost stated in full (10^9 GPUs on 10^9 pods for 10^9 s)."""
+    f = tmp_path / "m.yaml"
+    f.write_text(JOB.replace("nvidia.com/gpu: 4", "nvidia.com/gpu: 1000000000")
+                 .replace("activeDeadlineSeconds: 86400", "activeDeadlineSeconds: 1000000000")
+                 .replace("backoffLimit: 10", "parallelism: 1000000000"))
+    code, out, err = run_cli(str(f))
+    assert code == 1 and err == ""
+    # 10^18 GPUs x 10^9/3600 hours x $0.40264 a GPU-hour (the catalog's g6.12xlarge, $4.6016 an hour for 4 GPUs,
+    # at its typical spot discount of 65%)
+    assert "projects $111,844,444,444,444,444,444,444.44 (1000000000000000000x L4 x $0.40/GPU-h spot" in out
+
+
 def test_cli_unknown_waiver_rule_suggests_the_nearest(tmp_path: Path) -> None:
     f = tmp_path / "j.yaml"
     f.write_text((FIXTURES / "waivers/inline-active.yaml").read_text().replace("SPOT001 until", "SPOT01 until"))

@@ -135,6 +135,15 @@ def test_a_budget_of_zero_is_allowed():
     assert (team.budget_per_quarter, team.gpu_hours_per_quarter) == (Decimal(0), Decimal(0))
 
 
+def test_every_key_is_a_name_as_written():
+    """YAML 1.1 reads a team `no` as False, `on` as True and `007` as 7: no tag value equals them, so their spend
+    went unattributed and their budgets unjudged, without a word."""
+    p = parse_policy(BASE + "teams:\n" + "".join(f"  {name}: {{lead: a@example.com, budget_per_quarter: 10}}\n"
+                                                  for name in ("no", "on", "007", "1.5", "~")))
+    assert list(p.teams) == ["no", "on", "007", "1.5", "~"]
+    assert p.teams["no"].budget_per_quarter == Decimal(10)
+
+
 # ---- loading refusals, whole -------------------------------------------------------------------------------------
 
 
@@ -192,8 +201,8 @@ def test_policy_file_not_utf8(tmp_path):
     path.write_bytes(b"policy: caf\xe9\n")
     with pytest.raises(InputError) as exc:
         load_policy(path)
-    assert str(exc.value) == (f"{path}: cannot read the policy: 'utf-8' codec can't decode byte 0xe9 in position 11: "
-                              "invalid continuation byte")
+    assert str(exc.value) == (f"{path}:1: the policy is not UTF-8 text: byte 0xe9, the line's byte 12 (Latin-1 or "
+                              "Windows-1252?); save it as UTF-8")
 
 
 def test_policy_file_a_folder(tmp_path):

@@ -76,8 +76,8 @@ def test_rates_file_not_found(tmp_path):
 
 def test_rates_file_not_utf8(tmp_path):
     message = refusal(tmp_path, "rates_file: rates.yml\n", b"date: 2026-10-01\nsource: \xff\n")
-    assert message == (f"{tmp_path / 'rates.yml'}: cannot read the rates file: 'utf-8' codec can't decode byte 0xff "
-                       "in position 25: invalid start byte")
+    assert message == (f"{tmp_path / 'rates.yml'}:2: the rates file is not UTF-8 text: byte 0xff, the line's byte 9 "
+                       "(Latin-1 or Windows-1252?); save it as UTF-8")
 
 
 def test_rates_file_not_yaml_names_its_line(tmp_path):

@@ -172,7 +172,13 @@ def test_a_capacity_reservation_bills_its_unused_instances_to_itself(tmp_path):
 
 
 @pytest.mark.parametrize("column, value", [("CostInBillingCurrency", "10,00"), ("Quantity", "24 h"),
-                                           ("Date", "21/09/2023"), ("Tags", '"team": nlp')])
+                                           ("Date", "21/09/2023"), ("Tags", '"team": nlp'),
+                                           # slashed but year first: DuckDB's strptime words, no line (the
+                                           # diagnosis read it as ISO where the reader reads it as US)
+                                           ("Date", "2023/09/21"),
+                                           # a tag twice, without braces as Azure writes them ("Map keys must be
+                                           # unique", no line)
+                                           ("Tags", '"team": "nlp","team": "cv"')])
 def test_a_bad_value_names_file_line_and_column(tmp_path, column, value):
     path = write(tmp_path, [line(), line(**{column: value})])
     with pytest.raises(InputError) as err:

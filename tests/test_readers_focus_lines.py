@@ -155,6 +155,16 @@ def test_a_bad_value_names_file_line_and_column(tmp_path, column, value):
     assert f"{path}:3: " in str(err.value) and repr(value) in str(err.value) and "\n" not in str(err.value)
 
 
+@pytest.mark.parametrize("column", ["Tags", "AllocatedTags"])
+def test_a_json_object_naming_a_key_twice_names_file_line_and_column(tmp_path, column):
+    """Which of two values is the team's? DuckDB's map said "Map keys must be unique", naming no line."""
+    value = '{"team": "nlp", "owner": "ana", "team": "cv"}'
+    path = write(tmp_path, [line(), line(**{column: value})])
+    with pytest.raises(InputError) as err:
+        Store().load_billing([path])
+    assert str(err.value) == f"{path}:3: column {column!r}: {value!r} names a key twice"
+
+
 @pytest.mark.heavy
 def test_tags_as_the_objects_of_a_json_export_and_a_file_without_tags(tmp_path):
     """A newline-delimited JSON export holds Tags as an object (a STRUCT to DuckDB): read as its JSON text is. A

@@ -435,6 +435,17 @@ def test_json_with_a_non_numeric_cost_names_file_line_and_column(tmp_path):
     assert "'n/a'" in str(e)
 
 
+def test_a_label_given_twice_is_said_in_words(tmp_path):
+    """Which of two `team` labels is the team's? DuckDB's map said "Map keys must be unique". (Its line is not
+    named yet: the labels are no column a reader checks.)"""
+    rows = read_json(GCP_JSON)
+    rows[2]["labels"] = [{"key": "team", "value": "nlp"}, {"key": "team", "value": "cv"}]
+    path = tmp_path / "gcp-label-twice.jsonl"
+    path.write_text("".join(json.dumps(r, default=str) + "\n" for r in rows), encoding="utf-8")
+    assert str(_load_error(path)) == (f"{path}: cannot read the file: a line's tags or labels name one key twice; "
+                                      "which value is meant cannot be told")
+
+
 def test_csv_with_a_bad_usage_start_time_names_it(tmp_path):
     text = GCP_CSV.read_text(encoding="utf-8").splitlines(keepends=True)
     text[3] = text[3].replace("2023-09-12 10:00:00+00:00", "12/09/2023 10h", 1)

@@ -63,6 +63,9 @@ ERRORS = [
     ("cur-ragged.csv", 3, None, "9 fields where the header has 8"),
     ("focus-bad-date.csv", 4, "ChargePeriodStart", "is not a UTC time"),
     ("focus-bad-tags.csv", 3, "Tags", "is not a JSON object"),
+    # two AWS tags that differ only in case: one column to DuckDB (its struct_pack's words before)
+    ("cur-tag-case.csv", 1, None, "columns 9 and 10 are named 'resourceTags/user:team' and 'resourceTags/user:Team', "
+                                  "one name in any case; gpu-auditor cannot tell which to read (remove or rename one)"),
 ]
 # legal but odd: read, totalled exactly, and (where odd) a warning that says so
 LEGAL = [
@@ -405,6 +408,10 @@ def test_strange_policy_files(tmp_path, kind):
     if kind == "deep":
         assert the_error(result) == f"gpu-auditor: error: {path}: nested too deeply to be a policy"
         return
+    if kind == "binary":  # \x00 and \x01 are UTF-8; \xff is the 11th byte of line 1
+        assert the_error(result) == (f"gpu-auditor: error: {path}:1: the policy is not UTF-8 text: byte 0xff, the "
+                                     "line's byte 11 (Latin-1 or Windows-1252?); save it as UTF-8")
+        return
     assert the_error(result).startswith(f"gpu-auditor: error: {path}: cannot read the policy")
 
 
@@ -434,6 +441,38 @@ def test_strange_inventories(tmp_path, policy, change, words):
     assert error.startswith(f"gpu-auditor: error: {inventory}"), error
     assert words in error, error
     assert not (tmp_path / "out").exists()
+
+
+INVENTORY = (REPO / "fixtures" / "demo" / "inventory.json").read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize(("data", "message"), [
+    # another encoding: Python's codec words, with a byte offset into the file, named no line
+    (INVENTORY.replace('"vision"', '"visi\u00f3n"', 1).encode("latin-1"),
+     "{path}:22: the inventory is not UTF-8 text: byte 0xf3, the line's byte 22 (Latin-1 or Windows-1252?); save "
+     "it as UTF-8"),
+    (("\ufeff" + INVENTORY).encode("utf-16-le"), "{path}:1: the inventory is UTF-16 text; save it as UTF-8"),
+    # a key twice: Python kept the last one without a word
+    (INVENTORY.replace("{", '{"assets": [], ', 1).encode(), "{path}: not valid JSON: the key 'assets' twice in one "
+                                                             "object"),
+], ids=["latin-1", "utf-16", "key-twice"])
+def test_an_inventory_in_another_encoding_or_with_a_key_twice_is_one_line(tmp_path, policy, data, message):
+    inventory = tmp_path / "inventory.json"
+    inventory.write_bytes(data)
+    result = audit(policy, tmp_path / "out", GPU_FIXTURE, extra=("--inventory", str(inventory)))
+    assert result.exit_code == 2, result.output
+    assert the_error(result) == "gpu-auditor: error: " + message.format(path=inventory)
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.heavy
+def test_an_inventory_saved_with_a_byte_order_mark_is_read(tmp_path, policy):
+    """Notepad writes one: Python's json refused it ("Unexpected UTF-8 BOM (decode using utf-8-sig)")."""
+    inventory = tmp_path / "inventory.json"
+    inventory.write_bytes(("\ufeff" + INVENTORY).encode("utf-8"))
+    result = audit(policy, tmp_path / "out", GPU_FIXTURE, extra=("--inventory", str(inventory)))
+    assert result.exit_code in (0, 1), result.output
+    assert (tmp_path / "out" / "audit.json").exists()
 
 
 # ---- unreadable inputs: named, never skipped (run as an unprivileged user: root reads anything) ----------

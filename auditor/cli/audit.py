@@ -112,6 +112,7 @@ def audit(billing, policy_path, inventory, quarter, since, until, out_dir, fail_
     from auditor.outputs.report import write_outputs
     from auditor.outputs.terminal import summary_lines
     from auditor.policy import load_policy
+    from auditor.readable import outside_inputs
     from auditor.trend import load_previous
 
     window = from_options(quarter, since, until)
@@ -122,6 +123,7 @@ def audit(billing, policy_path, inventory, quarter, since, until, out_dir, fail_
         from auditor.outputs.mail import smtp_settings
 
         smtp = smtp_settings()
+    outside_inputs(out_dir, list(billing), "report", "--out")
     billing = live_snapshots(live, pull_args, window, quiet, policy) + list(billing)
     stamp = stamp_of(generated_at)
     last_quarter = load_previous(previous) if previous is not None else None

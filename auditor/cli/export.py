@@ -38,12 +38,14 @@ def export(billing: tuple[Path, ...], focus_dir: Path, policy_path: Path, invent
     from auditor.model import fmt_money
     from auditor.policy import load_policy
     from auditor.providers.live.inputs import audit_inputs
+    from auditor.readable import outside_inputs
     from auditor.tables import focus_export
     from auditor.tables.store import Store
 
     window = from_options(quarter, since, until)
     policy = load_policy(policy_path)
     folder = target(focus_dir, follow_symlinks, folder=True)
+    outside_inputs(folder, list(billing), "FOCUS export", "--focus")
     store = Store()
     inputs = audit_inputs(list(billing), inventory)
     store.load_billing(inputs.billing)
@@ -55,7 +57,8 @@ def export(billing: tuple[Path, ...], focus_dir: Path, policy_path: Path, invent
     written = write_files(folder, files, what="FOCUS export")
     [(rows,)] = store.con.execute(f"SELECT count(*) FROM costs WHERE {window.where()}").fetchall()
     click.echo(f"FOCUS {focus_export.FOCUS_VERSION} dataset, {window.label}: {rows:,} charges, BilledCost "
-               + ", ".join(fmt_money(v, c) for c, v in totals.items()))
-    for w in store.warnings + inputs.warnings:
+               f"{fmt_money(totals)}")
+    empty = [] if rows else [f"no billing lines fall in the export window {window.label}: the dataset is empty"]
+    for w in store.warnings + inputs.warnings + empty:
         click.echo(f"warning: {safe(w, policy.mask_secrets)}", err=True)
     click.echo(f"wrote {', '.join(safe(p) for p in written)}")

@@ -62,11 +62,19 @@ def inspect_lines(sources: list[SourceFile], parts: dict[str, dict[str, Any]] | 
                              together)
         for m in members[:FILES_SHOWN]:
             st = m.stats
-            out.append(f"    {safe(Path(m.path).name)}  {m.rows:,} lines  {st['period_start']:%Y-%m-%d} to "
-                       f"{st['period_end']:%Y-%m-%d}  {fmt_money(st['billed_cost'])}")
+            out.append(f"    {safe(Path(m.path).name)}  {m.rows:,} lines  {_period(st, '%Y-%m-%d')}  "
+                       f"{fmt_money(st['billed_cost'])}")
         if len(members) > FILES_SHOWN:
             out.append(f"    and {len(members) - FILES_SHOWN:,} more files (inspect --json lists each)")
     return out
+
+
+def _period(st: dict[str, Any], fmt: str, zone: str = "") -> str:
+    """From the first line's start to the last line's end; an export whose lines state no end (FOCUS without
+    ChargePeriodEnd, GCP without usage_end_time) from its first start on."""
+    if st["period_end"] is None:
+        return f"from {st['period_start']:{fmt}}{zone} (no line states its end)"
+    return f"{st['period_start']:{fmt}} to {st['period_end']:{fmt}}{zone}"
 
 
 def _figure_lines(title: str, fmt: str, rows: int, cost_column: str | None, st: dict[str, Any]) -> list[str]:
@@ -75,7 +83,7 @@ def _figure_lines(title: str, fmt: str, rows: int, cost_column: str | None, st: 
     out = [title,
            f"  format      {fmt}",
            f"  lines       {rows:,}",
-           f"  period      {st['period_start']:%Y-%m-%d %H:%M} to {st['period_end']:%Y-%m-%d %H:%M} UTC",
+           f"  period      {_period(st, '%Y-%m-%d %H:%M', ' UTC')}",
            f"  billed      {fmt_money(st['billed_cost'])}  (sum of {cost_column}, per currency)",
            f"  effective   {fmt_money(st['effective_cost'])}",
            f"  GPU         {fmt_money(st['gpu_cost'])} ({fmt_num(st['gpu_hours'])} GPU-hours)",

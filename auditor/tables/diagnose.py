@@ -25,6 +25,8 @@ def csv_reason(error: str) -> str:
         return "a quoted value is never closed (a stray '\"')"
     if "Overflow in" in error:  # the sum of the lines of one group, each within the limit
         return f"the costs add up to {SUM_TOO_LARGE}"
+    if "Map keys must be unique" in error:  # a repeated label record (GCP) or CUR 2.0's tags text: no line named
+        return "a line's tags or labels name one key twice; which value is meant cannot be told"
     if "Invalid unicode" in error:
         return "the line is not UTF-8 text (Latin-1 or Windows-1252?); save the file as UTF-8"
     first = error.strip().splitlines()[0] if error.strip() else "unknown error"
@@ -42,22 +44,35 @@ def long_gzip_line(s: Sniffed) -> InputError | None:
     return None
 
 
+BRACED = "CASE WHEN starts_with(trim(v), '{') THEN trim(v) ELSE '{' || v || '}' END"  # Azure's tags lack braces
+
+
+def _no_object(text: str) -> str:
+    """Whether JSON text is no object a reader reads as a map: not JSON, not an object, or a key given twice (the
+    map's words for that name no line: "Map keys must be unique")."""
+    return (f"(NOT json_valid({text}) OR json_type({text}) <> 'OBJECT' OR "
+            f"TRY_CAST(CAST({text} AS JSON) AS MAP(VARCHAR, VARCHAR)) IS NULL)")
+
+
 def diagnose(con: duckdb.DuckDBPyConnection, s: Sniffed, cols: Columns, relation: str,
              checks: list[tuple[str, str]], first_row: int, error: duckdb.Error) -> AuditorError:
     """Turn a DuckDB error into one line that names the file, the line and the column (a gzip CSV's line too
     long for DuckDB is named first, by `long_gzip_line`)."""
     if isinstance(error, duckdb.OutOfMemoryException):  # not a bad file: a limit to raise
         return out_of_memory(str(s.path))
-    tests = {"money": f"TRY_CAST(v AS {MONEY}) IS NULL", "time": "TRY_CAST(v AS TIMESTAMPTZ) IS NULL",
+    # NaN and infinity by their own test: DuckDB 2.0 answers false to `TRY_CAST(v AS DECIMAL) IS NULL` for a
+    # Parquet DOUBLE NaN, which that cast gives as NULL
+    tests = {"money": f"TRY_CAST(v AS {MONEY}) IS NULL OR NOT isfinite(TRY_CAST(v AS DOUBLE))",
+             "time": "TRY_CAST(v AS TIMESTAMPTZ) IS NULL",
              "date": f"({azure.parse_date('trim(CAST(v AS VARCHAR))', try_=True)}) IS NULL",
-             "tags": "NOT json_valid(CASE WHEN starts_with(trim(v), '{') THEN trim(v) ELSE '{' || v || '}' END)",
-             "json": "NOT json_valid(CAST(v AS VARCHAR)) OR json_type(CAST(v AS VARCHAR)) <> 'OBJECT'"}
+             "tags": _no_object(f"({BRACED})"),
+             "json": _no_object("CAST(v AS VARCHAR)")}
     want = {"money": "a number", "time": "a UTC time like 2026-07-01T00:00:00Z", "json": "a JSON object",
             "date": "a date like 09/21/2023 or 2023-09-21", "tags": "a JSON object of tags"}
     try:
         for column, kind in checks:
             row = con.execute(
-                f"SELECT rn, v FROM (SELECT row_number() OVER () + {first_row - 1} AS rn, {cols.ref(column)} AS v "
+                f"SELECT rn, v FROM (SELECT row_number() OVER () + {first_row - 1} AS rn, {cols.value(column)} AS v "
                 f"FROM {relation}) WHERE v IS NOT NULL AND ({tests[kind]}) ORDER BY rn LIMIT 1").fetchone()
             if row:
                 shown = f"{redact(str(row[1]))[:60]!r}"
@@ -65,6 +80,10 @@ def diagnose(con: duckdb.DuckDBPyConnection, s: Sniffed, cols: Columns, relation
                                                               [str(row[1])]).fetchone()) and finite[0]:
                     return InputError(f"{shown} is out of range: an amount has at most 20 digits before the "
                                       "decimal point", path=str(s.path), line=row[0], column=column)
+                if kind in ("json", "tags") and (twice := con.execute(
+                        f"SELECT json_type(j) = 'OBJECT' FROM (SELECT TRY_CAST({BRACED} AS JSON) AS j FROM "
+                        "(SELECT CAST(? AS VARCHAR) AS v))", [str(row[1])]).fetchone()) and twice[0]:
+                    return InputError(f"{shown} names a key twice", path=str(s.path), line=row[0], column=column)
                 return InputError(f"{shown} is not {want[kind]}", path=str(s.path), line=row[0],
                                   column=column)
     except duckdb.Error as e:

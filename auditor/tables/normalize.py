@@ -248,8 +248,11 @@ def rollup_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: i
         lines = f"SELECT *, {line_sql}, {time_sql} FROM {numbered}"
     start = u("ChargePeriodStart")
     bad = f"{u('BilledCost')} IS NULL OR {start} IS NULL"
-    sums = [f"CASE WHEN count(*) FILTER ({bad}) = 0 THEN sum({u(c)}) END AS {u(c)}" if c == "BilledCost"
-            else f"sum({u(c)}) AS {u(c)}" for c in amounts]
+    # A group with a line that lacks its cost or start has neither: the store names its first such line, and
+    # which it lacks by whether the cost is there.
+    no_cost = f"arg_min({u('BilledCost')} IS NULL, __row) FILTER ({bad})"
+    sums = [f"CASE WHEN count(*) FILTER ({bad}) = 0 OR NOT {no_cost} THEN sum({u(c)}) END AS {u(c)}"
+            if c == "BilledCost" else f"sum({u(c)}) AS {u(c)}" for c in amounts]
     spans = [f"CASE WHEN count(*) FILTER ({bad}) = 0 THEN min({start}) END AS {start}"] + \
             [f"max({u(c)}) AS {u(c)}" for c in times if c != "ChargePeriodStart"]
     aggregates = (f"{', '.join(sums + spans)}, count(*) AS __lines, "

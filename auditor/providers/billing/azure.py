@@ -40,9 +40,8 @@ def parse_date(expr: str, try_: bool = False) -> str:
     """`09/21/2023`, `9/2/2023`, `2023-09-21` or an ISO time, as a UTC timestamp. A date that is neither
     (`21/09/2023`, `2023-13-45`) is an error, not NULL, so that the file, line and column can be named; with
     try_ it is NULL instead, to find that line."""
-    if try_:
-        return f"COALESCE(try_strptime({expr}, {US_DATES}), TRY_CAST({expr} AS TIMESTAMP))"
-    return f"CASE WHEN {expr} LIKE '%/%' THEN strptime({expr}, {US_DATES}) ELSE CAST({expr} AS TIMESTAMP) END"
+    t = "TRY_" if try_ else ""  # the same choice of parser either way: `2023/09/21` is no US date, and refused
+    return f"CASE WHEN {expr} LIKE '%/%' THEN {t}strptime({expr}, {US_DATES}) ELSE {t}CAST({expr} AS TIMESTAMP) END"
 
 
 def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[str, str]]]:

@@ -58,6 +58,15 @@ class Columns:
     def _sql(self, name: str) -> str:
         return self.fields.get(name) or q(name)
 
+    def value(self, *candidates: str) -> str:
+        """A column read as an amount or a time: where the file's schema says text (Parquet or JSON written from a
+        spreadsheet or a CSV), an empty value is no value, as it is in a CSV."""
+        found = self.name(*candidates)
+        if not found:
+            return "NULL"
+        sql = self._sql(found)
+        return f"NULLIF(trim({sql}), '')" if base_type(self.types.get(found, "")) == "VARCHAR" else sql
+
     def name(self, *candidates: str) -> str | None:
         for c in candidates:
             found = self.by_key.get(norm(c))
@@ -89,13 +98,13 @@ class Columns:
         found = self.name(*candidates)
         if found:
             self.used[found] = "money"
-        return money(self._sql(found)) if found else f"CAST(NULL AS {MONEY})"
+        return money(self.value(found)) if found else f"CAST(NULL AS {MONEY})"
 
     def timestamp(self, *candidates: str) -> str:
         found = self.name(*candidates)
         if found:
             self.used[found] = "time"
-        return timestamp(self._sql(found)) if found else "CAST(NULL AS TIMESTAMP)"
+        return timestamp(self.value(found)) if found else "CAST(NULL AS TIMESTAMP)"
 
 
 def case_map(expr: str, mapping: dict[str, str], default: str = "NULL") -> str:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from auditor.errors import InputError
 from auditor.files import readable
 from auditor.providers.billing import avro, csv_dialect
-from auditor.readable import files_under, kind_of
+from auditor.readable import files_under, kind_of, read_text
 
 if TYPE_CHECKING:
     from duckdb import DuckDBPyConnection
@@ -61,7 +61,9 @@ def expand(paths: list[Path], notes: list[str] | None = None) -> list[Path]:
     for p in paths:
         if not (URI.match(str(p)) and not os.path.lexists(p)) and kind_of(p, "billing file") == "folder":
             found = files_under(p, is_data, "billing file")  # an unreadable path among them: refused
-            listed = _manifest_keys(p)
+            manifests = _manifests(p)
+            _refuse_incomplete(manifests, found)
+            listed = {k for keys in manifests.values() for k in keys}
             if listed:
                 kept = [f for f in found if _tail(f) in listed] or [f for f in found if f.name in listed]
                 for f in found:
@@ -87,19 +89,35 @@ def _tail(path: Path) -> str:
     return f"{path.parent.name}/{path.name}"
 
 
-def _manifest_keys(folder: Path) -> set[str]:
-    """`assemblyId/file` and `file` names listed by the CUR manifests in a folder (CUR 1 `reportKeys`,
+def _manifests(folder: Path) -> dict[Path, set[str]]:
+    """Each CUR manifest in a folder, with the `assemblyId/file` and `file` names it lists (CUR 1 `reportKeys`,
     CUR 2.0 `dataFiles`)."""
-    keys: set[str] = set()
-    for m in folder.rglob("*"):
+    keys: dict[Path, set[str]] = {}
+    for m in sorted(folder.rglob("*")):
         if not (m.is_file() and m.name.lower().endswith("manifest.json")):
             continue
         try:
-            text = m.read_text(encoding="utf-8")
-        except (OSError, ValueError) as e:
+            text = read_text(m, "CUR manifest")
+        except OSError as e:
             raise InputError(f"cannot read the CUR manifest: {e}", path=str(m)) from None
-        keys |= manifest_keys(text, str(m))
+        keys[m] = manifest_keys(text, str(m))
     return keys
+
+
+def _refuse_incomplete(manifests: dict[Path, set[str]], found: list[Path]) -> None:
+    """A manifest some of whose files are in the folder and some not: a delivery downloaded in part, whose period
+    would be read in part without a word. (None of them: a period not downloaded, or superseded files beside
+    it, which `expand` names as not read.)"""
+    tails, names = {_tail(f) for f in found}, {f.name for f in found}
+    for m, keys in manifests.items():
+        files = {k for k in keys if "/" in k} or keys  # each file once: by its `assemblyId/file` where given
+        # found as `expand` keeps them: by assembly and name where any is found so, else by name alone
+        by_tail = any(k in tails for k in files)
+        missing = sorted(k for k in files if (k not in tails if by_tail else k.split("/")[-1] not in names))
+        if missing and len(missing) < len(files):
+            raise InputError(f"lists {len(files)} files, of which {len(missing)} {'is' if len(missing) == 1 else 'are'}"
+                             f" not in the folder (the first: {missing[0]}): an incomplete download, whose period "
+                             "would be read in part; download the rest", path=str(m))
 
 
 def manifest_keys(text: str, where: str) -> set[str]:
@@ -147,7 +165,9 @@ def _read_header(path: Path, gz: bool) -> tuple[list[str], bool]:
     except UnicodeDecodeError:
         raise InputError("the header is not UTF-8 text; save the file as UTF-8", path=str(path), line=1) from None
     first = next(csv.reader(io.StringIO(text)), [])
-    return csv_dialect.header_names([c.strip() for c in first], str(path)), bom
+    names = csv_dialect.header_names([c.strip() for c in first], str(path))
+    _refuse_twins(path, names, line=1)
+    return names, bom
 
 
 def _nested_columns(path: Path, con: DuckDBPyConnection,
@@ -162,6 +182,11 @@ def _nested_columns(path: Path, con: DuckDBPyConnection,
         raise _unreadable(kind, path, str(e)) from None
     if reader == "read_parquet":
         _refuse_twins(path, _parquet_names(path, con))
+    else:
+        if [name for name, *_ in top] == ["json"]:  # what DuckDB names a file of lines not all objects
+            _refuse_no_object(path)
+        # DuckDB reads a second `cost` key in another case as `Cost_1`: the first line's keys, as written
+        _refuse_twins(path, _json_keys(path), line=1)
     return flatten([(name, dtype) for name, dtype, *_ in top])
 
 
@@ -195,14 +220,42 @@ def _parquet_names(path: Path, con: DuckDBPyConnection) -> list[str]:
     return names
 
 
-def _refuse_twins(path: Path, names: list[str]) -> None:
-    """Two columns of one name: which one holds the money cannot be told, so neither is read."""
+def _refuse_no_object(path: Path) -> None:
+    """Refuse a JSON lines file's first line that holds something other than an object (`42`, `[]`)."""
+    with open(path, "rb") as f:
+        for n, line in enumerate(f, 1):
+            text = line.removeprefix(b"\xef\xbb\xbf").strip()
+            if text and not text.startswith(b"{"):
+                raise InputError("the line is not a JSON object; a JSON lines file holds one object a line",
+                                 path=str(path), line=n)
+
+
+def _json_keys(path: Path) -> list[str]:
+    """The top-level keys of a JSON lines file's first object (the file's first text is `{`), in their order; []
+    where it is cut or no JSON (DuckDB's read names what is wrong)."""
+    import json
+
+    with open(path, "rb") as f:  # a line over DuckDB's 16 MB object limit was refused before this is asked
+        first = next(line for line in f if line.strip())
+    try:
+        keys: list[str] = json.loads(first, object_pairs_hook=lambda pairs: [k for k, _ in pairs])
+    except ValueError:  # not JSON, or not UTF-8
+        return []
+    return keys
+
+
+def _refuse_twins(path: Path, names: list[str], line: int | None = None) -> None:
+    """Two columns of one name: which one holds the money cannot be told, so neither is read. Names that differ
+    only in case are one name to DuckDB (`resourceTags/user:Team` and `resourceTags/user:team`, two AWS tags): it
+    cannot read them apart. (`line`: a CSV header's.)"""
     seen: dict[str, int] = {}
     for i, name in enumerate(names, 1):
-        if name in seen:
-            raise InputError(f"columns {seen[name]} and {i} are both named {name!r}; gpu-auditor cannot tell which "
-                             "to read (remove or rename one)", path=str(path))
-        seen[name] = i
+        if (j := seen.get(name.lower())) is not None:
+            named = f"both named {name!r}" if names[j - 1] == name else \
+                f"named {names[j - 1]!r} and {name!r}, one name in any case"
+            raise InputError(f"columns {j} and {i} are {named}; gpu-auditor cannot tell which to read (remove or "
+                             "rename one)", path=str(path), line=line)
+        seen[name.lower()] = i
 
 
 def flatten(top: list[tuple[str, str]]) -> tuple[list[str], list[tuple[str, str]], list[tuple[str, str]]]:
@@ -251,13 +304,18 @@ def struct_fields(body: str) -> list[tuple[str, str]]:
 
 def sniff(path: Path, con: DuckDBPyConnection) -> Sniffed:
     with open(path, "rb") as f:
-        magic = f.read(4)
+        head = f.read(256)
+    magic, first = head[:4], head.removeprefix(b"\xef\xbb\xbf").lstrip()[:1]
     fields: list[tuple[str, str]] = []
     types: list[tuple[str, str]] = []
     if magic == b"PAR1":
         columns, fields, types = _nested_columns(path, con, "read_parquet")
         container, compression, bom = "parquet", "none", False
-    elif magic.lstrip()[:1] == b"{":
+    elif first == b"[":  # `bq query --format=json`: its elements have no lines of their own to name
+        raise InputError("the file is one JSON array; gpu-auditor reads JSON lines, one object a line (BigQuery "
+                         "exports a table so: bq extract --destination_format NEWLINE_DELIMITED_JSON; or convert it "
+                         "with jq -c '.[]')", path=str(path), line=1)
+    elif first == b"{":
         columns, fields, types = _nested_columns(path, con, "read_ndjson")
         container, compression, bom = "json", "none", False
     elif magic == avro.MAGIC:  # an Avro object container file (GCP's BigQuery export)

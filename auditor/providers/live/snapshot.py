@@ -63,6 +63,7 @@ from typing import Any
 
 from auditor.errors import InputError
 from auditor.providers.redact import redact_deep
+from auditor.readable import read_text, unique_keys
 from auditor.schema import Field, Validator, record
 from auditor.text import one_line
 
@@ -148,15 +149,16 @@ SNAPSHOT = record(
 def load_snapshot(path: str | Path) -> dict[str, Any]:
     path = str(path)
     try:
-        with open(path, encoding="utf-8") as f:
-            # Presigned and SAS URLs (a checkpoint location, a tag) lose their query strings before anything
-            # sees them (redact.py).
-            data: Any = redact_deep(json.load(f))
+        # Presigned and SAS URLs (a checkpoint location, a tag) lose their query strings before anything sees
+        # them (redact.py).
+        data: Any = redact_deep(json.loads(read_text(path, "inventory"), object_pairs_hook=unique_keys))
     except FileNotFoundError:
         raise InputError("inventory file not found", path=path) from None
     except json.JSONDecodeError as e:
         raise InputError(f"not valid JSON: {e.msg}", path=path, line=e.lineno) from None
-    except (OSError, UnicodeDecodeError) as e:
+    except ValueError as e:  # a key twice
+        raise InputError(f"not valid JSON: {e}", path=path) from None
+    except OSError as e:
         raise InputError(f"cannot read the inventory: {getattr(e, 'strerror', None) or e}", path=path) from None
     except RecursionError:  # [[[[... thousands deep: Python's parser gives up; say so, not crash
         raise InputError("not valid JSON: nested too deeply", path=path) from None

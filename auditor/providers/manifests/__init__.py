@@ -11,6 +11,7 @@ read) is recorded as a failure naming the file and line, and the other files are
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,6 +72,7 @@ def load_jobs(paths: Iterable[str | Path], catalog: Catalog, skip_unknown: bool 
     a server the disruption budget that another file holds; then each file is parsed on its own."""
     out, ctx = Loaded(), Context(catalog)
     files: list[tuple[str, list[Document]]] = []
+    seen: set[str] = set()
     for given in paths:
         try:
             found = expand([given])
@@ -78,6 +80,9 @@ def load_jobs(paths: Iterable[str | Path], catalog: Catalog, skip_unknown: bool 
             out.failures.extend(getattr(e, "errors", [e]))
             continue
         for path in found:
+            if (real := os.path.realpath(path)) in seen:  # named twice (a folder and a file in it): one file
+                continue
+            seen.add(real)
             out.files.append(str(path))
             try:
                 docs = read_documents(path)

@@ -18,6 +18,7 @@ from auditor.providers.manifests.documents import Document
 ANNOTATION_PREFIX = "gpu-auditor.dev/"
 INTERVAL_KEY = ANNOTATION_PREFIX + "checkpoint-interval-min"
 RUNTIME_KEY = ANNOTATION_PREFIX + "max-runtime-hours"  # for platforms with no runtime limit of their own
+MAX_COUNT = 10**9  # no count a manifest holds (GPUs, replicas, seconds: 31 years) is larger
 
 
 @dataclass
@@ -43,8 +44,8 @@ def runtime_hours(hours: str, doc: Document) -> int:
         value = float(hours)
     except ValueError:
         value = -1
-    if not value > 0:
-        raise doc.error(f"{RUNTIME_KEY}: expected hours, got {hours!r}")
+    if not 0 < value <= MAX_COUNT / 3600:  # NaN and infinity too
+        raise doc.error(f"{RUNTIME_KEY}: expected hours (at most {MAX_COUNT // 3600:,}), got {hours!r}")
     return round(value * 3600)
 
 
@@ -70,18 +71,21 @@ def as_list(value: Any, doc: Document, what: str) -> list:
 
 
 def as_int(value: Any, doc: Document, what: str) -> int | None:
-    """A whole number, also as text ("2", and Vertex AI's int64 strings)."""
+    """A whole number, also as text ("2", and Vertex AI's int64 strings), up to MAX_COUNT: a larger one is a typo,
+    and a job's cost would be figures no bill holds."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | str) or not str(value).strip().isdigit():
         raise doc.error(f"{what}: expected a whole number, got {value!r}")
+    if int(value) > MAX_COUNT:
+        raise doc.error(f"{what}: {int(value)} is more than any job runs (at most {MAX_COUNT:,})")
     return int(value)
 
 
 def seconds(value: Any, doc: Document, what: str) -> int | None:
     """Seconds as a number or a protobuf duration ("86400s")."""
     if isinstance(value, str) and (m := re.fullmatch(r"\s*(\d+)(?:\.\d+)?s\s*", value)):
-        return int(m.group(1))
+        return as_int(m.group(1), doc, what)
     return as_int(value, doc, what)
 
 
@@ -101,9 +105,12 @@ def interval_of(tags: dict[str, str], annotations: dict[str, str], doc: Document
     if raw is None:
         return None
     try:
-        return float(raw)
+        minutes = float(raw)
     except ValueError:
+        minutes = math.nan
+    if not 0 <= minutes <= MAX_COUNT / 60:  # NaN and infinity too
         raise doc.error(f"{INTERVAL_KEY}: expected minutes, got {raw!r}") from None
+    return minutes
 
 
 def own_keys(tags: dict[str, str]) -> dict[str, str]:
@@ -272,7 +279,8 @@ def range_points(low: Any, high: Any, step: Any) -> int | None:
         lo, hi, st = float(low), float(high), float(step)
     except (TypeError, ValueError):
         return None
-    return int((hi - lo) // st) + 1 if st > 0 and hi >= lo else None
+    n = (hi - lo) // st if st > 0 and hi >= lo else math.nan
+    return int(n) + 1 if n < MAX_COUNT else None  # NaN, infinity and past any sweep: as a continuous range
 
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
@@ -288,4 +296,7 @@ def go_duration(value: Any, doc: Document, what: str) -> int | None:
     if not _DURATION.sub("", text) == "" or not text:
         raise doc.error(f"{what}: expected a duration like 2h30m, got {value!r}")
     unit = {"h": 3600, "m": 60, "s": 1, "ms": 0.001}
-    return round(sum(float(n) * unit[u] for n, u in _DURATION.findall(text)))
+    total = sum(float(n) * unit[u] for n, u in _DURATION.findall(text))
+    if total > MAX_COUNT:
+        raise doc.error(f"{what}: {value!r} is longer than any job runs (at most {MAX_COUNT:,} seconds)")
+    return round(total)

@@ -13,8 +13,8 @@ from typing import Any
 import yaml
 
 from auditor.errors import InputError
-from auditor.readable import files_under, kind_of
-from auditor.safeyaml import NoAliasLoader
+from auditor.readable import files_under, kind_of, read_text, unique_keys
+from auditor.safeyaml import NoAliasLoader, control_character
 
 SUFFIXES = (".yaml", ".yml", ".json")
 MAX_DEPTH = 100  # levels of nesting; real manifests use under 30, and the YAML and JSON readers recurse per level
@@ -69,9 +69,7 @@ class _Loader(NoAliasLoader):
 def read_documents(path: str | Path) -> list[Document]:
     name = str(path)
     try:
-        text = Path(path).read_bytes().decode("utf-8-sig")
-    except UnicodeDecodeError as e:
-        raise InputError(f"not UTF-8 text (byte {e.start})", path=name) from None
+        text = read_text(path, "manifest")
     except OSError as e:
         raise InputError(f"cannot read: {e.strerror}", path=name) from None
     if name.lower().endswith(".json"):
@@ -80,7 +78,10 @@ def read_documents(path: str | Path) -> list[Document]:
 
 
 def yaml_documents(text: str, path: str) -> list[Document]:
-    loader = _Loader(text)
+    try:
+        loader = _Loader(text)  # checks every character first
+    except yaml.reader.ReaderError as e:
+        raise control_character(e, text, path) from None
     docs = []
     try:
         while loader.check_node():
@@ -112,9 +113,11 @@ def yaml_documents(text: str, path: str) -> list[Document]:
 def _json_documents(text: str, path: str) -> list[Document]:
     deep = InputError(f"nested more than {MAX_DEPTH} levels deep; no manifest is", path=path)
     try:
-        data = json.loads(text)
+        data = json.loads(text, object_pairs_hook=unique_keys)
     except json.JSONDecodeError as e:
         raise InputError(f"not valid JSON: {e.msg} (column {e.colno})", path=path, line=e.lineno) from None
+    except ValueError as e:  # a key twice
+        raise InputError(f"not valid JSON: {e}", path=path) from None
     except RecursionError:  # the decoder recurses once a level: deeper than Python's stack
         raise deep from None
     if _depth(data) > MAX_DEPTH:

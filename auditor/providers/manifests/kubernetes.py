@@ -55,7 +55,8 @@ def parse(doc: Document, ctx: Context) -> list[Job]:
     kind, api = str(d["kind"]), str(d["apiVersion"])
     group = _group(api)
     if kind == "List":
-        return [j for item in as_list(d.get("items"), doc, "items") for j in parse(doc.part(item), ctx)]
+        items = as_list(d.get("items"), doc, "items")
+        return [j for i, item in enumerate(items) for j in parse(_item(doc, item, i), ctx)]
     meta = as_map(d.get("metadata"), doc, "metadata")
     spec = as_map(d.get("spec"), doc, "spec")
     if (group, kind) == ("kubeflow.org", "Experiment"):
@@ -80,6 +81,14 @@ def parse(doc: Document, ctx: Context) -> list[Job]:
     if not jobs and (where := gpu_request_path(d)):
         raise doc.error(f"{kind} ({api}) asks for GPUs at {where}, a place the gate does not read", UnknownKind)
     return jobs
+
+
+def _item(doc: Document, item: Any, i: int) -> Document:
+    """An item of a List (`kubectl get -o yaml`, kustomize), which is a Kubernetes object of its own."""
+    item = as_map(item, doc, f"items[{i}]")
+    if "apiVersion" not in item or "kind" not in item:
+        raise doc.error(f"items[{i}]: expected a Kubernetes object with apiVersion and kind")
+    return doc.part(item)
 
 
 # The core kinds: their groups' other kinds (Service, ConfigMap, PVC, ...) run nothing of their own.

@@ -9,6 +9,7 @@ from typing import Any
 from auditor.model import Job
 from auditor.providers.catalog import Catalog
 from auditor.providers.manifests.common import (
+    MAX_COUNT,
     Context,
     as_int,
     as_list,
@@ -47,6 +48,8 @@ def _accelerator(value: Any, doc: Document) -> tuple[str | None, int | None]:
     name, _, n = text.partition(":")
     if n and not re.fullmatch(r"\d+(\.\d+)?", n.strip()):
         raise doc.error(f"resources.accelerators: expected NAME:COUNT, got {value!r}")
+    if n and float(n) > MAX_COUNT:
+        raise doc.error(f"resources.accelerators: {n.strip()} is more than any job runs (at most {MAX_COUNT:,})")
     return name.strip(), max(1, int(float(n))) if n else 1
 
 
