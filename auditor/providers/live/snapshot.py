@@ -159,7 +159,7 @@ def load_snapshot(path: str | Path) -> dict[str, Any]:
     except ValueError as e:  # a key twice
         raise InputError(f"not valid JSON: {e}", path=path) from None
     except OSError as e:
-        raise InputError(f"cannot read the inventory: {getattr(e, 'strerror', None) or e}", path=path) from None
+        raise InputError(f"cannot read the inventory: {e.strerror or e}", path=path) from None
     except RecursionError:  # [[[[... thousands deep: Python's parser gives up; say so, not crash
         raise InputError("not valid JSON: nested too deeply", path=path) from None
     doc: dict[str, Any] = Validator(path).check(data, SNAPSHOT)
