@@ -54,6 +54,21 @@ def configured_rules(policy: Policy, select: Iterable[str] | None = None) -> lis
     return out
 
 
+def tag_keys_read(policy: Policy, rules: Iterable[Rule], labels: Iterable[str] = ()) -> set[str]:
+    """Every tag key the audit reads: the policy's attribution keys (team, owner, project, job, tokens,
+    samples), each rule's options that name tag keys (a `tag` option, a list of them, a map keyed by them) and
+    `labels`, the keys whose value marks a machine interactive. The store keeps only these of a line's tags."""
+    keys = {*policy.team_tags, *policy.owner_tags, *policy.project_tags, *policy.job_tags, *policy.token_tags,
+            *policy.sample_tags, *labels}
+    for rule in rules:
+        for name, f in rule.options.items():
+            value = rule.opt(name)
+            named = f if f.kind == "tag" else f.item if f.kind == "list" else f.keys if f.kind == "map" else None
+            if value and named is not None and named.kind == "tag":
+                keys.update([value] if f.kind == "tag" else value)
+    return keys
+
+
 def follow_split(findings: list[Finding], teams: dict[str, str | None]) -> None:
     """A finding on a machine the provider split (`teams`: split.teams_of) is counted under the team that bears
     the largest part of its cost, as its spend is, not under the team of the machine's own tags: findings by
@@ -181,6 +196,7 @@ def run_audit(policy: Policy, billing: list[Path | str], inventory: Path | None 
     from auditor.providers.live.inputs import audit_inputs
     from auditor.tables import split
     from auditor.tables.entities import BUILDERS, build, examined
+    from auditor.tables.interactive import LABELS
     from auditor.tables.jobcost import job_costs, job_totals
     from auditor.tables.sql import team_sql
     from auditor.tables.store import Store
@@ -194,7 +210,8 @@ def run_audit(policy: Policy, billing: list[Path | str], inventory: Path | None 
         raise InputError(URI_NEEDS_SPARK, path=str(uris[0]))
     prints, base_info = load_baseline(baseline) if baseline is not None else (None, None)  # fail before the work
     catalog = load_catalog()
-    store = Store(catalog)
+    # Only the tag keys something reads are kept; every rule of the policy counts, whatever `select` runs.
+    store = Store(catalog, tag_keys=tag_keys_read(policy, configured_rules(policy), LABELS))
     # Snapshot folders: their billing, inventory, window, failures.
     inputs = audit_inputs([Path(p) for p in billing if not is_uri(p)], inventory)
     if engine is not None:

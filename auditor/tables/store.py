@@ -24,7 +24,7 @@ import duckdb
 from auditor.errors import AuditorError, InputError, OutOfMemory, memory_limit
 from auditor.files import readable, sha256_of, shown
 from auditor.providers.billing import csv_dialect
-from auditor.providers.billing.columns import SUM_TOO_LARGE, Columns, check_types
+from auditor.providers.billing.columns import SUM_TOO_LARGE, Columns, check_types, folded_tag_key, kept_tags_sql
 from auditor.providers.billing.detect import MAX_LINE, Sniffed, expand, sniff
 from auditor.providers.billing.registry import reader_for
 from auditor.providers.catalog import Catalog, load_catalog
@@ -55,7 +55,11 @@ class SourceFile:
 
 
 class Store:
-    def __init__(self, catalog: Catalog | None = None, database: str = ":memory:"):
+    def __init__(self, catalog: Catalog | None = None, database: str = ":memory:",
+                 tag_keys: Iterable[str] | None = None):
+        """`tag_keys`: the tag keys the audit reads (core.tag_keys_read); the other keys of every line's tags
+        are dropped as the lines are read, so that a tag no rule reads (a run id that changes by the hour) does
+        not split a resource's lines into a row and a tag set each. None keeps every key (`export --focus`)."""
         # Large exports spill to the run's scratch folder instead of growing without bound; a folder left by a
         # run that was killed is removed here (scratch.py).
         self._spill = Scratch()
@@ -65,9 +69,12 @@ class Store:
             database = os.path.join(self._spill.name, "audit.duckdb")
         self.con = duckdb.connect(database)
         self.con.execute("SET TimeZone = 'UTC'")
+        # The database is the run's scratch: closing it writes nothing more to a file about to be removed.
+        self.con.execute("PRAGMA disable_checkpoint_on_shutdown")
         self.con.execute(f"SET temp_directory = {lit(self._spill.name)}")
         self.con.execute(f"SET memory_limit = {lit(memory_limit())}")
         self.catalog = catalog or load_catalog()
+        self.tag_keys = None if tag_keys is None else frozenset(map(folded_tag_key, tag_keys))
         self.con.execute("BEGIN")  # one commit for the catalog's rows and the tables
         self.catalog.register(self.con)
         self.con.execute(TABLES)
@@ -207,8 +214,11 @@ class Store:
 
     def reader_sql(self, fmt: str, cols: Columns) -> tuple[dict[str, str], list[tuple[str, str]]]:
         """The reader's SQL expressions for the `costs` columns (shared by DuckDB and Spark), and its checks."""
+        cols.tag_keys = self.tag_keys
         exprs, checks = reader_for(fmt)(cols, self.catalog)
         exprs["Tags"] = f"COALESCE({exprs['Tags']}, CAST(MAP() AS MAP(VARCHAR, VARCHAR)))"  # no tags: an empty map
+        if self.tag_keys is not None:
+            exprs["Tags"] = kept_tags_sql(exprs["Tags"], self.tag_keys)
         # Presigned and SAS URLs in tags lose their query strings before they are stored (redact.py); the map is
         # built once per distinct tag set (normalize.py). Resource ids: see _redact_ids.
         exprs["Tags"] = (f"map_from_entries(list_transform(map_entries({exprs['Tags']}), lambda e: "

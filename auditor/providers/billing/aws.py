@@ -50,6 +50,8 @@ def _tag_entries(cols: Columns) -> str:
         if not m:
             continue
         key = m.group(2) if m.group(1).lower() == "user" else f"aws:{m.group(2)}"
+        if not cols.reads_tag(key):  # a key the audit never reads: its column is not read at all
+            continue
         entries.append(f"{{'k': {lit(key)}, 'v': NULLIF(trim(CAST({q(name)} AS VARCHAR)), '')}}")
     if not entries:
         return "CAST(MAP() AS MAP(VARCHAR, VARCHAR))"

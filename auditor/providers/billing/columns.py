@@ -23,6 +23,22 @@ ACCEPTED = {"money": (_NUMBERS | _TEXT, "a number (or text holding one)"),
 _NOT_TEXT = ("STRUCT", "MAP", "LIST", "UNION", "BLOB", "BIT")  # what an id, a name or a tag value cannot be
 
 
+# A tag key as the audit compares keys: case and white space ignored, anywhere in the key, so that a key
+# Context.tag reads (stray spaces around it) is always kept by the store's filter (`kept_tags_sql`).
+_SPACE = r"[\s\p{Z}\x{85}\x{1c}-\x{1f}]"
+
+
+def folded_tag_key(key: str) -> str:
+    return "".join(key.split()).lower()
+
+
+def kept_tags_sql(tags: str, keys: frozenset[str]) -> str:
+    """The entries of a tag map whose folded key is one of `keys` (folded): the tags the audit reads."""
+    names = ", ".join(lit(k) for k in sorted(keys))
+    return (f"map_from_entries(list_filter(map_entries({tags}), "
+            f"lambda e: lower(regexp_replace(e.key, {lit(_SPACE)}, '', 'g')) IN ({names})))")
+
+
 def base_type(duckdb_type: str) -> str:
     """`DECIMAL(18,2)` -> DECIMAL, `VARCHAR[]` -> LIST, `STRUCT(a INT)` -> STRUCT."""
     t = duckdb_type.strip().strip('"').upper()
@@ -54,6 +70,12 @@ class Columns:
             if self.by_key.setdefault(norm(n), n) != n:
                 self.twins.setdefault(self.by_key[norm(n)], [self.by_key[norm(n)]]).append(n)
         self.ambiguous: set[str] = set()  # used columns that have twins: refused by check_types
+        # The tag keys (folded) the audit reads, None: every key. A reader with a column per tag reads only
+        # those columns (`reads_tag`); the store drops the other keys of every tag map (kept_tags_sql).
+        self.tag_keys: frozenset[str] | None = None
+
+    def reads_tag(self, key: str) -> bool:
+        return self.tag_keys is None or folded_tag_key(key) in self.tag_keys
 
     def _sql(self, name: str) -> str:
         return self.fields.get(name) or q(name)
