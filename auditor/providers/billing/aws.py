@@ -12,6 +12,15 @@ from auditor.providers.catalog import Catalog
 from auditor.sql import lit, q
 
 INSTANCE_TYPE_RE = r"((?:ml\.)?[a-z][a-z0-9-]*\.(?:[0-9]*xlarge|large|medium|small|micro|nano|metal[a-z0-9-]*))"
+# Every size INSTANCE_TYPE_RE ends in holds one of these: text without any of them (most descriptions: data
+# transfer, storage) cannot name an instance type, and is not given to the regular expression, line by line.
+_SIZES = ("large", "medium", "small", "micro", "nano", "metal")
+
+
+def instance_type_in(text: str) -> str:
+    """The instance type (`p4d.24xlarge`, `ml.g5.xlarge`) named in free text, else NULL."""
+    named = " OR ".join(f"{text} LIKE '%{size}%'" for size in _SIZES)
+    return f"CASE WHEN {named} THEN NULLIF(regexp_extract({text}, '\\b{INSTANCE_TYPE_RE}\\b', 1), '') END"
 
 # lineItem/LineItemType -> FOCUS ChargeCategory
 CHARGE_CATEGORY = {
@@ -92,7 +101,7 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
     instance_type = (f"COALESCE({cols.text('product/instanceType')}, "
                      f"NULLIF(regexp_extract({usage_type}, '(?:Usage|UnusedBox|Reservation)[^:]*:([a-z0-9.-]+)$', 1), "
                      "''), "
-                     f"NULLIF(regexp_extract({description}, '\\b{INSTANCE_TYPE_RE}\\b', 1), ''))")
+                     f"{instance_type_in(description)})")
 
     ut = f"COALESCE({usage_type}, '')"
     tt = f"COALESCE({transfer_type}, '')"

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from auditor.providers.billing.aws import INSTANCE_TYPE_RE, region_maps
+from auditor.providers.billing.aws import instance_type_in, region_maps
 from auditor.providers.billing.columns import Columns, base_type, case_map
 from auditor.providers.billing.registry import reads
 from auditor.providers.billing.transfer import transfer_columns
@@ -63,8 +63,8 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
         f"json_extract_string({cols.ref('x_SkuDetails')}, '$.ServiceType')" if cols.name("x_SkuDetails")
         else "NULL",
         f"NULLIF(regexp_extract({ut}, '(?:Usage|UnusedBox|Reservation)[^:]*:([a-z0-9.-]+)$', 1), '')",
-        f"NULLIF(regexp_extract({d}, '\\b{INSTANCE_TYPE_RE}\\b', 1), '')",
-        f"NULLIF(regexp_extract({d}, '(Standard_[A-Za-z0-9_]+)', 1), '')",
+        instance_type_in(d),
+        f"CASE WHEN {d} LIKE '%Standard%' THEN NULLIF(regexp_extract({d}, '(Standard_[A-Za-z0-9_]+)', 1), '') END",
         f"NULLIF(regexp_extract({d}, '\\b([acgn][0-9]-[a-z]+-[0-9]+g?)\\b', 1), '')",
     ]) + ")"
 
