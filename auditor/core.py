@@ -200,6 +200,7 @@ def run_audit(policy: Policy, billing: list[Path | str], inventory: Path | None 
     from auditor.tables.jobcost import job_costs, job_totals
     from auditor.tables.sql import team_sql
     from auditor.tables.store import Store
+    from auditor.tables.summary import READS as SUMMARY_READS
     from auditor.tables.summary import summarize
     from auditor.tables.unitcost import unit_costs
 
@@ -242,6 +243,10 @@ def run_audit(policy: Policy, billing: list[Path | str], inventory: Path | None 
     follow_split(findings, split.teams_of(store, window, team_sql(policy)))
     waivers = apply_waivers(findings, policy, today)
     seen = {**{t: examined(v) for t, v in entities.items()}, WaiverStatus: len(waivers)}
+    # The rules are done with the entities: only the summary's own are kept, and every resource's (hundreds of
+    # megabytes at ten million lines) is let go before the findings are ranked, costed and written.
+    entities.clear()
+    store.keep_entities(SUMMARY_READS)
     checked = {r.id: seen.get(r.entity, 0) for r in rules}
     # Expired waivers are findings themselves (POL001), judged once the waivers have been applied.
     findings = sorted(findings + run_rules(rules, {WaiverStatus: waiver_statuses(policy, waivers, findings, today)},

@@ -542,6 +542,11 @@ class Store:
         for table in ("assets", "gpu_usage", "jobs", "gpu_units", "gpu_allocations", "slice_usage"):
             self._insert_rows(table, doc.get(table) or [])
 
+    def keep_entities(self, types: Iterable[type]) -> None:
+        """Let go of every entity built but those of `types` (a type let go is built again if asked for)."""
+        keep = set(types)
+        self.entities = {k: v for k, v in self.entities.items() if k[0] in keep}
+
     def close(self) -> None:
         """The audit is done with the tables: their memory (DuckDB's, and the entities built from them) is
         freed before the outputs are written, which hold every finding."""

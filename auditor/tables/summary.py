@@ -21,6 +21,8 @@ from auditor.tables.sql import spend_team_sql, tag_sql, team_sql
 from auditor.tables.store import Store
 from auditor.window import Window
 
+READS = (GpuAsset, TeamSpend, NodeGpuAllocation, GpuSlice)  # the entity types `summarize` builds (or reuses)
+
 
 def summarize(store: Store, policy: Policy, window: Window, findings: list[Finding],
               acts: list[dict[str, Any]]) -> Summary:
