@@ -17,9 +17,11 @@ INSTANCE_TYPE_RE = r"((?:ml\.)?[a-z][a-z0-9-]*\.(?:[0-9]*xlarge|large|medium|sma
 _SIZES = ("large", "medium", "small", "micro", "nano", "metal")
 
 
-def instance_type_in(text: str) -> str:
-    """The instance type (`p4d.24xlarge`, `ml.g5.xlarge`) named in free text, else NULL."""
-    named = " OR ".join(f"{text} LIKE '%{size}%'" for size in _SIZES)
+def instance_type_in(text: str, raw: str) -> str:
+    """The instance type (`p4d.24xlarge`, `ml.g5.xlarge`) named in free text, else NULL. `raw`: the column as it
+    is read, looked at first: trimming a description line by line costs more than the look (which trimming
+    does not change)."""
+    named = " OR ".join(f"{raw} LIKE '%{size}%'" for size in _SIZES)
     return f"CASE WHEN {named} THEN NULLIF(regexp_extract({text}, '\\b{INSTANCE_TYPE_RE}\\b', 1), '') END"
 
 # lineItem/LineItemType -> FOCUS ChargeCategory
@@ -101,7 +103,7 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
     instance_type = (f"COALESCE({cols.text('product/instanceType')}, "
                      f"NULLIF(regexp_extract({usage_type}, '(?:Usage|UnusedBox|Reservation)[^:]*:([a-z0-9.-]+)$', 1), "
                      "''), "
-                     f"{instance_type_in(description)})")
+                     f"{instance_type_in(description, cols.raw_text('lineItem/LineItemDescription'))})")
 
     ut = f"COALESCE({usage_type}, '')"
     tt = f"COALESCE({transfer_type}, '')"
