@@ -64,7 +64,8 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
         else "NULL",
         f"NULLIF(regexp_extract({ut}, '(?:Usage|UnusedBox|Reservation)[^:]*:([a-z0-9.-]+)$', 1), '')",
         instance_type_in(d, cols.raw_text("ChargeDescription")),
-        f"CASE WHEN {cols.raw_text('ChargeDescription')} LIKE '%Standard%' THEN NULLIF(regexp_extract({d}, '(Standard_[A-Za-z0-9_]+)', 1), '') END",
+        f"CASE WHEN {cols.raw_text('ChargeDescription')} LIKE '%Standard%' "
+        f"THEN NULLIF(regexp_extract({d}, '(Standard_[A-Za-z0-9_]+)', 1), '') END",
         f"NULLIF(regexp_extract({d}, '\\b([acgn][0-9]-[a-z]+-[0-9]+g?)\\b', 1), '')",
     ]) + ")"
 
