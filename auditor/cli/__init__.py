@@ -3,6 +3,8 @@ is needed to use the library. One module per command family; `base` holds what t
 
 from __future__ import annotations
 
+import gc
+
 import click
 
 from auditor import __version__
@@ -35,4 +37,8 @@ def main() -> None:
 
     standard_streams()
     handle_sigterm()
+    # A command builds up to millions of small objects that hold no reference cycles (rows, entities, findings and
+    # their dicts): the cyclic collector's passes over them were a sixth of a large audit's CPU (5M lines; 740
+    # objects in cycles in a whole 1M-line audit). It now runs a hundred times less often, and still runs.
+    gc.set_threshold(100_000, 50, 1000)
     cli(prog_name="gpu-auditor")
