@@ -45,7 +45,17 @@ def base_type(duckdb_type: str) -> str:
     return "LIST" if t.endswith("]") else t.split("(", 1)[0].strip()
 
 
-def money(expr: str) -> str:
+# An amount as text, as exports write one: a sign, digits with one decimal point, an exponent (`1e3`, some exports
+# write them), spaces around. DuckDB's cast reads more: `1_000` (a digit separator, 1000) and `1e3.` are numbers
+# to it, and to no bill; such text is made to fail the cast, as `$1,000` does, so the read stops and
+# diagnose.py names it. `+5`, `.5`, `5.` and `007` are kept: one number, read alike by every reader of a CSV.
+PLAIN_NUMBER = r"\s*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\s*"
+
+
+def money(expr: str, text: bool = False) -> str:
+    """`expr` as an amount; `text`: `expr` is text, which must be a plain number (PLAIN_NUMBER)."""
+    if text:
+        expr = f"CASE WHEN NOT ({expr} SIMILAR TO {lit(PLAIN_NUMBER)}) THEN 'not a number: ' || {expr} ELSE {expr} END"
     return f"CAST({expr} AS {MONEY})"
 
 
@@ -120,7 +130,11 @@ class Columns:
         found = self.name(*candidates)
         if found:
             self.used[found] = "money"
-        return money(self.value(found)) if found else f"CAST(NULL AS {MONEY})"
+        return money(self.value(found), self.is_text(found)) if found else f"CAST(NULL AS {MONEY})"
+
+    def is_text(self, name: str) -> bool:
+        """Whether the column is text: every CSV column, a Parquet or JSON column of VARCHAR."""
+        return base_type(self.types.get(name, "VARCHAR")) == "VARCHAR"
 
     def timestamp(self, *candidates: str) -> str:
         found = self.name(*candidates)
