@@ -9,7 +9,8 @@ import duckdb
 
 from auditor.errors import AuditorError, InputError, out_of_memory
 from auditor.providers.billing import azure
-from auditor.providers.billing.columns import MONEY, PLAIN_NUMBER, SUM_TOO_LARGE, Columns
+from auditor.providers.billing.columns import MONEY, SUM_TOO_LARGE, Columns
+from auditor.providers.billing.csv_dialect import PLAIN_NUMBER
 from auditor.providers.billing.detect import MAX_LINE, Sniffed, gzip_line_over
 from auditor.providers.redact import redact
 from auditor.sql import lit

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from auditor.errors import InputError, InputErrors
+from auditor.providers.billing.csv_dialect import PLAIN_NUMBER
 from auditor.providers.billing.detect import norm
 from auditor.sql import lit, q
 
@@ -45,15 +46,10 @@ def base_type(duckdb_type: str) -> str:
     return "LIST" if t.endswith("]") else t.split("(", 1)[0].strip()
 
 
-# An amount as text, as exports write one: a sign, digits with one decimal point, an exponent (`1e3`, some exports
-# write them), spaces around. DuckDB's cast reads more: `1_000` (a digit separator, 1000) and `1e3.` are numbers
-# to it, and to no bill; such text is made to fail the cast, as `$1,000` does, so the read stops and
-# diagnose.py names it. `+5`, `.5`, `5.` and `007` are kept: one number, read alike by every reader of a CSV.
-PLAIN_NUMBER = r"\s*[+-]?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][+-]?[0-9]+)?\s*"
-
-
 def money(expr: str, text: bool = False) -> str:
-    """`expr` as an amount; `text`: `expr` is text, which must be a plain number (PLAIN_NUMBER)."""
+    """`expr` as an amount; `text`: `expr` is text, which must be a plain number (PLAIN_NUMBER). DuckDB's cast
+    reads more as a number: `1_000` (a digit separator: 1000) and `1e3.`, which no bill means. Such text is made
+    to fail the cast, as `$1,000` does, so the read stops and diagnose.py names it."""
     if text:
         expr = f"CASE WHEN NOT ({expr} SIMILAR TO {lit(PLAIN_NUMBER)}) THEN 'not a number: ' || {expr} ELSE {expr} END"
     return f"CAST({expr} AS {MONEY})"
