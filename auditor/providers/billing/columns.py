@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from auditor.errors import InputError, InputErrors
 from auditor.providers.billing.csv_dialect import PLAIN_NUMBER
 from auditor.providers.billing.detect import norm
@@ -69,6 +71,10 @@ class Columns:
         self.names = tuple(names)
         self.fields = dict(fields)  # nested fields: dotted name -> SQL path
         self.types = dict(types)  # Parquet and JSON column types; CSV columns are all text
+        # The top-level columns as the read names them: a nested field is reached through its column, a twin in
+        # case of an earlier column (two AWS tags) is read under another name (csv_dialect.unique_names)
+        self.top = [n for n in self.names if n not in self.fields] + [
+            v[1:-1].replace('""', '"') for v in self.fields.values() if re.fullmatch(r'"(?:[^"]|"")*"', v)]
         self.used: dict[str, str] = {}  # column -> what a reader reads it as: money, time or text (check_types)
         self.by_key: dict[str, str] = {}
         self.twins: dict[str, list[str]] = {}  # spellings of one column (`lineItem/UnblendedCost` and
@@ -83,7 +89,8 @@ class Columns:
     def reads_tag(self, key: str) -> bool:
         return self.tag_keys is None or folded_tag_key(key) in self.tag_keys
 
-    def _sql(self, name: str) -> str:
+    def sql(self, name: str) -> str:
+        """The SQL of the column of this very name (a twin in case is read under another: `..._1`)."""
         return self.fields.get(name) or q(name)
 
     def value(self, *candidates: str) -> str:
@@ -92,7 +99,7 @@ class Columns:
         found = self.name(*candidates)
         if not found:
             return "NULL"
-        sql = self._sql(found)
+        sql = self.sql(found)
         return f"NULLIF(trim({sql}), '')" if base_type(self.types.get(found, "")) == "VARCHAR" else sql
 
     def name(self, *candidates: str) -> str | None:
@@ -106,14 +113,14 @@ class Columns:
 
     def ref(self, *candidates: str) -> str:
         found = self.name(*candidates)
-        return self._sql(found) if found else "NULL"
+        return self.sql(found) if found else "NULL"
 
     def text(self, *candidates: str) -> str:
         """The column as trimmed text, with empty strings as NULL."""
         found = self.name(*candidates)
         if found:
             self.used.setdefault(found, "text")
-        return f"NULLIF(trim(CAST({self._sql(found)} AS VARCHAR)), '')" if found else "CAST(NULL AS VARCHAR)"
+        return f"NULLIF(trim(CAST({self.sql(found)} AS VARCHAR)), '')" if found else "CAST(NULL AS VARCHAR)"
 
     def first_text(self, *candidates: str) -> str:
         """The first non-empty of several columns (each present one is tried in turn)."""

@@ -66,8 +66,22 @@ def header_names(names: list[str], path: str) -> list[str]:
 
 
 def read_names(columns: tuple[str, ...]) -> list[str]:
-    """The columns as DuckDB reads them: the unnamed last one as TRAILING."""
-    return [c or TRAILING for c in columns]
+    """The columns as DuckDB reads them: the unnamed last one as TRAILING, twins in case apart (unique_names)."""
+    return unique_names([c or TRAILING for c in columns])
+
+
+def unique_names(names: list[str]) -> list[str]:
+    """Names as DuckDB tells them apart, which is in any case: a name an earlier one has in some case gets `_1`
+    (again, until it is new): `resourceTags/user:Team` after `resourceTags/user:team` is `resourceTags/user:Team_1`,
+    as DuckDB names it in a Parquet or JSON file, and as the read of a CSV (which names every column) names it."""
+    seen: set[str] = set()
+    out = []
+    for name in names:
+        while name.lower() in seen:
+            name += "_1"
+        seen.add(name.lower())
+        out.append(name)
+    return out
 
 
 def _mixed(path: Path, gz: bool) -> bool:
