@@ -480,6 +480,30 @@ def test_a_copys_lines_are_counted_back_to_the_original():
         "f.csv: 2 line(s) hold no value, only delimiters (a spreadsheet's empty rows) at line(s) 4, 5; not read"]
 
 
+def test_names_told_apart_as_duckdb_tells_them(tmp_path):
+    """Twins in case get `_1`, or the first `_k` that is new, as DuckDB names a Parquet file's columns."""
+    import duckdb
+
+    names = ["t", "T", "t_1", "T_1", "TT", "t"]
+    con = duckdb.connect()
+    con.execute(f"COPY (SELECT {', '.join(f'{i} AS {chr(34)}{n}{chr(34)}' for i, n in enumerate(names))}) "
+                f"TO '{tmp_path / 'f.parquet'}'")
+    read = [c for c, *_ in con.execute(f"DESCRIBE SELECT * FROM '{tmp_path / 'f.parquet'}'").fetchall()]
+    assert csv_dialect.unique_names(names) == read == ["t", "T_1", "t_1_1", "T_1_2", "TT", "t_2"]
+    assert csv_dialect.read_names(("a", "A", "")) == ["a", "A_1", "x_trailing_delimiter"]
+
+
+@pytest.mark.parametrize("data, found", [
+    (b"a,b\n1,2\n,\n", True), (b"a,b\r\n1,2\r\n , \r\n", True), (b'a,b\n1,2\n"",""\n', True),
+    (b"a,b\n1,2\nTotal,2\n\n", True), (b"a,b\n1,2\n grand total ,2\n,\n", True), (b'a,b\n1,2\n"SUM",2', True),
+    (b"a,b\n1,2\n\n3,4\n", False), (b"a,b\nTotal,2\n1,2\n", False), (b"a,b\n1,Totally\n", False)])
+def test_what_a_spreadsheet_leaves_is_looked_for(tmp_path, data, found):
+    (tmp_path / "f.csv").write_bytes(data)
+    (tmp_path / "f.csv.gz").write_bytes(gzip.compress(data))
+    assert csv_dialect._spreadsheet_rows(tmp_path / "f.csv", False) is found
+    assert csv_dialect._spreadsheet_rows(tmp_path / "f.csv.gz", True) is found
+
+
 @pytest.mark.parametrize("row, total", [
     (["Total", "", "12.50"], True), ([" grand  TOTAL ", "", "12.5", "3"], True), (["", "sum", "1e3"], True),
     (["Totals", "", "12.5"], False), (["Total", "USD", "12.5"], False), (["Total", "Total", "1"], False),

@@ -72,13 +72,14 @@ def read_names(columns: tuple[str, ...]) -> list[str]:
 
 def unique_names(names: list[str]) -> list[str]:
     """Names as DuckDB tells them apart, which is in any case: a name an earlier one has in some case gets `_1`
-    (again, until it is new): `resourceTags/user:Team` after `resourceTags/user:team` is `resourceTags/user:Team_1`,
-    as DuckDB names it in a Parquet or JSON file, and as the read of a CSV (which names every column) names it."""
+    (or `_2`, ..., the first that is new): `resourceTags/user:Team` after `resourceTags/user:team` is
+    `resourceTags/user:Team_1`, as DuckDB names it in a Parquet or JSON file, and as the read of a CSV (which names
+    every column) names it."""
     seen: set[str] = set()
     out = []
     for name in names:
-        while name.lower() in seen:
-            name += "_1"
+        if name.lower() in seen:
+            name = next(f"{name}_{k}" for k in range(1, len(names) + 1) if f"{name}_{k}".lower() not in seen)
         seen.add(name.lower())
         out.append(name)
     return out
@@ -196,7 +197,7 @@ def _repeats_header(path: Path, gz: bool) -> bool:
 # What a spreadsheet's user writes in the row that totals a file (case and spaces ignored)
 TOTAL_LABELS = ("total", "grand total", "sum")
 _TOTAL_LINE = re.compile(rb'(?i)(?:^|,)[ \t]*"?[ \t]*(?:grand[ \t]+total|total|sum)[ \t]*"?[ \t]*(?:,|$)')
-_DELIMITERS_ONLY = re.compile(rb"[\r\n][ \t]*,[, \t]*(?:[\r\n]|$)")
+_DELIMITERS_ONLY = re.compile(rb'[\r\n][ \t"]*,[, \t"]*(?:[\r\n]|$)')  # `,,,` and `"","",""`
 
 
 def is_total(row: list[str]) -> bool:
