@@ -8,7 +8,7 @@ import re
 import duckdb
 
 from auditor.errors import AuditorError, InputError, out_of_memory
-from auditor.providers.billing import azure
+from auditor.providers.billing import azure, gcp
 from auditor.providers.billing.columns import MONEY, SUM_TOO_LARGE, Columns
 from auditor.providers.billing.csv_dialect import PLAIN_NUMBER
 from auditor.providers.billing.detect import MAX_LINE, Sniffed, gzip_line_over
@@ -69,9 +69,12 @@ def diagnose(con: duckdb.DuckDBPyConnection, s: Sniffed, cols: Columns, relation
              "time": "TRY_CAST(v AS TIMESTAMPTZ) IS NULL",
              "date": f"({azure.parse_date('trim(CAST(v AS VARCHAR))', try_=True)}) IS NULL",
              "tags": _no_object(f"({BRACED})"),
-             "json": _no_object("CAST(v AS VARCHAR)")}
+             "json": _no_object("CAST(v AS VARCHAR)"),
+             "credits": f"len(list_filter({gcp.credit_amounts(cols, 'v')}, lambda a: NOT (a SIMILAR TO "
+                        f"{lit(PLAIN_NUMBER)}) OR TRY_CAST(a AS {MONEY}) IS NULL)) > 0"}
     want = {"money": "a number", "time": "a UTC time like 2026-07-01T00:00:00Z", "json": "a JSON object",
-            "date": "a date like 09/21/2023 or 2023-09-21", "tags": "a JSON object of tags"}
+            "date": "a date like 09/21/2023 or 2023-09-21", "tags": "a JSON object of tags",
+            "credits": "a list of credits whose amounts are numbers"}
     # every amount the reader reads, not only those it names: `1_000` in any of them stops the read (columns.money)
     checks = checks + [(c, "money") for c, kind in cols.used.items() if kind == "money" and (c, kind) not in checks]
     try:
