@@ -142,7 +142,7 @@ def normalized(path: Path, compression: str, columns: tuple[str, ...], folder: s
         with raw as src, open(out.path, "w", encoding="utf-8", newline="") as dst:
             writer = csv.writer(dst, lineterminator="\n")
             reader = csv.reader((line.removeprefix("\ufeff") for line in src), strict=True)  # BOMs concatenated
-            held: tuple[int, list[str]] | None = None  # a row that totals the file if no row with a value follows
+            held: tuple[int, list[str]] | None = None  # the last row with a value so far: it may total the file
             for n, row in enumerate(reader, start=1):
                 if n > 1 and [c.strip() for c in row] == header:
                     out.dropped.append(n)
@@ -155,12 +155,11 @@ def normalized(path: Path, compression: str, columns: tuple[str, ...], folder: s
                     continue
                 if held:
                     writer.writerow(held[1])
-                    held = None
-                if n > 1 and is_total(row):
-                    held = (n, row)
-                    continue
-                writer.writerow(row)
-            out.total = held
+                held = (n, row)
+            if held and held[0] > 1 and is_total(held[1]):
+                out.total = held
+            elif held:
+                writer.writerow(held[1])
     except csv.Error as e:  # DuckDB's word for this is a "state machine" that names no line
         os.unlink(out.path)
         raise InputError(f"cannot read the file: not comma-separated values ({e})", path=str(path),
