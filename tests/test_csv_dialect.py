@@ -196,6 +196,136 @@ def test_ambiguous_values_stay_refused_in_every_dialect(bad, message, samples, t
         assert str(e.value) == f"{path}:7: column {column!r}: {message}", ending
 
 
+# An amount of every reader's: its sample, a column it reads as money.
+AMOUNTS = [(CUR, "lineItem/UnblendedCost"), (CUR, "lineItem/UsageAmount"), (FOCUS_SAMPLE, "BilledCost"),
+           (FOCUS_SAMPLE, "ListCost"), (SAMPLES[1], "Cost"), (SAMPLES[3], "cost")]
+
+
+def _with_value(samples: Path, name: str, column: str, value: str, path: Path, row: int = 3) -> Path:
+    rows = list(csv.reader(io.StringIO((samples / name).read_text(encoding="utf-8-sig"))))
+    rows[row - 1][rows[0].index(column)] = value
+    out = io.StringIO()
+    csv.writer(out, lineterminator="\n").writerows(rows)
+    path.write_text(out.getvalue(), encoding="utf-8")
+    return path
+
+
+# DuckDB's cast reads `1_000` as 1000 and `1e3.` as 1000: numbers to it, to no bill. Refused as `$1,000` is.
+# `0x10` (hex) its cast refuses already. Kept: a sign, a point first or last, leading zeros, an exponent.
+@pytest.mark.parametrize("name, column", AMOUNTS, ids=[f"{Path(n).parts[0]}-{c}" for n, c in AMOUNTS])
+@pytest.mark.parametrize("value", ["1_000", "1_000.50", "-2_5", "1e3.", "0x10", "$1,000"])
+def test_amounts_duckdb_alone_reads_are_refused_in_every_reader(name, column, value, samples, tmp_path):
+    path = _with_value(samples, name, column, value, tmp_path / "bill.csv")
+    with pytest.raises(InputError) as e:
+        _read(path)
+    assert str(e.value) == f"{path}:3: column {column!r}: {value!r} is not a number"
+
+
+@pytest.mark.parametrize("value, read", [("+5", "5"), (".5", "0.5"), ("5.", "5"), ("007", "7"), ("1e3", "1000"),
+                                         ("1.5E-2", "0.015"), (" 2.25 ", "2.25")])
+def test_plain_spellings_of_an_amount_are_read(value, read, samples, tmp_path):
+    path = _with_value(samples, CUR, "lineItem/UnblendedCost", value, tmp_path / "cur.csv")
+    store, _ = _read(path)
+    assert store.lines().execute("SELECT BilledCost FROM lines WHERE x_SourceRow = 3").fetchone()[0] == Decimal(read)
+
+
+# ---- what a spreadsheet leaves in a CSV it saves: empty rows, a row that totals the file ------------------------
+
+def _rows(samples: Path, name: str) -> list[list[str]]:
+    return list(csv.reader(io.StringIO((samples / name).read_text(encoding="utf-8-sig"))))
+
+
+def _write(rows: list[list[str]], path: Path, ending: str = "\r\n") -> Path:
+    out = io.StringIO()
+    csv.writer(out, lineterminator=ending).writerows(rows)
+    path.write_text(out.getvalue(), encoding="utf-8", newline="")
+    return path
+
+
+def _total_row(rows: list[list[str]], column: str, label: str = "Total", at: int = 0) -> list[str]:
+    """The row a spreadsheet's user adds: a label, the column's sum, the rest empty."""
+    col = rows[0].index(column)
+    row = [""] * len(rows[0])
+    row[at if at != col else at + 1], row[col] = label, str(sum(Decimal(r[col]) for r in rows[1:]))
+    return row
+
+
+@pytest.mark.parametrize("name", [CUR, FOCUS_SAMPLE])
+@pytest.mark.parametrize("ending", ["\r\n", "\n"])
+def test_rows_of_only_delimiters_are_left_out_with_a_warning(name, ending, samples, originals, tmp_path):
+    rows = _rows(samples, name)
+    width = len(rows[0])
+    rows = rows[:4] + [[""] * width] + rows[4:] + [[""] * width] * 3 + [[""] * (width - 3)]
+    store, sources = _read(_write(rows, tmp_path / "bill.csv", ending))
+    assert _figures(store, sources) == originals[name]
+    last = len(rows)
+    assert store.warnings == [f"{tmp_path / 'bill.csv'}: 5 line(s) hold no value, only delimiters (a spreadsheet's "
+                              f"empty rows) at line(s) 5, {last - 3}, {last - 2}, {last - 1}, {last}; not read"]
+
+
+@pytest.mark.parametrize("name, column", [(CUR, COST["aws-cur"]), (FOCUS_SAMPLE, "BilledCost")])
+@pytest.mark.parametrize("label", ["Total", "GRAND TOTAL", "sum"])
+def test_a_last_row_that_totals_the_file_is_left_out_with_a_warning(name, column, label, samples, originals,
+                                                                     tmp_path):
+    rows = _rows(samples, name)
+    total = _total_row(rows, column, label, at=1)
+    path = _write(rows + [total, [""] * len(rows[0]), [""] * len(rows[0])], tmp_path / "bill.csv")
+    store, sources = _read(path)
+    assert _figures(store, sources) == originals[name]  # every cent the real lines', the total's none
+    assert store.warnings == [
+        f"{path}: 2 line(s) hold no value, only delimiters (a spreadsheet's empty rows) at line(s) {len(rows) + 2}, "
+        f"{len(rows) + 3}; not read",
+        f"{path}: line {len(rows) + 1} is a total row ({total[rows[0].index(column)]}, the sum of {column} over the "
+        "lines above it, a spreadsheet's?); not read"]
+
+
+def test_a_total_row_is_matched_to_the_cent(samples, originals, tmp_path):
+    """A spreadsheet shows the sum rounded: 1234.5 for 1234.4999; a total that differs by a cent is no total."""
+    rows = _rows(samples, CUR)
+    total = _total_row(rows, COST["aws-cur"])
+    col = rows[0].index(COST["aws-cur"])
+    exact = Decimal(total[col])
+    total[col] = str(exact.quantize(Decimal("0.01")))
+    assert _figures(*_read(_write(rows + [total], tmp_path / "a.csv"))) == originals[CUR]
+    total[col] = str(exact.quantize(Decimal("0.01")) + Decimal("0.01"))
+    with pytest.raises(InputError) as e:
+        _read(_write(rows + [total], tmp_path / "b.csv"))
+    assert str(e.value) == (
+        f"{tmp_path / 'b.csv'}:{len(rows) + 1}: column {COST['aws-cur']!r}: a last line that names a total, whose "
+        f"{total[col]} is not the sum of the column over the lines above it ({exact.quantize(Decimal('0.01'))}): not "
+        "a total of this file, so it cannot be left out; remove it")
+
+
+@pytest.mark.parametrize("change, message", [
+    # a second amount (the usage) that is not its column's sum
+    (lambda row, rows: row.__setitem__(rows[0].index("lineItem/UsageAmount"), "1"), "is not the sum"),
+    # no cost: what it totals cannot be told
+    (lambda row, rows: row.__setitem__(rows[0].index(COST["aws-cur"]), ""), "holds no cost"),
+])
+def test_a_total_row_that_is_no_total_of_the_file_is_refused(change, message, samples, tmp_path):
+    rows = _rows(samples, CUR)
+    total = _total_row(rows, COST["aws-cur"])
+    change(total, rows)
+    path = _write(rows + [total], tmp_path / "cur.csv")
+    with pytest.raises(InputError) as e:
+        _read(path)
+    assert str(e.value).startswith(f"{path}:{len(rows) + 1}: ") and message in str(e.value)
+
+
+def test_a_total_row_not_last_and_a_bad_value_after_empty_rows_are_refused_on_their_lines(samples, tmp_path):
+    rows = _rows(samples, CUR)
+    width = len(rows[0])
+    total = _total_row(rows[:6], COST["aws-cur"])
+    with pytest.raises(InputError) as e:
+        _read(_write(rows[:6] + [total] + rows[6:], tmp_path / "a.csv"))
+    assert str(e.value).startswith(f"{tmp_path / 'a.csv'}:7: ")  # a Total with lines after it is no total
+    bad = [list(r) for r in rows]
+    bad[9][rows[0].index(COST["aws-cur"])] = "abc"
+    with pytest.raises(InputError) as e:
+        _read(_write(bad[:3] + [[""] * width] * 2 + bad[3:], tmp_path / "b.csv"))
+    assert str(e.value) == f"{tmp_path / 'b.csv'}:12: column {COST['aws-cur']!r}: 'abc' is not a number"
+
+
 def test_a_header_column_without_a_name_is_refused(samples, tmp_path):
     text = (samples / CUR).read_text(encoding="utf-8")
     path = tmp_path / "cur.csv"
@@ -336,13 +466,50 @@ def test_a_repeated_header_among_lines_that_start_like_it_in_one_chunk(tmp_path)
 def test_a_copys_lines_are_counted_back_to_the_original():
     copy = Normalized("copy.csv", dropped=[3, 6])  # the original's lines 1, 2, 4, 5, 7 are the copy's 1 to 5
     assert [copy.original_line(n) for n in (None, 1, 2, 3, 4, 5)] == [None, 1, 2, 4, 5, 7]
-    assert csv_dialect.copy_note("f.csv", Normalized("c")) is None
-    assert csv_dialect.copy_note("f.csv", copy) == ("f.csv: the header is repeated at line(s) 3, 6 (files "
-                                                    "concatenated?); those lines are not read")
-    assert csv_dialect.copy_note("f.csv", Normalized("c", dropped=[2, 3, 4, 5, 6, 7])).startswith(
+    assert csv_dialect.copy_note("f.csv", Normalized("c")) == []
+    assert csv_dialect.copy_note("f.csv", copy) == ["f.csv: the header is repeated at line(s) 3, 6 (files "
+                                                    "concatenated?); those lines are not read"]
+    assert csv_dialect.copy_note("f.csv", Normalized("c", dropped=[2, 3, 4, 5, 6, 7]))[0].startswith(
         "f.csv: the header is repeated at line(s) 2, 3, 4, 5, 6, ... (files")
-    assert csv_dialect.copy_note("f.csv", Normalized("c", dropped=[2, 3, 4, 5, 6])).startswith(
+    assert csv_dialect.copy_note("f.csv", Normalized("c", dropped=[2, 3, 4, 5, 6]))[0].startswith(
         "f.csv: the header is repeated at line(s) 2, 3, 4, 5, 6 (files")
+    # a header repeated, empty rows and a total row left out, in any order of the three
+    mixed = Normalized("c", dropped=[5], blank=[9, 3], total=(11, ["Total", "3"]))
+    assert [mixed.original_line(n) for n in (2, 3, 4, 5, 6, 7)] == [2, 4, 6, 7, 8, 10]
+    assert csv_dialect.copy_note("f.csv", Normalized("c", blank=[4, 5])) == [
+        "f.csv: 2 line(s) hold no value, only delimiters (a spreadsheet's empty rows) at line(s) 4, 5; not read"]
+
+
+def test_names_told_apart_as_duckdb_tells_them(tmp_path):
+    """Twins in case get `_1`, or the first `_k` that is new, as DuckDB names a Parquet file's columns."""
+    import duckdb
+
+    names = ["t", "T", "t_1", "T_1", "TT", "t"]
+    con = duckdb.connect()
+    con.execute(f"COPY (SELECT {', '.join(f'{i} AS {chr(34)}{n}{chr(34)}' for i, n in enumerate(names))}) "
+                f"TO '{tmp_path / 'f.parquet'}'")
+    read = [c for c, *_ in con.execute(f"DESCRIBE SELECT * FROM '{tmp_path / 'f.parquet'}'").fetchall()]
+    assert csv_dialect.unique_names(names) == read == ["t", "T_1", "t_1_1", "T_1_2", "TT", "t_2"]
+    assert csv_dialect.read_names(("a", "A", "")) == ["a", "A_1", "x_trailing_delimiter"]
+
+
+@pytest.mark.parametrize("data, found", [
+    (b"a,b\n1,2\n,\n", True), (b"a,b\r\n1,2\r\n , \r\n", True), (b'a,b\n1,2\n"",""\n', True),
+    (b"a,b\n1,2\nTotal,2\n\n", True), (b"a,b\n1,2\n grand total ,2\n,\n", True), (b'a,b\n1,2\n"SUM",2', True),
+    (b"a,b\n1,2\n\n3,4\n", False), (b"a,b\nTotal,2\n1,2\n", False), (b"a,b\n1,Totally\n", False)])
+def test_what_a_spreadsheet_leaves_is_looked_for(tmp_path, data, found):
+    (tmp_path / "f.csv").write_bytes(data)
+    (tmp_path / "f.csv.gz").write_bytes(gzip.compress(data))
+    assert csv_dialect._spreadsheet_rows(tmp_path / "f.csv", False) is found
+    assert csv_dialect._spreadsheet_rows(tmp_path / "f.csv.gz", True) is found
+
+
+@pytest.mark.parametrize("row, total", [
+    (["Total", "", "12.50"], True), ([" grand  TOTAL ", "", "12.5", "3"], True), (["", "sum", "1e3"], True),
+    (["Totals", "", "12.5"], False), (["Total", "USD", "12.5"], False), (["Total", "Total", "1"], False),
+    (["li-1", "", "12.5"], False), (["", "", "12.5"], False)])
+def test_a_total_row_is_a_total_label_and_numbers(row, total):
+    assert csv_dialect.is_total(row) is total
 
 
 def test_the_normalized_copy(tmp_path):

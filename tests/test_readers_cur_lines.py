@@ -192,6 +192,39 @@ def test_tags_in_every_layout(tmp_path):
     assert read(tmp_path, [cur2], "Tags") == [({"team": "nlp", "aws:created_by": "root"},)]
 
 
+@pytest.mark.parametrize("layout", ["legacy", "athena"])
+@pytest.mark.parametrize("container", ["csv", "parquet", "json"])
+def test_tags_that_differ_only_in_case_are_two_tags(tmp_path, layout, container):
+    """AWS tag keys are case-sensitive: `team` and `Team` are two tags, each read by its own column, whatever
+    name DuckDB gives the second (`..._1`; a tag of that very name is a third). Kept as the store keeps tags:
+    folded by case, so both where `team` is read, neither where it is not (was refused: one name to DuckDB)."""
+    prefix = "resourceTags/user:" if layout == "legacy" else "resource_tags_user_"
+    rows = [line(**{f"{prefix}team": "nlp", f"{prefix}Team": "vision", f"{prefix}Team_1": "x"}),
+            line(**{f"{prefix}Team": "cv"})]
+    header = list(dict.fromkeys(k for r in rows for k in r))
+    path = tmp_path / f"cur.{container}"
+    if container == "csv":
+        with open(path, "w", newline="", encoding="utf-8") as f:
+            w = csv.DictWriter(f, header, lineterminator="\n", restval="")
+            w.writeheader()
+            w.writerows(rows)
+    elif container == "parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.table([pa.array([r.get(k) for r in rows], pa.string()) for k in header], names=header),
+                       path)
+    else:
+        path.write_text("".join("{" + ", ".join(f"{json.dumps(k)}: {json.dumps(r.get(k))}" for k in header) + "}\n"
+                                for r in rows), encoding="utf-8")
+    for keys, want in [(None, [{"team": "nlp", "Team": "vision", "Team_1": "x"}, {"Team": "cv"}]),
+                       (["TEAM"], [{"team": "nlp", "Team": "vision"}, {"Team": "cv"}]), (["owner"], [{}, {}])]:
+        store = Store(tag_keys=keys)
+        assert store.load_file(path).format == "aws-cur"
+        got = store.lines().execute("SELECT Tags, BilledCost FROM lines ORDER BY x_SourceRow").fetchall()
+        assert got == [(t, D("1.00")) for t in want], (keys, got)
+
+
 def test_capacity_reservations(tmp_path):
     """CUR 2.0's capacity reservation columns where present (status in any case); else the reservation's ARN as
     the line's resource, unused by its usage type (`UnusedBox`, `Reservation:`), used by its usage."""

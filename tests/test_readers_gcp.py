@@ -735,3 +735,25 @@ def test_columns_of_a_line(tmp_path):
          "Google Cloud", "gcp", D("2.25"), D("2.25")),
         ("Storage PD Capacity", "0000-0000-0000", "Compute Engine", "01A2B3-C4D5E6-F7A8B9", None, None,
          "us-central1", None, None, {}, "Google Cloud", "gcp", D("1.00"), D("1.00"))]
+
+
+@pytest.mark.parametrize("amount", ["1_000", "-2_5.5", "'1_000'"])
+def test_a_credit_amount_written_with_a_digit_separator_is_refused(tmp_path, amount):
+    """`1_000` in a credit was read as its `1` (CSV's repr text) or 1000 (JSON's text); refused as in any amount."""
+    path = tmp_path / "gcp.csv"
+    credit = f"[{{'name': 'Sustained use discount', 'amount': {amount}, 'type': 'SUSTAINED_USAGE_DISCOUNT'}}]"
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, HEADER, lineterminator="\n")
+        w.writeheader()
+        w.writerows([_line("Nvidia L4 GPU running in Americas"),
+                     _line("Nvidia L4 GPU running in Americas", credits=credit)])
+    e = _load_error(path)
+    assert (e.path, e.line, e.column) == (str(path), 3, "credits")
+    assert "is not a list of credits whose amounts are numbers" in e.message
+    json_path = tmp_path / "gcp.jsonl"
+    json_path.write_text(json.dumps({"cost": 1.0, "currency": "USD", "usage_start_time": "2023-09-12T10:00:00Z",
+                                     "sku": {"description": "x"},
+                                     "credits": [{"name": "x", "amount": amount.strip("'")}]}) + "\n",
+                         encoding="utf-8")
+    e = _load_error(json_path)
+    assert (e.line, e.column) == (1, "credits")

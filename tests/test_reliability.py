@@ -63,9 +63,6 @@ ERRORS = [
     ("cur-ragged.csv", 3, None, "9 fields where the header has 8"),
     ("focus-bad-date.csv", 4, "ChargePeriodStart", "is not a UTC time"),
     ("focus-bad-tags.csv", 3, "Tags", "is not a JSON object"),
-    # two AWS tags that differ only in case: one column to DuckDB (its struct_pack's words before)
-    ("cur-tag-case.csv", 1, None, "columns 9 and 10 are named 'resourceTags/user:team' and 'resourceTags/user:Team', "
-                                  "one name in any case; gpu-auditor cannot tell which to read (remove or rename one)"),
 ]
 # legal but odd: read, totalled exactly, and (where odd) a warning that says so
 LEGAL = [
@@ -74,6 +71,8 @@ LEGAL = [
     ("cur-odd-dates.csv", ["1 line(s) charged before 2000 (the first on 1999-12-31)",
                            "1 line(s) charged after today (the last on 2099-01-01)"]),
     ("cur-two-currencies.csv", ["lines in 3 currencies (EUR, JPY, USD); each is totalled on its own"]),
+    # two AWS tags that differ only in case (AWS tag keys are case-sensitive): two tags (was refused)
+    ("cur-tag-case.csv", []),
 ]
 
 
@@ -221,6 +220,48 @@ def test_the_same_export_given_twice_is_counted_once(policy, tmp_path):
     assert b["summary"]["billed_cost"] == a["summary"]["billed_cost"] == csv_totals(GPU_FIXTURE)
     assert b["summary"]["rows"] == a["summary"]["rows"] == 10
     assert [f["fingerprint"] for f in b["findings"]] == [f["fingerprint"] for f in a["findings"]]
+
+
+# ---- what a spreadsheet leaves in a CSV it saves ----------------------------------------------------------
+
+def _excel_saved(path: Path, total: str | None, label: str = "Total") -> Path:
+    """The GPU fixture as Excel saves it after a user added a total row: CRLF, the total (label in the first column,
+    the sum under the cost, the rest empty), then rows of only delimiters."""
+    rows = list(csv.reader(open(GPU_FIXTURE, newline="", encoding="utf-8-sig")))
+    width = len(rows[0])
+    if total is not None:
+        row = [""] * width
+        row[0], row[rows[0].index("lineItem/UnblendedCost")] = label, total
+        rows.append(row)
+    rows += [[""] * width] * 4
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        csv.writer(f, lineterminator="\r\n").writerows(rows)
+    return path
+
+
+def test_an_excel_saved_export_reconciles_to_its_real_lines(policy, tmp_path):
+    """Rows of only delimiters and a matching total row are left out with a warning each, and the audit's total is
+    the real lines' to the cent (the total row counted would double it); a total that is not the sum is refused."""
+    want = csv_totals(GPU_FIXTURE)  # {"USD": ...}: the real lines, by Python's csv and Decimal
+    path = _excel_saved(tmp_path / "cur.csv", want["USD"], label="Grand Total")
+    out = tmp_path / "out"
+    result = audit(policy, out, path)
+    assert result.exit_code == 0, result.output
+    doc = json.loads((out / "audit.json").read_text(encoding="utf-8"))
+    assert doc["summary"]["billed_cost"] == want
+    assert doc["inputs"]["billing"][0]["rows"] == 10
+    assert f"{path}: line 12 is a total row ({want['USD']}, the sum of lineItem/UnblendedCost over the lines above " \
+           "it, a spreadsheet's?); not read" in doc["warnings"]
+    assert f"{path}: 4 line(s) hold no value, only delimiters (a spreadsheet's empty rows) at line(s) 13, 14, 15, " \
+           "16; not read" in doc["warnings"]
+
+    wrong = _excel_saved(tmp_path / "wrong.csv", str(Decimal(want["USD"]) + 1))
+    out = tmp_path / "out-wrong"
+    result = audit(policy, out, wrong)
+    assert result.exit_code == 2
+    assert the_error(result).startswith(f"gpu-auditor: error: {wrong}:12: column 'lineItem/UnblendedCost': a last "
+                                        "line that names a total, whose ")
+    assert not out.exists()
 
 
 # ---- very long lines --------------------------------------------------------------------------------------

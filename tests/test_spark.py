@@ -384,3 +384,24 @@ def test_lines_without_a_cost_or_start_are_counted_as_lines_on_spark(spark, tmp_
         engine.load_billing(store, [path], spark=spark)
     assert refused.value.path == str(path)
     assert store.con.execute("SELECT count(*) FROM costs").fetchone() == (0,)
+
+
+def test_tags_that_differ_only_in_case_read_on_spark_as_on_duckdb(spark, tmp_path):
+    """Two AWS tags in case (`resourceTags/user:team`, `resourceTags/user:Team`): two tags on Spark too, from a CSV
+    (Spark names the columns its own way: renamed by their places); a Parquet or JSON file, whose twins Spark
+    cannot read apart, is refused with the way to read it."""
+    import pyarrow.parquet as pq
+
+    path = REPO / "fixtures" / "bad" / "cur-tag-case.csv"
+    duck, on_spark = Store(), Store()
+    duck.load_billing([path])
+    engine.load_billing(on_spark, [path], spark=spark)
+    tags = "SELECT Tags FROM costs"
+    assert on_spark.con.execute(tags).fetchall() == duck.con.execute(tags).fetchall() == [
+        ({"team": "nlp", "Team": "vision"},)]
+    parquet = tmp_path / "cur.parquet"
+    duckdb.sql(f"COPY (SELECT * FROM read_csv('{path}', all_varchar = true)) TO '{parquet}'")  # `..._Team_1`
+    table = pq.read_table(parquet)
+    pq.write_table(table.rename_columns([c.removesuffix("_1") for c in table.column_names]), parquet)
+    with pytest.raises(engine.InputError, match="differ only in case .* read the file with --engine duckdb"):
+        engine.load_billing(Store(), [parquet], spark=spark)

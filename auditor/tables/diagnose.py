@@ -8,10 +8,12 @@ import re
 import duckdb
 
 from auditor.errors import AuditorError, InputError, out_of_memory
-from auditor.providers.billing import azure
+from auditor.providers.billing import azure, gcp
 from auditor.providers.billing.columns import MONEY, SUM_TOO_LARGE, Columns
+from auditor.providers.billing.csv_dialect import PLAIN_NUMBER
 from auditor.providers.billing.detect import MAX_LINE, Sniffed, gzip_line_over
 from auditor.providers.redact import redact
+from auditor.sql import lit
 
 
 def csv_reason(error: str) -> str:
@@ -62,13 +64,19 @@ def diagnose(con: duckdb.DuckDBPyConnection, s: Sniffed, cols: Columns, relation
         return out_of_memory(str(s.path))
     # NaN and infinity by their own test: DuckDB 2.0 answers false to `TRY_CAST(v AS DECIMAL) IS NULL` for a
     # Parquet DOUBLE NaN, which that cast gives as NULL
-    tests = {"money": f"TRY_CAST(v AS {MONEY}) IS NULL OR NOT isfinite(TRY_CAST(v AS DOUBLE))",
+    tests = {"money": f"TRY_CAST(v AS {MONEY}) IS NULL OR NOT isfinite(TRY_CAST(v AS DOUBLE)) "
+                      f"OR NOT (CAST(v AS VARCHAR) SIMILAR TO {lit(PLAIN_NUMBER)})",
              "time": "TRY_CAST(v AS TIMESTAMPTZ) IS NULL",
              "date": f"({azure.parse_date('trim(CAST(v AS VARCHAR))', try_=True)}) IS NULL",
              "tags": _no_object(f"({BRACED})"),
-             "json": _no_object("CAST(v AS VARCHAR)")}
+             "json": _no_object("CAST(v AS VARCHAR)"),
+             "credits": f"len(list_filter({gcp.credit_amounts(cols, 'v')}, lambda a: NOT (a SIMILAR TO "
+                        f"{lit(PLAIN_NUMBER)}) OR TRY_CAST(a AS {MONEY}) IS NULL)) > 0"}
     want = {"money": "a number", "time": "a UTC time like 2026-07-01T00:00:00Z", "json": "a JSON object",
-            "date": "a date like 09/21/2023 or 2023-09-21", "tags": "a JSON object of tags"}
+            "date": "a date like 09/21/2023 or 2023-09-21", "tags": "a JSON object of tags",
+            "credits": "a list of credits whose amounts are numbers"}
+    # every amount the reader reads, not only those it names: `1_000` in any of them stops the read (columns.money)
+    checks = checks + [(c, "money") for c, kind in cols.used.items() if kind == "money" and (c, kind) not in checks]
     try:
         for column, kind in checks:
             row = con.execute(
@@ -76,8 +84,9 @@ def diagnose(con: duckdb.DuckDBPyConnection, s: Sniffed, cols: Columns, relation
                 f"FROM {relation}) WHERE v IS NOT NULL AND ({tests[kind]}) ORDER BY rn LIMIT 1").fetchone()
             if row:
                 shown = f"{redact(str(row[1]))[:60]!r}"
-                if kind == "money" and (finite := con.execute("SELECT isfinite(TRY_CAST(? AS DOUBLE))",
-                                                              [str(row[1])]).fetchone()) and finite[0]:
+                plain = kind == "money" and re.fullmatch(PLAIN_NUMBER, str(row[1]))  # `1_000`: not a number
+                if plain and (finite := con.execute("SELECT isfinite(TRY_CAST(? AS DOUBLE))",
+                                                    [str(row[1])]).fetchone()) and finite[0]:
                     return InputError(f"{shown} is out of range: an amount has at most 20 digits before the "
                                       "decimal point", path=str(s.path), line=row[0], column=column)
                 if kind in ("json", "tags") and (twice := con.execute(

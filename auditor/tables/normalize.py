@@ -83,7 +83,7 @@ def _bare_word(name: str) -> re.Pattern[str] | None:
 def split(exprs: dict[str, str], cols: Columns) -> list[tuple[list[str], list[str]]]:
     """Groups of (outputs computed once per distinct key, the source columns that make the key): one for the
     times, one for everything else worth it; the rest is computed per line."""
-    top = [n for n in cols.names if n not in cols.fields]
+    top = cols.top
     refs = {c: referenced(e, top) for c, e in exprs.items()}
     per_line = set().union(*(refs[c] for c in PER_LINE if c in refs))
 
@@ -214,7 +214,7 @@ def rollup_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: i
     Not `ordered` (Spark: lines have no order, `row_number` is NULL): a group's description is the least of its
     lines', a scan of several files is grouped per file too, each row counts its lines without a cost (no_cost)
     and without a start (no_start), and every row is classified where it is (select_sql's `per_line`)."""
-    top = [n for n in cols.names if n not in cols.fields]
+    top = cols.top
     refs = {c: referenced(e, top) for c, e in exprs.items()}
     amounts = [c for c in PER_LINE if c in exprs]
     times = [c for c in TIMES if c in exprs]

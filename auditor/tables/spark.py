@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlparse
 
 from auditor.errors import InputError
+from auditor.providers.billing import csv_dialect
 from auditor.providers.billing.columns import Columns, check_types
 from auditor.sql import q
 from auditor.tables.normalize import FILE, FREE_TEXT, PER_LINE, TAG_KEY, rollup_sql, tag_key_sql
@@ -133,6 +134,10 @@ def _read(spark, s, view: str, scratch: str, paths: list[str]) -> None:
     with the columns DuckDB sees: CSV as text, Parquet, JSON and Avro typed. An Avro file is read through the
     Parquet copy DuckDB reads too (avro.py), written to `scratch`, the store's own temporary folder (on a
     cluster, a folder every node mounts: TMPDIR)."""
+    folded = [c.lower() for c in s.columns]
+    if s.container in ("parquet", "json") and len(set(folded)) < len(folded):  # two AWS tags in case
+        raise InputError("two columns differ only in case (two tags?), which Spark cannot read apart: read the file "
+                         "with --engine duckdb", path=str(s.path))
     if s.container == "avro":
         from auditor.providers.billing.avro import to_parquet
 
@@ -147,6 +152,10 @@ def _read(spark, s, view: str, scratch: str, paths: list[str]) -> None:
         df = reader.csv(paths)
         if s.has_bom and df.columns:
             df = df.withColumnRenamed(df.columns[0], s.columns[0])
+    # Two AWS tag columns of a CSV in case (`...:team`, `...:Team`): named by their places as DuckDB names them
+    # (`...:Team_1`), which the reader's SQL reads; Spark names them its own way.
+    if s.container == "csv" and len(set(folded)) < len(folded) and len(df.columns) == len(s.columns):
+        df = df.toDF(*csv_dialect.read_names(s.columns))
     df.createOrReplaceTempView(view)
 
 

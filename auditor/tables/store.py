@@ -244,8 +244,7 @@ class Store:
         check_types(cols, checks, paths[0])  # a BOOLEAN cost column: refused, not summed as 1 a line
         cost_column = next((c for c, kind in checks if kind == "money"), None)
         many = len(batch) > 1
-        if copy and (note := csv_dialect.copy_note(paths[0], copy)):
-            self.warnings.append(note)
+        notes = csv_dialect.copy_note(paths[0], copy) if copy else []
         relation = self._relation(sniffed, paths if many else None, copy.path if copy else None)
         first_row = 2 if sniffed.container == "csv" else 1  # CSV rows are counted as lines, after the header
         one_by_one = lambda: [pair for one in batch for pair in self._read([one], con)]  # noqa: E731
@@ -278,9 +277,13 @@ class Store:
                 con.execute(sql)
                 if many:
                     parts.number_in_files(figures, first_row, con)
-                self._check_values(paths, con)
+                self._check_values(paths, con, copy)
+                if copy and (note := csv_dialect.check_total(con, relation, copy, sniffed.columns, cost_column,
+                                                             paths[0])):
+                    notes.append(note)
                 self._redact_ids(paths, con)
                 con.execute("COMMIT")
+                self.warnings += notes
                 break
             except duckdb.InterruptException:  # Ctrl-C, or another file failed: stop, without a diagnosis
                 con.execute("ROLLBACK")
@@ -293,12 +296,18 @@ class Store:
                     return one_by_one()
                 if copy is None and (long_line := long_gzip_line(sniffed)):
                     raise long_line from None
-                if sniffed.container == "csv" and copy is None and (copy := csv_dialect.normalized(
-                        sniffed.path, sniffed.compression, sniffed.columns, self._spill.name)):
-                    return self._read(batch, con, copy)
+                if (again := self._normalized(sniffed, copy)) is not None:
+                    return self._read(batch, con, again)
                 error = diagnose(con, sniffed, cols, relation, checks, first_row, e)
                 error.line = copy.original_line(error.line) if copy else error.line
                 raise error from None
+            except InputError:  # a line without a cost or a time: a spreadsheet's empty or total row?
+                con.execute("ROLLBACK")
+                if many:
+                    return one_by_one()
+                if (again := self._normalized(sniffed, copy)) is not None:
+                    return self._read(batch, con, again)
+                raise
             except AuditorError:  # bad input or out of memory: nothing of this batch is kept
                 con.execute("ROLLBACK")
                 raise
@@ -324,6 +333,12 @@ class Store:
                             stats=figures[shown(s.path)].stats if many else {}, part_of=label if many else None),
                  lines)
                 for s, digest in batch]
+
+    def _normalized(self, sniffed: Sniffed, copy: csv_dialect.Normalized | None) -> csv_dialect.Normalized | None:
+        """A CSV's normalized copy, where DuckDB refused the original and it needs one (csv_dialect.normalized)."""
+        if sniffed.container != "csv" or copy is not None:
+            return None
+        return csv_dialect.normalized(sniffed.path, sniffed.compression, sniffed.columns, self._spill.name)
 
     def _register(self, source: SourceFile, line_sql: Callable[[], str] | None) -> SourceFile:
         """A file read into `costs` by Spark (see _register_all)."""
@@ -444,8 +459,10 @@ class Store:
         con.execute(f"UPDATE costs SET ResourceId = {redact_sql('ResourceId')} WHERE {stats.among(paths)} "
                     "AND (contains(ResourceId, '://') OR contains(ResourceId, '='))")
 
-    def _check_values(self, paths: list[str], con: duckdb.DuckDBPyConnection) -> None:
-        """Lines whose cost or time is missing cannot be counted: say which, rather than drop them."""
+    def _check_values(self, paths: list[str], con: duckdb.DuckDBPyConnection,
+                      copy: csv_dialect.Normalized | None = None) -> None:
+        """Lines whose cost or time is missing cannot be counted: say which (by the original's line number, where
+        the lines were read from a normalized `copy`), rather than drop them."""
         bad = con.execute(
             "SELECT x_SourceFile, x_SourceRow, BilledCost IS NULL, ChargePeriodStart IS NULL FROM costs "
             f"WHERE {stats.among(paths)} AND (BilledCost IS NULL OR ChargePeriodStart IS NULL) "
@@ -454,7 +471,8 @@ class Store:
             order = {p: i for i, p in enumerate(paths)}
             path, row, no_cost, _ = min(bad, key=lambda b: (order[b[0]], b[1]))
             what = "the cost is empty" if no_cost else "the charge period start is empty"
-            raise InputError(f"{what}; every billing line needs a cost and a start time", path=path, line=row)
+            raise InputError(f"{what}; every billing line needs a cost and a start time", path=path,
+                             line=copy.original_line(row) if copy else row)
 
     def tag_set_ids(self) -> None:
         """The tag set id of every row of `costs` (its column x_TagSet), each set one row of the table `tag_sets`.

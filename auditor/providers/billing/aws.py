@@ -9,7 +9,7 @@ from auditor.providers.billing.columns import MONEY, Columns, case_map
 from auditor.providers.billing.registry import reads
 from auditor.providers.billing.transfer import transfer_columns
 from auditor.providers.catalog import Catalog
-from auditor.sql import lit, q
+from auditor.sql import lit
 
 INSTANCE_TYPE_RE = r"((?:ml\.)?[a-z][a-z0-9-]*\.(?:[0-9]*xlarge|large|medium|small|micro|nano|metal[a-z0-9-]*))"
 # Every size INSTANCE_TYPE_RE ends in holds one of these: text without any of them (most descriptions: data
@@ -63,7 +63,7 @@ def _tag_entries(cols: Columns) -> str:
         key = m.group(2) if m.group(1).lower() == "user" else f"aws:{m.group(2)}"
         if not cols.reads_tag(key):  # a key the audit never reads: its column is not read at all
             continue
-        entries.append(f"{{'k': {lit(key)}, 'v': NULLIF(trim(CAST({q(name)} AS VARCHAR)), '')}}")
+        entries.append(f"{{'k': {lit(key)}, 'v': NULLIF(trim(CAST({cols.sql(name)} AS VARCHAR)), '')}}")
     if not entries:
         return "CAST(MAP() AS MAP(VARCHAR, VARCHAR))"
     listed = f"list_filter([{', '.join(entries)}], lambda e: e.v IS NOT NULL)"

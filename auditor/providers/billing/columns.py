@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import re
+
 from auditor.errors import InputError, InputErrors
+from auditor.providers.billing.csv_dialect import PLAIN_NUMBER
 from auditor.providers.billing.detect import norm
 from auditor.sql import lit, q
 
@@ -45,7 +48,12 @@ def base_type(duckdb_type: str) -> str:
     return "LIST" if t.endswith("]") else t.split("(", 1)[0].strip()
 
 
-def money(expr: str) -> str:
+def money(expr: str, text: bool = False) -> str:
+    """`expr` as an amount; `text`: `expr` is text, which must be a plain number (PLAIN_NUMBER). DuckDB's cast
+    reads more as a number: `1_000` (a digit separator: 1000) and `1e3.`, which no bill means. Such text is made
+    to fail the cast, as `$1,000` does, so the read stops and diagnose.py names it."""
+    if text:
+        expr = f"CASE WHEN NOT ({expr} SIMILAR TO {lit(PLAIN_NUMBER)}) THEN 'not a number: ' || {expr} ELSE {expr} END"
     return f"CAST({expr} AS {MONEY})"
 
 
@@ -63,6 +71,10 @@ class Columns:
         self.names = tuple(names)
         self.fields = dict(fields)  # nested fields: dotted name -> SQL path
         self.types = dict(types)  # Parquet and JSON column types; CSV columns are all text
+        # The top-level columns as the read names them: a nested field is reached through its column, a twin in
+        # case of an earlier column (two AWS tags) is read under another name (csv_dialect.unique_names)
+        self.top = [n for n in self.names if n not in self.fields] + [
+            v[1:-1].replace('""', '"') for v in self.fields.values() if re.fullmatch(r'"(?:[^"]|"")*"', v)]
         self.used: dict[str, str] = {}  # column -> what a reader reads it as: money, time or text (check_types)
         self.by_key: dict[str, str] = {}
         self.twins: dict[str, list[str]] = {}  # spellings of one column (`lineItem/UnblendedCost` and
@@ -77,7 +89,8 @@ class Columns:
     def reads_tag(self, key: str) -> bool:
         return self.tag_keys is None or folded_tag_key(key) in self.tag_keys
 
-    def _sql(self, name: str) -> str:
+    def sql(self, name: str) -> str:
+        """The SQL of the column of this very name (a twin in case is read under another: `..._1`)."""
         return self.fields.get(name) or q(name)
 
     def value(self, *candidates: str) -> str:
@@ -86,7 +99,7 @@ class Columns:
         found = self.name(*candidates)
         if not found:
             return "NULL"
-        sql = self._sql(found)
+        sql = self.sql(found)
         return f"NULLIF(trim({sql}), '')" if base_type(self.types.get(found, "")) == "VARCHAR" else sql
 
     def name(self, *candidates: str) -> str | None:
@@ -100,14 +113,14 @@ class Columns:
 
     def ref(self, *candidates: str) -> str:
         found = self.name(*candidates)
-        return self._sql(found) if found else "NULL"
+        return self.sql(found) if found else "NULL"
 
     def text(self, *candidates: str) -> str:
         """The column as trimmed text, with empty strings as NULL."""
         found = self.name(*candidates)
         if found:
             self.used.setdefault(found, "text")
-        return f"NULLIF(trim(CAST({self._sql(found)} AS VARCHAR)), '')" if found else "CAST(NULL AS VARCHAR)"
+        return f"NULLIF(trim(CAST({self.sql(found)} AS VARCHAR)), '')" if found else "CAST(NULL AS VARCHAR)"
 
     def raw_text(self, *candidates: str) -> str:
         """The column as text, untrimmed (a test of what it contains, which trimming does not change)."""
@@ -125,7 +138,11 @@ class Columns:
         found = self.name(*candidates)
         if found:
             self.used[found] = "money"
-        return money(self.value(found)) if found else f"CAST(NULL AS {MONEY})"
+        return money(self.value(found), self.is_text(found)) if found else f"CAST(NULL AS {MONEY})"
+
+    def is_text(self, name: str) -> bool:
+        """Whether the column is text: every CSV column, a Parquet or JSON column of VARCHAR."""
+        return base_type(self.types.get(name, "VARCHAR")) == "VARCHAR"
 
     def timestamp(self, *candidates: str) -> str:
         found = self.name(*candidates)

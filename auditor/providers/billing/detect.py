@@ -181,13 +181,19 @@ def _nested_columns(path: Path, con: DuckDBPyConnection,
     except duckdb.Error as e:
         raise _unreadable(kind, path, str(e)) from None
     if reader == "read_parquet":
-        _refuse_twins(path, _parquet_names(path, con))
+        written = _parquet_names(path, con)
+        _refuse_twins(path, written)
     else:
         if [name for name, *_ in top] == ["json"]:  # what DuckDB names a file of lines not all objects
             _refuse_no_object(path)
         # DuckDB reads a second `cost` key in another case as `Cost_1`: the first line's keys, as written
-        _refuse_twins(path, _json_keys(path), line=1)
-    return flatten([(name, dtype) for name, dtype, *_ in top])
+        written = _json_keys(path)
+        _refuse_twins(path, written, line=1)
+    # two tags in case (`...:team`, `...:Team`): each by its own name, the second read as DuckDB renamed it (`_1`)
+    read = [name for name, *_ in top]
+    if len(written) != len(read) or csv_dialect.unique_names(written) != read:
+        written = read
+    return flatten([(name, dtype) for name, (_, dtype, *_) in zip(written, top, strict=True)], read)
 
 
 def _unreadable(kind: str, path: Path, error: str) -> InputError:
@@ -244,13 +250,19 @@ def _json_keys(path: Path) -> list[str]:
     return keys
 
 
+# An AWS CUR's column of one tag: AWS tag keys are case-sensitive, so a CUR can hold `resourceTags/user:team` and
+# `resourceTags/user:Team`, two tags (read apart: csv_dialect.unique_names, Columns.sql).
+TAG_COLUMN = re.compile(r"(?i)^(?:resourceTags/(user|aws):|resource_tags_(user|aws)_)(.+)$")
+
+
 def _refuse_twins(path: Path, names: list[str], line: int | None = None) -> None:
     """Two columns of one name: which one holds the money cannot be told, so neither is read. Names that differ
-    only in case are one name to DuckDB (`resourceTags/user:Team` and `resourceTags/user:team`, two AWS tags): it
-    cannot read them apart. (`line`: a CSV header's.)"""
+    only in case are one name to DuckDB's SQL: refused too, but for two AWS tag columns (TAG_COLUMN), which are
+    two tags. (`line`: a CSV header's.)"""
     seen: dict[str, int] = {}
     for i, name in enumerate(names, 1):
-        if (j := seen.get(name.lower())) is not None:
+        if (j := seen.get(name.lower())) is not None and not (
+                names[j - 1] != name and TAG_COLUMN.match(name)):
             named = f"both named {name!r}" if names[j - 1] == name else \
                 f"named {names[j - 1]!r} and {name!r}, one name in any case"
             raise InputError(f"columns {j} and {i} are {named}; gpu-auditor cannot tell which to read (remove or "
@@ -258,9 +270,10 @@ def _refuse_twins(path: Path, names: list[str], line: int | None = None) -> None
         seen[name.lower()] = i
 
 
-def flatten(top: list[tuple[str, str]]) -> tuple[list[str], list[tuple[str, str]], list[tuple[str, str]]]:
+def flatten(top: list[tuple[str, str]], read: list[str] | None = None
+            ) -> tuple[list[str], list[tuple[str, str]], list[tuple[str, str]]]:
     """(column, DuckDB type) pairs to the column names with STRUCT fields as dotted names, the SQL that reaches
-    each nested field, and every name's type."""
+    each nested field (and each column DuckDB reads under another name, `read`), and every name's type."""
     from auditor.sql import q
 
     names: list[str] = []
@@ -276,8 +289,8 @@ def flatten(top: list[tuple[str, str]]) -> tuple[list[str], list[tuple[str, str]
             for fname, ftype in struct_fields(dtype[7:-1]):
                 walk(f"{name}.{fname}", f"{sql}.{q(fname)}", ftype)
 
-    for name, dtype in top:
-        walk(name, q(name), dtype)
+    for (name, dtype), as_read in zip(top, read or [n for n, _ in top], strict=True):
+        walk(name, q(as_read), dtype)
     return names, fields, types
 
 
@@ -325,6 +338,11 @@ def sniff(path: Path, con: DuckDBPyConnection) -> Sniffed:
         gz = magic[:2] == b"\x1f\x8b"
         columns, bom = _read_header(path, gz)
         container, compression = "csv", "gzip" if gz else "none"
+        from auditor.sql import q
+
+        # two tag columns in case: the second read as `..._1` (csv_dialect.read_names), found by its own name
+        fields = [(c, q(r)) for c, r in zip(columns, csv_dialect.read_names(tuple(columns)), strict=True)
+                  if c and c != r]
     fmt = detect_format(columns)
     if fmt is None:
         if container == "csv" and len(columns) == 1:

@@ -7,7 +7,7 @@ credits) are real lists in JSON and Parquet, and JSON or Python-repr strings in 
 
 from __future__ import annotations
 
-from auditor.providers.billing.columns import MONEY, Columns, case_map
+from auditor.providers.billing.columns import MONEY, Columns, case_map, money
 from auditor.providers.billing.registry import reads
 from auditor.providers.billing.transfer import transfer_columns
 from auditor.providers.catalog import Catalog
@@ -20,7 +20,8 @@ GPU_SKUS = {"Tesla T4": "T4", "T4": "T4", "Tesla V100": "V100", "Tesla A100": "A
 BUILTIN = {"A2": "A100", "A3": "H100", "G2": "L4"}
 BUILTIN_RE = "^(?:Spot Preemptible )?(A2|A3|G2) Instance (?:Core|Ram)"
 KV_RE = r"""['"]key['"]\s*:\s*['"]([^'"]*)['"]\s*,\s*['"]value['"]\s*:\s*['"]([^'"]*)['"]"""
-AMOUNT_RE = r"""['"]amount['"]\s*:\s*(-?[0-9.]+(?:[eE][-+]?[0-9]+)?)"""
+# (quoted or not; with `_`: `1_000` whole, which the amount's cast refuses, rather than its `1`)
+AMOUNT_RE = r"""['"]amount['"]\s*:\s*['"]?(-?[0-9._]+(?:[eE][-+]?[0-9]+)?)"""
 TYPE_RE = r"""['"]type['"]\s*:\s*['"]([^'"]*)['"]"""
 
 
@@ -50,11 +51,21 @@ def _repeated_kv(cols: Columns, name: str) -> str:
 
 
 def _credits(cols: Columns) -> str:
-    """The sum of `credits.amount`, exact: each amount goes to DECIMAL from its text, never through a DOUBLE."""
+    """The sum of `credits.amount`, exact: each amount goes to DECIMAL from its text, never through a DOUBLE, and
+    must be a plain number (`1_000` is refused, as in any amount: columns.money)."""
     if not cols.name("credits"):
         return f"CAST(0 AS {MONEY})"
     amounts = _field(cols, "credits", "amount", AMOUNT_RE, 1)
-    return f"COALESCE(CAST(list_sum(list_transform({amounts}, lambda a: CAST(a AS {MONEY}))) AS {MONEY}), 0)"
+    return f"COALESCE(CAST(list_sum(list_transform({amounts}, lambda a: {money('a', text=True)})) AS {MONEY}), 0)"
+
+
+def credit_amounts(cols: Columns, expr: str) -> str:
+    """The amounts of the credits `expr` holds (the column's value), as text: what diagnose.py looks through."""
+    if _is_list(cols, "credits"):
+        return f"json_extract_string(to_json({expr}), '$[*].amount')"
+    text = f"CAST({expr} AS VARCHAR)"
+    return (f"CASE WHEN json_valid({text}) THEN json_extract_string({text}, '$[*].amount') "
+            f"ELSE regexp_extract_all({text}, {lit(AMOUNT_RE)}, 1) END")
 
 
 def _money(cols: Columns, *candidates: str) -> str:
@@ -148,6 +159,7 @@ def select(cols: Columns, catalog: Catalog) -> tuple[dict[str, str], list[tuple[
     }
     checks = [(c, "money") for c in ("cost",) if cols.name(c)]
     checks += [(c, "time") for c in ("usage_start_time", "usage_end_time") if cols.name(c)]
+    checks += [(c, "credits") for c in ("credits",) if cols.name(c)]
     return exprs, [(name, k) for c, k in checks if (name := cols.name(c))]
 
 
