@@ -125,7 +125,7 @@ class Columns:
     def raw_text(self, *candidates: str) -> str:
         """The column as text, untrimmed (a test of what it contains, which trimming does not change)."""
         found = self.name(*candidates)
-        return f"CAST({self._sql(found)} AS VARCHAR)" if found else "CAST(NULL AS VARCHAR)"
+        return f"CAST({self.sql(found)} AS VARCHAR)" if found else "CAST(NULL AS VARCHAR)"
 
     def first_text(self, *candidates: str) -> str:
         """The first non-empty of several columns (each present one is tried in turn)."""
