@@ -167,6 +167,38 @@ def test_kinds_and_instance_types(tmp_path):
                    ("other_compute", None), ("other", None), ("storage", None), ("gpu_compute", "ml.p4d.24xlarge")]
 
 
+def test_the_instance_type_named_only_in_a_description(tmp_path):
+    """An instance type named in the description alone (no product column, no usage type that names one) is read
+    from it, whatever its size: each size word, a SageMaker `ml.` type, in any place of the text; a description
+    with no size word (a data transfer's) names none, and neither does a size word without a type before it."""
+    named = ["p4d.24xlarge", "m5.large", "t3.medium", "t3.small", "t3.micro", "t3.nano", "c5.metal", "m7i.metal-48xl",
+             "ml.g5.xlarge"]
+    texts = [f"$1.00 per {t} instance hour" for t in named] + [
+        "$0.09 per GB - first 10 TB / month data transfer out", "a large medium small micro nano metal bill",
+        "  c5.metal   "]
+    rows = [line(product__productFamily="", lineItem__UsageType="USE1-Fee", lineItem__LineItemDescription=t)
+            for t in texts]
+    got = [itype for (itype,) in read(tmp_path, rows, "x_InstanceType")]
+    assert got == [*named, None, None, "c5.metal"]
+
+
+def test_a_tag_column_no_rule_reads_is_not_read(tmp_path):
+    """With the keys the audit reads given (Store(tag_keys=...), folded by case and spaces), a CUR's tag columns
+    of other keys are not read at all: two hours that differ only in their run tag are one row of two lines (were
+    the column read, it would group them apart); a key read is read in any case (`Team`)."""
+    rows = [line(**{"resourceTags/user:Team": "nlp", "resourceTags/user:run": run,
+                    "resourceTags/aws:createdBy": "root"}) for run in ("r-1", "r-2")]
+    path = tmp_path / "cur.csv"
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, list(rows[0]), lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    store = Store(tag_keys=["team", "aws:createdby"])
+    store.load_file(path)
+    assert store.con.execute("SELECT Tags, x_Lines FROM costs").fetchall() == [
+        ({"Team": "nlp", "aws:createdBy": "root"}, 2)]
+
+
 def snake(column: str) -> str:
     """`lineItem/UnblendedCost` as Athena and CUR 2.0 spell it: `line_item_unblended_cost`."""
     return "_".join("".join(f"_{c.lower()}" if c.isupper() else c for c in part).lstrip("_")
