@@ -160,3 +160,14 @@ def test_a_tag_no_rule_reads_changes_no_finding_and_no_figure(tmp_path):
     [planted] = [f for f in plain.findings if f.resource == "vm-owners"]
     assert (planted.rule, planted.team, planted.owner, planted.cost) == ("TAG001", "nlp", "ana", Decimal("150.00"))
     assert _judged(run) == _judged(plain)
+
+
+def test_a_policy_of_defaults_reads_exactly_these_keys():
+    """Stated from the policy's and the rules' documented defaults: the attribution keys (team, owner, project, the
+    five job keys, tokens and samples), TAG001's and TAG002's required tags, GPU003's workload and approval tags,
+    GPU006's job tags and an interactive machine's labels; no other option (a GPU model, a region) is a key."""
+    policy = parse_policy('policy: p\nversion: "1"\nowner: finops@example.com\n')
+    assert tag_keys_read(policy, configured_rules(policy), LABELS) == {
+        "team", "owner", "project", "job", "job-name", "job_name", "job-id", "job_id", "tokens", "train_tokens",
+        "training_tokens", "samples", "train_samples", "training_samples", "workload", "gpu-approval",
+        "training-job", "interactive", "role"}
