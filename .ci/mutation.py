@@ -40,7 +40,7 @@ CORE: dict[str, list[str]] = {
     "auditor/figures.py": ["tests/test_figures.py"],
     "auditor/policy.py": ["tests/test_policy.py", "tests/test_policy_refusals.py", "tests/test_policy_markdown.py",
                           "tests/test_policy_rates.py", "tests/test_policy_build.py"],
-    "auditor/core.py": ["tests/test_core.py", "tests/test_policy.py"],
+    "auditor/core.py": ["tests/test_core.py", "tests/test_policy.py", "tests/test_tag_keys_read.py"],
     "auditor/gate.py": ["tests/test_gate.py", "tests/test_gate_waivers.py"],
     "auditor/tables/shared_gpus.py": ["tests/test_shared_gpus.py"],
     "auditor/tables/breakdown.py": ["tests/test_breakdown.py", "tests/test_summary.py"],

@@ -199,6 +199,18 @@ def test_a_tag_column_no_rule_reads_is_not_read(tmp_path):
         ({"Team": "nlp", "aws:createdBy": "root"}, 2)]
 
 
+def test_the_cost_column_is_the_unblended_cost(tmp_path):
+    """The export's own column the billed cost is summed from (a source's `cost_column`, which a spreadsheet's
+    total row is checked against): lineItem/UnblendedCost, not the usage amount or another amount read."""
+    rows = [line(cost="2.50", splitLineItem__SplitCost="1.00", pricing__publicOnDemandCost="3.00")]
+    path = tmp_path / "cur.csv"
+    with open(path, "w", newline="", encoding="utf-8") as f:
+        w = csv.DictWriter(f, list(rows[0]), lineterminator="\n")
+        w.writeheader()
+        w.writerows(rows)
+    assert Store().load_file(path).cost_column == "lineItem/UnblendedCost"
+
+
 def snake(column: str) -> str:
     """`lineItem/UnblendedCost` as Athena and CUR 2.0 spell it: `line_item_unblended_cost`."""
     return "_".join("".join(f"_{c.lower()}" if c.isupper() else c for c in part).lstrip("_")
