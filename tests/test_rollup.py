@@ -147,6 +147,39 @@ def test_a_hash_clash_falls_back_to_grouping_by_the_columns(tmp_path, monkeypatc
 
 
 @pytest.mark.heavy
+def test_a_csv_groups_by_hash_in_one_scan_and_falls_back_on_a_clash(monkeypatch):
+    """A CSV's lines grouped by a hash of their keys, each hash's keys a grouping set of its own (read once):
+    the same rows as grouped by the columns; a clash refused by the query and read again by the columns."""
+    path = FILES[6]
+    exact = Store()
+    exact.load_billing([path])
+    assert sums(exact, "costs") == sums(exact, "lines")
+    from auditor.providers.billing.columns import Columns
+    from auditor.providers.billing.detect import sniff
+    from auditor.tables.normalize import CLASH, rollup_sql
+    from auditor.tables.store import COSTS
+
+    s = sniff(path, exact.con)
+    cols = Columns(s.columns, s.fields, s.types)
+    exprs, _ = exact.reader_sql(s.format, cols)
+
+    def grouped(**how: bool) -> str:
+        sql = rollup_sql(exprs, cols, exact._relation(s), 2, str(path), s.format, list(COSTS), **how)
+        return f"SELECT count(*), sum(BilledCost), sum(x_Lines) FROM ({sql})"
+
+    by_columns = exact.con.execute(grouped()).fetchall()
+    assert exact.con.execute(grouped(keys_apart=True)).fetchall() == by_columns
+    # Three hash values for hundreds of distinct keys: clashes are certain.
+    monkeypatch.setattr(normalize, "KEY_HASH", "(hash({}) % 3)")
+    with pytest.raises(duckdb.Error, match=CLASH):
+        exact.con.execute(grouped(keys_apart=True)).fetchall()
+    clashing = Store()
+    [source] = clashing.load_billing([path])
+    assert source.rows == exact.sources[0].rows
+    assert sums(clashing, "costs") == sums(exact, "costs")
+
+
+@pytest.mark.heavy
 def test_files_read_side_by_side_keep_their_order_and_amounts(tmp_path):
     demo = sorted((REPO / "fixtures" / "demo" / "billing").iterdir())
     together = Store()

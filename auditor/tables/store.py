@@ -274,11 +274,11 @@ class Store:
         # order (several files: one after another).
         parquet = sniffed.container == "parquet" and not many
         numbers = "(file_row_number + 1)" if parquet else "row_number() OVER ()"
-        for by_hash in (True, False):  # by hashes of the keys (Parquet's groups too); on a CLASH by the columns
+        for by_hash in (True, False):  # grouped by hashes of the keys; on a CLASH by the columns themselves
             sql = "INSERT INTO costs BY NAME " + rollup_sql(exprs, cols, relation, first_row, paths[0],
                                                             sniffed.format, [*COSTS, TAG_KEY], numbers,
-                                                            by_hash and parquet,
-                                                            parquet, files=many, keys_by_hash=by_hash)
+                                                            by_hash and parquet, parquet, files=many,
+                                                            keys_by_hash=by_hash, keys_apart=by_hash and not parquet)
             try:
                 con.execute("BEGIN")
                 con.execute(sql)
