@@ -77,19 +77,31 @@ def _text(value: Any, indent: str) -> str:
     if isinstance(value, list | tuple):
         if not value:
             return "[]"
-        return f"[\n{inner}" + f",\n{inner}".join([_text(v, inner) for v in value]) + f"\n{indent}]"
+        return f"[\n{inner}" + f",\n{inner}".join([encode_basestring(v) if v.__class__ is str else _text(v, inner)
+                                                      for v in value]) + f"\n{indent}]"
     if isinstance(value, dict):
         if not value:
             return "{}"
-        return f"{{\n{inner}" + f",\n{inner}".join([f"{_key(k)}: {_text(v, inner)}" for k, v in value.items()]) \
-            + f"\n{indent}}}"
+        # Most of an audit's values are text, null or a flag, under text keys: written here, not by a call each.
+        sep = f",\n{inner}"
+        return f"{{\n{inner}" + sep.join([
+            f"{_KEYS.get(k) or _key(k)}: "
+            f"{encode_basestring(v) if v.__class__ is str else 'null' if v is None else _text(v, inner)}"
+            for k, v in value.items()]) + f"\n{indent}}}"
     raise TypeError(f"Object of type {value.__class__.__name__} is not JSON serializable")
+
+
+_KEYS: dict[Any, str] = {}  # the keys' text: an audit's dicts repeat their keys (every finding has the same)
+_FEW_KEYS = 1 << 12
 
 
 def _key(key: Any) -> str:
     """A dict key as json.dumps writes it: text, or a number, true, false or null made text."""
     if isinstance(key, str):
-        return encode_basestring(key)
+        text = encode_basestring(key)
+        if len(_KEYS) < _FEW_KEYS and key.__class__ is str:
+            _KEYS[key] = text
+        return text
     if key is True or key is False or key is None:
         return f'"{"true" if key is True else "false" if key is False else "null"}"'
     if isinstance(key, int):
