@@ -139,11 +139,11 @@ def select_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: i
         dims = (f"SELECT {', '.join(f'{q(k)} AS {names[k]}' for k in key)}, * FROM "
                 f"(SELECT DISTINCT {', '.join(q(k) for k in key)} FROM {relation})")
         computed = ", ".join(f"{exprs[c]} AS {q('__' + c)}" for c in outputs)
-        if by_hash:  # one key a hash, else CLASH
+        if by_hash:  # one key a hash, else CLASH: as many hashes as keys, counted once (not a window per key)
             hashed = KEY_HASH.format(", ".join(names.values()))
-            dims = f"SELECT {hashed} AS __kh, {computed}, count(*) OVER (PARTITION BY {hashed}) AS __n FROM ({dims})"
-            dims = (f"SELECT __kh, {', '.join(q('__' + c) for c in outputs)} FROM ({dims}) "
-                    f"WHERE CASE WHEN __n > 1 THEN error({lit(CLASH)}) ELSE true END")
+            dims = (f"WITH __h{i} AS MATERIALIZED (SELECT {hashed} AS __kh, {computed} FROM ({dims})) "
+                    f"SELECT * FROM __h{i} WHERE CASE WHEN (SELECT count(*) - count(DISTINCT __kh) FROM __h{i}) > 0 "
+                    f"THEN error({lit(CLASH)}) ELSE true END")
             on = f"s.__kh{i} = d{i}.__kh"
         else:
             dims = f"SELECT {', '.join(names.values())}, {computed} FROM ({dims})"
