@@ -82,9 +82,10 @@ def spend_series(store: Store, window: Window, policy: Policy) -> list[GpuSpendS
     names, tails = _jobs(store)
     for dim, key, cur, rid, day, amount in top:
         s = series[(dim, key, cur)]
-        s.resources.setdefault(rid, {})[(day - first).days] = amount
-        job = _job_of(rid, names, tails)
-        if job is not None:
-            s.jobs[rid] = job
+        if (spent := s.resources.get(rid)) is None:  # a resource's job looked up once, not once a day
+            spent = s.resources[rid] = {}
+            if (job := _job_of(rid, names, tails)) is not None:
+                s.jobs[rid] = job
+        spent[(day - first).days] = amount
     order = {d: i for i, d in enumerate(DIMENSIONS)}
     return sorted(series.values(), key=lambda s: (order[s.dimension], s.key, s.currency))
