@@ -278,11 +278,12 @@ def rollup_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: i
         sets = (f"SELECT __h, __day, {key_sql}, {values}{firsts}{aggregates}, GROUPING(__day) AS __set "
                 f"FROM (SELECT *, {KEY_HASH.format(key_sql)} AS __h, {day} AS __day FROM ({lines})) "
                 f"GROUP BY GROUPING SETS (({values}__h, __day), (__h, {key_sql}))")
-        keyed = f"SELECT __h, {key_sql}, count(*) OVER (PARTITION BY __h) AS __n FROM __s WHERE __set = 1"
+        keyed = f"SELECT __h, {key_sql} FROM __s WHERE __set = 1"
         grouped = (f"WITH __s AS MATERIALIZED ({sets}) "
-                   f"SELECT k.* EXCLUDE (__h, __n), g.* EXCLUDE ({key_sql}, __h, __day, __set) "
+                   f"SELECT k.* EXCLUDE (__h), g.* EXCLUDE ({key_sql}, __h, __day, __set) "
                    f"FROM (SELECT * FROM __s WHERE __set = 0) g JOIN ({keyed}) k USING (__h) "
-                   f"WHERE CASE WHEN k.__n > 1 THEN error({lit(CLASH)}) ELSE true END")
+                   f"WHERE CASE WHEN (SELECT count(*) - count(DISTINCT __h) FROM __s WHERE __set = 1) > 0 "
+                   f"THEN error({lit(CLASH)}) ELSE true END")
     elif by_hash:  # the key columns and the free text are read back from the group's first line
         grouped = (f"SELECT {values}{aggregates}, min(__row) AS __rep, min(__h2) <> max(__h2) AS __clash "
                    f"FROM ({lines}) GROUP BY {values}__h, {day}")
