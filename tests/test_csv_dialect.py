@@ -609,3 +609,85 @@ def test_a_file_to_copy_that_is_not_utf8_is_left_to_duckdb(tmp_path):
     (tmp_path / "x.csv").write_bytes(b"a,b\r\n\xff,2\n")
     assert csv_dialect.normalized(tmp_path / "x.csv", "none", ("a", "b"), str(tmp_path)) is None
     assert [p.name for p in tmp_path.iterdir()] == ["x.csv"]
+
+
+# ---- each of a spreadsheet's rows judged as the cases above assume (mutation testing found these unstated) ----
+
+@pytest.mark.parametrize("raw, total", [(b"a,b\n1,2\nTotal,2\n", True), (b"a,b\n1,2\nTotal,2\nX,,\n", False)])
+def test_the_last_line_with_any_value_decides_whether_a_file_ends_in_a_total(raw, total, tmp_path):
+    (tmp_path / "bill.csv").write_bytes(raw)
+    assert csv_dialect._spreadsheet_rows(tmp_path / "bill.csv", False) is total
+
+
+def test_a_gzip_csv_saved_by_a_spreadsheet_is_normalized_too(samples, originals, tmp_path):
+    rows = _rows(samples, CUR)
+    width = len(rows[0])
+    text = _write(rows[:4] + [[""] * width] + rows[4:], tmp_path / "plain.csv").read_bytes()
+    path = tmp_path / "bill.csv.gz"
+    path.write_bytes(gzip.compress(text))
+    store, sources = _read(path)
+    assert _figures(store, sources)[1:] == originals[CUR][1:]  # every figure but the file's name
+    assert store.warnings == [f"{path}: 1 line(s) hold no value, only delimiters (a spreadsheet's empty rows) at "
+                              "line(s) 5; not read"]
+
+
+def test_a_row_of_only_delimiters_right_below_the_header_is_left_out(samples, originals, tmp_path):
+    rows = _rows(samples, CUR)
+    path = _write(rows[:1] + [[""] * len(rows[0])] + rows[1:], tmp_path / "bill.csv")
+    store, sources = _read(path)
+    assert _figures(store, sources) == originals[CUR]
+    assert store.warnings == [f"{path}: 1 line(s) hold no value, only delimiters (a spreadsheet's empty rows) at "
+                              "line(s) 2; not read"]
+
+
+def test_a_total_row_shorter_than_the_header_is_checked_and_left_out(samples, originals, tmp_path):
+    """A total typed by hand may stop at its last value; the cells it lacks are empty."""
+    rows = _rows(samples, CUR)
+    total = _total_row(rows, COST["aws-cur"])
+    short = total[:rows[0].index(COST["aws-cur"]) + 1]
+    assert len(short) < len(rows[0])
+    path = _write(rows + [short], tmp_path / "bill.csv")
+    store, sources = _read(path)
+    assert _figures(store, sources) == originals[CUR]
+    assert store.warnings[-1].startswith(f"{path}: line {len(rows) + 1} is a total row")
+
+
+def test_a_total_of_a_column_the_lines_leave_empty_is_zero(samples, originals, tmp_path):
+    """Excel sums an empty column to 0: that total is right, as the cost's is."""
+    rows = _rows(samples, CUR)
+    empty = rows[0].index("reservation/EffectiveCost") if "reservation/EffectiveCost" in rows[0] else None
+    assert empty is not None and not any(r[empty].strip() for r in rows[1:])
+    total = _total_row(rows, COST["aws-cur"])
+    total[empty] = "0"
+    store, sources = _read(_write(rows + [total], tmp_path / "bill.csv"))
+    assert _figures(store, sources) == originals[CUR]
+    total[empty] = "1"
+    with pytest.raises(InputError) as e:
+        _read(_write(rows + [total], tmp_path / "off.csv"))
+    assert e.value.column == "reservation/EffectiveCost"
+
+
+def test_a_total_row_without_a_cost_is_refused_saying_so(samples, tmp_path):
+    rows = _rows(samples, CUR)
+    total = _total_row(rows, COST["aws-cur"])
+    total[rows[0].index(COST["aws-cur"])] = ""
+    path = _write(rows + [total], tmp_path / "cur.csv")
+    with pytest.raises(InputError) as e:
+        _read(path)
+    assert e.value.message == ("a last line that names a total holds no cost (a total a spreadsheet added?); "
+                               "remove it")
+    assert (e.value.path, e.value.line) == (str(path), len(rows) + 1)
+
+
+def test_a_file_of_only_a_total_row_is_never_read_as_a_billing_line(samples, tmp_path):
+    rows = _rows(samples, CUR)
+    total = _total_row(rows, COST["aws-cur"])
+    total[rows[0].index(COST["aws-cur"])] = "0"
+    with pytest.raises(InputError) as e:
+        _read(_write([rows[0], total], tmp_path / "cur.csv"))
+    assert e.value.message == "the file has a header but no billing lines"
+
+
+def test_twin_names_get_the_first_free_suffix():
+    assert csv_dialect.unique_names(["a", "A"]) == ["a", "A_1"]
+    assert csv_dialect.unique_names(["a", "a_1", "A"]) == ["a", "a_1", "A_2"]
