@@ -15,7 +15,6 @@ from auditor.errors import InputError
 from auditor.figures import actions, savings_by, sum_money
 from auditor.model import Finding, SteadyGpuSpend, WaiverStatus
 from auditor.policy import Policy
-from auditor.providers.catalog import load_catalog
 from auditor.registry import all_rules, get_rule, rule_keys
 from auditor.rule import Rule
 from auditor.text import did_you_mean
@@ -54,12 +53,13 @@ def configured_rules(policy: Policy, select: Iterable[str] | None = None) -> lis
     return out
 
 
-def tag_keys_read(policy: Policy, rules: Iterable[Rule], labels: Iterable[str] = ()) -> set[str]:
-    """Every tag key the audit reads: the policy's attribution keys (team, owner, project, job, tokens,
-    samples), each rule's options that name tag keys (a `tag` option, a list of them, a map keyed by them) and
-    `labels`, the keys whose value marks a machine interactive. The store keeps only these of a line's tags."""
+def tag_keys_read(policy: Policy, rules: Iterable[Rule]) -> set[str]:
+    """Every tag key the audit reads of billing lines: the policy's attribution keys (team, owner, project, job,
+    tokens, samples) and each rule's options that name tag keys (a `tag` option, a list of them, a map keyed by
+    them). The store keeps only these of a line's tags. (The labels that mark a machine interactive are read from
+    the inventory's tags, which are kept whole.)"""
     keys = {*policy.team_tags, *policy.owner_tags, *policy.project_tags, *policy.job_tags, *policy.token_tags,
-            *policy.sample_tags, *labels}
+            *policy.sample_tags}
     for rule in rules:
         for name, f in rule.options.items():
             value = rule.opt(name)
@@ -196,7 +196,6 @@ def run_audit(policy: Policy, billing: list[Path | str], inventory: Path | None 
     from auditor.providers.live.inputs import audit_inputs
     from auditor.tables import split
     from auditor.tables.entities import BUILDERS, build, examined
-    from auditor.tables.interactive import LABELS
     from auditor.tables.jobcost import job_costs, job_totals
     from auditor.tables.sql import team_sql
     from auditor.tables.store import Store
@@ -210,9 +209,8 @@ def run_audit(policy: Policy, billing: list[Path | str], inventory: Path | None 
     if uris and engine is None:
         raise InputError(URI_NEEDS_SPARK, path=str(uris[0]))
     prints, base_info = load_baseline(baseline) if baseline is not None else (None, None)  # fail before the work
-    catalog = load_catalog()
     # Only the tag keys something reads are kept; every rule of the policy counts, whatever `select` runs.
-    store = Store(catalog, tag_keys=tag_keys_read(policy, configured_rules(policy), LABELS))
+    store = Store(tag_keys=tag_keys_read(policy, configured_rules(policy)))
     # Snapshot folders: their billing, inventory, window, failures.
     inputs = audit_inputs([Path(p) for p in billing if not is_uri(p)], inventory)
     if engine is not None:
@@ -224,7 +222,7 @@ def run_audit(policy: Policy, billing: list[Path | str], inventory: Path | None 
             progress(f"reading inventory {inputs.inventory_label}")
         store.load_snapshot(inputs.inventory)
     window = store.audit_window(window or inputs.window, "audit")
-    ctx = Context(catalog, policy, window)
+    ctx = Context(store.catalog, policy, window)
     if progress:
         progress(f"running the rules over {window.label}")
     rules = configured_rules(policy, select)

@@ -16,7 +16,6 @@ from conftest import REPO
 
 from auditor.core import configured_rules, run_audit, tag_keys_read
 from auditor.policy import load_policy, parse_policy
-from auditor.tables.interactive import LABELS
 from auditor.tables.store import Store
 from auditor.window import parse_quarter
 
@@ -88,7 +87,7 @@ def test_a_tag_map_keeps_the_keys_read_however_they_are_spelt(tmp_path):
 
 def test_the_keys_read_are_the_policys_and_every_rules_tag_options():
     """The attribution keys, every rule's tag options (their defaults, or the clause's values), a map option's
-    keys (TAG002's label_patterns) and the labels of an interactive machine; a disabled clause's rules read none."""
+    keys (TAG002's label_patterns); a disabled clause's rules read none."""
     policy = parse_policy("""
 policy: p
 version: "1"
@@ -97,8 +96,8 @@ attribution: {team_tags: [squad], owner_tags: [owner], job_tags: [pipeline]}
 clauses:
   tagging: {text: t, required_tags: [cost-center], label_patterns: {ticket: "^JIRA-[0-9]+$"}}
 """)
-    keys = tag_keys_read(policy, configured_rules(policy), LABELS)
-    assert {"squad", "owner", "project", "pipeline", "cost-center", "ticket", "workload", "interactive", "role",
+    keys = tag_keys_read(policy, configured_rules(policy))
+    assert {"squad", "owner", "project", "pipeline", "cost-center", "ticket", "workload",
             "gpu-approval", "training-job", "tokens", "samples"} <= keys
     assert "team" not in keys  # the policy names `squad` and tagging's required tags replace the default's
     off = parse_policy(policy_text := """
@@ -108,7 +107,7 @@ owner: finops@example.com
 clauses:
   tagging: {text: t, enabled: false, required_tags: [cost-center]}
 """)
-    assert "cost-center" not in tag_keys_read(off, configured_rules(off), LABELS), policy_text
+    assert "cost-center" not in tag_keys_read(off, configured_rules(off)), policy_text
 
 
 # Planted in both copies of the demo's billing: a VM of team nlp without a project tag (TAG001 flags it), owned
@@ -165,9 +164,48 @@ def test_a_tag_no_rule_reads_changes_no_finding_and_no_figure(tmp_path):
 def test_a_policy_of_defaults_reads_exactly_these_keys():
     """Stated from the policy's and the rules' documented defaults: the attribution keys (team, owner, project, the
     five job keys, tokens and samples), TAG001's and TAG002's required tags, GPU003's workload and approval tags,
-    GPU006's job tags and an interactive machine's labels; no other option (a GPU model, a region) is a key."""
+    GPU006's job tags; no other option (a GPU model, a region) is a key, and an interactive machine's labels are
+    read from the inventory, not the bill."""
     policy = parse_policy('policy: p\nversion: "1"\nowner: finops@example.com\n')
-    assert tag_keys_read(policy, configured_rules(policy), LABELS) == {
+    assert tag_keys_read(policy, configured_rules(policy)) == {
         "team", "owner", "project", "job", "job-name", "job_name", "job-id", "job_id", "tokens", "train_tokens",
         "training_tokens", "samples", "train_samples", "training_samples", "workload", "gpu-approval",
-        "training-job", "interactive", "role"}
+        "training-job"}
+
+
+def test_a_machines_evidence_names_only_the_tags_the_audit_reads(tmp_path):
+    """GPU006 flags a GPU VM the bill alone shows, billed all day on every day of the bill with no owner or job
+    tag. Its evidence lists the tag keys seen on its lines among those the audit reads: a `run` tag that changes
+    every day is none of them. The same VM with an `owner` tag is owned, not forgotten."""
+    days = [date(2026, 8, d) for d in range(1, 29)]
+    bill = write(tmp_path / "bill.csv", [charge("vm-gpu", d, {"run": f"r{d.day}"}) for d in days] +
+                 [charge("vm-owned", d, {"run": f"r{d.day}", "owner": "ana"}) for d in days])
+    policy = parse_policy('policy: p\nversion: "1"\nowner: finops@example.com\n')
+    audit = run_audit(policy, [bill], None, parse_quarter("2026-Q3"), date(2026, 10, 15))
+    [forgotten] = [f for f in audit.findings if f.rule == "GPU006"]
+    assert forgotten.resource == "vm-gpu"
+    assert (forgotten.evidence["tags"], forgotten.evidence["tag_keys_seen"]) == ({}, [])
+
+
+class _Options:
+    """A rule with a tag option of each shape: one key, a list of keys, a map keyed by them, and others."""
+
+    def __init__(self, values: dict):
+        from auditor.schema import Field
+
+        self.options = {"one": Field("tag"), "many": Field("list", item=Field("tag")),
+                        "by_key": Field("map", keys=Field("tag"), item=Field("regex")),
+                        "models": Field("list", item=Field("gpu")), "count": Field("number")}
+        self.values = values
+
+    def opt(self, name: str):
+        return self.values.get(name)
+
+
+def test_every_shape_of_a_tag_option_names_keys():
+    policy = parse_policy('policy: p\nversion: "1"\nowner: finops@example.com\n')
+    base = tag_keys_read(policy, [])
+    rule = _Options({"one": "cost-center", "many": ["squad", "tier"], "by_key": {"ticket": "^J-"},
+                     "models": ["H100"], "count": 3})
+    assert tag_keys_read(policy, [rule]) - base == {"cost-center", "squad", "tier", "ticket"}
+    assert tag_keys_read(policy, [_Options({})]) == base  # options left unset name nothing
