@@ -757,3 +757,20 @@ def test_a_credit_amount_written_with_a_digit_separator_is_refused(tmp_path, amo
                          encoding="utf-8")
     e = _load_error(json_path)
     assert (e.line, e.column) == (1, "credits")
+
+
+def test_a_json_credit_amount_with_a_thousands_separator_is_named_on_its_line(tmp_path):
+    """A JSON export's credits are a real list: each amount is read from it as its own text, so `1,000.00` is
+    refused whole, on its line, in the credits column (its `1` alone is not what the export meant)."""
+    path = tmp_path / "gcp.jsonl"
+    lines = [{"cost": 1.0, "currency": "USD", "usage_start_time": "2023-09-12T10:00:00Z", "sku": {"description": "x"},
+              "credits": [{"name": "x", "amount": amount}]} for amount in ("-0.5", "-1,000.00")]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    e = _load_error(path)
+    assert (e.path, e.line, e.column) == (str(path), 2, "credits")
+
+
+def test_a_gcp_exports_cost_column_is_its_cost():
+    """What the file's own total is summed from (a spreadsheet's total row is checked against it)."""
+    [source] = Store().load_billing([REPO / "fixtures" / "billing" / "gcp" / "gcp-detailed-export.jsonl"])
+    assert source.cost_column == "cost"
