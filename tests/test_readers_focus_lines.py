@@ -219,3 +219,9 @@ def test_an_amount_as_text_with_a_digit_separator_is_refused_in_parquet_and_json
     duckdb.execute(f"COPY (SELECT * FROM read_csv('{src}', all_varchar=true)) TO '{path}' "
                    f"(FORMAT {'parquet' if container == 'parquet' else 'json'})")
     assert read(path, "BilledCost, ListCost") == [(Decimal("10"), Decimal("12")), (Decimal("10"), Decimal("2000"))]
+
+
+def test_a_focus_exports_cost_column_is_billed_cost(tmp_path):
+    """What the file's own total is summed from (a spreadsheet's total row is checked against it)."""
+    source = Store().load_file(write(tmp_path, [line()]))
+    assert source.cost_column == "BilledCost"
