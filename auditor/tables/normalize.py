@@ -59,6 +59,13 @@ KEY_HASH = "hash({})"
 CLASH = "gpu-auditor: grouping hash clash"
 
 
+def unique(column: str, rows: str) -> str:
+    """A condition true on every row of a query whose `rows` (distinct keys) hold no `column` hash twice, else
+    the query fails with CLASH: the hashes counted once, not a window per key."""
+    return (f"CASE WHEN (SELECT count(*) - count(DISTINCT {column}) FROM {rows}) > 0 THEN error({lit(CLASH)}) "
+            "ELSE true END")
+
+
 def referenced(expr: str, top: list[str]) -> set[str]:
     """The source columns an expression reads: quoted (`"lineItem/UsageType"`, `"product"."region"`) or bare
     (`resource_tags`). A bare match may be a false positive (a word in a literal), which only costs speed. A bare
@@ -139,11 +146,10 @@ def select_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: i
         dims = (f"SELECT {', '.join(f'{q(k)} AS {names[k]}' for k in key)}, * FROM "
                 f"(SELECT DISTINCT {', '.join(q(k) for k in key)} FROM {relation})")
         computed = ", ".join(f"{exprs[c]} AS {q('__' + c)}" for c in outputs)
-        if by_hash:  # one key a hash, else CLASH: as many hashes as keys, counted once (not a window per key)
+        if by_hash:  # one key a hash, else CLASH
             hashed = KEY_HASH.format(", ".join(names.values()))
             dims = (f"WITH __h{i} AS MATERIALIZED (SELECT {hashed} AS __kh, {computed} FROM ({dims})) "
-                    f"SELECT * FROM __h{i} WHERE CASE WHEN (SELECT count(*) - count(DISTINCT __kh) FROM __h{i}) > 0 "
-                    f"THEN error({lit(CLASH)}) ELSE true END")
+                    f"SELECT * FROM __h{i} WHERE {unique('__kh', f'__h{i}')}")
             on = f"s.__kh{i} = d{i}.__kh"
         else:
             dims = f"SELECT {', '.join(names.values())}, {computed} FROM ({dims})"
@@ -237,7 +243,7 @@ def rollup_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: i
     key_sql = ", ".join(q(c) for c in keys)
     by_hash = by_hash and bool(keys)
     keys_apart = keys_apart and bool(keys) and ordered
-    assert not (files and by_hash), "a read of several files is read once"
+    assert not (files and by_hash), "a read of several files is read once: its keys are grouped apart"
     assert not (by_hash and keys_apart), "keys are read back or grouped apart"
     line_sql = ", ".join(f"{exprs[c]} AS {u(c)}" for c in amounts + per_line)
     if by_hash:
@@ -282,8 +288,7 @@ def rollup_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: i
         grouped = (f"WITH __s AS MATERIALIZED ({sets}) "
                    f"SELECT k.* EXCLUDE (__h), g.* EXCLUDE ({key_sql}, __h, __day, __set) "
                    f"FROM (SELECT * FROM __s WHERE __set = 0) g JOIN ({keyed}) k USING (__h) "
-                   f"WHERE CASE WHEN (SELECT count(*) - count(DISTINCT __h) FROM __s WHERE __set = 1) > 0 "
-                   f"THEN error({lit(CLASH)}) ELSE true END")
+                   f"WHERE {unique('__h', f'({keyed})')}")
     elif by_hash:  # the key columns and the free text are read back from the group's first line
         grouped = (f"SELECT {values}{aggregates}, min(__row) AS __rep, min(__h2) <> max(__h2) AS __clash "
                    f"FROM ({lines}) GROUP BY {values}__h, {day}")
