@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import json
 import os
 import subprocess
 import sys
@@ -480,16 +481,33 @@ def test_a_copys_lines_are_counted_back_to_the_original():
         "f.csv: 2 line(s) hold no value, only delimiters (a spreadsheet's empty rows) at line(s) 4, 5; not read"]
 
 
-def test_names_told_apart_as_duckdb_tells_them(tmp_path):
-    """Twins in case get `_1`, or the first `_k` that is new, as DuckDB names a Parquet file's columns."""
-    import duckdb
+@pytest.mark.parametrize("container", ["parquet", "json", "csv"])
+def test_names_told_apart_as_duckdb_tells_them(tmp_path, container):
+    """Twins in case get `_1`, and `_1` again while that is taken (`t`, `t_1`, `T` are read `t`, `t_1`,
+    `T_1_1`), exactly as DuckDB names a Parquet file's, a JSON file's and a CSV header's columns: every order of
+    five names that take each other's suffixes, each file's names as DuckDB reads them. (A Parquet file written
+    by pyarrow, which keeps the names as given: DuckDB's own COPY would rename them as it writes, another way.)"""
+    import itertools
 
-    names = ["t", "T", "t_1", "T_1", "TT", "t"]
+    import duckdb
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     con = duckdb.connect()
-    con.execute(f"COPY (SELECT {', '.join(f'{i} AS {chr(34)}{n}{chr(34)}' for i, n in enumerate(names))}) "
-                f"TO '{tmp_path / 'f.parquet'}'")
-    read = [c for c, *_ in con.execute(f"DESCRIBE SELECT * FROM '{tmp_path / 'f.parquet'}'").fetchall()]
-    assert csv_dialect.unique_names(names) == read == ["t", "T_1", "t_1_1", "T_1_2", "TT", "t_2"]
+    # DuckDB folds the case of ASCII letters alone: `é` and `É` are two names, `É` and `É_1` none of its twins
+    others = [("é", "É", "É_1", "é_1", "x"), ("straße", "STRASSE", "Straße", "x", "y")]
+    for i, names in enumerate([*itertools.permutations(["t", "T", "t_1", "T_1", "t_1_1"]), *others]):
+        path = tmp_path / f"{i}.{container}"
+        if container == "parquet":
+            pq.write_table(pa.table([pa.array([k]) for k in range(5)], names=list(names)), path)
+        elif container == "json":
+            path.write_text(json.dumps(dict(zip(names, range(5), strict=True))) + "\n")
+        else:
+            path.write_text(",".join(names) + "\n" + ",".join("1" * 5) + "\n")
+        read = [c for c, *_ in con.execute(f"DESCRIBE SELECT * FROM '{path}'").fetchall()]
+        assert csv_dialect.unique_names(list(names)) == read, names
+    assert csv_dialect.unique_names(["a", "a_1", "A"]) == ["a", "a_1", "A_1_1"]
+    assert csv_dialect.unique_names(["é", "É", "straße", "Straße"]) == ["é", "É", "straße", "Straße_1"]
     assert csv_dialect.read_names(("a", "A", "")) == ["a", "A_1", "x_trailing_delimiter"]
 
 
@@ -688,6 +706,7 @@ def test_a_file_of_only_a_total_row_is_never_read_as_a_billing_line(samples, tmp
     assert e.value.message == "the file has a header but no billing lines"
 
 
-def test_twin_names_get_the_first_free_suffix():
+def test_twin_names_get_the_suffix_duckdb_gives():
     assert csv_dialect.unique_names(["a", "A"]) == ["a", "A_1"]
-    assert csv_dialect.unique_names(["a", "a_1", "A"]) == ["a", "a_1", "A_2"]
+    assert csv_dialect.unique_names(["a", "a_1", "A"]) == ["a", "a_1", "A_1_1"]
+    assert csv_dialect.unique_names(["a", "A", "a_1", "A_1"]) == ["a", "A_1", "a_1_1", "A_1_2"]

@@ -634,6 +634,51 @@ def test_parquet_and_json_columns_named_in_two_cases_are_refused(tmp_path, con):
         "to read (remove or rename one)")
 
 
+@pytest.mark.parametrize("container", ["parquet", "json", "csv"])
+def test_two_tags_in_case_keep_their_names_and_are_read_by_duckdb_s(tmp_path, con, container):
+    """AWS tags `team`, `Team_1` and `Team` are three columns: each keeps its own name, and the one DuckDB reads
+    under another (`Team` after `Team_1`: `..._Team_1_1`) is reached by that name (a field)."""
+    names = ["BilledCost", "ChargePeriodStart", "BillingCurrency", "resource_tags_user_team",
+             "resource_tags_user_Team_1", "resource_tags_user_Team"]
+    values = [1.5, "2026-07-01", "USD", "nlp", "x", "vision"]
+    path = tmp_path / f"focus.{container}"
+    if container == "parquet":
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        pq.write_table(pa.table([pa.array([v]) for v in values], names=names), path)
+    elif container == "json":
+        write(path, "{" + ", ".join(f"{json.dumps(n)}: {json.dumps(v)}" for n, v in zip(names, values, strict=True))
+              + "}\n")
+    else:
+        write(path, ",".join(names) + "\n" + ",".join(map(str, values)) + "\n")
+    s = sniff(path, con)
+    assert (s.format, s.columns) == ("focus-1.0", tuple(names))
+    assert s.fields == (("resource_tags_user_Team", '"resource_tags_user_Team_1_1"'),)
+
+
+def test_json_lines_whose_later_lines_add_keys_are_read_by_every_key(tmp_path, con):
+    """The first line's keys are the columns as written; a key only a later line holds is read too, each column
+    then by the name DuckDB gives it."""
+    first = {"BilledCost": 1.5, "ChargePeriodStart": "2026-07-01", "BillingCurrency": "USD"}
+    path = write(tmp_path / "focus.jsonl", json.dumps(first) + "\n" + json.dumps({**first, "x_Team": "nlp"}) + "\n")
+    s = sniff(path, con)
+    assert (s.format, s.columns, s.fields) == ("focus-1.0", (*first, "x_Team"), ())
+
+
+def test_columns_that_differ_in_the_case_of_a_letter_beyond_ascii_are_two(tmp_path, con):
+    """DuckDB folds the case of ASCII letters alone: `Équipe` and `équipe` are two columns to it, read each by its
+    own name (`Team` and `team` would be one, refused above)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "focus.parquet"
+    names = ["BilledCost", "ChargePeriodStart", "BillingCurrency", "x_Équipe", "x_équipe"]
+    pq.write_table(pa.table([pa.array([v]) for v in (1.5, "2026-07-01", "USD", "nlp", "cv")], names=names), path)
+    s = sniff(path, con)
+    assert (s.format, s.columns, s.fields) == ("focus-1.0", tuple(names), ())
+
+
 GCP_LINE = '{"cost": 1.5, "currency": "USD", "usage_start_time": "2026-07-01", "sku": {"description": "x"}}'
 
 

@@ -238,13 +238,15 @@ def test_tags_in_every_layout(tmp_path):
 
 @pytest.mark.parametrize("layout", ["legacy", "athena"])
 @pytest.mark.parametrize("container", ["csv", "parquet", "json"])
-def test_tags_that_differ_only_in_case_are_two_tags(tmp_path, layout, container):
+@pytest.mark.parametrize("order", [("team", "Team", "Team_1"), ("team", "Team_1", "Team")])
+def test_tags_that_differ_only_in_case_are_two_tags(tmp_path, layout, container, order):
     """AWS tag keys are case-sensitive: `team` and `Team` are two tags, each read by its own column, whatever
-    name DuckDB gives the second (`..._1`; a tag of that very name is a third). Kept as the store keeps tags:
-    folded by case, so both where `team` is read, neither where it is not (was refused: one name to DuckDB)."""
+    name DuckDB gives the second (`..._1`; a tag of that very name is a third, and where it comes first DuckDB
+    names `Team` `..._Team_1_1`). Kept as the store keeps tags: folded by case, so both where `team` is read,
+    neither where it is not (was refused: one name to DuckDB)."""
     prefix = "resourceTags/user:" if layout == "legacy" else "resource_tags_user_"
-    rows = [line(**{f"{prefix}team": "nlp", f"{prefix}Team": "vision", f"{prefix}Team_1": "x"}),
-            line(**{f"{prefix}Team": "cv"})]
+    values = {"team": "nlp", "Team": "vision", "Team_1": "x"}
+    rows = [line(**{f"{prefix}{k}": values[k] for k in order}), line(**{f"{prefix}Team": "cv"})]
     header = list(dict.fromkeys(k for r in rows for k in r))
     path = tmp_path / f"cur.{container}"
     if container == "csv":

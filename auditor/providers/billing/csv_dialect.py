@@ -70,17 +70,28 @@ def read_names(columns: tuple[str, ...]) -> list[str]:
     return unique_names([c or TRAILING for c in columns])
 
 
+_ASCII_LOWER = str.maketrans("ABCDEFGHIJKLMNOPQRSTUVWXYZ", "abcdefghijklmnopqrstuvwxyz")
+
+
+def folded(name: str) -> str:
+    """A column name as DuckDB compares names: its ASCII letters in lower case (`Team` is `team`, but `É` is not
+    `é`, two names to DuckDB)."""
+    return name.translate(_ASCII_LOWER)
+
+
 def unique_names(names: list[str]) -> list[str]:
-    """Names as DuckDB tells them apart, which is in any case: a name an earlier one has in some case gets `_1`
-    (or `_2`, ..., the first that is new): `resourceTags/user:Team` after `resourceTags/user:team` is
-    `resourceTags/user:Team_1`, as DuckDB names it in a Parquet or JSON file, and as the read of a CSV (which names
-    every column) names it."""
-    seen: set[str] = set()
+    """Names as DuckDB tells them apart (`folded`), and as it renames them in a Parquet, JSON or CSV file (the
+    read of a CSV names every column so): a name an earlier one has in some case gets `_` and the count of the
+    names that took it so far, and again while that is taken too. `resourceTags/user:Team` after
+    `resourceTags/user:team` is `resourceTags/user:Team_1`; after `...:team` and `...:Team_1` it is
+    `...:Team_1_1`."""
+    taken: dict[str, int] = {}  # each name given, folded: how many later names it was taken for
     out = []
     for name in names:
-        if name.lower() in seen:
-            name = next(f"{name}_{k}" for k in range(1, len(names) + 1) if f"{name}_{k}".lower() not in seen)
-        seen.add(name.lower())
+        while (key := folded(name)) in taken:
+            taken[key] += 1
+            name = f"{name}_{taken[key]}"
+        taken[key] = 0
         out.append(name)
     return out
 

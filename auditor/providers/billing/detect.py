@@ -257,17 +257,17 @@ TAG_COLUMN = re.compile(r"(?i)^(?:resourceTags/(user|aws):|resource_tags_(user|a
 
 def _refuse_twins(path: Path, names: list[str], line: int | None = None) -> None:
     """Two columns of one name: which one holds the money cannot be told, so neither is read. Names that differ
-    only in case are one name to DuckDB's SQL: refused too, but for two AWS tag columns (TAG_COLUMN), which are
-    two tags. (`line`: a CSV header's.)"""
+    only in the case of ASCII letters are one name to DuckDB's SQL (csv_dialect.folded): refused too, but for two
+    AWS tag columns (TAG_COLUMN), which are two tags. (`line`: a CSV header's.)"""
     seen: dict[str, int] = {}
     for i, name in enumerate(names, 1):
-        if (j := seen.get(name.lower())) is not None and not (
+        if (j := seen.get(csv_dialect.folded(name))) is not None and not (
                 names[j - 1] != name and TAG_COLUMN.match(name)):
             named = f"both named {name!r}" if names[j - 1] == name else \
                 f"named {names[j - 1]!r} and {name!r}, one name in any case"
             raise InputError(f"columns {j} and {i} are {named}; gpu-auditor cannot tell which to read (remove or "
                              "rename one)", path=str(path), line=line)
-        seen[name.lower()] = i
+        seen[csv_dialect.folded(name)] = i
 
 
 def flatten(top: list[tuple[str, str]], read: list[str] | None = None
@@ -319,7 +319,7 @@ def sniff(path: Path, con: DuckDBPyConnection) -> Sniffed:
     with open(path, "rb") as f:
         head = f.read(256)
     magic, first = head[:4], head.removeprefix(b"\xef\xbb\xbf").lstrip()[:1]
-    fields: list[tuple[str, str]] = []
+    fields: list[tuple[str, str]]  # each branch gives the columns, their fields and (but a CSV) their types
     types: list[tuple[str, str]] = []
     if magic == b"PAR1":
         columns, fields, types = _nested_columns(path, con, "read_parquet")
