@@ -58,6 +58,8 @@ for path in sorted((REPO / "rules").glob("[A-Z]*[0-9]_*.py")):
     CORE[f"rules/{path.name}"] = ["tests/test_rule_cases.py", "-k", path.name.split("_")[0]]
 # TAG001's SQL narrows to what its candidates() says (tests/test_tag_candidates.py states it, in a test named for it).
 CORE["rules/TAG001_missing_required_tags.py"][1:1] = ["tests/test_tag_candidates.py"]
+# GPU006's too (tests/test_gpu_candidates.py, its tests named for it).
+CORE["rules/GPU006_forgotten_gpu_in_billing.py"][1:1] = ["tests/test_gpu_candidates.py"]
 
 # The modules CI mutates when a change touches them (.ci/run: --ci): those whose every surviving mutant is killed or
 # explained in .ci/mutation-equivalents.yml. A module joins when its survivors are dealt with; --all measures the rest.

@@ -30,6 +30,17 @@ class Untagged(NamedTuple):
     min_cost: Decimal
 
 
+class BilledDays(NamedTuple):
+    """A rule's candidates among the GPU machines the bill shows (Rule.candidates): those billed on `min_days`
+    days or more, and on `min_pct` percent or more of the days their provider billed anything in the window."""
+
+    min_days: Decimal
+    min_pct: Decimal
+
+
+Candidates = Untagged | BilledDays  # what Rule.candidates states, one kind per entity type
+
+
 class Rule:
     id: ClassVar[str]
     name: ClassVar[str]
@@ -51,7 +62,7 @@ class Rule:
     def opt(self, key: str) -> Any:
         return self.opts[key]
 
-    def candidates(self) -> Untagged | None:
+    def candidates(self) -> Candidates | None:
         """What an entity must hold for this rule to flag it, in terms its builder selects by in SQL
         (tables/entities.py NARROWS), so that the rule runs over those entities only; None: every entity. The
         terms are a necessary condition, never a sufficient one: `check` still decides."""

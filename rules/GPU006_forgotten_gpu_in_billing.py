@@ -5,7 +5,7 @@ from decimal import Decimal
 from auditor.evidence import LEVELS, billing_tags, stewardship
 from auditor.model import BilledGpuMachine, Severity, fmt_money
 from auditor.registry import register
-from auditor.rule import Rule
+from auditor.rule import BilledDays, Rule
 from auditor.schema import Field
 
 
@@ -76,6 +76,9 @@ class ForgottenGpuInBilling(Rule):
                                 doc="least confidence to flag (high: utilisation measured; medium: in the inventory "
                                     "without metrics, or billed around the clock; low: the bill alone)"),
     }
+
+    def candidates(self) -> BilledDays:
+        return BilledDays(Decimal(str(self.opt("min_days"))), Decimal(str(self.opt("min_billed_days_pct"))))
 
     def check(self, m: BilledGpuMachine, ctx):
         pct = Decimal(str(self.opt("min_billed_days_pct")))

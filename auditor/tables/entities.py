@@ -55,7 +55,7 @@ from auditor.window import Window, quarter_of
 
 if TYPE_CHECKING:
     from auditor.policy import Policy
-    from auditor.rule import Rule, Untagged
+    from auditor.rule import BilledDays, Rule, Untagged
 
 Builder = Callable[[Store, Window, "Policy"], list]
 BUILDERS: dict[type, Builder] = {}
@@ -401,7 +401,7 @@ def gpu_capacity(store: Store, window: Window, policy: Policy) -> list[GpuCapaci
     # What the bill says of each machine (every line's tags, the pods its cost was split to): evidence of an owner
     # or a job that its inventory entry may lack.
     billed: dict[str, BilledGpuMachine] = {}
-    for m in build(store, window, policy, BilledGpuMachine):
+    for m in _billed_gpu_machines(store, window, policy, keep=_INVENTORY_MACHINES):
         billed.setdefault(m.id.lower(), m)
         billed.setdefault(re.split(r"[/:]", m.id.lower())[-1], m)
     jobs_read = _jobs_read(store)
@@ -419,6 +419,13 @@ def gpu_capacity(store: Store, window: Window, policy: Policy) -> list[GpuCapaci
             jobs_read=jobs_read, billing_tags=billing_tags(m.tags, m.tags_seen) if m else {},
             split_resources=m.split_resources if m else []))
     return out
+
+
+# The billed machines an inventory names: by their ids, or by an ARN's or path's last segment.
+_INVENTORY_MACHINES = """
+    SELECT DISTINCT lower(ResourceId) AS rid FROM billed
+    WHERE lower(ResourceId) IN (SELECT lower(id) FROM assets)
+       OR regexp_extract(lower(ResourceId), '[^/:]+$') IN (SELECT lower(id) FROM assets)"""
 
 
 def _jobs_read(store: Store) -> bool:
@@ -741,20 +748,69 @@ def billed_gpu_machines(store: Store, window: Window, policy: Policy) -> list[Bi
     span of its lines: a GCP machine bills core-hours and GPU-hours on lines of its own), its cost in its main
     currency, and whether the day was a weekend; with the tags, jobs and pods seen on it and what the inventory,
     if one was read, says of it."""
+    return _billed_gpu_machines(store, window, policy)
+
+
+@narrows(BilledGpuMachine)
+def long_billed_gpu_machines(store: Store, window: Window, policy: Policy,
+                             terms: tuple[BilledDays, ...]) -> Narrowed:
+    """The machines of billed_gpu_machines that a rule may flag (Rule.candidates' BilledDays terms): those billed
+    on as many days, and as large a share of their provider's days with billing, as one of the terms asks. Where
+    machines churn, tens of thousands are billed a few days each, and none of them is built."""
+    data = _data_days(store, window)
+    least = [(t.min_days.quantize(Decimal(1).scaleb(-9), rounding=ROUND_FLOOR),  # never above the rule's
+              t.min_pct.quantize(Decimal(1).scaleb(-9), rounding=ROUND_FLOOR)) for t in terms]
+    asked = " OR ".join(f"(n >= CAST({lit(str(d))} AS DECIMAL(38, 9)) AND dd > 0 "
+                        f"AND n * 100 >= CAST({lit(str(pct))} AS DECIMAL(38, 9)) * dd)" for d, pct in least)
+    provider_days = ", ".join(f"({lit(p)}, {n})" for p, (n, _) in data.items() if p is not None) or "(NULL, 0)"
+    # a machine's days and provider as the builder counts them: its usage lines' days, the least provider named
+    keep = f"""
+        SELECT rid FROM (SELECT lower(ResourceId) AS rid, min(x_Provider) AS p,
+                                count(DISTINCT date_trunc('day', ChargePeriodStart)) AS n
+                         FROM costs WHERE {window.where()} AND ChargeCategory = 'Usage'
+                           AND ResourceId IN (SELECT ResourceId FROM billed) GROUP BY 1)
+        JOIN (VALUES {provider_days}) d(p, dd) USING (p)
+        WHERE {asked}"""
+    examined = store.value(f"SELECT count(*) FROM ({_gpu_machine_rids(window)})")
+    return Narrowed(_billed_gpu_machines(store, window, policy, keep), int(examined or 0))
+
+
+def _gpu_machine_rids(window: Window) -> str:
+    """SQL of the GPU machines the bill shows, by their ids in lower case (`rid`)."""
+    return f"""
+        SELECT DISTINCT lower(ResourceId) AS rid FROM costs
+        WHERE {window.where()} AND ResourceId IS NOT NULL AND ChargeCategory = 'Usage'
+          AND x_CostCategory = 'gpu_compute'
+          AND (x_SplitParentId IS NULL OR lower(x_SplitParentId) = lower(ResourceId))
+          AND lower(ResourceId) IS DISTINCT FROM lower(CapacityReservationId)
+          AND lower(ResourceId) IS DISTINCT FROM lower(CommitmentDiscountId)"""
+
+
+def _data_days(store: Store, window: Window) -> dict[str, tuple[int, int]]:
+    """Per provider, the days of the window it billed anything on, and how many of those were weekend days."""
+    return {p: (n, we) for p, n, we in store.con.execute(f"""
+        SELECT x_Provider, count(DISTINCT date_trunc('day', ChargePeriodStart)),
+               count(DISTINCT date_trunc('day', ChargePeriodStart))
+                   FILTER (WHERE dayofweek(ChargePeriodStart) IN (0, 6))
+        FROM costs WHERE {window.where()} GROUP BY 1""").fetchall()}
+
+
+def _billed_gpu_machines(store: Store, window: Window, policy: Policy, keep: str | None = None
+                         ) -> list[BilledGpuMachine]:
+    """billed_gpu_machines; `keep`: only the machines of the lower-case ids (`rid`) this SQL selects (it may read
+    `billed`, every machine's ids as billed)."""
     w = window.where()
     store.tag_set_ids()
     # the machines' lines by their ids as billed (each id's lower case compared once, not each line's)
     used = f"{w} AND ChargeCategory = 'Usage' AND ResourceId IN (SELECT ResourceId FROM ids)"
+    kept = "" if keep is None else " WHERE lower(ResourceId) IN (SELECT rid FROM kept)"
     rows = store.con.execute(f"""
-        WITH g AS (SELECT DISTINCT lower(ResourceId) AS rid FROM costs
-                   WHERE {w} AND ResourceId IS NOT NULL AND ChargeCategory = 'Usage'
-                     AND x_CostCategory = 'gpu_compute'
-                     AND (x_SplitParentId IS NULL OR lower(x_SplitParentId) = lower(ResourceId))
-                     AND lower(ResourceId) IS DISTINCT FROM lower(CapacityReservationId)
-                     AND lower(ResourceId) IS DISTINCT FROM lower(CommitmentDiscountId)),
-             ids AS (SELECT ResourceId FROM (SELECT DISTINCT ResourceId FROM costs
-                                             WHERE {w} AND ResourceId IS NOT NULL AND ChargeCategory = 'Usage')
-                     WHERE lower(ResourceId) IN (SELECT rid FROM g)),
+        WITH g AS ({_gpu_machine_rids(window)}),
+             billed AS (SELECT ResourceId FROM (SELECT DISTINCT ResourceId FROM costs
+                                                WHERE {w} AND ResourceId IS NOT NULL AND ChargeCategory = 'Usage')
+                        WHERE lower(ResourceId) IN (SELECT rid FROM g)),
+             {f"kept AS ({keep})," if keep else ""}
+             ids AS (SELECT ResourceId FROM billed{kept}),
              l AS (SELECT lower(ResourceId) AS rid, date_trunc('day', ChargePeriodStart) AS day, * FROM costs
                    WHERE {used}),
              lt AS ({latest_tag_sets("lower(ResourceId)", used)}),
@@ -813,11 +869,7 @@ def billed_gpu_machines(store: Store, window: Window, policy: Policy) -> list[Bi
     if not rows:
         return []
     sets = store.tags(row[17] for row in rows)
-    data = {p: (n, we) for p, n, we in store.con.execute(f"""
-        SELECT x_Provider, count(DISTINCT date_trunc('day', ChargePeriodStart)),
-               count(DISTINCT date_trunc('day', ChargePeriodStart))
-                   FILTER (WHERE dayofweek(ChargePeriodStart) IN (0, 6))
-        FROM costs WHERE {w} GROUP BY 1""").fetchall()}
+    data = _data_days(store, window)
     # The inventory, where one was read: machines by id (and by an ARN's or path's last segment), and the
     # provider, account and region pairs it covers.
     assets = build(store, window, policy, GpuAsset)
