@@ -405,3 +405,12 @@ def test_tags_that_differ_only_in_case_read_on_spark_as_on_duckdb(spark, tmp_pat
     pq.write_table(table.rename_columns([c.removesuffix("_1") for c in table.column_names]), parquet)
     with pytest.raises(engine.InputError, match="differ only in case .* read the file with --engine duckdb"):
         engine.load_billing(Store(), [parquet], spark=spark)
+    # `Équipe` and `équipe`: two tags to DuckDB, which folds ASCII letters alone; one name to Spark, even in a CSV
+    unicode = tmp_path / "cur-unicode.csv"
+    unicode.write_text(path.read_text(encoding="utf-8").replace("user:team", "user:équipe").replace(
+        "user:Team", "user:Équipe"), encoding="utf-8")
+    duck = Store()
+    duck.load_billing([unicode])
+    assert duck.con.execute(tags).fetchall() == [({"équipe": "nlp", "Équipe": "vision"},)]
+    with pytest.raises(engine.InputError, match="differ only in case .* read the file with --engine duckdb"):
+        engine.load_billing(Store(), [unicode], spark=spark)

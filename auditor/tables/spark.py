@@ -134,8 +134,10 @@ def _read(spark, s, view: str, scratch: str, paths: list[str]) -> None:
     with the columns DuckDB sees: CSV as text, Parquet, JSON and Avro typed. An Avro file is read through the
     Parquet copy DuckDB reads too (avro.py), written to `scratch`, the store's own temporary folder (on a
     cluster, a folder every node mounts: TMPDIR)."""
-    folded = [c.lower() for c in s.columns]
-    if s.container in ("parquet", "json") and len(set(folded)) < len(folded):  # two AWS tags in case
+    # The names DuckDB reads (a CSV's twins in ASCII case renamed by their places, below): Spark compares names in
+    # any case, beyond ASCII too (`É` is `é` to it, two names to DuckDB).
+    names = csv_dialect.read_names(s.columns) if s.container == "csv" else list(s.columns)
+    if len({n.lower() for n in names}) < len(names):  # two AWS tags in case, in a Parquet or JSON file
         raise InputError("two columns differ only in case (two tags?), which Spark cannot read apart: read the file "
                          "with --engine duckdb", path=str(s.path))
     if s.container == "avro":
@@ -154,8 +156,8 @@ def _read(spark, s, view: str, scratch: str, paths: list[str]) -> None:
             df = df.withColumnRenamed(df.columns[0], s.columns[0])
     # Two AWS tag columns of a CSV in case (`...:team`, `...:Team`): named by their places as DuckDB names them
     # (`...:Team_1`), which the reader's SQL reads; Spark names them its own way.
-    if s.container == "csv" and len(set(folded)) < len(folded) and len(df.columns) == len(s.columns):
-        df = df.toDF(*csv_dialect.read_names(s.columns))
+    if s.container == "csv" and names != list(s.columns) and len(df.columns) == len(s.columns):
+        df = df.toDF(*names)
     df.createOrReplaceTempView(view)
 
 
