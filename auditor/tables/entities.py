@@ -762,14 +762,14 @@ def long_billed_gpu_machines(store: Store, window: Window, policy: Policy,
               t.min_pct.quantize(Decimal(1).scaleb(-9), rounding=ROUND_FLOOR)) for t in terms]
     asked = " OR ".join(f"(n >= CAST({lit(str(d))} AS DECIMAL(38, 9)) AND dd > 0 "
                         f"AND n * 100 >= CAST({lit(str(pct))} AS DECIMAL(38, 9)) * dd)" for d, pct in least)
-    provider_days = ", ".join(f"({lit(p)}, {n})" for p, (n, _) in data.items() if p is not None) or "(NULL, 0)"
+    provider_days = ", ".join(f"({'NULL' if p is None else lit(p)}, {n})" for p, (n, _) in data.items())
     # a machine's days and provider as the builder counts them: its usage lines' days, the least provider named
     keep = f"""
         SELECT rid FROM (SELECT lower(ResourceId) AS rid, min(x_Provider) AS p,
                                 count(DISTINCT date_trunc('day', ChargePeriodStart)) AS n
                          FROM costs WHERE {window.where()} AND ChargeCategory = 'Usage'
-                           AND ResourceId IN (SELECT ResourceId FROM billed) GROUP BY 1)
-        JOIN (VALUES {provider_days}) d(p, dd) USING (p)
+                           AND ResourceId IN (SELECT ResourceId FROM billed) GROUP BY 1) m
+        JOIN (VALUES {provider_days or "(NULL, 0)"}) d(p, dd) ON m.p IS NOT DISTINCT FROM d.p
         WHERE {asked}"""
     examined = store.value(f"SELECT count(*) FROM ({_gpu_machine_rids(window)})")
     return Narrowed(_billed_gpu_machines(store, window, policy, keep), int(examined or 0))
