@@ -105,6 +105,35 @@ def test_non_utf8_byte_in_a_data_row_is_not_blamed_on_the_header():
     assert e.line == 3 and "header" not in str(e), (
         f"READER BUG (auditor/providers/detect.py _read_header): it decodes the first 64 KiB, not the first "
         f"line, so a bad byte on line 3 is reported as {str(e)!r}")
+    assert (e.column, e.message) == ("lineItem/UsageType", "cannot read the file: byte 0xe9 is not UTF-8 text "
+                                                           "(Latin-1 or Windows-1252?); save the file as UTF-8")
+
+
+@pytest.mark.parametrize("gz", [False, True])
+def test_a_csv_saved_as_windows_1252_names_the_column_of_its_first_accent(tmp_path, gz):
+    """A spreadsheet on Windows saves a CSV as Windows-1252: the line, column and byte where it stops being UTF-8
+    (after a quoted value with a comma in it: the column is the CSV's, not a split on commas)."""
+    import gzip
+
+    data = ('BilledCost,ChargePeriodStart,BillingCurrency,ResourceId\n'
+            '1.5,2026-07-01T00:00:00Z,USD,"vm-1, prod"\n'
+            '1.5,2026-07-01T00:00:00Z,USD,"vm, München"\n').encode("cp1252")
+    path = tmp_path / ("focus.csv.gz" if gz else "focus.csv")
+    path.write_bytes(gzip.compress(data) if gz else data)
+    e = load_error(path)
+    assert (e.line, e.column, e.message) == (3, "ResourceId", "cannot read the file: byte 0xfc is not UTF-8 text "
+                                                              "(Latin-1 or Windows-1252?); save the file as UTF-8")
+
+
+def test_a_line_not_utf8_that_is_not_the_header_s_columns_is_named_alone(tmp_path):
+    """A value over two lines is named by its first line, where the byte is not: no column is named rather than a
+    wrong one."""
+    path = tmp_path / "focus.csv"
+    path.write_bytes(('BilledCost,ChargePeriodStart,BillingCurrency,ResourceId\n'
+                      '1.5,2026-07-01T00:00:00Z,USD,"vm,\nMünchen"\n').encode("cp1252"))
+    e = load_error(path)
+    assert (e.line, e.column, e.message) == (2, None, "cannot read the file: the line is not UTF-8 text (Latin-1 or "
+                                                      "Windows-1252?); save the file as UTF-8")
 
 
 # ---- broken files derived from the public CUR sample ------------------------------------------------------

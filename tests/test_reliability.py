@@ -57,7 +57,7 @@ ERRORS = [
     ("cur-truncated.csv.gz", None, None, "cannot read"),
     ("garbage.csv", None, None, "binary"),
     ("cur-utf16.csv", 1, None, "UTF-16"),
-    ("cur-latin1-row.csv", 3, None, "not UTF-8"),
+    ("cur-latin1-row.csv", 3, "lineItem/UsageType", "byte 0xe9 is not UTF-8"),
     ("unknown-format.csv", 1, None, "not a billing export"),
     ("cur-bad-cost.csv", 4, "lineItem/UnblendedCost", "'abc' is not a number"),
     ("cur-ragged.csv", 3, None, "9 fields where the header has 8"),

@@ -3,6 +3,8 @@ column: the first value a reader's check refuses, a line too long, a ragged row,
 
 from __future__ import annotations
 
+import csv
+import gzip
 import re
 
 import duckdb
@@ -30,9 +32,30 @@ def csv_reason(error: str) -> str:
     if "Map keys must be unique" in error:  # a repeated label record (GCP) or CUR 2.0's tags text: no line named
         return "a line's tags or labels name one key twice; which value is meant cannot be told"
     if "Invalid unicode" in error:
-        return "the line is not UTF-8 text (Latin-1 or Windows-1252?); save the file as UTF-8"
+        return NOT_UTF8
     first = error.strip().splitlines()[0] if error.strip() else "unknown error"
     return redact(re.sub(r"^[A-Za-z ]*Error: ", "", first))[:200]
+
+
+NOT_UTF8 = "the line is not UTF-8 text (Latin-1 or Windows-1252?); save the file as UTF-8"
+
+
+def not_utf8(error: InputError, s: Sniffed) -> InputError:
+    """A line DuckDB found not UTF-8 (`error`, its line numbered as in the file `s`), with the column and the byte
+    where it stops being UTF-8: a CSV saved by a spreadsheet on Windows is Windows-1252 where a name or tag has an
+    accent. `error` as it is where the line cannot be told apart so (a value over several lines)."""
+    if error.line is None or NOT_UTF8 not in error.message:
+        return error
+    with (gzip.open(s.path, "rb") if s.compression == "gzip" else open(s.path, "rb")) as f:
+        raw = next((b for n, b in enumerate(f, 1) if n == error.line), b"")
+    cells = next(csv.reader([raw.decode("utf-8", "surrogateescape").rstrip("\r\n")]), [])
+    bad = [(i, m.group()) for i, cell in enumerate(cells) if (m := re.search("[\udc80-\udcff]", cell))]
+    if not bad or len(cells) != len(s.columns):
+        return error
+    i, char = bad[0]
+    return InputError(f"cannot read the file: byte 0x{ord(char) - 0xdc00:02x} is not UTF-8 text (Latin-1 or "
+                      "Windows-1252?); save the file as UTF-8", path=error.path, line=error.line,
+                      column=s.columns[i])
 
 
 def long_gzip_line(s: Sniffed) -> InputError | None:

@@ -32,7 +32,7 @@ from auditor.providers.redact import redact_sql
 from auditor.scratch import Scratch
 from auditor.sql import lit
 from auditor.tables import parts, stats
-from auditor.tables.diagnose import diagnose, long_gzip_line
+from auditor.tables.diagnose import diagnose, long_gzip_line, not_utf8
 from auditor.tables.normalize import CLASH, FILE, TAG_KEY, rollup_sql, select_sql, tag_key_sql
 from auditor.tables.schema import COSTS, TABLES
 from auditor.window import FIRST_DAY, LAST_DAY, Window
@@ -307,7 +307,7 @@ class Store:
                     return self._read(batch, con, again)
                 error = diagnose(con, sniffed, cols, relation, checks, first_row, e)
                 error.line = copy.original_line(error.line) if copy else error.line
-                raise error from None
+                raise not_utf8(error, sniffed) if isinstance(error, InputError) else error from None
             except InputError:  # a line without a cost or a time: a spreadsheet's empty or total row?
                 con.execute("ROLLBACK")
                 if many:
