@@ -386,6 +386,23 @@ def test_lines_without_a_cost_or_start_are_counted_as_lines_on_spark(spark, tmp_
     assert store.con.execute("SELECT count(*) FROM costs").fetchone() == (0,)
 
 
+def test_a_file_that_is_not_utf8_is_refused_on_spark_as_on_duckdb(spark, tmp_path):
+    """A CSV saved as Windows-1252 (`caf\\xe9`): DuckDB refuses its line; Spark, which reads the byte as U+FFFD,
+    refuses the file, and no line of it is kept. A UTF-8 file beside it is read."""
+    bad = REPO / "fixtures" / "bad" / "cur-latin1-row.csv"
+    good = tmp_path / "cur-utf8.csv"
+    good.write_bytes(bad.read_bytes().replace(b"caf\xe9-", b"cafe-"))
+    store = Store()
+    with pytest.raises(engine.InputError) as refused:
+        engine.load_billing(store, [good, bad], spark=spark)
+    assert refused.value.path == str(bad)
+    assert refused.value.message == (
+        "the file is not UTF-8 text (Latin-1 or Windows-1252?): Spark reads such a byte as '\ufffd'; save the file "
+        "as UTF-8 (read it with --engine duckdb for the line and column)")
+    assert store.con.execute("SELECT count(*) FROM costs").fetchone() == (0,)
+    assert [s.path for s in engine.load_billing(Store(), [good], spark=spark)] == [str(good)]
+
+
 def test_tags_that_differ_only_in_case_read_on_spark_as_on_duckdb(spark, tmp_path):
     """Two AWS tags in case (`resourceTags/user:team`, `resourceTags/user:Team`): two tags on Spark too, from a CSV
     (Spark names the columns its own way: renamed by their places); a Parquet or JSON file, whose twins Spark

@@ -225,7 +225,17 @@ def load_billing(store: Store, paths: list[Path | str], master: str | None = Non
     store.con.register("spark_reduced", table)
     counted = {path: (lines, no_cost, no_start) for path, lines, no_cost, no_start in store.con.execute(
         "SELECT x_SourceFile, sum(x_Lines), sum(no_cost), sum(no_start) FROM spark_reduced GROUP BY ALL").fetchall()}
+    # Spark reads a byte that is not UTF-8 (a spreadsheet's Windows-1252 save) as U+FFFD where DuckDB refuses the
+    # line: the files whose rows hold one are refused too.
+    text = [f.name for f in table.schema if pa.types.is_string(f.type) or pa.types.is_map(f.type)]
+    mangled = {path for (path,) in store.con.execute(
+        "SELECT DISTINCT x_SourceFile FROM spark_reduced WHERE "
+        + " OR ".join(f"contains(CAST({q(c)} AS VARCHAR), '\ufffd')" for c in text)).fetchall()} if text else set()
     for source in sources:  # in the order read: the first file that is wrong is named
+        if source.path in mangled:
+            raise InputError("the file is not UTF-8 text (Latin-1 or Windows-1252?): Spark reads such a byte as "
+                             "'\ufffd'; save the file as UTF-8 (read it with --engine duckdb for the line and "
+                             "column)", path=source.path)
         lines, no_cost, no_start = counted.get(source.path, (0, 0, 0))
         if no_cost or no_start:
             what = "the cost is empty" if no_cost else "the charge period start is empty"
