@@ -102,6 +102,17 @@ def policy(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.fixture(autouse=True)
+def ctrl_c_reaches_children():
+    """The runs these tests interrupt get SIGINT as a terminal's Ctrl-C gives it: a suite started where SIGINT is
+    ignored (a background job of a script, `cmd &`) would hand that on to every process it starts, which Python
+    then leaves ignored, and a run it interrupts would finish instead. A handler of its own here is reset to the
+    default in each child it starts."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)
+
+
 def audit(policy: Path, out: Path, *billing: Path | str, extra: tuple[str, ...] = ()):
     with deadline(60):
         return CliRunner().invoke(cli, ["audit", "-q", "--policy", str(policy), "--out", str(out), *extra,
