@@ -6,6 +6,7 @@ from __future__ import annotations
 import csv
 import gzip
 import re
+from itertools import islice
 
 import duckdb
 
@@ -46,8 +47,8 @@ def not_utf8(error: InputError, s: Sniffed) -> InputError:
     accent. `error` as it is where the line cannot be told apart so (a value over several lines)."""
     if error.line is None or NOT_UTF8 not in error.message:
         return error
-    with (gzip.open(s.path, "rb") if s.compression == "gzip" else open(s.path, "rb")) as f:
-        raw = next((b for n, b in enumerate(f, 1) if n == error.line), b"")
+    with (gzip.open if s.compression == "gzip" else open)(s.path, "rb") as f:
+        raw = next(islice(f, error.line - 1, None), b"")
     cells = next(csv.reader([raw.decode("utf-8", "surrogateescape").rstrip("\r\n")]), [])
     bad = [(i, m.group()) for i, cell in enumerate(cells) if (m := re.search("[\udc80-\udcff]", cell))]
     if not bad or len(cells) != len(s.columns):

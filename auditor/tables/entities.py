@@ -772,7 +772,7 @@ def long_billed_gpu_machines(store: Store, window: Window, policy: Policy,
         JOIN (VALUES {provider_days or "(NULL, 0)"}) d(p, dd) ON m.p IS NOT DISTINCT FROM d.p
         WHERE {asked}"""
     examined = store.value(f"SELECT count(*) FROM ({_gpu_machine_rids(window)})")
-    return Narrowed(_billed_gpu_machines(store, window, policy, keep), int(examined or 0))
+    return Narrowed(_billed_gpu_machines(store, window, policy, keep, data), int(examined or 0))
 
 
 def _gpu_machine_rids(window: Window) -> str:
@@ -795,21 +795,20 @@ def _data_days(store: Store, window: Window) -> dict[str, tuple[int, int]]:
         FROM costs WHERE {window.where()} GROUP BY 1""").fetchall()}
 
 
-def _billed_gpu_machines(store: Store, window: Window, policy: Policy, keep: str | None = None
-                         ) -> list[BilledGpuMachine]:
+def _billed_gpu_machines(store: Store, window: Window, policy: Policy, keep: str | None = None,
+                         data: dict[str, tuple[int, int]] | None = None) -> list[BilledGpuMachine]:
     """billed_gpu_machines; `keep`: only the machines of the lower-case ids (`rid`) this SQL selects (it may read
-    `billed`, every machine's ids as billed)."""
+    `billed`, every machine's ids as billed); `data`: _data_days, where the caller has it."""
     w = window.where()
     store.tag_set_ids()
     # the machines' lines by their ids as billed (each id's lower case compared once, not each line's)
     used = f"{w} AND ChargeCategory = 'Usage' AND ResourceId IN (SELECT ResourceId FROM ids)"
-    kept = "" if keep is None else " WHERE lower(ResourceId) IN (SELECT rid FROM kept)"
+    kept = "" if keep is None else f" WHERE lower(ResourceId) IN ({keep})"
     rows = store.con.execute(f"""
         WITH g AS ({_gpu_machine_rids(window)}),
              billed AS (SELECT ResourceId FROM (SELECT DISTINCT ResourceId FROM costs
                                                 WHERE {w} AND ResourceId IS NOT NULL AND ChargeCategory = 'Usage')
                         WHERE lower(ResourceId) IN (SELECT rid FROM g)),
-             {f"kept AS ({keep})," if keep else ""}
              ids AS (SELECT ResourceId FROM billed{kept}),
              l AS (SELECT lower(ResourceId) AS rid, date_trunc('day', ChargePeriodStart) AS day, * FROM costs
                    WHERE {used}),
@@ -869,7 +868,7 @@ def _billed_gpu_machines(store: Store, window: Window, policy: Policy, keep: str
     if not rows:
         return []
     sets = store.tags(row[17] for row in rows)
-    data = _data_days(store, window)
+    data = data if data is not None else _data_days(store, window)
     # The inventory, where one was read: machines by id (and by an ARN's or path's last segment), and the
     # provider, account and region pairs it covers.
     assets = build(store, window, policy, GpuAsset)
