@@ -194,7 +194,7 @@ def run_audit(policy: Policy, billing: list[Path | str], inventory: Path | None 
     from auditor.audit import Audit
     from auditor.providers.billing.detect import URI_NEEDS_SPARK, is_uri
     from auditor.providers.live.inputs import audit_inputs
-    from auditor.tables import split
+    from auditor.tables import gpu_machines, split  # noqa: F401 (gpu_machines: registers the GPU machines' builders)
     from auditor.tables.entities import BUILDERS, build, examined
     from auditor.tables.jobcost import job_costs, job_totals
     from auditor.tables.sql import team_sql

@@ -231,7 +231,7 @@ class BilledGpuMachine:
     region: str | None = None
     instance_type: str | None = None
     gpu_model: str | None = None
-    gpu_count: int | None = None
+    gpu_count: int | Decimal | None = None  # `gpus`: a fractional GPU's share of one is a Decimal
     currency: str = "USD"  # the currency it was mostly billed in; the daily figures are in it
     cost: dict[str, Decimal] = field(default_factory=dict)  # every usage line of the id in the window
     billed_hours: Decimal | None = None  # machine-hours: per day, at most 24 and at most its lines' span

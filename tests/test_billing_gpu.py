@@ -17,6 +17,7 @@ from auditor.core import run_audit
 from auditor.model import BilledGpuMachine, CapacityReservation, money
 from auditor.outputs.report import render
 from auditor.policy import Policy, parse_policy
+from auditor.tables import gpu_machines  # noqa: F401 (registers the BilledGpuMachine builders)
 from auditor.tables.entities import build
 from auditor.tables.store import Store
 from auditor.window import parse_quarter

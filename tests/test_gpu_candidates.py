@@ -20,6 +20,7 @@ from auditor.model import BilledGpuMachine
 from auditor.policy import load_policy
 from auditor.providers.catalog import load_catalog
 from auditor.rule import BilledDays
+from auditor.tables import gpu_machines  # noqa: F401 (registers the BilledGpuMachine builders)
 from auditor.tables.entities import build, examined
 from auditor.tables.store import Store
 from auditor.window import parse_quarter

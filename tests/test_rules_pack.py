@@ -23,7 +23,7 @@ from auditor.policy import load_policy, parse_policy, render_markdown
 from auditor.providers.catalog import load_catalog
 from auditor.providers.live.snapshot import load_snapshot
 from auditor.registry import all_rules, get_rule, policy_keys
-from auditor.tables import breakdown, entities, stats
+from auditor.tables import breakdown, entities, gpu_machines, stats
 from auditor.tables.store import Store
 from auditor.testing import context, load_cases, make_entity, run_case
 from auditor.window import parse_quarter
@@ -294,7 +294,7 @@ def test_storage_growth_of_the_demo(demo_store):
 
 
 def test_gpu_capacity_of_the_demo(demo_store):
-    by_id = {a.id: a for a in entities.gpu_capacity(demo_store, Q3, None)}
+    by_id = {a.id: a for a in gpu_machines.gpu_capacity(demo_store, Q3, None)}
     sandbox = by_id[SANDBOX_L4]
     assert sandbox.last_usage_at is None and sandbox.usage_hours is None
     assert (sandbox.first_billed_at, sandbox.last_billed_at) == (datetime(2026, 7, 1), datetime(2026, 10, 1))
