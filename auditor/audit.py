@@ -73,7 +73,8 @@ class Audit:
     def to_dict(self, masked: bool = False) -> AuditDoc:
         """The JSON-able audit (audit.json): every report format is rendered from this dict alone. `masked`: as
         the outputs show it, with what looks like a credential masked (secret_patterns.mask_deep); the parts
-        that grow with the bill (summary, findings, jobs) are masked in the same walk that encodes them."""
+        that grow with the bill (summary, findings, jobs) are masked as they are encoded (findings and actions
+        field by field: _finding, _summary)."""
         small = mask_deep if masked else _same
         doc: AuditDoc = {
             "schema": AUDIT_SCHEMA,
@@ -89,13 +90,13 @@ class Audit:
             "inputs": small({"billing": [_source_dict(s) for s in self.sources], "inventory": self.inventory,
                              "previous": None if self.previous is None else
                              {k: self.previous[k] for k in ("path", "sha256")}}),
-            "summary": _jsonable(self.summary, masked=masked),
+            "summary": _summary(self.summary, masked),
             "clauses": _jsonable(self.clauses, masked=masked),
             # a Decimal left in a finding's evidence (GB, hours, percent) is written as its exact text, not a cent
-            "findings": [_jsonable(f.to_dict(), _exact, masked) for f in self.findings],
+            "findings": [_finding(f, masked) for f in self.findings],
             "baseline": None if self.baseline is None else {
                 **small({**self.baseline, "known": len(self.known)}),
-                "findings": [_jsonable(f.to_dict(), _exact, masked) for f in self.known]},
+                "findings": [_finding(f, masked) for f in self.known]},
             "waivers": small(self.waivers),
             "warnings": small(self.warnings),
             "trend": small(self.trend),
@@ -136,6 +137,60 @@ def _exact(d: Decimal) -> str:
 
 def _cents(d: Decimal) -> str:
     return str(money(d))
+
+
+# The text of a finding or an action that can hold what people wrote (an id, a tag in a message, a team, a path):
+# masked. Their other text is the rule's own (its id, name, clause, remediation), labels, digests and money.
+_FINDING_TEXT = ("resource", "message", "provider", "account", "region", "owner", "team", "currency", "file",
+                 "counted_under")
+_ACTION_TEXT = ("resource", "currency", "message", "team", "owner")
+_ACTION_MONEY = ("saving", "to_check", "wasted", "wasted_to_check", "cost")
+
+
+def _finding(f: Finding, masked: bool) -> dict[str, Any]:
+    """A finding as audit.json holds it: Finding.to_dict with its evidence and waiver made JSON-able (a Decimal
+    in its evidence as its exact text) and, `masked`, its text masked, as _jsonable would make it: field by
+    field rather than walked, as an audit can hold a hundred thousand findings."""
+    d = f.to_dict()
+    if masked:
+        _mask_fields(d, _FINDING_TEXT)
+    for k in ("evidence", "waiver"):
+        if d[k] is not None:
+            d[k] = _jsonable(d[k], _exact, masked)
+    return d
+
+
+def _summary(summary: Any, masked: bool) -> Any:
+    """The summary made JSON-able (_jsonable), its actions (one per resource with a finding: as many) action by
+    action, as _finding writes findings."""
+    if not isinstance(summary, dict) or not isinstance(summary.get("actions"), list):
+        return _jsonable(summary, masked=masked)
+    return {k: [_action(a, masked) for a in v] if k == "actions" else _jsonable(v, masked=masked)
+            for k, v in summary.items()}
+
+
+def _action(a: dict[str, Any], masked: bool) -> dict[str, Any]:
+    """An action (figures.actions) as _jsonable would make it: money to the cent, its text masked."""
+    d = dict(a)
+    for k in _ACTION_MONEY:
+        d[k] = _money(d[k])
+    d["reasons"] = [{**r, "monthly_savings": _money(r["monthly_savings"])} for r in d["reasons"]]
+    if masked:
+        _mask_fields(d, _ACTION_TEXT)
+        for r in d["reasons"]:
+            _mask_fields(r, ("message",))
+    return d
+
+
+def _money(v: Any) -> Any:
+    return None if v is None else _cents(v) if v.__class__ is Decimal else _jsonable(v)
+
+
+def _mask_fields(d: dict[str, Any], keys: tuple[str, ...]) -> None:
+    for k in keys:
+        v = d[k]
+        if v.__class__ is str and len(v) >= SHORT:
+            d[k] = mask_text(v)
 
 
 def _jsonable(v: Any, decimal: Callable[[Decimal], str] = _cents, masked: bool = False) -> Any:

@@ -12,8 +12,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from auditor.audit import _exact, _jsonable
-from auditor.model import Severity
+from auditor.audit import _exact, _finding, _jsonable, _summary
+from auditor.figures import actions
+from auditor.model import Finding, Severity
 from auditor.outputs import audit_json
 from auditor.secret_patterns import mask_deep
 from auditor.text import json_text
@@ -123,3 +124,48 @@ def _walked(value):
     if isinstance(value, list | tuple):
         return [_walked(x) for x in value]
     return _jsonable(value, _exact)
+
+
+# ---- findings and actions encoded field by field (audit._finding, audit._summary) as the walk encodes them -------
+
+TEXT_OR_NONE = st.one_of(st.none(), SECRETISH, st.text(max_size=12))
+MONEY = st.one_of(st.none(), st.decimals(allow_nan=False, allow_infinity=False, places=6, min_value=-10**9,
+                                         max_value=10**9))
+EVIDENCE = st.dictionaries(MASK_KEY, MASK_VALUE, max_size=4)
+SUMMARY_VALUE = st.recursive(  # money in the summary is finite: written to the cent
+    st.one_of(SCALAR, SECRETISH, st.decimals(allow_nan=False, allow_infinity=False, places=4)),
+    lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(MASK_KEY, inner, max_size=4)),
+    max_leaves=10)
+
+
+@st.composite
+def findings(draw):
+    """A finding whose every field that can hold what people wrote (an id, a message with a tag in it, a team,
+    a path, its evidence and waiver) holds anything, credentials included; its rule's own words are its rule's."""
+    return Finding(
+        rule=draw(st.sampled_from(["TAG001", "GPU002"])), name="missing-required-tags",
+        severity=draw(st.sampled_from(list(Severity))), resource=draw(SECRETISH | st.text(max_size=12)),
+        message=draw(SECRETISH | st.text(max_size=30)), entity_type="ResourceSpend",
+        provider=draw(TEXT_OR_NONE), account=draw(TEXT_OR_NONE), region=draw(TEXT_OR_NONE),
+        owner=draw(TEXT_OR_NONE), team=draw(TEXT_OR_NONE), evidence=draw(EVIDENCE), cost=draw(MONEY),
+        monthly_savings=draw(MONEY), currency=draw(st.sampled_from(["USD", "EUR"]) | SECRETISH),
+        remediation="Add the missing tags.", clause="tagging", file=draw(TEXT_OR_NONE),
+        line=draw(st.none() | st.integers(1, 9)), waiver=draw(st.none() | EVIDENCE), wasted=draw(MONEY),
+        counted_under=draw(st.none() | st.sampled_from(["GPU002"]) | SECRETISH),
+        still_running=draw(st.none() | st.booleans()), confidence=draw(st.sampled_from(["high", "low"])))
+
+
+@settings(max_examples=60, deadline=None)
+@given(fs=st.lists(findings(), max_size=4), rest=st.dictionaries(st.sampled_from(["spend", "teams", "by_team"]),
+                                                                  SUMMARY_VALUE, max_size=2))
+def test_findings_and_actions_are_encoded_as_the_walk_encodes_them(fs, rest):
+    """audit.json's findings and its summary's actions, written field by field for speed, are what the walk
+    (_jsonable) writes, and masked they are mask_deep of that: every field that can hold a credential is masked."""
+    for f in fs:
+        plain = _finding(f, masked=False)
+        assert plain == _jsonable(f.to_dict(), _exact)
+        assert _finding(f, masked=True) == mask_deep(plain)
+    summary = {**rest, "actions": actions(fs)}
+    plain = _summary(summary, masked=False)
+    assert plain == _jsonable(summary)
+    assert _summary(summary, masked=True) == mask_deep(plain)
