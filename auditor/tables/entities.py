@@ -302,19 +302,18 @@ def _resource_spend(store: Store, window: Window, policy: Policy,
         s AS (SELECT id, tag_set, BillingCurrency AS cur, sum(BilledCost) AS cost, max(ChargePeriodEnd) AS last
               FROM c1 GROUP BY ALL),
         t AS (SELECT id, {LATEST_TAG_SET} AS tags,
-                     list(tag_set ORDER BY last, cost, tag_set, cur) AS sets,
-                     list(cur ORDER BY last, cost, tag_set, cur) AS curs,
-                     list(cost ORDER BY last, cost, tag_set, cur) AS costs
+                     list((tag_set, cur, cost) ORDER BY last, cost, tag_set, cur) AS parts
               FROM s GROUP BY id)
         SELECT r.id, r.has_rid, r.provider, r.account, r.region, r.service, k.category, r.itype, r.n,
-               t.tags, t.sets, t.curs, t.costs
+               t.tags, t.parts
         FROM r JOIN k USING (id) JOIN t USING (id) ORDER BY r.id""").fetchall()
-    sets = store.tags(i for row in rows for i in row[10])  # a resource's tags are one of its sets
+    sets = store.tags(p[0] for row in rows for p in row[10])  # a resource's tags are one of its sets
     out = []
-    for rid, has_rid, provider, account, region, service, category, itype, n, tags, ids, curs, costs in rows:
+    for rid, has_rid, provider, account, region, service, category, itype, n, tags, parts in rows:
+        # parts: (tag set, currency, cost), one per tag set and currency, the one charged last last
         spend = ResourceSpend(rid, provider, account, region, service, category, itype, sets[tags], {}, n, has_rid,
-                              [(sets[i], cur, cost) for i, cur, cost in zip(ids, curs, costs, strict=True)])
-        for cur, cost in zip(curs, costs, strict=True):
+                              [(sets[i], cur, cost) for i, cur, cost in parts])
+        for _, cur, cost in parts:
             spend.cost[cur] = spend.cost.get(cur, Decimal(0)) + cost
         out.append(spend)
     return out
