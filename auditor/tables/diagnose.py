@@ -4,7 +4,6 @@ column: the first value a reader's check refuses, a line too long, a ragged row,
 from __future__ import annotations
 
 import csv
-import gzip
 import re
 from itertools import islice
 
@@ -13,7 +12,7 @@ import duckdb
 from auditor.errors import AuditorError, InputError, out_of_memory
 from auditor.providers.billing import azure, gcp
 from auditor.providers.billing.columns import MONEY, SUM_TOO_LARGE, Columns
-from auditor.providers.billing.csv_dialect import PLAIN_NUMBER
+from auditor.providers.billing.csv_dialect import PLAIN_NUMBER, open_bytes
 from auditor.providers.billing.detect import MAX_LINE, Sniffed, gzip_line_over
 from auditor.providers.redact import redact
 from auditor.sql import lit
@@ -47,7 +46,7 @@ def not_utf8(error: InputError, s: Sniffed) -> InputError:
     accent. `error` as it is where the line cannot be told apart so (a value over several lines)."""
     if error.line is None or NOT_UTF8 not in error.message:
         return error
-    with (gzip.open if s.compression == "gzip" else open)(s.path, "rb") as f:
+    with open_bytes(s.path, s.compression == "gzip") as f:
         raw = next(islice(f, error.line - 1, None), b"")
     cells = next(csv.reader([raw.decode("utf-8", "surrogateescape").rstrip("\r\n")]), [])
     bad = [(i, m.group()) for i, cell in enumerate(cells) if (m := re.search("[\udc80-\udcff]", cell))]

@@ -310,7 +310,7 @@ def _resource_spend(store: Store, window: Window, policy: Policy,
     sets = store.tags(p[0] for row in rows for p in row[10])  # a resource's tags are one of its sets
     out = []
     for rid, has_rid, provider, account, region, service, category, itype, n, tags, parts in rows:
-        # parts: (tag set, currency, cost), one per tag set and currency, the one charged last last
+        # parts: (tag set, currency, cost), one per tag set and currency, in the order each was last charged
         spend = ResourceSpend(rid, provider, account, region, service, category, itype, sets[tags], {}, n, has_rid,
                               [(sets[i], cur, cost) for i, cur, cost in parts])
         for _, cur, cost in parts:

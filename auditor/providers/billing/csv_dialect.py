@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import csv
 import gzip
+import io
 import os
 import re
 import zlib
@@ -96,12 +97,17 @@ def unique_names(names: list[str]) -> list[str]:
     return out
 
 
+def open_bytes(path: Path, gz: bool) -> io.BufferedIOBase:
+    """A file's bytes, inflated where it is gzip."""
+    return gzip.open(path, "rb") if gz else open(path, "rb")
+
+
 def _mixed(path: Path, gz: bool) -> bool:
     """Whether the file ends its lines in more than one way (LF, CRLF, CR). Counted on bytes, quotes not
     parsed: a CRLF file whose quoted values hold LF counts as mixed, and is read from a copy all the same."""
     crlf = lf = cr = 0
     last = b""
-    with (gzip.open if gz else open)(path, "rb") as f:
+    with open_bytes(path, gz) as f:
         while chunk := f.read(CHUNK):
             if last == b"\r" and chunk[:1] == b"\n":
                 crlf += 1
@@ -183,13 +189,13 @@ def normalized(path: Path, compression: str, columns: tuple[str, ...], folder: s
 
 def _repeats_header(path: Path, gz: bool) -> bool:
     """Whether the header line appears again as a line of its own (exports concatenated with their headers)."""
-    with (gzip.open if gz else open)(path, "rb") as f:
+    with open_bytes(path, gz) as f:
         head = f.read(1 << 16)
     first = header_line(head.removeprefix(b"\xef\xbb\xbf"))
     if not first:
         return False
     needles = [end + bom + first for end in (b"\n", b"\r") for bom in (b"", b"\xef\xbb\xbf")]
-    with (gzip.open if gz else open)(path, "rb") as f:
+    with open_bytes(path, gz) as f:
         tail = b""
         while chunk := f.read(CHUNK):
             text = tail + chunk
@@ -223,7 +229,7 @@ def _is_number(text: str) -> bool:
 def _spreadsheet_rows(path: Path, gz: bool) -> bool:
     """Whether a line holds only delimiters (a spreadsheet's empty rows, `,,,,`), or the last line that holds a
     value names a total (a row added to total the file): what a spreadsheet leaves in a CSV it saves."""
-    with (gzip.open if gz else open)(path, "rb") as f:
+    with open_bytes(path, gz) as f:
         tail = b""
         while chunk := f.read(CHUNK):
             text = tail + chunk
