@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -52,6 +54,40 @@ def side_by_side(batches: list[list[tuple[Sniffed, str]]]) -> int:
     if all(len(b) == 1 and b[0][0].serial for b in batches):
         return max(1, min(len(batches), os.cpu_count() or 1, PARALLEL_FILES))
     return 1
+
+
+class Turns:
+    """Reads run side by side until one runs out of memory beside others; from then on, each read still to start
+    waits until none runs, so that files which crowd the memory limit are read one at a time and no more of them
+    is read twice (the one that ran out is read again once the others are done: Store.load_billing)."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._running = 0
+        self.crowded = self.stopped = False
+
+    @contextmanager
+    def turn(self) -> Iterator[None]:
+        with self._changed:
+            self._changed.wait_for(lambda: self.stopped or not self.crowded or self._running == 0)
+            if self.stopped:  # the load stopped (Ctrl-C, a bad file) while this read waited
+                raise KeyboardInterrupt
+            self._running += 1
+        try:
+            yield
+        except OutOfMemory:
+            with self._changed:
+                self.crowded = True
+            raise
+        finally:
+            with self._changed:
+                self._running -= 1
+                self._changed.notify_all()
+
+    def stop(self) -> None:
+        with self._changed:
+            self.stopped = True
+            self._changed.notify_all()
 
 
 @dataclass
@@ -118,19 +154,21 @@ class Store:
         cons = [self.con.cursor() for _ in range(workers)]
         free = list(cons)
         firsts = [sum(len(b) for b in batches[:i]) + 1 for i in range(len(batches))]
+        turns = Turns()
 
         def read(i: int) -> list[tuple[SourceFile, str]]:
             batch, first = batches[i], firsts[i]
-            if progress:
-                last = first + len(batch) - 1
-                progress(f"[{first}/{len(files)}] reading {batch[0][0].path}" if len(batch) == 1 else
-                         f"[{first}-{last}/{len(files)}] reading {len(batch):,} files as one, "
-                         f"{batch[0][0].path} to {batch[-1][0].path}")
-            con = free.pop()
-            try:
-                return self._read(batch, con)
-            finally:
-                free.append(con)
+            with turns.turn():
+                if progress:
+                    last = first + len(batch) - 1
+                    progress(f"[{first}/{len(files)}] reading {batch[0][0].path}" if len(batch) == 1 else
+                             f"[{first}-{last}/{len(files)}] reading {len(batch):,} files as one, "
+                             f"{batch[0][0].path} to {batch[-1][0].path}")
+                con = free.pop()
+                try:
+                    return self._read(batch, con)
+                finally:
+                    free.append(con)
 
         pool = ThreadPoolExecutor(max_workers=workers or 1)
         read_by: dict[int, list[tuple[SourceFile, str]]] = {}
@@ -147,6 +185,7 @@ class Store:
             for i in alone:  # its transaction was rolled back: nothing of it is in the tables
                 read_by[i] = read(i)
         except BaseException:  # Ctrl-C, or a bad file: the files still being read stop now
+            turns.stop()
             for con in cons:
                 con.interrupt()
             raise
