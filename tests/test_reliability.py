@@ -1351,6 +1351,10 @@ TWENTY_NINES = "9" * 20  # the largest whole amount DECIMAL(38,18) holds
     # two lines of one file, each within the limit, whose sum is not
     ([[("BoxUsage:g5.xlarge", "2026-07-01T00:00:00Z", TWENTY_NINES),
        ("BoxUsage:g5.xlarge", "2026-07-01T00:00:00Z", TWENTY_NINES)]], 0, "the costs add up to more than"),
+    # two lines of one file on two days, each summed alone: their sizes add up past the limit, short of the
+    # engine's own (the exact sum, not the DOUBLE one, finds it)
+    ([[("BoxUsage:g5.xlarge", "2026-07-01T00:00:00Z", "6" + "0" * 19),
+       ("BoxUsage:g5.xlarge", "2026-07-02T00:00:00Z", "6" + "0" * 19)]], 0, "the costs add up to more than"),
     # one line in each of two files: the second is named, with the files before it
     ([[("BoxUsage:g5.xlarge", "2026-07-01T00:00:00Z", "6" + "0" * 19)],
       [("BoxUsage:g5.2xlarge", "2026-07-02T00:00:00Z", "6" + "0" * 19)]], 1,
