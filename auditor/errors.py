@@ -46,9 +46,9 @@ class OutOfMemory(AuditorError):
 def memory_limit() -> str:
     """The memory the store's database may use before it spills to its temporary folder: GPU_AUDITOR_MEMORY_LIMIT,
     else 768MB. Two gzip CSVs of 3.3M lines read side by side share it; under 384MB to 640MB one of them now and
-    then failed to pin a block and was read again alone, from the start (10M lines: 128 CPU s instead of 56);
-    never in four runs at 768MB, which also took a tenth less CPU on high and heavy tag churn, and whose peak stays
-    under 1 GiB on every shape of the benchmark (the peak of high churn comes after the store is closed)."""
+    then failed to pin a block and was read again alone, from the start (10M lines: 138 CPU s instead of 56);
+    in none of five runs at 768MB, which also took a tenth less CPU on high and heavy tag churn, and whose peak
+    stays under 1 GiB on every shape of the benchmark (high churn's comes after the store is closed)."""
     import os
 
     return os.environ.get("GPU_AUDITOR_MEMORY_LIMIT", "768MB")
