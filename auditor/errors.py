@@ -43,15 +43,46 @@ class OutOfMemory(AuditorError):
     a read that meets it beside others is tried again alone (tables/store.py). Exit code 2, as for bad input."""
 
 
+MEMORY_LIMIT = 768 << 20  # bytes: the store's limit where the machine or container allows three times as much
+
+
 def memory_limit() -> str:
     """The memory the store's database may use before it spills to its temporary folder: GPU_AUDITOR_MEMORY_LIMIT,
-    else 768MB. Two gzip CSVs of 3.3M lines read side by side share it; under 384MB to 640MB one of them now and
-    then failed to pin a block and was read again alone, from the start (10M lines: 138 CPU s instead of 56);
-    in none of five runs at 768MB, which also took a tenth less CPU on high and heavy tag churn, and whose peak
-    stays under 1 GiB on every shape of the benchmark (high churn's comes after the store is closed)."""
+    else 768MB, or a third of the memory this process may have where that is less (a small container or CI
+    runner: DuckDB spills rather than the kernel killing the audit). Two gzip CSVs of 3.3M lines read side by side
+    share it; under 384MB to 640MB one of them now and then failed to pin a block and was read again alone, from
+    the start (10M lines: 138 CPU s instead of 56); in none of five runs at 768MB, which also took a tenth less CPU
+    on high and heavy tag churn, and whose peak stays under 1 GiB on every shape of the benchmark (high churn's
+    comes after the store is closed)."""
     import os
 
-    return os.environ.get("GPU_AUDITOR_MEMORY_LIMIT", "768MB")
+    if given := os.environ.get("GPU_AUDITOR_MEMORY_LIMIT"):
+        return given
+    room = memory_available()
+    if room is not None and room // 3 < MEMORY_LIMIT:
+        return f"{max(room // 3, 128 << 20) >> 20}MB"
+    return f"{MEMORY_LIMIT >> 20}MB"
+
+
+def memory_available() -> int | None:
+    """The bytes this process may use: its container's limit (cgroup v2, then v1) where one is set, else the
+    machine's memory; None where neither can be read."""
+    import os
+
+    sizes = []
+    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
+        try:
+            with open(path, encoding="ascii") as fh:
+                text = fh.read().strip()
+        except (OSError, UnicodeDecodeError):
+            continue
+        if text.isdigit():  # v2 writes "max" where there is no limit; v1 a number past any machine's memory
+            sizes.append(int(text))
+    try:
+        sizes.append(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    except (AttributeError, OSError, ValueError):  # not a POSIX system
+        pass
+    return min(sizes) if sizes else None
 
 
 def out_of_memory(path: str | None = None) -> OutOfMemory:

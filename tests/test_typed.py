@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 import io
 import json
+import os
 import types
 import typing
 from pathlib import Path
@@ -14,11 +15,11 @@ import jsonschema
 import pytest
 from click.testing import CliRunner
 
-from auditor import audit_model, audit_schema
+from auditor import audit_model, audit_schema, errors
 from auditor.audit_model import AuditDoc, Summary
 from auditor.auditfile import read_audit
 from auditor.cli import cli
-from auditor.errors import EXIT_INPUT, AuditorError, InputError, OutOfMemory, out_of_memory
+from auditor.errors import EXIT_INPUT, AuditorError, InputError, OutOfMemory, memory_limit, out_of_memory
 from auditor.outputs import view
 from auditor.outputs.audit_json import write_json
 
@@ -160,6 +161,38 @@ def test_an_audit_out_of_memory_says_so_in_one_line_and_writes_nothing(tmp_path,
     assert "ran out of memory reading the file (the database may use 2MB" in lines[0]
     assert lines[0].startswith("gpu-auditor: error: ") and "Traceback" not in result.output
     assert not out.exists()
+
+
+def test_the_store_memory_limit_is_a_third_of_a_small_machine_or_container(monkeypatch):
+    monkeypatch.delenv("GPU_AUDITOR_MEMORY_LIMIT", raising=False)
+    for room, limit in ((None, "768MB"), (64 << 30, "768MB"), (3 << 30, "768MB"), (2 << 30, "682MB"),
+                        (1 << 30, "341MB"), (256 << 20, "128MB")):
+        monkeypatch.setattr(errors, "memory_available", lambda room=room: room)
+        assert memory_limit() == limit, room
+    monkeypatch.setenv("GPU_AUDITOR_MEMORY_LIMIT", "2GB")
+    assert memory_limit() == "2GB"
+
+
+@pytest.mark.parametrize(("cgroup", "expected"), [
+    ({"/sys/fs/cgroup/memory.max": "536870912\n"}, 512 << 20),  # a container of 512 MiB (cgroup v2)
+    ({"/sys/fs/cgroup/memory.max": "max\n"}, None),  # v2 without a limit: the machine's memory
+    ({"/sys/fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712\n"}, None),  # v1 without one
+    ({"/sys/fs/cgroup/memory/memory.limit_in_bytes": "1073741824\n"}, 1 << 30),  # v1, 1 GiB
+    ({}, None),  # neither file
+])
+def test_the_memory_available_is_the_containers_where_it_has_a_limit(monkeypatch, cgroup, expected):
+    real_open = open
+
+    def fake_open(path, *args, **kwargs):
+        if str(path).startswith("/sys/fs/cgroup/"):
+            if path not in cgroup:
+                raise FileNotFoundError(path)
+            return io.StringIO(cgroup[path])
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(errors, "open", fake_open, raising=False)
+    machine = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    assert errors.memory_available() == (expected if expected is not None else machine)
 
 
 # ---- the schema generated from the model ------------------------------------------------------------------------
