@@ -65,24 +65,48 @@ def memory_limit() -> str:
 
 
 def memory_available() -> int | None:
-    """The bytes this process may use: its container's limit (cgroup v2, then v1) where one is set, else the
-    machine's memory; None where neither can be read."""
+    """The bytes this process may use: the least limit of its memory cgroup and that cgroup's parents (v2, else v1;
+    a container, a CI job, a systemd slice), else the machine's memory; None where neither can be read."""
     import os
 
-    sizes = []
-    for path in ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"):
-        try:
-            with open(path, encoding="ascii") as fh:
-                text = fh.read().strip()
-        except (OSError, UnicodeDecodeError):
-            continue
-        if text.isdigit():  # v2 writes "max" where there is no limit; v1 a number past any machine's memory
-            sizes.append(int(text))
+    sizes = [size for path in _cgroup_limit_files() if (size := _limit(path)) is not None]
     try:
         sizes.append(os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
     except (AttributeError, OSError, ValueError):  # not a POSIX system
         pass
     return min(sizes) if sizes else None
+
+
+def _cgroup_limit_files() -> list[str]:
+    """The memory limit files of this process's cgroup and its parents, from /proc/self/cgroup."""
+    files = []
+    for line in _read("/proc/self/cgroup").splitlines():
+        fields = line.split(":", 2)
+        if len(fields) != 3:
+            continue
+        _, controllers, path = fields
+        if controllers == "":  # v2: one hierarchy
+            base, name = "/sys/fs/cgroup", "memory.max"
+        elif "memory" in controllers.split(","):
+            base, name = "/sys/fs/cgroup/memory", "memory.limit_in_bytes"
+        else:
+            continue
+        parts = [p for p in path.split("/") if p and p != ".."]
+        files += [f"{base}/{'/'.join(parts[:i])}/{name}".replace("//", "/") for i in range(len(parts), -1, -1)]
+    return files
+
+
+def _limit(path: str) -> int | None:
+    text = _read(path).strip()
+    return int(text) if text.isdigit() else None  # v2 writes "max" without a limit; v1 a number past any memory
+
+
+def _read(path: str) -> str:
+    try:
+        with open(path, encoding="ascii") as fh:
+            return fh.read()
+    except (OSError, UnicodeDecodeError):
+        return ""
 
 
 def out_of_memory(path: str | None = None) -> OutOfMemory:

@@ -7,6 +7,8 @@ import inspect
 import io
 import json
 import os
+import subprocess
+import sys
 import types
 import typing
 from pathlib import Path
@@ -173,26 +175,51 @@ def test_the_store_memory_limit_is_a_third_of_a_small_machine_or_container(monke
     assert memory_limit() == "2GB"
 
 
-@pytest.mark.parametrize(("cgroup", "expected"), [
-    ({"/sys/fs/cgroup/memory.max": "536870912\n"}, 512 << 20),  # a container of 512 MiB (cgroup v2)
-    ({"/sys/fs/cgroup/memory.max": "max\n"}, None),  # v2 without a limit: the machine's memory
-    ({"/sys/fs/cgroup/memory/memory.limit_in_bytes": "9223372036854771712\n"}, None),  # v1 without one
-    ({"/sys/fs/cgroup/memory/memory.limit_in_bytes": "1073741824\n"}, 1 << 30),  # v1, 1 GiB
-    ({}, None),  # neither file
+V1 = "4:memory:/ci/job-7\n3:cpu:/ci/job-7\n"  # /proc/self/cgroup under cgroup v1: a job's cgroup in a CI's
+V2 = "0::/ci/job-7\n"  # and under v2, one hierarchy
+
+
+@pytest.mark.parametrize(("files", "expected"), [
+    ({"/proc/self/cgroup": V2, "/sys/fs/cgroup/ci/job-7/memory.max": "536870912\n"}, 512 << 20),
+    ({"/proc/self/cgroup": V2, "/sys/fs/cgroup/ci/job-7/memory.max": "max\n",  # a limit on a parent holds
+      "/sys/fs/cgroup/ci/memory.max": "1073741824\n"}, 1 << 30),
+    ({"/proc/self/cgroup": V2, "/sys/fs/cgroup/ci/job-7/memory.max": "max\n"}, None),  # no limit: the machine's
+    ({"/proc/self/cgroup": V1, "/sys/fs/cgroup/memory/ci/job-7/memory.limit_in_bytes": "1073741824\n"}, 1 << 30),
+    ({"/proc/self/cgroup": V1,  # v1 without a limit: a number past any machine's memory
+      "/sys/fs/cgroup/memory/ci/job-7/memory.limit_in_bytes": "9223372036854771712\n"}, None),
+    ({"/proc/self/cgroup": V1, "/sys/fs/cgroup/memory/memory.limit_in_bytes": "1073741824\n"}, 1 << 30),  # root
+    ({}, None),  # no /proc: the machine's memory
 ])
-def test_the_memory_available_is_the_containers_where_it_has_a_limit(monkeypatch, cgroup, expected):
-    real_open = open
-
-    def fake_open(path, *args, **kwargs):
-        if str(path).startswith("/sys/fs/cgroup/"):
-            if path not in cgroup:
-                raise FileNotFoundError(path)
-            return io.StringIO(cgroup[path])
-        return real_open(path, *args, **kwargs)
-
-    monkeypatch.setattr(errors, "open", fake_open, raising=False)
+def test_the_memory_available_is_the_least_of_the_cgroups_limits(monkeypatch, files, expected):
+    monkeypatch.setattr(errors, "_read", lambda path: files.get(path, ""))
     machine = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    assert errors.memory_available() == (expected if expected is not None else machine)
+    assert errors.memory_available() == min(expected or machine, machine)
+
+
+def test_an_audit_in_a_cgroup_of_a_gibibyte_gives_its_store_a_third(tmp_path):
+    """For real: this test's cgroup (v1 or v2) with a child limited to 1 GiB, a process moved into it."""
+    own = next((line.split(":", 2)[2] for line in Path("/proc/self/cgroup").read_text().splitlines()
+                if line.split(":", 2)[1] in ("memory", "")), None) if Path("/proc/self/cgroup").exists() else None
+    v1 = Path(f"/sys/fs/cgroup/memory{own}")
+    base, limit = (v1, "memory.limit_in_bytes") if v1.is_dir() else (Path(f"/sys/fs/cgroup{own}"), "memory.max")
+    child = base / f"gpu-auditor-test-{os.getpid()}"
+    try:
+        child.mkdir()
+    except OSError as e:
+        pytest.skip(f"no cgroup of our own to make here ({e.strerror}): the cases above read recorded ones")
+    try:
+        try:
+            (child / limit).write_text(str(1 << 30))
+        except OSError as e:  # v2 without the memory controller delegated to our cgroup's children
+            pytest.skip(f"no memory limit to set on a cgroup here ({e.strerror})")
+        code = ("import os, sys; open(sys.argv[1], 'w').write(str(os.getpid())); "
+                "from auditor.errors import memory_limit; print(memory_limit())")
+        env = {k: v for k, v in os.environ.items() if k != "GPU_AUDITOR_MEMORY_LIMIT"}
+        out = subprocess.run([sys.executable, "-c", code, str(child / "cgroup.procs")], capture_output=True,
+                             text=True, env=env, check=True).stdout
+        assert out.strip() == "341MB"
+    finally:
+        child.rmdir()
 
 
 # ---- the schema generated from the model ------------------------------------------------------------------------
