@@ -182,11 +182,13 @@ def _resource_cost(findings: list[dict[str, Any]]) -> dict[str, Decimal]:
 
 
 def _money_sum(findings: list[dict[str, Any]], key: str) -> dict[str, Decimal]:
-    out: dict[str, Decimal] = {}
+    # The amounts gathered per currency, then summed in their order: a call and a zero less per finding (a rule
+    # can have a hundred thousand).
+    amounts: dict[str, list[Any]] = {}
     for f in findings:
-        if f.get(key) is not None:
-            out[f["currency"]] = out.get(f["currency"], Decimal(0)) + _d(f[key])
-    return out
+        if (v := f.get(key)) is not None:
+            amounts.setdefault(f["currency"], []).append(v)
+    return {cur: sum(map(_d, values), Decimal(0)) for cur, values in amounts.items()}
 
 
 SHOWN_PER_RULE = 50  # findings of one rule listed in the HTML, Markdown and e-mail; the rest summed up
