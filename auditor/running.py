@@ -104,7 +104,9 @@ def billed_last_day(con: Any, window: Window, ids: set[str]) -> set[str]:
                        WHERE {window.where()} AND ResourceId IS NOT NULL{only}{commitments}),
                  b AS (SELECT rid, regexp_extract(rid, '[^/:]+$') AS tail, x_Provider AS provider,
                               max(ChargePeriodEnd) AS last FROM l GROUP BY ALL)
-            SELECT k.id, b.provider, max(b.last) FROM running_ids k JOIN b ON b.rid = k.id OR b.tail = k.id
+            SELECT id, provider, max(last) FROM (  -- two joins on equality: a join on either is a nested loop
+                SELECT k.id, b.provider, b.last FROM running_ids k JOIN b ON b.rid = k.id
+                UNION ALL SELECT k.id, b.provider, b.last FROM running_ids k JOIN b ON b.tail = k.id)
             GROUP BY ALL""").fetchall()
         con.execute("DROP TABLE running_ids")
         for rid, provider, last in rows:

@@ -299,3 +299,22 @@ def test_findings_by_team_follow_the_spend(policy, inventory):
             assert row["cost"]["USD"] <= spend[team]["USD"], team
     assert rows["(unattributed)"]["cost"]["USD"] == spend["(unattributed)"]["USD"] == Decimal("9496.68")
     assert "TAG003" in rows["(organisation)"]["rules"]  # COM004 too, where a family still has a floor
+
+
+def test_billed_in_the_last_day_matches_an_id_or_an_arns_last_segment(tmp_path):
+    """running.billed_last_day: a resource asked for by its id, or by the last segment of the ARN or path the bill
+    names it by, runs when billed in the window's last day; one billed earlier, or never, does not."""
+    import billing_csv
+
+    from auditor.running import billed_last_day
+    from auditor.tables.store import Store
+
+    arn = "arn:aws:sagemaker:us-east-1:123456789012:training-job/job-a"
+    path = billing_csv.write(tmp_path / "focus.csv", [
+        billing_csv.charge("i-full", date(2026, 9, 30)), billing_csv.charge(arn, date(2026, 9, 30)),
+        billing_csv.charge("i-early", date(2026, 7, 1)),
+        billing_csv.charge("projects/p/instances/vm-b", date(2026, 9, 30))])
+    store = Store()
+    store.load_billing([path])
+    asked = {"i-full", "job-a", arn.lower(), "vm-b", "i-early", "job-never", "transfer:i-full"}
+    assert billed_last_day(store.con, parse_quarter("2026-Q3"), asked) == {"i-full", "job-a", arn.lower(), "vm-b"}
