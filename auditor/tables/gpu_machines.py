@@ -32,8 +32,6 @@ def gpu_capacity(store: Store, window: Window, policy: Policy) -> list[GpuCapaci
     if not assets:
         return []
     ws, we = lit(window.start.isoformat(" ")), lit(window.end.isoformat(" "))
-    named = ("a.name IS NOT NULL AND length(a.name) >= 3 AND (s.seg = lower(a.name) "
-             "OR starts_with(s.seg, lower(a.name) || '-') OR starts_with(s.seg, lower(a.name) || '_'))")
     # Billing names a machine by its id, or by an ARN or path that ends with it: two equality joins.
     rows = store.con.execute(f"""
         WITH b AS (SELECT lower(ResourceId) AS rid, regexp_extract(lower(ResourceId), '[^/:]+$') AS tail,
@@ -49,8 +47,7 @@ def gpu_capacity(store: Store, window: Window, policy: Policy) -> list[GpuCapaci
                        SELECT lower(ResourceId) AS rid, BillingCurrency AS cur, sum(BilledCost) AS cost
                        FROM costs WHERE {window.where()} AND ResourceId IS NOT NULL
                          AND x_CostCategory = 'storage' GROUP BY ALL)),
-             disks AS (SELECT a.id, list({{'rid': s.rid, 'cur': s.cur, 'cost': s.cost}} ORDER BY s.rid) AS d
-                       FROM assets a JOIN s ON {named} GROUP BY 1),
+             disks AS ({named_storage_sql("assets", "s")}),
              u AS (SELECT asset_id, max(least(window_end, TIMESTAMP {we})) AS last_usage FROM gpu_usage
                    WHERE window_start < TIMESTAMP {we} AND window_end > TIMESTAMP {ws} GROUP BY 1),
              j AS (SELECT provider, account, region, lower(regexp_replace(instance_type, '^ml\\.', '')) AS itype,
@@ -87,6 +84,22 @@ def gpu_capacity(store: Store, window: Window, policy: Policy) -> list[GpuCapaci
             jobs_read=jobs_read, billing_tags=billing_tags(m.tags, m.tags_seen) if m else {},
             split_resources=m.split_resources if m else []))
     return out
+
+
+def named_storage_sql(assets: str, storage: str) -> str:
+    """SQL of each machine's storage named after it (`d`, by `id`): a storage row (`storage`'s rid, cur, cost and
+    seg, the last segment of its id) whose segment is the machine's name (of three characters or more, in any
+    case), or that name followed by '-' or '_' and more (Azure and GCP name a machine's disks so). Each row is
+    joined by the names it can hold, its segment and each of its prefixes that a '-' or '_' follows: a join on
+    equality, where comparing every disk with every machine grew with their product."""
+    return f"""
+        SELECT a.id, list({{'rid': n.rid, 'cur': n.cur, 'cost': n.cost}} ORDER BY n.rid, n.cur) AS d
+        FROM {assets} a
+        JOIN (SELECT *, unnest([seg] || [substr(seg, 1, i) FOR i IN range(1, length(seg))
+                                         IF substr(seg, i + 1, 1) IN ('-', '_')]) AS name
+              FROM {storage}) n ON n.name = lower(a.name)
+        WHERE a.name IS NOT NULL AND length(a.name) >= 3
+        GROUP BY 1"""
 
 
 # The billed machines an inventory names: by their ids, or by an ARN's or path's last segment.
