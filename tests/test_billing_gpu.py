@@ -267,6 +267,31 @@ def test_a_node_split_in_part_stays_with_the_team_that_bears_most_of_it(tmp_path
         assert teams[("TAG001", NODE)] == team and acts[NODE] == team
 
 
+@pytest.mark.heavy
+@pytest.mark.parametrize(("node", "parent"), [
+    ("arn:aws:ec2:us-east-1:123456789012:instance/i-0eksgpu000000001", "i-0eksgpu000000001"),  # its last segment
+    ("arn:aws:ec2:us-east-1:123456789012:instance/i-0eksgpu000000001",
+     "arn:aws:ec2:us-east-1:123456789012:instance/i-0eksgpu000000001"),  # its whole id
+])
+def test_a_machines_pods_name_it_by_its_id_or_its_arns_last_segment(tmp_path, node, parent):
+    """The pods split from a machine billed by its ARN: their lines name it as their parent by the whole ARN or by
+    its last segment, the instance id (gpu_machines: two joins on equality)."""
+    with (GPU / "cur2-eks-split.csv").open(newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    for row in rows:
+        if row["line_item_resource_id"] == "i-0eksgpu000000001":
+            row["line_item_resource_id"] = node
+        if row["split_line_item_parent_resource_id"] == "i-0eksgpu000000001":
+            row["split_line_item_parent_resource_id"] = parent
+    path = tmp_path / "cur2.csv"
+    with path.open("w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    [m] = build(store_of(path), Q3, POLICY, BilledGpuMachine)
+    assert m.id == node and m.split_resources == [POD_RESEARCH, POD_VISION]
+
+
 # --- FOCUS 1.3 and the GPU columns of FOCUS 1.1-1.2 ---------------------------------------------------------------
 
 

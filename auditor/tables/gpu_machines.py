@@ -222,6 +222,13 @@ def _billed_gpu_machines(store: Store, window: Window, policy: Policy, keep: str
                                                                    ORDER BY x_SplitResourceId) AS pods
                       FROM costs WHERE {w} AND x_SplitParentId IS NOT NULL AND x_SplitResourceId IS NOT NULL
                       GROUP BY 1),
+             -- a machine's pods: split lines naming it as their parent by its id or its ARN's last segment (two
+             -- joins on equality; one on either compared every machine with every parent)
+             pods_of AS (SELECT rid, flatten(list(pods ORDER BY parent)) AS pods FROM (
+                             SELECT i.rid, p.parent, p.pods FROM info i JOIN pods p ON p.parent = i.rid
+                             UNION SELECT i.rid, p.parent, p.pods FROM info i
+                                   JOIN pods p ON p.parent = regexp_extract(i.rid, '[^/:]+$'))
+                         GROUP BY 1),
              j AS (SELECT provider, account, region, lower(regexp_replace(instance_type, '^ml\\.', '')) AS itype,
                           count(*) AS n FROM jobs
                    WHERE (start_time IS NULL OR start_time < TIMESTAMP {lit(window.end.isoformat(' '))})
@@ -233,10 +240,9 @@ def _billed_gpu_machines(store: Store, window: Window, policy: Policy, keep: str
                (SELECT COALESCE(sum(j.n), 0) FROM j WHERE j.provider = i.provider
                     AND j.account IS NOT DISTINCT FROM i.account AND j.region IS NOT DISTINCT FROM i.region
                     AND j.itype = lower(regexp_replace(i.itype, '^ml\\.', ''))),
-               (SELECT flatten(list(p.pods)) FROM pods p
-                WHERE p.parent = i.rid OR p.parent = regexp_extract(i.rid, '[^/:]+$'))
+               pods_of.pods
         FROM info i JOIN main USING (rid) JOIN days USING (rid) JOIN cost USING (rid)
-             LEFT JOIN tags_seen USING (rid)
+             LEFT JOIN tags_seen USING (rid) LEFT JOIN pods_of USING (rid)
         ORDER BY i.id""").fetchall()
     if not rows:
         return []
