@@ -167,3 +167,31 @@ def test_labels_node_share_and_sweeps(tmp_path):
     counted = sum(j["cost"] for j in audit.jobs if j["cost"] is not None and not j["sweep_id"])
     assert money(counted) == Decimal("252.29")  # 150.25 + 80.00 + 22.04: each line once
     assert money(audit.summary["jobs"]["cost"]["USD"]) == Decimal("252.29")
+
+
+@pytest.mark.heavy
+def test_a_job_label_names_a_job_by_its_id_or_its_name_and_counts_once(tmp_path):
+    """Lines labelled with a job's id, or with its name: each labelled line counts once for the job, also where the
+    job has no name of its own (its name is then its id, and both ways find the same lines)."""
+    header = (DEMO / "billing" / "focus-azure-2026-q3.csv").read_text(encoding="utf-8").splitlines()[0].split(",")
+    lines = [focus_line(1, CLUSTER, "7.00", "1.9", {"job": "k8s:ml/Job/by-id"}),
+             focus_line(2, CLUSTER, "5.00", "1.4", {"job": "k8s:ml/Job/no-name"}),
+             focus_line(3, CLUSTER, "3.00", "0.8", {"job": "Nightly Eval"})]
+    billing = tmp_path / "focus.csv"
+    with open(billing, "w", encoding="utf-8", newline="") as f:
+        w = csv.DictWriter(f, header)
+        w.writeheader()
+        w.writerows(lines)
+    job = {"platform": "kubernetes", "provider": "azure", "region": "eastus", "instance_type": VM}
+    inventory = {"version": 1, "assets": [], "gpu_usage": [], "jobs": [
+        {**job, "id": "k8s:ml/Job/by-id", "name": "by id run"},
+        {**job, "id": "k8s:ml/Job/no-name"},
+        {**job, "id": "k8s:ml/Job/nightly", "name": "nightly eval"}]}
+    (tmp_path / "inventory.json").write_text(json.dumps(inventory), encoding="utf-8")
+    policy = tmp_path / "policy.yml"
+    policy.write_text("policy: t\nowner: o@example.com\n", encoding="utf-8")
+    audit = run_audit(load_policy(policy), [billing], tmp_path / "inventory.json",
+                      Window(datetime(2026, 8, 1), datetime(2026, 9, 1), "2026-08"), date(2026, 9, 1))
+    assert {j["id"]: (j["cost"], j["cost_basis"]) for j in audit.jobs} == {
+        "k8s:ml/Job/by-id": (Decimal("7.00"), "label"), "k8s:ml/Job/no-name": (Decimal("5.00"), "label"),
+        "k8s:ml/Job/nightly": (Decimal("3.00"), "label")}

@@ -68,8 +68,11 @@ def job_costs(store: Store, window: Window, policy: Policy, findings: Sequence[F
               FROM costs WHERE {window.where()} GROUP BY ALL),
         l AS (SELECT lower(label) AS label, cur, sum(cost) AS cost, sum(gh) AS gh FROM t JOIN labels USING (tag_set)
               GROUP BY ALL HAVING label IS NOT NULL),
-        by_label AS (SELECT j.id, l.cur, sum(l.cost) AS cost, sum(l.gh) AS gh FROM j JOIN l
-                     ON l.label = j.lid OR l.label = j.lname GROUP BY ALL),
+        by_label AS (SELECT id, cur, sum(cost) AS cost, sum(gh) AS gh FROM (  -- by id, else by name: two joins
+                         SELECT j.id, l.cur, l.cost, l.gh FROM j JOIN l ON l.label = j.lid
+                         UNION ALL SELECT j.id, l.cur, l.cost, l.gh FROM j
+                                   JOIN l ON l.label = j.lname AND l.label IS DISTINCT FROM j.lid)
+                     GROUP BY ALL),
         machines AS (SELECT x_TagSet AS tag_set, x_Provider, RegionId, x_InstanceType, BillingCurrency,
                             sum(BilledCost) AS cost, sum(ConsumedQuantity * x_GpuCount) AS gh
                      FROM costs WHERE {window.where()} AND {GPU_USAGE} GROUP BY ALL),
