@@ -14,7 +14,7 @@ from auditor.context import Context
 from auditor.errors import InputError
 from auditor.figures import actions, savings_by, sum_money
 from auditor.model import Finding, SteadyGpuSpend, WaiverStatus
-from auditor.policy import Policy
+from auditor.policy import Policy, Waiver
 from auditor.registry import all_rules, get_rule, rule_keys
 from auditor.rule import Rule
 from auditor.text import did_you_mean
@@ -98,10 +98,10 @@ def waiver_statuses(policy: Policy, status: list[dict[str, Any]], findings: list
                     today: date) -> list[WaiverStatus]:
     """The policy's waivers as entities (for POL001), with the billed cost of the findings each one names."""
     out = []
-    for w, st in zip(policy.waivers, status, strict=True):
+    for w, st, named in zip(policy.waivers, status, named_by(policy.waivers, findings), strict=True):
         cost: dict[str, Decimal] = {}
-        for f in findings:
-            if w.matches(f.rule, f.resource) and f.cost is not None:
+        for f in named:
+            if f.cost is not None:
                 cost[f.currency] = cost.get(f.currency, Decimal(0)) + f.cost
         out.append(WaiverStatus(f"waiver:{w.rule}:{w.resource}", w.rule, w.resource, w.reason, w.owner, w.expires,
                                 today, st["status"], st["matched"], cost, policy.path, w.line,
@@ -125,21 +125,28 @@ def freed(findings: list[Finding], policy: Policy, today: date) -> set[str]:
     """The machines (ids, lower case) that findings not waived say to stop or shrink (Rule.frees_capacity)."""
     live = [w for w in policy.waivers if not w.expired(today)]
     frees = {cls.id for cls in all_rules() if cls.frees_capacity}
-    return {f.resource.lower() for f in findings
-            if f.rule in frees and not any(w.matches(f.rule, f.resource) for w in live)}
+    waived = {id(f) for named in named_by(live, findings) for f in named}
+    return {f.resource.lower() for f in findings if f.rule in frees and id(f) not in waived}
+
+
+def named_by(waivers: list[Waiver], findings: list[Finding]) -> list[list[Finding]]:
+    """The findings each waiver names, in the findings' order: a waiver is compared with its own rule's findings
+    alone, not with every finding of the audit (a hundred thousand, where tags churn)."""
+    by_rule: dict[str, list[Finding]] = {}
+    for f in findings:
+        by_rule.setdefault(f.rule, []).append(f)
+    return [[f for f in by_rule.get(w.rule, ()) if w.matches(f.rule, f.resource)] for w in waivers]
 
 
 def apply_waivers(findings: list[Finding], policy: Policy, today: date) -> list[dict[str, Any]]:
     """Mark waived findings; an expired waiver waives nothing and is reported as expired."""
     status = []
-    for w in policy.waivers:
+    for w, named in zip(policy.waivers, named_by(policy.waivers, findings), strict=True):
         expired = w.expired(today)
-        matched = 0
-        for f in findings:
-            if w.matches(f.rule, f.resource):
-                matched += 1
-                if not expired and f.waiver is None:
-                    f.waiver = {"reason": w.reason, "owner": w.owner, "expires": w.expires.isoformat()}
+        matched = len(named)
+        for f in named:
+            if not expired and f.waiver is None:
+                f.waiver = {"reason": w.reason, "owner": w.owner, "expires": w.expires.isoformat()}
         state = "expired" if expired else ("active" if matched else "unused")
         status.append({"rule": w.rule, "resource": w.resource, "reason": w.reason, "owner": w.owner,
                        "expires": w.expires.isoformat(), "status": state, "matched": matched, "line": w.line})
