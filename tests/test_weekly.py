@@ -85,3 +85,19 @@ def test_markdown_has_the_weekly_table(two_currencies):
     week = two_currencies["summary"]["weekly"]["weeks"][5]
     eur = sum(Decimal(v) for v in week["gpu_cost"]["EUR"].values())
     assert eur > 0 and f"and {fmt_money(eur, 'EUR')} |" in md  # euros beside the dollars, never added to them
+
+
+def test_the_actions_shown_first_are_the_top_ones_and_each_teams_first():
+    """weekly.shown_first: the organisation's top actions, then each team's first (teams by name, an action with
+    no team under the unattributed), in rank order: the actions whose resources get a sparkline."""
+    from auditor.figures import TOP_ACTIONS
+    from auditor.model import UNATTRIBUTED
+    from auditor.tables.weekly import shown_first
+
+    teams = ["vision", None, "nlp", "vision", "nlp", None] * (TOP_ACTIONS + 2)
+    acts = [{"resource": f"r{i}", "team": team} for i, team in enumerate(teams)]
+    first = {t: [a for a in acts if (a["team"] or UNATTRIBUTED) == t][:TOP_ACTIONS]
+             for t in ("(unattributed)", "nlp", "vision")}
+    assert UNATTRIBUTED == "(unattributed)" and all(len(v) == TOP_ACTIONS for v in first.values())
+    assert shown_first(acts) == acts[:TOP_ACTIONS] + first["(unattributed)"] + first["nlp"] + first["vision"]
+    assert shown_first([]) == []

@@ -91,10 +91,12 @@ def weekly(store: Store, window: Window, team_key: str, project_key: str, gpu_to
 def shown_first(acts: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The actions a report lists first, for the organisation and for each team (outputs/view.py's top
     actions): they are ranked already (figures.actions)."""
-    out = acts[:TOP_ACTIONS]
-    for team in sorted({a["team"] or UNATTRIBUTED for a in acts}):
-        out += [a for a in acts if (a["team"] or UNATTRIBUTED) == team][:TOP_ACTIONS]
-    return out
+    by_team: dict[str, list[dict[str, Any]]] = {}  # each team's first, in one pass over the actions
+    for a in acts:
+        first = by_team.setdefault(a["team"] or UNATTRIBUTED, [])
+        if len(first) < TOP_ACTIONS:
+            first.append(a)
+    return acts[:TOP_ACTIONS] + [a for team in sorted(by_team) for a in by_team[team]]
 
 
 def sparklines(store: Store, window: Window, acts: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
