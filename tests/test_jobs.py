@@ -112,20 +112,25 @@ def focus_line(day: int, resource: str, cost: str, hours: str, tags: dict[str, s
             "x_SkuDetails": json.dumps({"ServiceType": VM})}
 
 
+def write_focus(path: Path, lines: list[dict[str, str]]) -> Path:
+    """The lines as a FOCUS CSV with the demo export's header."""
+    header = (DEMO / "billing" / "focus-azure-2026-q3.csv").read_text(encoding="utf-8").splitlines()[0].split(",")
+    with open(path, "w", encoding="utf-8", newline="") as f:
+        w = csv.DictWriter(f, header)
+        w.writeheader()
+        w.writerows(lines)
+    return path
+
+
 @pytest.mark.heavy
 def test_labels_node_share_and_sweeps(tmp_path):
-    header = (DEMO / "billing" / "focus-azure-2026-q3.csv").read_text(encoding="utf-8").splitlines()[0].split(",")
     lines = [focus_line(1, CLUSTER, "100.00", "27.2257", {"team": "nlp", "job": "train-bert"}),
              focus_line(2, CLUSTER, "50.25", "13.6809", {"team": "nlp", "Job": "train-bert"}),
              focus_line(3, CLUSTER, "40.00", "10.89", {"job": "trial-1"}),
              focus_line(4, CLUSTER, "10.00", "2.7226", {"job": "trial-2"}),
              focus_line(5, CLUSTER, "30.00", "8.1677", {"job": "trial-3"}),
              focus_line(6, NODE, "88.152", "24", {"team": "platform"})]
-    billing = tmp_path / "focus.csv"
-    with open(billing, "w", encoding="utf-8", newline="") as f:
-        w = csv.DictWriter(f, header)
-        w.writeheader()
-        w.writerows(lines)
+    billing = write_focus(tmp_path / "focus.csv", lines)
     job = {"platform": "azureml", "provider": "azure", "account": SUB, "region": "eastus", "instance_type": VM}
     trial = {**job, "sweep_id": f"{SUB}/jobs/hp-sweep", "tags": {"team": "vision"}}
     inventory = {"version": 1, "assets": [], "gpu_usage": [], "jobs": [
@@ -173,15 +178,10 @@ def test_labels_node_share_and_sweeps(tmp_path):
 def test_a_job_label_names_a_job_by_its_id_or_its_name_and_counts_once(tmp_path):
     """Lines labelled with a job's id, or with its name: each labelled line counts once for the job, also where the
     job has no name of its own (its name is then its id, and both ways find the same lines)."""
-    header = (DEMO / "billing" / "focus-azure-2026-q3.csv").read_text(encoding="utf-8").splitlines()[0].split(",")
     lines = [focus_line(1, CLUSTER, "7.00", "1.9", {"job": "k8s:ml/Job/by-id"}),
              focus_line(2, CLUSTER, "5.00", "1.4", {"job": "k8s:ml/Job/no-name"}),
              focus_line(3, CLUSTER, "3.00", "0.8", {"job": "Nightly Eval"})]
-    billing = tmp_path / "focus.csv"
-    with open(billing, "w", encoding="utf-8", newline="") as f:
-        w = csv.DictWriter(f, header)
-        w.writeheader()
-        w.writerows(lines)
+    billing = write_focus(tmp_path / "focus.csv", lines)
     job = {"platform": "kubernetes", "provider": "azure", "region": "eastus", "instance_type": VM}
     inventory = {"version": 1, "assets": [], "gpu_usage": [], "jobs": [
         {**job, "id": "k8s:ml/Job/by-id", "name": "by id run"},
