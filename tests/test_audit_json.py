@@ -132,8 +132,9 @@ TEXT_OR_NONE = st.one_of(st.none(), SECRETISH, st.text(max_size=12))
 MONEY = st.one_of(st.none(), st.decimals(allow_nan=False, allow_infinity=False, places=6, min_value=-10**9,
                                          max_value=10**9))
 EVIDENCE = st.dictionaries(MASK_KEY, MASK_VALUE, max_size=4)
-SUMMARY_VALUE = st.recursive(  # money in the summary is finite: written to the cent
-    st.one_of(SCALAR, SECRETISH, st.decimals(allow_nan=False, allow_infinity=False, places=4)),
+SUMMARY_VALUE = st.recursive(  # money in the summary is finite, under what an amount holds: written to the cent
+    st.one_of(SCALAR, SECRETISH, st.decimals(allow_nan=False, allow_infinity=False, places=4, min_value=-10**20 + 1,
+                                             max_value=10**20 - 1)),
     lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(MASK_KEY, inner, max_size=4)),
     max_leaves=10)
 
