@@ -40,8 +40,9 @@ from auditor.tables.schema import COSTS, TABLES
 from auditor.window import FIRST_DAY, LAST_DAY, Window
 
 PARALLEL_FILES = 4
-AMOUNT_LIMIT = Decimal("0.99e20")  # costs' sizes summed (as DOUBLE, where beyond the engine): under it, no
-# sum of them overflows DECIMAL(38,18) (10^20)
+# The costs' sizes summed (as DOUBLE where beyond the engine's own sum): under this, no sum of the costs overflows
+# DECIMAL(38,18), which holds under 10^20.
+AMOUNT_LIMIT = Decimal("0.99e20")
 MONEY_COLUMNS = ("BilledCost", "EffectiveCost", "ListCost")
 
 
