@@ -17,11 +17,12 @@ import jsonschema
 import pytest
 from click.testing import CliRunner
 
-from auditor import audit_model, audit_schema, errors
+from auditor import audit_model, audit_schema, memory
 from auditor.audit_model import AuditDoc, Summary
 from auditor.auditfile import read_audit
 from auditor.cli import cli
-from auditor.errors import EXIT_INPUT, AuditorError, InputError, OutOfMemory, memory_limit, out_of_memory
+from auditor.errors import EXIT_INPUT, AuditorError, InputError, OutOfMemory, out_of_memory
+from auditor.memory import memory_limit
 from auditor.outputs import view
 from auditor.outputs.audit_json import write_json
 
@@ -169,7 +170,7 @@ def test_the_store_memory_limit_is_a_third_of_a_small_machine_or_container(monke
     monkeypatch.delenv("GPU_AUDITOR_MEMORY_LIMIT", raising=False)
     for room, limit in ((None, "768MB"), (64 << 30, "768MB"), (3 << 30, "768MB"), (2 << 30, "682MB"),
                         (1 << 30, "341MB"), (256 << 20, "128MB")):
-        monkeypatch.setattr(errors, "memory_available", lambda room=room: room)
+        monkeypatch.setattr(memory, "memory_available", lambda room=room: room)
         assert memory_limit() == limit, room
     monkeypatch.setenv("GPU_AUDITOR_MEMORY_LIMIT", "2GB")
     assert memory_limit() == "2GB"
@@ -191,9 +192,9 @@ V2 = "0::/ci/job-7\n"  # and under v2, one hierarchy
     ({}, None),  # no /proc: the machine's memory
 ])
 def test_the_memory_available_is_the_least_of_the_cgroups_limits(monkeypatch, files, expected):
-    monkeypatch.setattr(errors, "_read", lambda path: files.get(path, ""))
+    monkeypatch.setattr(memory, "_read", lambda path: files.get(path, ""))
     machine = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    assert errors.memory_available() == min(expected or machine, machine)
+    assert memory.memory_available() == min(expected or machine, machine)
 
 
 def test_an_audit_in_a_cgroup_of_a_gibibyte_gives_its_store_a_third(tmp_path):
@@ -213,7 +214,7 @@ def test_an_audit_in_a_cgroup_of_a_gibibyte_gives_its_store_a_third(tmp_path):
         except OSError as e:  # v2 without the memory controller delegated to our cgroup's children
             pytest.skip(f"no memory limit to set on a cgroup here ({e.strerror})")
         code = ("import os, sys; open(sys.argv[1], 'w').write(str(os.getpid())); "
-                "from auditor.errors import memory_limit; print(memory_limit())")
+                "from auditor.memory import memory_limit; print(memory_limit())")
         env = {k: v for k, v in os.environ.items() if k != "GPU_AUDITOR_MEMORY_LIMIT"}
         out = subprocess.run([sys.executable, "-c", code, str(child / "cgroup.procs")], capture_output=True,
                              text=True, env=env, check=True).stdout

@@ -23,8 +23,9 @@ from typing import Any
 
 import duckdb
 
-from auditor.errors import AuditorError, InputError, OutOfMemory, memory_limit
+from auditor.errors import AuditorError, InputError, OutOfMemory
 from auditor.files import readable, sha256_of, shown
+from auditor.memory import memory_limit
 from auditor.providers.billing import csv_dialect
 from auditor.providers.billing.columns import SUM_TOO_LARGE, Columns, check_types, folded_tag_key, kept_tags_sql
 from auditor.providers.billing.detect import MAX_LINE, Sniffed, expand, sniff
