@@ -36,6 +36,7 @@ from auditor.model import (
     TransferFlow,
     fmt_money,
 )
+from auditor.sql import last_segment
 from auditor.window import Window
 
 LAST_DAY = timedelta(days=1)
@@ -102,7 +103,7 @@ def billed_last_day(con: Any, window: Window, ids: set[str]) -> set[str]:
         rows = con.execute(f"""
             WITH l AS (SELECT lower(ResourceId) AS rid, x_Provider, ChargePeriodEnd FROM costs
                        WHERE {window.where()} AND ResourceId IS NOT NULL{only}{commitments}),
-                 b AS (SELECT rid, regexp_extract(rid, '[^/:]+$') AS tail, x_Provider AS provider,
+                 b AS (SELECT rid, {last_segment("rid")} AS tail, x_Provider AS provider,
                               max(ChargePeriodEnd) AS last FROM l GROUP BY ALL)
             SELECT id, provider, max(last) FROM (  -- two joins on equality: a join on either is a nested loop
                 SELECT k.id, b.provider, b.last FROM running_ids k JOIN b ON b.rid = k.id

@@ -32,7 +32,7 @@ from auditor.model import (
     gpus,
 )
 from auditor.providers.catalog import family_sql
-from auditor.sql import lit
+from auditor.sql import last_segment, lit
 from auditor.tables import daily, interactive, shared_gpus, split, stats
 from auditor.tables.sql import (
     GB,
@@ -146,7 +146,7 @@ def _by_resource(store: Store, window: Window, ids: list[str], amount: str, wher
         WITH ids AS (SELECT ResourceId FROM (SELECT DISTINCT ResourceId FROM costs
                                              WHERE {window.where()} AND ResourceId IS NOT NULL)
                      WHERE lower(ResourceId) IN (SELECT unnest(?::VARCHAR[]))
-                        OR regexp_extract(lower(ResourceId), '[^/:]+$') IN (SELECT unnest(?::VARCHAR[])))
+                        OR {last_segment("lower(ResourceId)")} IN (SELECT unnest(?::VARCHAR[])))
         SELECT lower(ResourceId) AS k, {per}, {amount} FROM costs SEMI JOIN ids USING (ResourceId)
         WHERE {window.where()} AND {where}
         GROUP BY ALL""", [keys, tails]))
@@ -483,11 +483,11 @@ def steady_gpu_spend(store: Store, window: Window, policy: Policy) -> list[Stead
     if store.freed:
         store.con.execute("CREATE OR REPLACE TEMP TABLE freed_ids AS SELECT unnest(?::VARCHAR[]) AS id",
                           [sorted(store.freed)])
-        store.con.execute("""
+        store.con.execute(f"""
             CREATE OR REPLACE TEMP TABLE freed_resources AS
             SELECT ResourceId FROM (SELECT DISTINCT ResourceId FROM costs WHERE ResourceId IS NOT NULL)
             WHERE lower(ResourceId) IN (SELECT id FROM freed_ids)
-               OR regexp_extract(lower(ResourceId), '[^/:]+$') IN (SELECT id FROM freed_ids)""")
+               OR {last_segment("lower(ResourceId)")} IN (SELECT id FROM freed_ids)""")
         source = ("(SELECT c.*, f.ResourceId IS NOT NULL AS __freed FROM costs c "
                   "LEFT JOIN freed_resources f ON c.ResourceId = f.ResourceId)")
     gpu = (f"{window.where()} AND x_CostCategory = 'gpu_compute' AND ChargeCategory = 'Usage' "

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from auditor.evidence import billing_tags
 from auditor.model import BilledGpuMachine, GpuAsset, GpuCapacity, gpus
-from auditor.sql import lit
+from auditor.sql import last_segment, lit
 from auditor.tables.entities import Narrowed, build, builds, narrows
 from auditor.tables.sql import HOURS, latest_tag_sets
 from auditor.tables.store import Store
@@ -34,7 +34,7 @@ def gpu_capacity(store: Store, window: Window, policy: Policy) -> list[GpuCapaci
     ws, we = lit(window.start.isoformat(" ")), lit(window.end.isoformat(" "))
     # Billing names a machine by its id, or by an ARN or path that ends with it: two equality joins.
     rows = store.con.execute(f"""
-        WITH b AS (SELECT lower(ResourceId) AS rid, regexp_extract(lower(ResourceId), '[^/:]+$') AS tail,
+        WITH b AS (SELECT lower(ResourceId) AS rid, {last_segment("lower(ResourceId)")} AS tail,
                           min(ChargePeriodStart) AS first, max(ChargePeriodEnd) AS last
                    FROM costs WHERE {window.where()} AND ResourceId IS NOT NULL AND ChargeCategory = 'Usage'
                      AND x_CostCategory IN ('gpu_compute', 'other_compute') GROUP BY 1),
@@ -43,7 +43,7 @@ def gpu_capacity(store: Store, window: Window, policy: Policy) -> list[GpuCapaci
                             UNION ALL
                             SELECT a.id, b.first, b.last FROM assets a JOIN b ON b.tail = lower(a.id)
                             WHERE b.rid <> lower(a.id)) GROUP BY 1),
-             s AS (SELECT *, regexp_extract(rid, '[^/:]+$') AS seg FROM (  -- the id's last segment, once
+             s AS (SELECT *, {last_segment("rid")} AS seg FROM (  -- the id's last segment, once
                        SELECT lower(ResourceId) AS rid, BillingCurrency AS cur, sum(BilledCost) AS cost
                        FROM costs WHERE {window.where()} AND ResourceId IS NOT NULL
                          AND x_CostCategory = 'storage' GROUP BY ALL)),
@@ -103,10 +103,10 @@ def named_storage_sql(assets: str, storage: str) -> str:
 
 
 # The billed machines an inventory names: by their ids, or by an ARN's or path's last segment.
-_INVENTORY_MACHINES = """
+_INVENTORY_MACHINES = f"""
     SELECT DISTINCT lower(ResourceId) AS rid FROM billed
     WHERE lower(ResourceId) IN (SELECT lower(id) FROM assets)
-       OR regexp_extract(lower(ResourceId), '[^/:]+$') IN (SELECT lower(id) FROM assets)"""
+       OR {last_segment("lower(ResourceId)")} IN (SELECT lower(id) FROM assets)"""
 
 
 def _jobs_read(store: Store) -> bool:
@@ -227,7 +227,7 @@ def _billed_gpu_machines(store: Store, window: Window, policy: Policy, keep: str
              pods_of AS (SELECT rid, flatten(list(pods ORDER BY parent)) AS pods FROM (
                              SELECT i.rid, p.parent, p.pods FROM info i JOIN pods p ON p.parent = i.rid
                              UNION SELECT i.rid, p.parent, p.pods FROM info i
-                                   JOIN pods p ON p.parent = regexp_extract(i.rid, '[^/:]+$'))
+                                   JOIN pods p ON p.parent = {last_segment("i.rid")})
                          GROUP BY 1),
              j AS (SELECT provider, account, region, lower(regexp_replace(instance_type, '^ml\\.', '')) AS itype,
                           count(*) AS n FROM jobs

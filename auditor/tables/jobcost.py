@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from auditor.audit_model import JobTotals
 from auditor.model import gpus
-from auditor.sql import lit
+from auditor.sql import last_segment, lit
 from auditor.tables.sql import GPU_HOURS, GPU_USAGE, tag_sql, team_sql
 from auditor.tables.store import Store
 from auditor.tables.tagmaps import tag_set_maps
@@ -55,7 +55,7 @@ def job_costs(store: Store, window: Window, policy: Policy, findings: Sequence[F
               AND (j.end_time IS NULL OR j.end_time >= TIMESTAMP {ws})),
         ids AS (SELECT ResourceId, BillingCurrency AS cur, sum(BilledCost) AS cost, {GPU_HOURS} AS gh
                 FROM costs WHERE {window.where()} AND ResourceId IS NOT NULL GROUP BY ALL),
-        r AS (SELECT lower(ResourceId) AS rid, regexp_extract(lower(ResourceId), '[^/:]+$') AS tail,
+        r AS (SELECT lower(ResourceId) AS rid, {last_segment("lower(ResourceId)")} AS tail,
                      cur, sum(cost) AS cost, sum(gh) AS gh FROM ids GROUP BY ALL),
         by_resource AS (
             SELECT id, cur, sum(cost) AS cost, sum(gh) AS gh FROM (
