@@ -154,18 +154,47 @@ def test_exports_in_folders_of_their_own_are_scans_of_their_own(tmp_path, locate
     assert len(first) == 3
 
 
-def test_a_part_dated_before_2000_is_named_in_a_warning(tmp_path, locate):
-    parts = cut(locate(SAMPLES[1]), tmp_path / "export", 3)
-    text = parts[1].read_text(encoding="utf-8").splitlines(keepends=True)
+def dated(part: Path, line: int, start: str) -> None:
+    """Line `line` (0: the header) of a CSV part charged from `start`."""
+    text = part.read_text(encoding="utf-8").splitlines(keepends=True)
     header = next(csv.reader([text[0]]))
-    row = next(csv.reader([text[4]]))
-    row[header.index("ChargePeriodStart")] = "1999-12-31T00:00:00Z"
+    row = next(csv.reader([text[line]]))
+    row[header.index("ChargePeriodStart")] = start
     buf = io.StringIO()
     csv.writer(buf, lineterminator="\n").writerow(row)
-    text[4] = buf.getvalue()
-    parts[1].write_text("".join(text), encoding="utf-8")
+    text[line] = buf.getvalue()
+    part.write_text("".join(text), encoding="utf-8")
+
+
+def test_parts_dated_before_2000_and_after_today_are_named_in_warnings(tmp_path, locate):
+    """Each file's odd dates come from the scan's own figures of it (the same read as its groups)."""
+    parts = cut(locate(SAMPLES[1]), tmp_path / "export", 3)
+    dated(parts[1], 4, "1999-12-31T00:00:00Z")
+    dated(parts[2], 2, "2100-01-02T00:00:00Z")
+    dated(parts[2], 5, "2100-03-04T00:00:00Z")
     store = Store()
     sources = store.load_billing([tmp_path / "export"])
     assert all(s.part_of for s in sources)  # read as one scan
     [warning] = [w for w in store.warnings if "before 2000" in w]
     assert warning.startswith(f"{parts[1]}: 1 line(s) charged before 2000 (the first on 1999-12-31)")
+    [warning] = [w for w in store.warnings if "after today" in w]
+    assert warning.startswith(f"{parts[2]}: 2 line(s) charged after today (the last on 2100-03-04")
+
+
+@pytest.mark.heavy
+def test_a_scan_whose_key_hashes_clash_is_grouped_by_its_columns_in_one_read(tmp_path, locate, monkeypatch):
+    """Two keys sharing a hash: the scan groups its lines by the key columns instead, still as one scan, with
+    each file's figures from that read, and the same rows as without the clash."""
+    from auditor.tables import normalize
+
+    parts = cut(locate(SAMPLES[0]), tmp_path / "export", 4, "gz")
+    exact = Store()
+    exact_sources = exact.load_billing([tmp_path / "export"])
+    monkeypatch.setattr(normalize, "KEY_HASH", "(hash({}) % 3)")  # hundreds of keys, three hashes
+    clashing = Store()
+    sources = clashing.load_billing([tmp_path / "export"])
+    assert [s.path for s in sources] == [str(p) for p in parts]
+    assert all(s.part_of for s in sources) and len(clashing.parts) == 1  # one scan still
+    assert sums(clashing) == sums(exact) == sums(one_at_a_time(parts))
+    for source, single in zip(sources, exact_sources, strict=True):
+        assert source.stats == single.stats

@@ -16,7 +16,7 @@ import duckdb
 from auditor.files import shown
 from auditor.providers.billing.detect import Sniffed, sniff
 from auditor.sql import lit
-from auditor.tables.normalize import FILE
+from auditor.tables.normalize import FILE, FILE_SET, SCAN, SHARED_SET
 
 # Files up to this size are read as one scan with others of their format and columns, up to BATCH_BYTES a scan
 # (bytes on disk): the parts of an export, folders of daily files. A larger file is read on its own, where a
@@ -63,26 +63,15 @@ class FileFigures:
     odd: tuple[int, datetime | None, int, datetime | None]
 
 
-def figures(exprs: dict[str, str], relation: str, first_row: int,
-            con: duckdb.DuckDBPyConnection) -> dict[str, FileFigures]:
-    """Each file's own figures, from a scan of several (their `costs` rows are grouped across them). Empty if two
-    files share a line, every column alike (the same export delivered twice, in parts): then they are read one
-    by one."""
-    e = exprs
-    rows = con.execute(f"""
-        SELECT {FILE}, cur, count(*), min(pos), min(t0), max(t1), sum(billed), sum(effective),
-               count(*) FILTER (t0 < TIMESTAMP '2000-01-01'),
-               count(*) FILTER (t0 >= CAST(current_date + 1 AS TIMESTAMP)), max(t0), GROUPING({FILE})
-        FROM (SELECT {FILE}, row_number() OVER () + {first_row - 1} AS pos, {e['BillingCurrency']} AS cur,
-                     {e['BilledCost']} AS billed, {e['EffectiveCost']} AS effective,
-                     {e['ChargePeriodStart']} AS t0, {e['ChargePeriodEnd']} AS t1,
-                     hash(*COLUMNS(* EXCLUDE ({FILE}))) AS h
-              FROM {relation})
-        GROUP BY GROUPING SETS (({FILE}, cur), (h))
-        HAVING GROUPING({FILE}) = 0 OR min({FILE}) <> max({FILE})
-        ORDER BY 4""").fetchall()
-    if any(r[-1] for r in rows):
+def figures(con: duckdb.DuckDBPyConnection) -> dict[str, FileFigures]:
+    """Each file's own figures, from the scan of several just made (normalize.scan_rollup_sql: their `costs` rows
+    are grouped across them, and each file's lines counted by the same read). Empty if two files share a line,
+    every column alike (the same export delivered twice, in parts): then they are read one by one."""
+    if con.execute(f"SELECT count(*) FROM {SCAN} WHERE __set = {SHARED_SET}").fetchone() != (0,):
         return {}
+    rows = con.execute(f"""
+        SELECT {FILE}, __cur, __lines, __pos, __t0, __t1, __billed, "__EffectiveCost", __old, __future, __last
+        FROM {SCAN} WHERE __set = {FILE_SET} ORDER BY __pos""").fetchall()
     by_file: dict[str, list[tuple]] = {}
     for f, *row in rows:
         by_file.setdefault(f, []).append(tuple(row))

@@ -36,7 +36,7 @@ from auditor.scratch import Scratch
 from auditor.sql import lit
 from auditor.tables import parts, stats
 from auditor.tables.diagnose import diagnose, long_gzip_line, not_utf8
-from auditor.tables.normalize import CLASH, FILE, TAG_KEY, rollup_sql, select_sql, tag_key_sql
+from auditor.tables.normalize import CLASH, FILE, SCAN, TAG_KEY, rollup_sql, scan_rollup_sql, select_sql, tag_key_sql
 from auditor.tables.schema import COSTS, TABLES
 from auditor.window import FIRST_DAY, LAST_DAY, Window
 
@@ -302,29 +302,30 @@ class Store:
                 return one_by_one()
             csv_dialect.check_trailing(con, relation, first_row, paths[0], copy)
         figures: dict[str, parts.FileFigures] = {}
-        if many:
-            try:
-                figures = parts.figures(exprs, relation, first_row, con)
-            except duckdb.InterruptException:
-                raise KeyboardInterrupt from None
-            except duckdb.Error:
-                return one_by_one()
-            if not figures:
-                return one_by_one()
         # One INSERT ... SELECT of the lines summed per day; classification runs on those sums (normalize.py).
         # A Parquet file numbers its rows itself, which keeps the scan parallel; row_number() OVER () reads in
-        # order (several files: one after another).
+        # order (several files: one after another, their groups kept first with each file's figures).
         parquet = sniffed.container == "parquet" and not many
         numbers = "(file_row_number + 1)" if parquet else "row_number() OVER ()"
         for by_hash in (True, False):  # grouped by hashes of the keys; on a CLASH by the columns themselves
-            sql = "INSERT INTO costs BY NAME " + rollup_sql(exprs, cols, relation, first_row, paths[0],
-                                                            sniffed.format, [*COSTS, TAG_KEY], numbers,
-                                                            by_hash and parquet, parquet, files=many,
-                                                            keys_by_hash=by_hash, keys_apart=by_hash and not parquet)
+            if many:
+                scan = scan_rollup_sql(exprs, cols, relation, first_row, paths[0], sniffed.format,
+                                       [*COSTS, TAG_KEY], keys_by_hash=by_hash, keys_apart=by_hash)
+                sets, sql = f"CREATE TEMP TABLE {SCAN} AS {scan.sets}", "INSERT INTO costs BY NAME " + scan.select
+            else:
+                sets, sql = None, "INSERT INTO costs BY NAME " + rollup_sql(
+                    exprs, cols, relation, first_row, paths[0], sniffed.format, [*COSTS, TAG_KEY], numbers,
+                    by_hash and parquet, parquet, keys_by_hash=by_hash, keys_apart=by_hash and not parquet)
             try:
                 con.execute("BEGIN")
+                if sets:
+                    con.execute(sets)
+                    if not (figures := parts.figures(con)):  # two files share a line: which, each on its own says
+                        con.execute("ROLLBACK")
+                        return one_by_one()
                 con.execute(sql)
                 if many:
+                    con.execute(f"DROP TABLE {SCAN}")
                     parts.number_in_files(figures, first_row, con)
                 self._check_values(paths, con, copy)
                 if copy and (note := csv_dialect.check_total(con, relation, copy, sniffed.columns, cost_column,
