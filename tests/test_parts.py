@@ -139,6 +139,19 @@ def test_a_part_delivered_twice_in_the_same_folder_is_counted_once(tmp_path, loc
     assert sums(store) == sums(one_at_a_time(parts))
 
 
+def test_a_line_twice_in_one_part_is_no_line_two_parts_share(tmp_path, locate):
+    """The same line twice in one file (two charges alike) is read as it is: the scan stays one, and counts both."""
+    parts = cut(locate(SAMPLES[1]), tmp_path / "export", 3)
+    lines = parts[1].read_text(encoding="utf-8").splitlines(keepends=True)
+    parts[1].write_text("".join(lines[:3] + lines[2:]), encoding="utf-8")
+    store = Store()
+    sources = store.load_billing([tmp_path / "export"])
+    assert all(s.part_of for s in sources) and len(store.parts) == 1
+    assert sources[1].rows == len(lines)  # the header out, the line in twice
+    assert sums(store) == sums(one_at_a_time(parts))
+    assert not any("re-delivered" in w for w in store.warnings)
+
+
 @pytest.mark.heavy
 def test_exports_in_folders_of_their_own_are_scans_of_their_own(tmp_path, locate):
     """Two deliveries of one month, each in its folder (as AWS writes a re-delivered CUR): each is read as one

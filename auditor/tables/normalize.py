@@ -189,26 +189,26 @@ def select_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: i
 
 class Scan(NamedTuple):
     """A scan of several files (an export's parts) in two statements: `sets` (the SELECT to keep as table SCAN)
-    groups their lines once, into the groups `costs` is made of, each file's own figures (FILE_SET) and the lines
-    two files share (SHARED_SET); `select` makes the `costs` rows from the groups."""
+    groups their lines once, into the groups `costs` is made of and each file's own figures (FILE_SET); `select`
+    makes the `costs` rows from the groups."""
 
     sets: str
     select: str
 
 
 # The table a scan of several files keeps its groups in (a temporary table: one per connection), and its grouping
-# sets by their GROUPING(__day, FILE, __lh): the groups of `costs` rows, each key hash's columns (grouped apart),
-# each file's figures by currency, the lines two files share (parts.figures reads the last two).
+# sets by their GROUPING(__day, FILE): the groups of `costs` rows, each key hash's columns (grouped apart), each
+# file's figures by currency (parts.figures reads them).
 SCAN = "__scan"
-GROUPS_SET, KEYS_SET, FILE_SET, SHARED_SET = 3, 7, 5, 6
-FIGURES = ("__pos", "__t0", "__t1", "__billed", "__old", "__future", "__last", "__cur", "__lh")
+GROUPS_SET, KEYS_SET, FILE_SET = 1, 3, 2
+FIGURES = ("__pos", "__t0", "__t1", "__billed", "__old", "__future", "__last", "__cur")
 
 
 def scan_rollup_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: int, path: str, fmt: str,
                     costs: list[str], keys_by_hash: bool = False, keys_apart: bool = False) -> Scan:
-    """rollup_sql of several files read as one scan, in order (DuckDB), whose figures per file come from the same
-    read: the lines are read once, not once for the groups and again for each file's lines, costs and dates
-    (a CUR of 2,000 gzip parts: 7.2 and 7.2 CPU s read twice)."""
+    """rollup_sql of several files read as one scan, in order (DuckDB), whose figures per file (lines, costs and
+    dates) come from the same read as the groups, a grouping set of their own: the ordered read of every line
+    once, not twice (a CUR of 2,000 gzip parts at 1M lines: 7.2 and 7.2 CPU s, now 7.6 for both)."""
     sets, select = _rollup(exprs, cols, relation, first_row, path, fmt, costs, files=True,
                            keys_by_hash=keys_by_hash, keys_apart=keys_apart, scan=True)
     assert sets is not None
@@ -289,9 +289,7 @@ def _rollup(exprs: dict[str, str], cols: Columns, relation: str, first_row: int,
                      f"{KEY_HASH.format(', '.join(q(c) for c in reversed(keys)))} AS __h2")
     time_sql = ", ".join(f"{exprs[c]} AS {u(c)}" for c in times)
     assert not scan or (files and ordered), "a scan's figures come from several files read in order"
-    # A scan's lines, each hashed whole (every column but the file's name): two files sharing a line share it.
-    whole = f", hash(*COLUMNS(* EXCLUDE ({FILE}))) AS __lh" if scan else ""
-    numbered = f"(SELECT *, {row_number} + {first_row - 1} AS __row{whole} FROM {relation})"
+    numbered = f"(SELECT *, {row_number} + {first_row - 1} AS __row FROM {relation})"
     if time_cols and rescan:  # times repeat (hourly, daily): parsed once per distinct value and joined back
         raw = ", ".join(q(c) for c in time_cols)
         named = ", ".join(f"{q(c)} AS __t{i}" for i, c in enumerate(time_cols))
@@ -320,16 +318,14 @@ def _rollup(exprs: dict[str, str], cols: Columns, relation: str, first_row: int,
                        f"count(*) FILTER ({start} IS NULL) AS __no_start")
     day = f"date_trunc('day', {start})"
     values = "".join(f"{u(c)}, " for c in per_line) + (f"{FILE}, " if files and not ordered else "")
-    # A scan's sets beside the groups: each file's figures (parts.figures) by file and currency, and each line
-    # shared by two files (one whole-line hash in two files), kept only where there is one.
-    figures, other_sets, having, currency = "", "", "", ""
+    # A scan's set beside the groups: each file's figures (parts.figures) by file and currency.
+    figures, file_set, currency = "", "", ""
     if scan:
         figures = (f", min(__row) AS __pos, min({start}) AS __t0, max({u('ChargePeriodEnd')}) AS __t1, "
                    f"sum({u('BilledCost')}) AS __billed, count(*) FILTER ({start} < TIMESTAMP '2000-01-01') AS __old, "
                    f"count(*) FILTER ({start} >= CAST(current_date + 1 AS TIMESTAMP)) AS __future, "
-                   f"max({start}) AS __last, __cur, __lh, GROUPING(__day, {FILE}, __lh) AS __set")
-        other_sets = f", ({FILE}, __cur), (__lh)"
-        having = f" HAVING GROUPING(__lh) = 1 OR min({FILE}) <> max({FILE})"
+                   f"max({start}) AS __last, __cur, GROUPING(__day, {FILE}) AS __set")
+        file_set = f", ({FILE}, __cur)"
         currency = f", {exprs['BillingCurrency']} AS __cur"
     group_set, key_set = (GROUPS_SET, KEYS_SET) if scan else (0, 1)
     src = SCAN if scan else "__s"
@@ -339,7 +335,7 @@ def _rollup(exprs: dict[str, str], cols: Columns, relation: str, first_row: int,
         sets = (f"SELECT __h, __day, {key_sql}, {values}{firsts}{aggregates}"
                 f"{figures or ', GROUPING(__day) AS __set'} "
                 f"FROM (SELECT *, {KEY_HASH.format(key_sql)} AS __h, {day} AS __day{currency} FROM ({lines})) "
-                f"GROUP BY GROUPING SETS (({values}__h, __day), (__h, {key_sql}){other_sets}){having}")
+                f"GROUP BY GROUPING SETS (({values}__h, __day), (__h, {key_sql}){file_set})")
         keyed = f"SELECT __h, {key_sql} FROM {src} WHERE __set = {key_set}"
         grouped = ("" if scan else f"WITH __s AS MATERIALIZED ({sets}) ") + (
                    f"SELECT k.* EXCLUDE (__h), g.* EXCLUDE ({key_sql}, __h, __day, __set{_excluded(scan)}) "
@@ -359,7 +355,7 @@ def _rollup(exprs: dict[str, str], cols: Columns, relation: str, first_row: int,
         if scan:
             sets = (f"SELECT {by}{firsts}{aggregates}, __day{figures} "
                     f"FROM (SELECT *, {day} AS __day{currency} FROM ({lines})) "
-                    f"GROUP BY GROUPING SETS (({by}__day){other_sets}){having}")
+                    f"GROUP BY GROUPING SETS (({by}__day){file_set})")
             grouped = f"SELECT * EXCLUDE (__day, __set{_excluded(scan)}) FROM {SCAN} WHERE __set = {group_set}"
         else:
             grouped = f"SELECT {by}{firsts}{aggregates} FROM ({lines}) GROUP BY {by}{day}"

@@ -16,7 +16,7 @@ import duckdb
 from auditor.files import shown
 from auditor.providers.billing.detect import Sniffed, sniff
 from auditor.sql import lit
-from auditor.tables.normalize import FILE, FILE_SET, SCAN, SHARED_SET
+from auditor.tables.normalize import FILE, FILE_SET, SCAN
 
 # Files up to this size are read as one scan with others of their format and columns, up to BATCH_BYTES a scan
 # (bytes on disk): the parts of an export, folders of daily files. A larger file is read on its own, where a
@@ -63,12 +63,20 @@ class FileFigures:
     odd: tuple[int, datetime | None, int, datetime | None]
 
 
+def shared(relation: str, con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether two files of a scan share a line, every column alike (the same export delivered twice, in parts):
+    then they are read one by one, and the re-delivery is found (Store._drop_redeliveries). Each line is hashed
+    whole and the hashes grouped, unordered; only where a line is there twice are the files holding it compared,
+    by their names (a hash of names could clash)."""
+    lines = f"SELECT hash(*COLUMNS(* EXCLUDE ({FILE}))) AS h, {FILE} AS f FROM {relation}"
+    if con.execute(f"SELECT h FROM ({lines}) GROUP BY h HAVING count(*) > 1 LIMIT 1").fetchone() is None:
+        return False
+    return con.execute(f"SELECT h FROM ({lines}) GROUP BY h HAVING min(f) <> max(f) LIMIT 1").fetchone() is not None
+
+
 def figures(con: duckdb.DuckDBPyConnection) -> dict[str, FileFigures]:
     """Each file's own figures, from the scan of several just made (normalize.scan_rollup_sql: their `costs` rows
-    are grouped across them, and each file's lines counted by the same read). Empty if two files share a line,
-    every column alike (the same export delivered twice, in parts): then they are read one by one."""
-    if con.execute(f"SELECT count(*) FROM {SCAN} WHERE __set = {SHARED_SET}").fetchone() != (0,):
-        return {}
+    are grouped across them, and each file's lines counted by the same read)."""
     rows = con.execute(f"""
         SELECT {FILE}, __cur, __lines, __pos, __t0, __t1, __billed, "__EffectiveCost", __old, __future, __last
         FROM {SCAN} WHERE __set = {FILE_SET} ORDER BY __pos""").fetchall()
