@@ -16,7 +16,7 @@ import duckdb
 from auditor.files import shown
 from auditor.providers.billing.detect import Sniffed, sniff
 from auditor.sql import lit
-from auditor.tables.normalize import FILE, FILE_SET, SCAN
+from auditor.tables.normalize import FILE, FILE_SET, GROUPS_SET, SCAN
 
 # Files up to this size are read as one scan with others of their format and columns, up to BATCH_BYTES a scan
 # (bytes on disk): the parts of an export, folders of daily files. A larger file is read on its own, where a
@@ -63,14 +63,19 @@ class FileFigures:
     odd: tuple[int, datetime | None, int, datetime | None]
 
 
+def repeated(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether a line is there twice in a group of the scan just made (normalize.scan_rollup_sql), every column
+    alike: in one file (two charges alike) or in two (see `shared`)."""
+    return con.execute(f"SELECT count(*) FROM {SCAN} WHERE __set = {GROUPS_SET} "
+                       "AND len(list_distinct(__lhs)) < len(__lhs)").fetchone() != (0,)
+
+
 def shared(relation: str, con: duckdb.DuckDBPyConnection) -> bool:
     """Whether two files of a scan share a line, every column alike (the same export delivered twice, in parts):
-    then they are read one by one, and the re-delivery is found (Store._drop_redeliveries). Each line is hashed
-    whole and the hashes grouped, unordered; only where a line is there twice are the files holding it compared,
-    by their names (a hash of names could clash)."""
+    then they are read one by one, and the re-delivery is found (Store._drop_redeliveries). Asked where a line is
+    there twice (`repeated`), of the files again: their lines hashed whole, grouped, and the files holding each
+    compared by name."""
     lines = f"SELECT hash(*COLUMNS(* EXCLUDE ({FILE}))) AS h, {FILE} AS f FROM {relation}"
-    if con.execute(f"SELECT h FROM ({lines}) GROUP BY h HAVING count(*) > 1 LIMIT 1").fetchone() is None:
-        return False
     return con.execute(f"SELECT h FROM ({lines}) GROUP BY h HAVING min(f) <> max(f) LIMIT 1").fetchone() is not None
 
 

@@ -301,14 +301,6 @@ class Store:
             if many:
                 return one_by_one()
             csv_dialect.check_trailing(con, relation, first_row, paths[0], copy)
-        if many:
-            try:
-                if parts.shared(relation, con):  # which files, each on its own says
-                    return one_by_one()
-            except duckdb.InterruptException:
-                raise KeyboardInterrupt from None
-            except duckdb.Error:
-                return one_by_one()
         figures: dict[str, parts.FileFigures] = {}
         # One INSERT ... SELECT of the lines summed per day; classification runs on those sums (normalize.py).
         # A Parquet file numbers its rows itself, which keeps the scan parallel; row_number() OVER () reads in
@@ -328,6 +320,9 @@ class Store:
                 con.execute("BEGIN")
                 if sets:
                     con.execute(sets)
+                    if parts.repeated(con) and parts.shared(relation, con):  # which files, each on its own says
+                        con.execute("ROLLBACK")
+                        return one_by_one()
                     figures = parts.figures(con)
                 con.execute(sql)
                 if many:
