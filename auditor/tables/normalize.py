@@ -290,9 +290,9 @@ def _rollup(exprs: dict[str, str], cols: Columns, relation: str, first_row: int,
                      f"{KEY_HASH.format(', '.join(q(c) for c in reversed(keys)))} AS __h2")
     time_sql = ", ".join(f"{exprs[c]} AS {u(c)}" for c in times)
     assert not scan or (files and ordered), "a scan's figures come from several files read in order"
-    # A scan's lines, each hashed whole (every column but its file's name): a line two files share is in one group,
-    # its hash twice there.
-    whole = f", hash(*COLUMNS(* EXCLUDE ({FILE}))) AS __lh" if scan else ""
+    # A scan's lines, each hashed by every column but its file's name and the keys, which a group's lines share: a
+    # line two files share is in one group, its hash twice there.
+    whole = f", hash(*COLUMNS(* EXCLUDE ({', '.join([FILE, *map(q, keys)])}))) AS __lh" if scan else ""
     numbered = f"(SELECT *, {row_number} + {first_row - 1} AS __row{whole} FROM {relation})"
     if time_cols and rescan:  # times repeat (hourly, daily): parsed once per distinct value and joined back
         raw = ", ".join(q(c) for c in time_cols)
