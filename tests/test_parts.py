@@ -139,6 +139,22 @@ def test_a_part_delivered_twice_in_the_same_folder_is_counted_once(tmp_path, loc
     assert sums(store) == sums(one_at_a_time(parts))
 
 
+@pytest.mark.heavy
+def test_a_parquet_part_delivered_again_with_its_lines_elsewhere_is_counted_once(tmp_path, locate):
+    """Shared lines are the same lines wherever they stand in each file: a Parquet copy of a part without its first
+    lines, so that every line it shares stands elsewhere, is found as a re-delivery, and counted once."""
+    parts = cut(locate(SAMPLES[0]), tmp_path / "export", 3, "parquet")
+    copy = tmp_path / "export" / "part-00001 (1).parquet"
+    duckdb.connect().execute(f"COPY (SELECT * EXCLUDE (file_row_number) FROM read_parquet('{parts[1]}', "
+                             "file_row_number = true) WHERE file_row_number >= 3 ORDER BY file_row_number) "
+                             f"TO '{copy}' (FORMAT parquet)")
+    store = Store()
+    sources = store.load_billing([tmp_path / "export"])
+    assert [s.path for s in sources] == [str(p) for p in parts]
+    assert any("re-delivered" in w and str(copy) in w for w in store.warnings)
+    assert sums(store) == sums(one_at_a_time(parts))
+
+
 def test_a_line_twice_in_one_part_is_no_line_two_parts_share(tmp_path, locate):
     """The same line twice in one file (two charges alike) is read as it is: the scan stays one, and counts both."""
     parts = cut(locate(SAMPLES[1]), tmp_path / "export", 3)

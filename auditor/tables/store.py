@@ -479,8 +479,9 @@ class Store:
         like it, as one scan naming each line's file (FILE)."""
         p = lit(copy or readable(s.path)) if paths is None else "[" + ", ".join(lit(x) for x in paths) + "]"
         named = "" if paths is None else f", filename = {lit(FILE)}"
-        if s.container == "parquet":
-            return f"read_parquet({p}, file_row_number = true{named})"
+        if s.container == "parquet":  # a file numbers its own rows; a scan numbers them in its read (and a line's
+            # place in its file is not the line: two files share a line wherever it stands in each)
+            return f"read_parquet({p}{', file_row_number = true' if paths is None else ''}{named})"
         if s.container == "json":
             return f"read_ndjson({p}{named})"
         if s.container == "avro":  # DuckDB reads Avro only with a downloaded extension: a Parquet copy (avro.py)
