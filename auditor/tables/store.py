@@ -228,7 +228,7 @@ class Store:
         for s in loaded:
             members.setdefault(unit[s.path], []).append(s)
         self.con.execute("CREATE OR REPLACE TEMP TABLE __units (file VARCHAR, unit VARCHAR)")
-        self.con.executemany("INSERT INTO __units VALUES (?, ?)", list(unit.items()))
+        self.con.execute("INSERT INTO __units SELECT unnest($1), unnest($2)", [list(unit), list(unit.values())])
         # Lines can only be shared where the exports' charge periods overlap: compare just those (monthly
         # files of one export never do, and hashing every line of ten million is the costly part).
         spans = self.con.execute("SELECT unit, min(ChargePeriodStart), max(ChargePeriodStart) FROM costs "
