@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from auditor.cli import cli
 from auditor.providers.redact import redact
@@ -844,3 +846,28 @@ def test_the_secret_and_escape_tags_export_of_the_corpus(tmp_path):
         for secret in ("AKIAZ7EXAMPLEKEY0123", "xoxb-1234", "ghp_a1B2", "eyJhbGciOiJIUzI1NiJ9."):
             assert secret not in text, (path.name, secret)
     assert not CONTROL.search(result.output)
+
+
+@settings(max_examples=300, deadline=None)
+@given(words=st.sets(st.text("abk_-.:/é", min_size=1, max_size=5), min_size=1, max_size=12),
+       text=st.text("abk_-.:/éx ", max_size=30))
+def test_a_tree_of_words_matches_what_their_alternation_matches(words, text):
+    """secret_patterns.literal_trie: the words' tree of prefixes finds a word where the plain alternation does,
+    at the same place (a word that is a prefix of another, one letter, repeated letters included)."""
+    from auditor.secret_patterns import literal_trie
+
+    tree = re.compile(literal_trie(words))
+    alternation = re.compile("|".join(sorted(map(re.escape, words), key=len, reverse=True)))
+    found, expected = tree.search(text), alternation.search(text)
+    assert (found is None) == (expected is None)
+    if found and expected:
+        assert found.start() == expected.start()
+
+
+def test_the_triggers_are_found_as_before():
+    """Each trigger alone, inside a word, and text with none."""
+    from auditor.secret_patterns import _ANY_TRIGGER, _TRIGGERS
+
+    for trigger in {t for ts in _TRIGGERS.values() for t in ts}:
+        assert _ANY_TRIGGER.search(trigger) and _ANY_TRIGGER.search(f"x{trigger}y")
+    assert _ANY_TRIGGER.search("i-0abc lacks tags owner") is None
