@@ -155,6 +155,37 @@ def test_a_parquet_part_delivered_again_with_its_lines_elsewhere_is_counted_once
     assert sums(store) == sums(one_at_a_time(parts))
 
 
+@pytest.mark.heavy
+def test_a_scan_out_of_memory_with_its_line_hashes_is_made_again_without_them(tmp_path, locate, monkeypatch):
+    """DuckDB cannot spill a list to disk: a scan whose groups' listed line hashes run out of memory is made again
+    without them, and its files are asked whether two share a line. Still one scan with the same rows; and a
+    re-delivered part is still found."""
+    from auditor.tables import store as store_module
+
+    made = store_module.scan_rollup_sql
+    listed: list[bool] = []
+
+    def scan(*args, **kwargs):
+        listed.append(kwargs["listed"])
+        sql = made(*args, **kwargs)
+        # the listed scan as a list no memory holds
+        return sql._replace(sets="SELECT list(range) AS l FROM range(400000000)") if kwargs["listed"] else sql
+
+    monkeypatch.setattr(store_module, "scan_rollup_sql", scan)
+    monkeypatch.setenv("GPU_AUDITOR_MEMORY_LIMIT", "64MB")
+    parts = cut(locate(SAMPLES[0]), tmp_path / "export", 3, "gz")
+    store = Store()
+    sources = store.load_billing([tmp_path / "export"])
+    assert listed == [True, False]
+    assert all(s.part_of for s in sources) and len(store.parts) == 1
+    assert sums(store) == sums(one_at_a_time(parts))
+    copy = tmp_path / "export" / "part-00001 (1).csv.gz"
+    copy.write_bytes(gzip.compress(b"".join(gzip.decompress(parts[1].read_bytes()).splitlines(keepends=True)[:-2])))
+    store = Store()
+    assert [s.path for s in store.load_billing([tmp_path / "export"])] == [str(p) for p in parts]
+    assert any("re-delivered" in w and str(copy) in w for w in store.warnings)
+
+
 def test_a_line_twice_in_one_part_is_no_line_two_parts_share(tmp_path, locate):
     """The same line twice in one file (two charges alike) is read as it is: the scan stays one, and counts both."""
     parts = cut(locate(SAMPLES[1]), tmp_path / "export", 3)

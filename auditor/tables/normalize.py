@@ -206,12 +206,14 @@ FIGURES = ("__pos", "__t0", "__t1", "__billed", "__old", "__future", "__last", "
 
 
 def scan_rollup_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: int, path: str, fmt: str,
-                    costs: list[str], keys_by_hash: bool = False, keys_apart: bool = False) -> Scan:
+                    costs: list[str], keys_by_hash: bool = False, keys_apart: bool = False,
+                    listed: bool = True) -> Scan:
     """rollup_sql of several files read as one scan, in order (DuckDB), whose figures per file (lines, costs and
     dates) come from the same read as the groups, a grouping set of their own: the ordered read of every line
-    once, not twice (a CUR of 2,000 gzip parts at 1M lines: 7.2 and 7.2 CPU s, now 7.6 for both)."""
+    once, not twice (a CUR of 2,000 gzip parts at 1M lines: 7.2 and 7.2 CPU s, now 7.6 for both). `listed`: each
+    group lists its lines' hashes (`__lhs`), a list a line, which DuckDB cannot spill to disk."""
     sets, select = _rollup(exprs, cols, relation, first_row, path, fmt, costs, files=True,
-                           keys_by_hash=keys_by_hash, keys_apart=keys_apart, scan=True)
+                           keys_by_hash=keys_by_hash, keys_apart=keys_apart, scan=True, listed=listed)
     assert sets is not None
     return Scan(sets, select)
 
@@ -263,7 +265,7 @@ def rollup_sql(exprs: dict[str, str], cols: Columns, relation: str, first_row: i
 def _rollup(exprs: dict[str, str], cols: Columns, relation: str, first_row: int, path: str, fmt: str,
             costs: list[str], row_number: str = "row_number() OVER ()", by_hash: bool = False, rescan: bool = False,
             files: bool = False, keys_by_hash: bool = False, ordered: bool = True, keys_apart: bool = False,
-            scan: bool = False) -> tuple[str | None, str]:
+            scan: bool = False, listed: bool = False) -> tuple[str | None, str]:
     """rollup_sql's SELECT; with `scan` (several files, in order) as a Scan's two statements."""
     top = cols.top
     refs = {c: referenced(e, top) for c, e in exprs.items()}
@@ -292,7 +294,7 @@ def _rollup(exprs: dict[str, str], cols: Columns, relation: str, first_row: int,
     assert not scan or (files and ordered), "a scan's figures come from several files read in order"
     # A scan's lines, each hashed by every column but its file's name and the keys, which a group's lines share: a
     # line two files share is in one group, its hash twice there.
-    whole = f", hash(*COLUMNS(* EXCLUDE ({', '.join([FILE, *map(q, keys)])}))) AS __lh" if scan else ""
+    whole = f", hash(*COLUMNS(* EXCLUDE ({', '.join([FILE, *map(q, keys)])}))) AS __lh" if listed else ""
     numbered = f"(SELECT *, {row_number} + {first_row - 1} AS __row{whole} FROM {relation})"
     if time_cols and rescan:  # times repeat (hourly, daily): parsed once per distinct value and joined back
         raw = ", ".join(q(c) for c in time_cols)
@@ -326,11 +328,13 @@ def _rollup(exprs: dict[str, str], cols: Columns, relation: str, first_row: int,
     # line hashes (parts.repeated), a few bytes a line where a set of its own, a group a line, took all the
     # aggregates' room (a scan of 3.3M lines: 15.3 CPU s, 36.0 with it, 20.4 with the hashes listed).
     figures, file_set, currency = "", "", ""
+    figure_columns = [c for c in FIGURES if listed or c != "__lhs"] if scan else []
     if scan:
         figures = (f", min(__row) AS __pos, min({start}) AS __t0, max({u('ChargePeriodEnd')}) AS __t1, "
                    f"sum({u('BilledCost')}) AS __billed, count(*) FILTER ({start} < TIMESTAMP '2000-01-01') AS __old, "
                    f"count(*) FILTER ({start} >= CAST(current_date + 1 AS TIMESTAMP)) AS __future, "
-                   f"max({start}) AS __last, __cur, list(__lh) AS __lhs, GROUPING(__day, {FILE}) AS __set")
+                   f"max({start}) AS __last, __cur{', list(__lh) AS __lhs' if listed else ''}, "
+                   f"GROUPING(__day, {FILE}) AS __set")
         file_set = f", ({FILE}, __cur)"
         currency = f", {exprs['BillingCurrency']} AS __cur"
     group_set, key_set = (GROUPS_SET, KEYS_SET) if scan else (0, 1)
@@ -344,7 +348,8 @@ def _rollup(exprs: dict[str, str], cols: Columns, relation: str, first_row: int,
                 f"GROUP BY GROUPING SETS (({values}__h, __day), (__h, {key_sql}){file_set})")
         keyed = f"SELECT __h, {key_sql} FROM {src} WHERE __set = {key_set}"
         grouped = ("" if scan else f"WITH __s AS MATERIALIZED ({sets}) ") + (
-                   f"SELECT k.* EXCLUDE (__h), g.* EXCLUDE ({key_sql}, __h, __day, __set{_excluded(scan)}) "
+                   f"SELECT k.* EXCLUDE (__h), "
+                   f"g.* EXCLUDE ({key_sql}, __h, __day, __set{_excluded(figure_columns)}) "
                    f"FROM (SELECT * FROM {src} WHERE __set = {group_set}) g JOIN ({keyed}) k USING (__h) "
                    f"WHERE {unique('__h', f'({keyed})')}")
     elif by_hash:  # the key columns and the free text are read back from the group's first line
@@ -362,7 +367,8 @@ def _rollup(exprs: dict[str, str], cols: Columns, relation: str, first_row: int,
             sets = (f"SELECT {by}{firsts}{aggregates}, __day{figures} "
                     f"FROM (SELECT *, {day} AS __day{currency} FROM ({lines})) "
                     f"GROUP BY GROUPING SETS (({by}__day){file_set})")
-            grouped = f"SELECT * EXCLUDE (__day, __set{_excluded(scan)}) FROM {SCAN} WHERE __set = {group_set}"
+            grouped = (f"SELECT * EXCLUDE (__day, __set{_excluded(figure_columns)}) "
+                       f"FROM {SCAN} WHERE __set = {group_set}")
         else:
             grouped = f"SELECT {by}{firsts}{aggregates} FROM ({lines}) GROUP BY {by}{day}"
     # The classification reads the grouped rows: the key columns keep their names, so the reader's expressions
@@ -382,6 +388,6 @@ def _rollup(exprs: dict[str, str], cols: Columns, relation: str, first_row: int,
         {**exprs, **over}, rows, "__g", 1, path, fmt, costs, "__first", files, by_hash=keys_by_hash)
 
 
-def _excluded(scan: bool) -> str:
+def _excluded(columns: list[str]) -> str:
     """The columns of a scan's figures, left out of its groups' rows."""
-    return "".join(f", {c}" for c in FIGURES) if scan else ""
+    return "".join(f", {c}" for c in columns)

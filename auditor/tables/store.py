@@ -307,10 +307,15 @@ class Store:
         # order (several files: one after another, their groups kept first with each file's figures).
         parquet = sniffed.container == "parquet" and not many
         numbers = "(file_row_number + 1)" if parquet else "row_number() OVER ()"
-        for by_hash in (True, False):  # grouped by hashes of the keys; on a CLASH by the columns themselves
+        # Grouped by hashes of the keys, on a CLASH by the columns themselves. A scan's groups list their lines'
+        # hashes (parts.repeated), which DuckDB cannot spill: out of memory, the scan is made again without them,
+        # and its files are asked whether two share a line (parts.shared).
+        attempts = [(True, many), (False, many)]  # (by_hash, listed)
+        while attempts:
+            by_hash, listed = attempts.pop(0)
             if many:
                 scan = scan_rollup_sql(exprs, cols, relation, first_row, paths[0], sniffed.format,
-                                       [*COSTS, TAG_KEY], keys_by_hash=by_hash, keys_apart=by_hash)
+                                       [*COSTS, TAG_KEY], keys_by_hash=by_hash, keys_apart=by_hash, listed=listed)
                 sets, sql = f"CREATE TEMP TABLE {SCAN} AS {scan.sets}", "INSERT INTO costs BY NAME " + scan.select
             else:
                 sets, sql = None, "INSERT INTO costs BY NAME " + rollup_sql(
@@ -320,7 +325,7 @@ class Store:
                 con.execute("BEGIN")
                 if sets:
                     con.execute(sets)
-                    if parts.repeated(con) and parts.shared(relation, con):  # which files, each on its own says
+                    if (not listed or parts.repeated(con)) and parts.shared(relation, con):  # which, alone says
                         con.execute("ROLLBACK")
                         return one_by_one()
                     figures = parts.figures(con)
@@ -343,6 +348,9 @@ class Store:
                 con.execute("ROLLBACK")
                 if by_hash and CLASH in str(e):
                     continue  # two keys shared a hash: group by the key columns themselves
+                if listed and isinstance(e, duckdb.OutOfMemoryException):
+                    attempts = [(b, False) for b, _ in [(by_hash, listed), *attempts]]
+                    continue
                 if many:  # which file? each on its own says
                     return one_by_one()
                 if copy is None and (long_line := long_gzip_line(sniffed)):
