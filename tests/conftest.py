@@ -56,7 +56,8 @@ def _compile_templates() -> None:
 # beside the repository (../shared), never in it; Chromium, Java (for Spark) and Prometheus are system packages.
 # Every file from ../shared is found through `outside`, every program through its fixture below: where one is
 # absent its tests are skipped, saying what is missing and where it comes from; GPU_AUDITOR_REQUIRE (a
-# comma-separated list of samples, chromium, java and prometheus; .ci/run names all four) makes that a failure.
+# comma-separated list of samples, chromium, java, prometheus, focus and cgroup; .ci/run names them all) makes that a
+# failure.
 
 
 def _missing(message: str, what: str) -> None:
