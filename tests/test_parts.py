@@ -69,6 +69,15 @@ def one_at_a_time(paths: list[Path]) -> Store:
     return store
 
 
+def counted_once(export: Path, parts: list[Path], copy: Path) -> None:
+    """The export read with a re-delivered copy of one part beside it: the parts kept, the copy named in a warning
+    and left out, every sum that of the parts alone."""
+    store = Store()
+    assert [s.path for s in store.load_billing([export])] == [str(p) for p in parts]
+    assert any("re-delivered" in w and str(copy) in w for w in store.warnings)
+    assert sums(store) == sums(one_at_a_time(parts))
+
+
 @pytest.mark.heavy
 @pytest.mark.parametrize("kind", ["csv", "gz", "parquet"])
 @pytest.mark.parametrize("sample", SAMPLES, ids=lambda p: Path(p).parent.name)
@@ -132,11 +141,7 @@ def test_a_part_delivered_twice_in_the_same_folder_is_counted_once(tmp_path, loc
     lines = parts[1].read_text(encoding="utf-8").splitlines(keepends=True)
     copy = tmp_path / "export" / "part-00001 (1).csv"
     copy.write_text("".join(lines[:-3]), encoding="utf-8")  # a copy cut short: not byte-identical
-    store = Store()
-    sources = store.load_billing([tmp_path / "export"])
-    assert [s.path for s in sources] == [str(p) for p in parts]
-    assert any("re-delivered" in w and str(copy) in w for w in store.warnings)
-    assert sums(store) == sums(one_at_a_time(parts))
+    counted_once(tmp_path / "export", parts, copy)
 
 
 @pytest.mark.heavy
@@ -148,11 +153,7 @@ def test_a_parquet_part_delivered_again_with_its_lines_elsewhere_is_counted_once
     duckdb.connect().execute(f"COPY (SELECT * EXCLUDE (file_row_number) FROM read_parquet('{parts[1]}', "
                              "file_row_number = true) WHERE file_row_number >= 3 ORDER BY file_row_number) "
                              f"TO '{copy}' (FORMAT parquet)")
-    store = Store()
-    sources = store.load_billing([tmp_path / "export"])
-    assert [s.path for s in sources] == [str(p) for p in parts]
-    assert any("re-delivered" in w and str(copy) in w for w in store.warnings)
-    assert sums(store) == sums(one_at_a_time(parts))
+    counted_once(tmp_path / "export", parts, copy)
 
 
 @pytest.mark.heavy
@@ -181,9 +182,7 @@ def test_a_scan_out_of_memory_with_its_line_hashes_is_made_again_without_them(tm
     assert sums(store) == sums(one_at_a_time(parts))
     copy = tmp_path / "export" / "part-00001 (1).csv.gz"
     copy.write_bytes(gzip.compress(b"".join(gzip.decompress(parts[1].read_bytes()).splitlines(keepends=True)[:-2])))
-    store = Store()
-    assert [s.path for s in store.load_billing([tmp_path / "export"])] == [str(p) for p in parts]
-    assert any("re-delivered" in w and str(copy) in w for w in store.warnings)
+    counted_once(tmp_path / "export", parts, copy)
 
 
 def test_a_line_twice_in_one_part_is_no_line_two_parts_share(tmp_path, locate):

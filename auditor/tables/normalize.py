@@ -210,7 +210,7 @@ def scan_rollup_sql(exprs: dict[str, str], cols: Columns, relation: str, first_r
                     listed: bool = True) -> Scan:
     """rollup_sql of several files read as one scan, in order (DuckDB), whose figures per file (lines, costs and
     dates) come from the same read as the groups, a grouping set of their own: the ordered read of every line
-    once, not twice (a CUR of 2,000 gzip parts at 1M lines: 7.2 and 7.2 CPU s, now 7.6 for both). `listed`: each
+    once, not twice (a CUR of 2,000 gzip parts at 1M lines: 7.2 and 7.2 CPU s, now 9.3 for both). `listed`: each
     group lists its lines' hashes (`__lhs`), a list a line, which DuckDB cannot spill to disk."""
     sets, select = _rollup(exprs, cols, relation, first_row, path, fmt, costs, files=True,
                            keys_by_hash=keys_by_hash, keys_apart=keys_apart, scan=True, listed=listed)
